@@ -1,0 +1,160 @@
+//! Jobs at the edge: handler registry and the in-process runner.
+//!
+//! Invariants:
+//! - A handler runs outside any transaction, under a lease; its result comes back
+//!   as a command, and the token moves in the same transaction that completes the job.
+//! - A handler that fails or panics becomes a recorded failed attempt (retried with
+//!   doubling delay, then an incident), never a crashed runner or a lost job.
+//! - The idempotency key handed to a handler is stable across retries and crashes.
+
+use crate::Vars;
+use crate::runtime::{Error, Postfach, WorkReport};
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+
+/// What a handler is given.
+#[derive(Debug, Clone)]
+pub struct JobContext {
+    pub job: u64,
+    pub instance: u64,
+    pub element: String,
+    pub topic: String,
+    pub variables: Vars,
+    /// `instance:element:activation` — the same for every attempt of this job.
+    pub idempotency_key: String,
+    pub attempt: u32,
+}
+
+/// A failed handler attempt.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{0}")]
+pub struct HandlerError(pub String);
+
+impl From<String> for HandlerError {
+    fn from(s: String) -> Self {
+        Self(s)
+    }
+}
+impl From<&str> for HandlerError {
+    fn from(s: &str) -> Self {
+        Self(s.to_string())
+    }
+}
+
+/// The future a handler returns.
+pub type HandlerFuture = Pin<Box<dyn Future<Output = Result<Vars, HandlerError>> + Send>>;
+
+/// A service task implementation; any `Fn(JobContext) -> impl Future<Output = Result<Vars, HandlerError>>`.
+pub trait Handler: Send + Sync + 'static {
+    fn call(&self, ctx: JobContext) -> HandlerFuture;
+}
+
+impl<F, Fut> Handler for F
+where
+    F: Fn(JobContext) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Vars, HandlerError>> + Send + 'static,
+{
+    fn call(&self, ctx: JobContext) -> HandlerFuture {
+        Box::pin(self(ctx))
+    }
+}
+
+/// Handlers by topic.
+#[derive(Default)]
+pub struct Handlers(RwLock<HashMap<String, Arc<dyn Handler>>>);
+
+impl Handlers {
+    pub(crate) fn insert(&self, topic: &str, h: Arc<dyn Handler>) {
+        if let Ok(mut m) = self.0.write() {
+            m.insert(topic.to_string(), h);
+        }
+    }
+    pub(crate) fn get(&self, topic: &str) -> Option<Arc<dyn Handler>> {
+        self.0.read().ok()?.get(topic).cloned()
+    }
+    pub(crate) fn topics(&self) -> Vec<String> {
+        self.0
+            .read()
+            .map(|m| m.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+}
+
+/// Lease for in-process handlers.
+pub const HANDLER_LEASE_MS: u64 = 5 * 60 * 1000;
+
+fn owner() -> String {
+    static N: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "pid{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+pub(crate) async fn work_until_idle(pf: &Postfach) -> Result<WorkReport, Error> {
+    let mut report = WorkReport::default();
+    let owner = owner();
+    loop {
+        let mut progressed = false;
+        loop {
+            let n = pf.run_continuations(1024).await?;
+            report.continuations += n;
+            if n == 0 {
+                break;
+            }
+            progressed = true;
+        }
+        let mut running = tokio::task::JoinSet::new();
+        for topic in pf.handlers().topics() {
+            let Some(handler) = pf.handlers().get(&topic) else {
+                continue;
+            };
+            for job in pf.lock_jobs(&topic, 1024, &owner, HANDLER_LEASE_MS).await? {
+                let handler = handler.clone();
+                let pf = pf.clone();
+                running.spawn(async move {
+                    let ctx = JobContext {
+                        job: job.job,
+                        instance: job.instance,
+                        element: job.element.clone(),
+                        topic: job.topic.clone(),
+                        variables: job.variables.clone(),
+                        idempotency_key: job.idempotency_key.clone(),
+                        attempt: job.attempt,
+                    };
+                    // a panicking handler is a failed attempt, not a dead runner
+                    let outcome = match tokio::spawn(handler.call(ctx)).await {
+                        Ok(r) => r,
+                        Err(e) => Err(HandlerError(format!("handler panicked: {e}"))),
+                    };
+                    match outcome {
+                        Ok(vars) => pf
+                            .complete_job(job.job, Some(job.lease_token), vars)
+                            .await
+                            .map(|_| true),
+                        Err(e) => pf
+                            .fail_job(job.job, Some(job.lease_token), &e.0)
+                            .await
+                            .map(|_| false),
+                    }
+                });
+            }
+        }
+        while let Some(done) = running.join_next().await {
+            progressed = true;
+            match done {
+                Ok(Ok(true)) => report.tasks_completed += 1,
+                Ok(Ok(false)) => report.tasks_failed += 1,
+                Ok(Err(e)) => return Err(e),
+                Err(e) => tracing::error!(error = %e, "job task failed"),
+            }
+        }
+        if !progressed {
+            return Ok(report);
+        }
+    }
+}

@@ -1,0 +1,196 @@
+//! The executable process model: plain data parsed from BPMN 2.0 XML.
+//!
+//! Invariant: a [`Process`] that exists is runnable exactly as its diagram reads.
+//! Every element the engine cannot execute was refused by [`parse`], every flow
+//! points at an existing element, every message catch has a correlation key, and
+//! every condition is parsed. The model is immutable once deployed; instances keep
+//! the version they started with.
+
+mod expr;
+mod parse;
+
+pub use expr::{CmpOp, Expr, Lit, eval_bool, parse as parse_condition};
+pub use parse::{Issue, MAX_DEPTH, MAX_SIZE, ParseError, Unsupported, parse};
+
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap};
+
+/// One executable process of a BPMN file.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Process {
+    /// The BPMN process id (the definition key).
+    pub id: String,
+    /// The process name, if the model gives one.
+    pub name: Option<String>,
+    /// The flow nodes, in document order.
+    pub elements: Vec<Element>,
+    /// The sequence flows, in document order.
+    pub flows: Vec<Flow>,
+    /// Correlation key variable per message name caught in this process.
+    pub correlation_keys: BTreeMap<String, String>,
+    #[serde(skip)]
+    index: HashMap<String, usize>,
+}
+
+/// A flow node.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Element {
+    pub id: String,
+    pub name: Option<String>,
+    pub kind: ElementKind,
+    /// Indices into [`Process::flows`].
+    pub incoming: Vec<usize>,
+    /// Indices into [`Process::flows`], in document order.
+    pub outgoing: Vec<usize>,
+    /// `flowable:async="true"` or `camunda:asyncBefore="true"`: a durable job is
+    /// created before the element runs.
+    pub async_before: bool,
+    /// Line in the source file.
+    pub line: u32,
+}
+
+/// What a flow node does.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum ElementKind {
+    NoneStart,
+    MessageStart {
+        message: String,
+    },
+    End,
+    ExclusiveGateway {
+        default: Option<usize>,
+    },
+    ParallelGateway,
+    /// Completes as a pass-through unless bound to a topic by the outbox.
+    SendTask,
+    /// Waits as a job on `topic` until a handler or worker completes it.
+    ServiceTask {
+        topic: String,
+    },
+    ReceiveTask {
+        message: String,
+    },
+    MessageCatch {
+        message: String,
+    },
+    SignalCatch {
+        signal: String,
+    },
+    SignalThrow {
+        signal: String,
+    },
+    /// An intermediate throw event without definition: a pass-through.
+    NoneThrow,
+}
+
+impl ElementKind {
+    /// A short name for listings and errors.
+    pub fn label(&self) -> &'static str {
+        match self {
+            ElementKind::NoneStart => "startEvent",
+            ElementKind::MessageStart { .. } => "messageStartEvent",
+            ElementKind::End => "endEvent",
+            ElementKind::ExclusiveGateway { .. } => "exclusiveGateway",
+            ElementKind::ParallelGateway => "parallelGateway",
+            ElementKind::SendTask => "sendTask",
+            ElementKind::ServiceTask { .. } => "serviceTask",
+            ElementKind::ReceiveTask { .. } => "receiveTask",
+            ElementKind::MessageCatch { .. } => "intermediateCatchEvent(message)",
+            ElementKind::SignalCatch { .. } => "intermediateCatchEvent(signal)",
+            ElementKind::SignalThrow { .. } => "intermediateThrowEvent(signal)",
+            ElementKind::NoneThrow => "intermediateThrowEvent",
+        }
+    }
+
+    /// The message this element waits for, if it is a message wait state.
+    pub fn waits_for_message(&self) -> Option<&str> {
+        match self {
+            ElementKind::ReceiveTask { message } | ElementKind::MessageCatch { message } => {
+                Some(message)
+            }
+            _ => None,
+        }
+    }
+}
+
+/// A sequence flow.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Flow {
+    pub id: String,
+    pub source: usize,
+    pub target: usize,
+    pub condition: Option<Expr>,
+}
+
+impl Process {
+    pub(crate) fn new(
+        id: String,
+        name: Option<String>,
+        elements: Vec<Element>,
+        flows: Vec<Flow>,
+        correlation_keys: BTreeMap<String, String>,
+    ) -> Self {
+        let mut p = Self {
+            id,
+            name,
+            elements,
+            flows,
+            correlation_keys,
+            index: HashMap::new(),
+        };
+        p.build_index();
+        p
+    }
+
+    /// Rebuilds the id index; call after deserialising.
+    pub fn build_index(&mut self) {
+        self.index = self
+            .elements
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (e.id.clone(), i))
+            .collect();
+    }
+
+    /// The element with this id.
+    pub fn element(&self, id: &str) -> Option<&Element> {
+        self.index.get(id).map(|&i| &self.elements[i])
+    }
+
+    /// The element at an index.
+    pub fn at(&self, idx: usize) -> &Element {
+        &self.elements[idx]
+    }
+
+    /// The index of the element with this id.
+    pub fn index_of(&self, id: &str) -> Option<usize> {
+        self.index.get(id).copied()
+    }
+
+    /// The none start event the instance begins at, if there is one.
+    pub fn none_start(&self) -> Option<&Element> {
+        self.elements
+            .iter()
+            .find(|e| e.kind == ElementKind::NoneStart)
+    }
+
+    /// The message start event for `message`, if there is one.
+    pub fn message_start(&self, message: &str) -> Option<&Element> {
+        self.elements
+            .iter()
+            .find(|e| matches!(&e.kind, ElementKind::MessageStart { message: m } if m == message))
+    }
+
+    /// Message names this process waits for at catch events and receive tasks.
+    pub fn caught_messages(&self) -> impl Iterator<Item = &str> {
+        self.correlation_keys.keys().map(String::as_str)
+    }
+
+    /// Message names that start this process.
+    pub fn start_messages(&self) -> impl Iterator<Item = &str> {
+        self.elements.iter().filter_map(|e| match &e.kind {
+            ElementKind::MessageStart { message } => Some(message.as_str()),
+            _ => None,
+        })
+    }
+}

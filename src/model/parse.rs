@@ -1,0 +1,669 @@
+//! BPMN 2.0 XML → [`Process`], with quick-xml.
+//!
+//! Invariant: no input makes this module panic. Input size and nesting depth are
+//! capped, malformed XML is reported with line and column, and every element the
+//! engine cannot execute is reported at once, each with id, type and line.
+
+use super::{Element, ElementKind, Flow, Process, parse_condition};
+use quick_xml::Reader;
+use quick_xml::events::{BytesStart, Event};
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+
+/// Largest BPMN file accepted (bytes).
+pub const MAX_SIZE: usize = 16 * 1024 * 1024;
+/// Deepest element nesting accepted.
+pub const MAX_DEPTH: usize = 128;
+
+/// An element the engine cannot execute.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unsupported {
+    pub id: String,
+    pub kind: String,
+    pub line: u32,
+}
+
+/// A problem with a supported element (missing key, dangling reference, ...).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Issue {
+    pub id: String,
+    pub line: u32,
+    pub message: String,
+}
+
+/// Why a BPMN file does not deploy.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum ParseError {
+    #[error("{file}:{line}:{column}: malformed XML: {message}")]
+    Xml {
+        file: String,
+        line: u32,
+        column: u32,
+        message: String,
+    },
+    #[error("{file}: file is {size} bytes, more than the {MAX_SIZE} bytes a BPMN model may have")]
+    TooLarge { file: String, size: usize },
+    #[error("{file}:{line}: elements nest deeper than {MAX_DEPTH} levels")]
+    TooDeep { file: String, line: u32 },
+    #[error("{file}: the root element is <{found}>, expected <definitions> of BPMN 2.0")]
+    NotBpmn { file: String, found: String },
+    #[error("{file}: no <process> element found")]
+    NoProcess { file: String },
+    #[error(
+        "{file}:{line}: process '{process}' has isExecutable=\"false\": set isExecutable=\"true\" in the modeler to deploy it"
+    )]
+    NotExecutable {
+        file: String,
+        process: String,
+        line: u32,
+    },
+    #[error("{file}: {} element(s) the engine cannot execute: {}", items.len(), list_unsupported(items))]
+    Unsupported {
+        file: String,
+        items: Vec<Unsupported>,
+    },
+    #[error("{file}: {}", list_issues(issues))]
+    Invalid { file: String, issues: Vec<Issue> },
+}
+
+fn list_unsupported(items: &[Unsupported]) -> String {
+    items
+        .iter()
+        .map(|u| format!("{} '{}' (line {})", u.kind, u.id, u.line))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn list_issues(issues: &[Issue]) -> String {
+    issues
+        .iter()
+        .map(|i| format!("line {}: '{}': {}", i.line, i.id, i.message))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// A parsed XML element: local name, attributes by local name, children, text.
+struct Node {
+    prefix: String,
+    name: String,
+    attrs: Vec<(String, String)>,
+    children: Vec<Node>,
+    text: String,
+    line: u32,
+}
+
+impl Node {
+    fn attr(&self, local: &str) -> Option<&str> {
+        self.attrs
+            .iter()
+            .find(|(k, _)| k == local)
+            .map(|(_, v)| v.as_str())
+    }
+    fn id(&self) -> String {
+        self.attr("id").unwrap_or("").to_string()
+    }
+    fn child(&self, name: &str) -> Option<&Node> {
+        self.children.iter().find(|c| c.name == name)
+    }
+}
+
+impl fmt::Debug for Node {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "<{}>", self.name)
+    }
+}
+
+struct Lines(Vec<usize>);
+
+impl Lines {
+    fn new(text: &str) -> Self {
+        Self(
+            text.bytes()
+                .enumerate()
+                .filter(|(_, b)| *b == b'\n')
+                .map(|(i, _)| i)
+                .collect(),
+        )
+    }
+    /// 1-based line and column of a byte offset.
+    fn at(&self, offset: usize) -> (u32, u32) {
+        let line = self.0.partition_point(|&nl| nl < offset);
+        let start = if line == 0 { 0 } else { self.0[line - 1] + 1 };
+        (line as u32 + 1, (offset.saturating_sub(start)) as u32 + 1)
+    }
+}
+
+fn local(s: &str) -> (String, String) {
+    match s.split_once(':') {
+        Some((p, l)) => (p.to_string(), l.to_string()),
+        None => (String::new(), s.to_string()),
+    }
+}
+
+fn node_from(e: &BytesStart<'_>, line: u32) -> Result<Node, String> {
+    let (prefix, name) = local(e.name().as_ref());
+    let mut attrs = Vec::new();
+    for a in e.attributes() {
+        let a = a.map_err(|err| err.to_string())?;
+        let (p, l) = local(a.key.as_ref());
+        if p == "xmlns" || (p.is_empty() && l == "xmlns") {
+            continue;
+        }
+        #[allow(deprecated)]
+        let v = a.unescape_value().map_err(|err| err.to_string())?;
+        attrs.push((l, v.into_owned()));
+    }
+    Ok(Node {
+        prefix,
+        name,
+        attrs,
+        children: Vec::new(),
+        text: String::new(),
+        line,
+    })
+}
+
+fn build_tree(file: &str, xml: &str) -> Result<Node, ParseError> {
+    let lines = Lines::new(xml);
+    let mut reader = Reader::from_str(xml);
+    let xml_err = |offset: u64, message: String| {
+        let (line, column) = lines.at(offset as usize);
+        ParseError::Xml {
+            file: file.to_string(),
+            line,
+            column,
+            message,
+        }
+    };
+    let mut stack: Vec<Node> = Vec::new();
+    let mut root: Option<Node> = None;
+    loop {
+        let before = reader.buffer_position();
+        let event = reader
+            .read_event()
+            .map_err(|e| xml_err(reader.error_position(), e.to_string()))?;
+        let line = lines.at(before as usize).0;
+        match event {
+            Event::Start(e) => {
+                if stack.len() >= MAX_DEPTH {
+                    return Err(ParseError::TooDeep {
+                        file: file.to_string(),
+                        line,
+                    });
+                }
+                stack.push(node_from(&e, line).map_err(|m| xml_err(before, m))?);
+            }
+            Event::Empty(e) => {
+                let node = node_from(&e, line).map_err(|m| xml_err(before, m))?;
+                match stack.last_mut() {
+                    Some(parent) => parent.children.push(node),
+                    None if root.is_none() => root = Some(node),
+                    None => return Err(xml_err(before, "more than one root element".into())),
+                }
+            }
+            Event::End(_) => {
+                let node = stack
+                    .pop()
+                    .ok_or_else(|| xml_err(before, "unexpected closing tag".into()))?;
+                match stack.last_mut() {
+                    Some(parent) => parent.children.push(node),
+                    None if root.is_none() => root = Some(node),
+                    None => return Err(xml_err(before, "more than one root element".into())),
+                }
+            }
+            Event::Text(t) => {
+                if let Some(n) = stack.last_mut() {
+                    n.text.push_str(&t.xml10_content());
+                }
+            }
+            Event::CData(t) => {
+                if let Some(n) = stack.last_mut() {
+                    n.text.push_str(&t);
+                }
+            }
+            Event::GeneralRef(r) => {
+                let resolved = match r.resolve_char_ref() {
+                    Ok(Some(c)) => c.to_string(),
+                    Ok(None) => match &*r {
+                        "lt" => "<".into(),
+                        "gt" => ">".into(),
+                        "amp" => "&".into(),
+                        "quot" => "\"".into(),
+                        "apos" => "'".into(),
+                        other => {
+                            return Err(xml_err(before, format!("unknown entity '&{other};'")));
+                        }
+                    },
+                    Err(e) => return Err(xml_err(before, e.to_string())),
+                };
+                if let Some(n) = stack.last_mut() {
+                    n.text.push_str(&resolved);
+                }
+            }
+            Event::Eof => break,
+            _ => {}
+        }
+    }
+    if let Some(open) = stack.last() {
+        return Err(xml_err(
+            xml.len() as u64,
+            format!("element <{}> is never closed", open.name),
+        ));
+    }
+    root.ok_or_else(|| xml_err(0, "document has no root element".into()))
+}
+
+/// Flow nodes the engine does not execute (yet): refused at deploy.
+const UNSUPPORTED_NODES: &[&str] = &[
+    "task",
+    "userTask",
+    "manualTask",
+    "scriptTask",
+    "businessRuleTask",
+    "callActivity",
+    "subProcess",
+    "transaction",
+    "adHocSubProcess",
+    "inclusiveGateway",
+    "eventBasedGateway",
+    "complexGateway",
+    "boundaryEvent",
+    "choreographyTask",
+];
+
+const EVENT_DEFINITIONS: &[&str] = &[
+    "messageEventDefinition",
+    "signalEventDefinition",
+    "timerEventDefinition",
+    "errorEventDefinition",
+    "escalationEventDefinition",
+    "compensateEventDefinition",
+    "conditionalEventDefinition",
+    "linkEventDefinition",
+    "terminateEventDefinition",
+    "cancelEventDefinition",
+];
+
+struct Defs {
+    /// message id → (name, correlation key from the model)
+    messages: HashMap<String, (String, Option<String>)>,
+    /// signal id → name
+    signals: HashMap<String, String>,
+}
+
+fn strip_feel(s: &str) -> String {
+    s.trim().trim_start_matches('=').trim().to_string()
+}
+
+fn model_key(node: &Node) -> Option<String> {
+    if let Some(k) = node.attr("correlationKey") {
+        return Some(strip_feel(k));
+    }
+    let ext = node.child("extensionElements")?;
+    ext.children
+        .iter()
+        .find(|c| c.name == "subscription")
+        .and_then(|s| s.attr("correlationKey"))
+        .map(strip_feel)
+}
+
+fn is_true(v: Option<&str>) -> bool {
+    v.is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+}
+
+/// Parses a BPMN file into its executable processes.
+///
+/// `file` names the source in errors. `key_overrides` maps message name to the
+/// correlation key variable and wins over what the model says.
+pub fn parse(
+    file: &str,
+    xml: &str,
+    key_overrides: &BTreeMap<String, String>,
+) -> Result<Vec<Process>, ParseError> {
+    if xml.len() > MAX_SIZE {
+        return Err(ParseError::TooLarge {
+            file: file.into(),
+            size: xml.len(),
+        });
+    }
+    let root = build_tree(file, xml)?;
+    if root.name != "definitions" {
+        return Err(ParseError::NotBpmn {
+            file: file.into(),
+            found: root.name.clone(),
+        });
+    }
+    let mut defs = Defs {
+        messages: HashMap::new(),
+        signals: HashMap::new(),
+    };
+    for c in &root.children {
+        match c.name.as_str() {
+            "message" => {
+                let name = c.attr("name").or(c.attr("id")).unwrap_or("").to_string();
+                defs.messages.insert(c.id(), (name, model_key(c)));
+            }
+            "signal" => {
+                let name = c.attr("name").or(c.attr("id")).unwrap_or("").to_string();
+                defs.signals.insert(c.id(), name);
+            }
+            _ => {}
+        }
+    }
+    let processes: Vec<&Node> = root
+        .children
+        .iter()
+        .filter(|c| c.name == "process")
+        .collect();
+    if processes.is_empty() {
+        return Err(ParseError::NoProcess { file: file.into() });
+    }
+    let mut unsupported = Vec::new();
+    let mut issues = Vec::new();
+    let mut out = Vec::new();
+    for p in processes {
+        if p.attr("isExecutable")
+            .is_some_and(|v| v.trim().eq_ignore_ascii_case("false"))
+        {
+            return Err(ParseError::NotExecutable {
+                file: file.into(),
+                process: p.id(),
+                line: p.line,
+            });
+        }
+        if let Some(proc) = process(p, &defs, key_overrides, &mut unsupported, &mut issues) {
+            out.push(proc);
+        }
+    }
+    if !unsupported.is_empty() {
+        return Err(ParseError::Unsupported {
+            file: file.into(),
+            items: unsupported,
+        });
+    }
+    if !issues.is_empty() {
+        return Err(ParseError::Invalid {
+            file: file.into(),
+            issues,
+        });
+    }
+    Ok(out)
+}
+
+fn event_definitions(node: &Node) -> Vec<&Node> {
+    node.children
+        .iter()
+        .filter(|c| EVENT_DEFINITIONS.contains(&c.name.as_str()))
+        .collect()
+}
+
+fn process(
+    p: &Node,
+    defs: &Defs,
+    key_overrides: &BTreeMap<String, String>,
+    unsupported: &mut Vec<Unsupported>,
+    issues: &mut Vec<Issue>,
+) -> Option<Process> {
+    let pid = p.id();
+    if pid.is_empty() {
+        issues.push(Issue {
+            id: "<process>".into(),
+            line: p.line,
+            message: "process has no id".into(),
+        });
+    }
+    let mut elements: Vec<Element> = Vec::new();
+    let mut flow_nodes: Vec<&Node> = Vec::new();
+    let mut keys: BTreeMap<String, String> = BTreeMap::new();
+    let mut catches: Vec<(String, String, u32, Option<String>)> = Vec::new();
+    let refuse = |u: &mut Vec<Unsupported>, n: &Node, kind: String| {
+        u.push(Unsupported {
+            id: n.id(),
+            kind,
+            line: n.line,
+        });
+    };
+    let message_of = |d: &Node| -> (String, Option<String>) {
+        let r = d.attr("messageRef").unwrap_or("");
+        match defs.messages.get(r) {
+            Some((name, key)) => (name.clone(), key.clone()),
+            None => (r.to_string(), None),
+        }
+    };
+    for n in &p.children {
+        let name = n.name.as_str();
+        if UNSUPPORTED_NODES.contains(&name) {
+            refuse(unsupported, n, name.to_string());
+            continue;
+        }
+        let evdefs = event_definitions(n);
+        let kind = match name {
+            "startEvent" | "endEvent" | "intermediateCatchEvent" | "intermediateThrowEvent" => {
+                if evdefs.len() > 1 {
+                    refuse(
+                        unsupported,
+                        n,
+                        format!("{name} with several event definitions"),
+                    );
+                    continue;
+                }
+                let def = evdefs.first().map(|d| d.name.as_str());
+                match (name, def) {
+                    ("startEvent", None) => ElementKind::NoneStart,
+                    ("startEvent", Some("messageEventDefinition")) => {
+                        let (message, _) = message_of(evdefs[0]);
+                        ElementKind::MessageStart { message }
+                    }
+                    ("endEvent", None) => ElementKind::End,
+                    ("intermediateCatchEvent", Some("messageEventDefinition")) => {
+                        let (message, key) = message_of(evdefs[0]);
+                        let key = key
+                            .or_else(|| model_key(n))
+                            .or_else(|| model_key(evdefs[0]));
+                        catches.push((message.clone(), n.id(), n.line, key));
+                        ElementKind::MessageCatch { message }
+                    }
+                    ("intermediateCatchEvent", Some("signalEventDefinition"))
+                    | ("intermediateThrowEvent", Some("signalEventDefinition")) => {
+                        let r = evdefs[0].attr("signalRef").unwrap_or("");
+                        let signal = defs
+                            .signals
+                            .get(r)
+                            .cloned()
+                            .unwrap_or_else(|| r.to_string());
+                        if name == "intermediateCatchEvent" {
+                            ElementKind::SignalCatch { signal }
+                        } else {
+                            ElementKind::SignalThrow { signal }
+                        }
+                    }
+                    ("intermediateThrowEvent", None) => ElementKind::NoneThrow,
+                    (_, Some(d)) => {
+                        refuse(unsupported, n, format!("{name} with {d}"));
+                        continue;
+                    }
+                    (_, None) => {
+                        refuse(unsupported, n, format!("{name} without event definition"));
+                        continue;
+                    }
+                }
+            }
+            "exclusiveGateway" => ElementKind::ExclusiveGateway { default: None },
+            "parallelGateway" => ElementKind::ParallelGateway,
+            "sendTask" => ElementKind::SendTask,
+            "serviceTask" => {
+                let ext_topic = n
+                    .child("extensionElements")
+                    .and_then(|x| x.children.iter().find(|c| c.name == "taskDefinition"))
+                    .and_then(|t| t.attr("type"))
+                    .map(strip_feel);
+                let topic = n
+                    .attr("topic")
+                    .map(str::to_string)
+                    .or(ext_topic)
+                    .unwrap_or_else(|| n.id());
+                ElementKind::ServiceTask { topic }
+            }
+            "receiveTask" => {
+                let (message, key) = message_of(n);
+                let key = key.or_else(|| model_key(n));
+                catches.push((message.clone(), n.id(), n.line, key));
+                ElementKind::ReceiveTask { message }
+            }
+            _ => continue, // not a flow node: diagram, lanes, annotations, data, vendor extensions
+        };
+        if let Some(lc) = n.children.iter().find(|c| {
+            c.name == "multiInstanceLoopCharacteristics" || c.name == "standardLoopCharacteristics"
+        }) {
+            refuse(unsupported, n, format!("{name} with {}", lc.name));
+            continue;
+        }
+        if n.id().is_empty() {
+            issues.push(Issue {
+                id: format!("<{name}>"),
+                line: n.line,
+                message: "flow node has no id".into(),
+            });
+            continue;
+        }
+        if elements.iter().any(|e| e.id == n.id()) {
+            issues.push(Issue {
+                id: n.id(),
+                line: n.line,
+                message: "id is used twice".into(),
+            });
+            continue;
+        }
+        let async_before = is_true(n.attr("async")) || is_true(n.attr("asyncBefore"));
+        elements.push(Element {
+            id: n.id(),
+            name: n.attr("name").map(str::to_string),
+            kind,
+            incoming: Vec::new(),
+            outgoing: Vec::new(),
+            async_before,
+            line: n.line,
+        });
+        flow_nodes.push(n);
+    }
+    for (message, id, line, key) in catches {
+        if !elements.iter().any(|e| e.id == id) {
+            continue;
+        }
+        let key = key_overrides
+            .get(&message)
+            .cloned()
+            .or(key)
+            .or_else(|| keys.get(&message).cloned());
+        match key {
+            Some(k) if !k.is_empty() => {
+                keys.insert(message, k);
+            }
+            _ => issues.push(Issue {
+                id: id.clone(),
+                line,
+                message: format!(
+                    "waits for message '{message}' but no correlation key is defined: add postfach:correlationKey=\"VARIABLE\" (xmlns:postfach=\"https://postfach.dev/bpmn\") to its <message>, or deploy with --correlation-key {message}=VARIABLE"
+                ),
+            }),
+        }
+    }
+    let index: HashMap<String, usize> = elements
+        .iter()
+        .enumerate()
+        .map(|(i, e)| (e.id.clone(), i))
+        .collect();
+    let mut flows = Vec::new();
+    for f in p.children.iter().filter(|c| c.name == "sequenceFlow") {
+        let (src, tgt) = (
+            f.attr("sourceRef").unwrap_or(""),
+            f.attr("targetRef").unwrap_or(""),
+        );
+        let id = f
+            .attr("id")
+            .map(str::to_string)
+            .unwrap_or_else(|| format!("{src}->{tgt}"));
+        let (Some(&s), Some(&t)) = (index.get(src), index.get(tgt)) else {
+            let missing = if index.contains_key(src) { tgt } else { src };
+            let known = p
+                .children
+                .iter()
+                .any(|c| c.id() == missing && !c.id().is_empty());
+            if !known {
+                issues.push(Issue {
+                    id,
+                    line: f.line,
+                    message: format!("sequence flow refers to '{missing}', which is not a flow node of process '{pid}'"),
+                });
+            }
+            continue;
+        };
+        let condition = match f
+            .child("conditionExpression")
+            .map(|c| c.text.trim())
+            .filter(|t| !t.is_empty())
+        {
+            Some(text) => match parse_condition(text) {
+                Ok(e) => Some(e),
+                Err(m) => {
+                    issues.push(Issue {
+                        id: id.clone(),
+                        line: f.line,
+                        message: m,
+                    });
+                    None
+                }
+            },
+            None => None,
+        };
+        let fi = flows.len();
+        flows.push(Flow {
+            id,
+            source: s,
+            target: t,
+            condition,
+        });
+        elements[s].outgoing.push(fi);
+        elements[t].incoming.push(fi);
+    }
+    for (i, n) in flow_nodes.iter().enumerate() {
+        if n.name == "exclusiveGateway"
+            && let Some(d) = n.attr("default")
+        {
+            match elements[i]
+                .outgoing
+                .iter()
+                .copied()
+                .find(|&fi| flows[fi].id == d)
+            {
+                Some(fi) => elements[i].kind = ElementKind::ExclusiveGateway { default: Some(fi) },
+                None => issues.push(Issue {
+                    id: n.id(),
+                    line: n.line,
+                    message: format!("default flow '{d}' is not an outgoing flow of this gateway"),
+                }),
+            }
+        }
+    }
+    if !elements.iter().any(|e| {
+        matches!(
+            e.kind,
+            ElementKind::NoneStart | ElementKind::MessageStart { .. }
+        )
+    }) {
+        issues.push(Issue {
+            id: pid.clone(),
+            line: p.line,
+            message: "process has no start event".into(),
+        });
+    }
+    let _ = &p.prefix;
+    Some(Process::new(
+        pid,
+        p.attr("name").map(str::to_string),
+        elements,
+        flows,
+        keys,
+    ))
+}

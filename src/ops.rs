@@ -1,0 +1,358 @@
+//! Read views for operators: instances, who waits where and since when, buffered
+//! and parked messages, jobs and incidents, counters.
+//!
+//! Invariant: this module only reads (a redb read snapshot); it never changes
+//! state and never blocks the writer. Views serialise to the JSON shapes of the
+//! command line contract.
+
+use crate::Vars;
+use crate::clock::{Millis, rfc3339};
+use crate::codec;
+use crate::engine::{DefCache, load_def};
+use crate::store::*;
+use redb::{ReadOnlyTable, ReadTransaction, ReadableTable};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// One history line.
+#[derive(Debug, Clone, Serialize)]
+pub struct HistoryView {
+    pub element: String,
+    pub event: String,
+    pub at: String,
+}
+
+/// An instance as operators see it.
+#[derive(Debug, Clone, Serialize)]
+pub struct InstanceView {
+    pub instance: String,
+    pub process: String,
+    pub version: u32,
+    pub state: &'static str,
+    pub business_key: Option<String>,
+    pub waiting_at: Vec<String>,
+    pub incidents: Vec<String>,
+    pub variables: Vars,
+    pub started_at: String,
+    pub ended_at: Option<String>,
+    pub history: Vec<HistoryView>,
+}
+
+/// A token waiting at an element, with its age.
+#[derive(Debug, Clone, Serialize)]
+pub struct WaitingView {
+    pub instance: String,
+    pub element: String,
+    pub since: String,
+    pub age_ms: u64,
+}
+
+/// A message in the buffer or parked (or settled).
+#[derive(Debug, Clone, Serialize)]
+pub struct MessageView {
+    pub message_id: String,
+    pub name: String,
+    pub key: String,
+    pub state: &'static str,
+    pub reason: Option<&'static str>,
+    pub accepted_at: String,
+    pub expires_at: Option<String>,
+    pub candidates: Vec<String>,
+    pub instance: Option<String>,
+    pub element: Option<String>,
+    pub note: Option<String>,
+    pub attributes: BTreeMap<String, String>,
+    /// Raw payload of a malformed message, as (lossy) text.
+    pub raw: Option<String>,
+    pub requeues: u32,
+}
+
+/// A job or incident.
+#[derive(Debug, Clone, Serialize)]
+pub struct JobView {
+    pub job: String,
+    pub instance: String,
+    pub element: String,
+    pub kind: &'static str,
+    pub topic: Option<String>,
+    pub state: &'static str,
+    pub attempts: u32,
+    pub error: Option<String>,
+    pub due_at: String,
+    pub idempotency_key: String,
+}
+
+/// Which instances to list.
+#[derive(Debug, Clone, Default)]
+pub struct InstanceFilter {
+    pub waiting_at: Option<String>,
+    pub state: Option<String>,
+}
+
+/// Which messages to list; both flags false lists buffered and parked.
+#[derive(Debug, Clone, Default)]
+pub struct MessageFilter {
+    pub buffered: bool,
+    pub parked: bool,
+    pub reason: Option<Reason>,
+}
+
+/// A consistent read snapshot.
+pub struct Reader {
+    tx: ReadTransaction,
+    defs: Arc<DefCache>,
+    now: Millis,
+}
+
+type RErr = StoreError;
+
+impl Reader {
+    pub(crate) fn new(tx: ReadTransaction, defs: Arc<DefCache>, now: Millis) -> Self {
+        Self { tx, defs, now }
+    }
+
+    fn table<K: redb::Key + 'static, V: redb::Value + 'static>(
+        &self,
+        def: redb::TableDefinition<K, V>,
+    ) -> Result<ReadOnlyTable<K, V>, RErr> {
+        Ok(self.tx.open_table(def).map_err(redb::Error::from)?)
+    }
+
+    /// The raw instance record.
+    pub fn instance_record(&self, id: u64) -> Result<Option<InstanceRecord>, RErr> {
+        get_record(&self.table(INSTANCES)?, id)
+    }
+
+    /// One instance.
+    pub fn instance(&self, id: u64) -> Result<Option<InstanceView>, RErr> {
+        Ok(self.instance_record(id)?.map(|r| instance_view(&r)))
+    }
+
+    /// Instances, optionally only those waiting at an element or in a state.
+    pub fn instances(&self, filter: &InstanceFilter) -> Result<Vec<InstanceView>, RErr> {
+        let mut out = Vec::new();
+        if let Some(el) = &filter.waiting_at {
+            let mut seen = Vec::new();
+            for w in self.waiting_at(el)? {
+                let id: u64 = w.instance.parse().unwrap_or(0);
+                if !seen.contains(&id) {
+                    seen.push(id);
+                    if let Some(v) = self.instance(id)? {
+                        out.push(v);
+                    }
+                }
+            }
+        } else {
+            for row in self.table(INSTANCES)?.iter()? {
+                let (_, v) = row?;
+                let rec: InstanceRecord = codec::decode(v.value())?;
+                out.push(instance_view(&rec));
+            }
+        }
+        if let Some(s) = &filter.state {
+            out.retain(|v| v.state == s);
+        }
+        Ok(out)
+    }
+
+    /// Tokens resting at `element`, oldest first, with their age.
+    pub fn waiting_at(&self, element: &str) -> Result<Vec<WaitingView>, RErr> {
+        let mut out = Vec::new();
+        let t = self.table(TOKENS_AT)?;
+        for row in t.range((element, 0u64, 0u64, 0u64)..=(element, u64::MAX, u64::MAX, u64::MAX))? {
+            let row = row?;
+            let (e, since, inst, _) = row.0.value();
+            out.push(WaitingView {
+                instance: inst.to_string(),
+                element: e.to_string(),
+                since: rfc3339(since),
+                age_ms: self.now.saturating_sub(since),
+            });
+        }
+        Ok(out)
+    }
+
+    /// Messages in the buffer and/or parked.
+    pub fn messages(&self, filter: &MessageFilter) -> Result<Vec<MessageView>, RErr> {
+        let (buffered, parked) = if !filter.buffered && !filter.parked {
+            (true, true)
+        } else {
+            (filter.buffered, filter.parked)
+        };
+        let messages = self.table(MESSAGES)?;
+        let mut recs: Vec<MessageRecord> = Vec::new();
+        if buffered {
+            for row in self.table(BUFFER)?.iter()? {
+                let seq = row?.0.value().2;
+                if let Some(m) = get_record::<MessageRecord>(&messages, seq)? {
+                    recs.push(m);
+                }
+            }
+        }
+        if parked {
+            for row in self.table(PARKED)?.iter()? {
+                let seq = row?.0.value();
+                if let Some(m) = get_record::<MessageRecord>(&messages, seq)? {
+                    recs.push(m);
+                }
+            }
+        }
+        if let Some(r) = filter.reason {
+            recs.retain(|m| m.reason == Some(r));
+        }
+        recs.sort_by_key(|m| m.seq);
+        Ok(recs.iter().map(message_view).collect())
+    }
+
+    /// Every message record with this id (any state).
+    pub fn message(&self, id: &str) -> Result<Vec<MessageView>, RErr> {
+        let ids = self
+            .tx
+            .open_multimap_table(MESSAGE_IDS)
+            .map_err(redb::Error::from)?;
+        let messages = self.table(MESSAGES)?;
+        let mut out = Vec::new();
+        for v in redb::ReadableMultimapTable::get(&ids, id)? {
+            if let Some(m) = get_record::<MessageRecord>(&messages, v?.value())? {
+                out.push(message_view(&m));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Jobs, or only incidents.
+    pub fn jobs(&self, incidents_only: bool) -> Result<Vec<JobView>, RErr> {
+        let mut out = Vec::new();
+        for row in self.table(JOBS)?.iter()? {
+            let (_, v) = row?;
+            let j: JobRecord = codec::decode(v.value())?;
+            if incidents_only && j.state != JobState::Incident {
+                continue;
+            }
+            out.push(job_view(&j));
+        }
+        Ok(out)
+    }
+
+    /// Event counters (duplicates, parked by reason, signals that reached nobody, ...).
+    pub fn counters(&self) -> Result<BTreeMap<String, u64>, RErr> {
+        let mut out = BTreeMap::new();
+        for row in self.table(COUNTERS)?.iter()? {
+            let (k, v) = row?;
+            out.insert(k.value().to_string(), v.value());
+        }
+        Ok(out)
+    }
+
+    /// Age of the oldest buffered message, if any.
+    pub fn oldest_buffered_age(&self) -> Result<Option<u64>, RErr> {
+        let messages = self.table(MESSAGES)?;
+        let mut oldest: Option<Millis> = None;
+        for row in self.table(EXPIRY)?.iter()? {
+            let seq = row?.0.value().1;
+            if let Some(m) = get_record::<MessageRecord>(&messages, seq)? {
+                oldest = Some(oldest.map_or(m.accepted_at, |o: Millis| o.min(m.accepted_at)));
+            }
+        }
+        Ok(oldest.map(|o| self.now.saturating_sub(o)))
+    }
+
+    /// The deployed process definition of an instance.
+    pub fn process(
+        &self,
+        process: &str,
+        version: u32,
+    ) -> Result<Option<Arc<crate::model::Process>>, RErr> {
+        load_def(&self.defs, &self.table(DEFINITIONS)?, process, version)
+    }
+}
+
+fn instance_view(r: &InstanceRecord) -> InstanceView {
+    let incidents: Vec<String> = r
+        .tokens
+        .iter()
+        .filter_map(|t| match &t.wait {
+            Wait::Incident { error } => Some(format!("{}: {error}", t.element)),
+            _ => None,
+        })
+        .collect();
+    let state = if r.ended_at.is_some() {
+        "completed"
+    } else if !incidents.is_empty() {
+        "incident"
+    } else {
+        "active"
+    };
+    InstanceView {
+        instance: r.id.to_string(),
+        process: r.process.clone(),
+        version: r.version,
+        state,
+        business_key: r.business_key.clone(),
+        waiting_at: r.tokens.iter().map(|t| t.element.clone()).collect(),
+        incidents,
+        variables: r.variables.clone(),
+        started_at: rfc3339(r.started_at),
+        ended_at: r.ended_at.map(rfc3339),
+        history: r
+            .history
+            .iter()
+            .map(|h| HistoryView {
+                element: h.element.clone(),
+                event: h.event.clone(),
+                at: rfc3339(h.at),
+            })
+            .collect(),
+    }
+}
+
+fn message_view(m: &MessageRecord) -> MessageView {
+    MessageView {
+        message_id: m.message_id.clone(),
+        name: m.name.clone(),
+        key: m.key.clone(),
+        state: m.state.as_str(),
+        reason: m.reason.map(Reason::as_str),
+        accepted_at: rfc3339(m.accepted_at),
+        expires_at: m
+            .expires_at
+            .filter(|_| m.state == MessageState::Buffered)
+            .map(rfc3339),
+        candidates: m.candidates.iter().map(u64::to_string).collect(),
+        instance: m.instance.map(|i| i.to_string()),
+        element: m.element.clone(),
+        note: m.note.clone(),
+        attributes: m.attributes.iter().cloned().collect(),
+        raw: m
+            .raw
+            .as_ref()
+            .map(|b| String::from_utf8_lossy(b).into_owned()),
+        requeues: m.requeues,
+    }
+}
+
+fn job_view(j: &JobRecord) -> JobView {
+    JobView {
+        job: j.id.to_string(),
+        instance: j.instance.to_string(),
+        element: j.element.clone(),
+        kind: match j.kind {
+            JobKind::Continue => "async_continuation",
+            JobKind::Task { .. } => "task",
+        },
+        topic: match &j.kind {
+            JobKind::Task { topic } => Some(topic.clone()),
+            JobKind::Continue => None,
+        },
+        state: match j.state {
+            JobState::Ready => "ready",
+            JobState::Locked => "locked",
+            JobState::Incident => "incident",
+        },
+        attempts: j.attempts,
+        error: j.last_error.clone(),
+        due_at: rfc3339(j.due_at),
+        idempotency_key: j.idempotency_key.clone(),
+    }
+}

@@ -1,0 +1,659 @@
+//! The embedding API: [`Postfach`] owns the redb file, a group-commit writer
+//! thread, the clock and the registered handlers.
+//!
+//! Invariants:
+//! - Every state change goes through the one writer thread. It takes all queued
+//!   commands (up to `max_batch`), applies them to one write transaction, commits
+//!   durably (fsync) once, and only then answers the callers: a returned `Ok` means
+//!   the change survives a crash, and concurrent callers share one fsync.
+//! - The writer reads the clock once per batch and hands the instant to the engine.
+//! - When a batch fails technically, it is aborted as a whole and every caller in
+//!   it gets the error; nothing of it is visible afterwards.
+
+use crate::Vars;
+use crate::clock::{Clock, Millis, SystemClock};
+use crate::engine::{
+    Config, DefCache, Delivery, Deployed, Engine, EngineError, LockedJob, Malformed, Publish,
+    Repair,
+};
+use crate::jobs::{Handler, Handlers};
+use crate::ops;
+use crate::store::{self, JobState, StoreError, Tables};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use tokio::sync::oneshot;
+
+/// Errors of the public API.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(
+        "message '{name}' with key '{key}' cannot be correlated: {reason}{}",
+        if candidates.is_empty() { String::new() } else { format!(" (candidate instances: {})", candidates.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")) }
+    )]
+    Rejected {
+        name: String,
+        key: String,
+        reason: &'static str,
+        candidates: Vec<u64>,
+    },
+}
+
+impl Error {
+    /// True for business refusals (exit code 3 on the command line).
+    pub fn is_rejection(&self) -> bool {
+        matches!(
+            self,
+            Error::Rejected { .. } | Error::Engine(EngineError::RepairRefused { .. })
+        )
+    }
+}
+
+impl From<redb::Error> for Error {
+    fn from(e: redb::Error) -> Self {
+        Error::Store(StoreError::Redb(e))
+    }
+}
+
+/// Settings of an open database.
+#[derive(Clone)]
+pub struct Options {
+    pub config: Config,
+    pub clock: Arc<dyn Clock>,
+    /// Most commands committed together.
+    pub max_batch: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            config: Config::default(),
+            clock: Arc::new(SystemClock),
+            max_batch: 4096,
+        }
+    }
+}
+
+/// Counts from one pass of the job runner.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct WorkReport {
+    pub continuations: usize,
+    pub tasks_completed: usize,
+    pub tasks_failed: usize,
+}
+
+pub(crate) enum Command {
+    Deploy {
+        file: String,
+        xml: String,
+        overrides: BTreeMap<String, String>,
+    },
+    Start {
+        process: String,
+        vars: Vars,
+        business_key: Option<String>,
+    },
+    Publish(Publish),
+    Correlate(Publish),
+    Malformed(Malformed),
+    Signal {
+        name: String,
+        vars: Vars,
+    },
+    RunContinuations {
+        limit: usize,
+    },
+    LockJobs {
+        topic: String,
+        max: usize,
+        owner: String,
+        lease: Millis,
+    },
+    CompleteJob {
+        job: u64,
+        lease: Option<u64>,
+        vars: Vars,
+    },
+    FailJob {
+        job: u64,
+        lease: Option<u64>,
+        error: String,
+    },
+    RetryJob {
+        job: u64,
+    },
+    Requeue {
+        id: String,
+    },
+    Discard {
+        id: String,
+        why: String,
+    },
+    AddToken {
+        instance: u64,
+        element: String,
+        force: bool,
+    },
+    ReleaseAllLeases,
+    Tick,
+}
+
+pub(crate) enum Reply {
+    Deployed(Vec<Deployed>),
+    Started(u64),
+    Delivery(Delivery),
+    Count(usize),
+    Locked(Vec<LockedJob>),
+    JobState(JobState),
+    Repair(Repair),
+    Done,
+}
+
+struct Request {
+    cmd: Command,
+    reply: oneshot::Sender<Result<Reply, Error>>,
+}
+
+struct Inner {
+    db: Arc<redb::Database>,
+    path: PathBuf,
+    tx: Mutex<Option<mpsc::Sender<Request>>>,
+    writer: Mutex<Option<JoinHandle<()>>>,
+    defs: Arc<DefCache>,
+    clock: Arc<dyn Clock>,
+    handlers: Handlers,
+}
+
+/// An open postfach database. Cheap to clone; all clones share one writer.
+#[derive(Clone)]
+pub struct Postfach {
+    inner: Arc<Inner>,
+}
+
+impl Postfach {
+    /// Opens (or creates) the database at `path` with default settings.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), postfach::Error> {
+    /// let pf = postfach::Postfach::open("orders.redb")?;
+    /// let xml = std::fs::read_to_string("bpmn/auftrag-ausfuehrung.bpmn").unwrap();
+    /// let keys = [("AuftragAbgeschlossen".to_string(), "auftragId".to_string())].into();
+    /// pf.deploy("auftrag-ausfuehrung.bpmn", &xml, keys).await?;
+    /// let vars = postfach::vars([("auftragId", "4711".into())]);
+    /// let instance = pf.start("auftrag-ausfuehrung", vars, None).await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, Error> {
+        Self::open_with(path, Options::default())
+    }
+
+    /// Opens with explicit settings (clock, TTLs, dedup window, batch size).
+    ///
+    /// Leases held by an earlier process are released at once: the file lock
+    /// guarantees that no earlier owner is still running.
+    pub fn open_with(path: impl AsRef<Path>, options: Options) -> Result<Self, Error> {
+        let path = path.as_ref().to_path_buf();
+        let db = Arc::new(store::open_db(&path)?);
+        let defs = Arc::new(DefCache::default());
+        // this process holds the file lock now, so no earlier lease holder runs
+        let released = run_batch(
+            &db,
+            &defs,
+            &options.config,
+            options.clock.now(),
+            vec![Command::ReleaseAllLeases],
+        )?;
+        if let Some(Ok(Reply::Count(n))) = released.first()
+            && *n > 0
+        {
+            tracing::info!(jobs = n, "released leases of an earlier process");
+        }
+        let (tx, rx) = mpsc::channel::<Request>();
+        let writer = {
+            let db = db.clone();
+            let defs = defs.clone();
+            let clock = options.clock.clone();
+            let config = options.config.clone();
+            let max_batch = options.max_batch.max(1);
+            std::thread::Builder::new()
+                .name("postfach-writer".into())
+                .spawn(move || writer_loop(db, rx, defs, clock, config, max_batch))
+                .map_err(|e| StoreError::Redb(redb::Error::Io(e)))?
+        };
+        let pf = Self {
+            inner: Arc::new(Inner {
+                db,
+                path,
+                tx: Mutex::new(Some(tx)),
+                writer: Mutex::new(Some(writer)),
+                defs,
+                clock: options.clock,
+                handlers: Handlers::default(),
+            }),
+        };
+        Ok(pf)
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// The injected clock.
+    pub fn now(&self) -> Millis {
+        self.inner.clock.now()
+    }
+
+    /// Stops the writer after the commands already queued and releases the file.
+    pub fn close(&self) {
+        if let Ok(mut tx) = self.inner.tx.lock() {
+            tx.take();
+        }
+        if let Ok(mut w) = self.inner.writer.lock()
+            && let Some(handle) = w.take()
+        {
+            let _ = handle.join();
+        }
+    }
+
+    fn send(&self, cmd: Command) -> Result<oneshot::Receiver<Result<Reply, Error>>, Error> {
+        let (reply, rx) = oneshot::channel();
+        let guard = self.inner.tx.lock().map_err(|_| StoreError::Closed)?;
+        let tx = guard.as_ref().ok_or(StoreError::Closed)?;
+        tx.send(Request { cmd, reply })
+            .map_err(|_| StoreError::Closed)?;
+        Ok(rx)
+    }
+
+    pub(crate) async fn submit(&self, cmd: Command) -> Result<Reply, Error> {
+        let rx = self.send(cmd)?;
+        rx.await.map_err(|_| Error::Store(StoreError::Closed))?
+    }
+
+    // ------------------------------------------------------------ commands
+
+    /// Parses, validates and stores a BPMN file. `correlation_keys` maps message
+    /// name to key variable and wins over the model.
+    pub async fn deploy(
+        &self,
+        file: &str,
+        xml: &str,
+        correlation_keys: BTreeMap<String, String>,
+    ) -> Result<Vec<Deployed>, Error> {
+        match self
+            .submit(Command::Deploy {
+                file: file.into(),
+                xml: xml.into(),
+                overrides: correlation_keys,
+            })
+            .await?
+        {
+            Reply::Deployed(d) => Ok(d),
+            _ => unreachable_reply(),
+        }
+    }
+
+    /// Starts an instance of the latest version of `process`.
+    pub async fn start(
+        &self,
+        process: &str,
+        vars: Vars,
+        business_key: Option<String>,
+    ) -> Result<u64, Error> {
+        match self
+            .submit(Command::Start {
+                process: process.into(),
+                vars,
+                business_key,
+            })
+            .await?
+        {
+            Reply::Started(id) => Ok(id),
+            _ => unreachable_reply(),
+        }
+    }
+
+    /// Publishes a message (the normal, buffered path). Every message ends in a
+    /// recorded outcome: correlated, buffered, duplicate or parked.
+    ///
+    /// ```no_run
+    /// # async fn demo(pf: postfach::Postfach) -> Result<(), postfach::Error> {
+    /// let d = pf.publish(postfach::Publish {
+    ///     name: "AuftragAbgeschlossen".into(),
+    ///     key: "4711".into(),
+    ///     message_id: Some("evt-1".into()),
+    ///     ..Default::default()
+    /// }).await?;
+    /// println!("{:?}", d.outcome);
+    /// # Ok(()) }
+    /// ```
+    pub async fn publish(&self, msg: Publish) -> Result<Delivery, Error> {
+        match self.submit(Command::Publish(msg)).await? {
+            Reply::Delivery(d) => Ok(d),
+            _ => unreachable_reply(),
+        }
+    }
+
+    /// Correlates synchronously: exactly one waiting subscription or an
+    /// [`Error::Rejected`] naming the reason and the candidates. Never buffers.
+    pub async fn correlate(&self, msg: Publish) -> Result<Delivery, Error> {
+        let (name, key) = (msg.name.clone(), msg.key.clone());
+        match self.submit(Command::Correlate(msg)).await? {
+            Reply::Delivery(d) if d.outcome == crate::Outcome::Rejected => Err(Error::Rejected {
+                name,
+                key,
+                reason: d.reason.map(|r| r.as_str()).unwrap_or("no_subscription"),
+                candidates: d.candidates,
+            }),
+            Reply::Delivery(d) => Ok(d),
+            _ => unreachable_reply(),
+        }
+    }
+
+    /// Parks an undecodable payload with its raw bytes (reason `malformed`).
+    pub async fn park_malformed(&self, m: Malformed) -> Result<Delivery, Error> {
+        match self.submit(Command::Malformed(m)).await? {
+            Reply::Delivery(d) => Ok(d),
+            _ => unreachable_reply(),
+        }
+    }
+
+    /// Broadcasts a signal; returns how many subscriptions it reached.
+    pub async fn signal(&self, name: &str, vars: Vars) -> Result<usize, Error> {
+        match self
+            .submit(Command::Signal {
+                name: name.into(),
+                vars,
+            })
+            .await?
+        {
+            Reply::Count(n) => Ok(n),
+            _ => unreachable_reply(),
+        }
+    }
+
+    /// Runs due async continuations (up to `limit`).
+    pub async fn run_continuations(&self, limit: usize) -> Result<usize, Error> {
+        match self.submit(Command::RunContinuations { limit }).await? {
+            Reply::Count(n) => Ok(n),
+            _ => unreachable_reply(),
+        }
+    }
+
+    /// Locks due task jobs of a topic for a worker.
+    pub async fn lock_jobs(
+        &self,
+        topic: &str,
+        max: usize,
+        owner: &str,
+        lease: Millis,
+    ) -> Result<Vec<LockedJob>, Error> {
+        match self
+            .submit(Command::LockJobs {
+                topic: topic.into(),
+                max,
+                owner: owner.into(),
+                lease,
+            })
+            .await?
+        {
+            Reply::Locked(j) => Ok(j),
+            _ => unreachable_reply(),
+        }
+    }
+
+    /// Completes a task job and moves its token on. `lease` is the lease token
+    /// from [`Postfach::lock_jobs`], or `None` to complete an unlocked job by hand.
+    pub async fn complete_job(
+        &self,
+        job: u64,
+        lease: Option<u64>,
+        vars: Vars,
+    ) -> Result<(), Error> {
+        self.submit(Command::CompleteJob { job, lease, vars })
+            .await
+            .map(|_| ())
+    }
+
+    /// Records a failed attempt; returns whether the job will retry or is an incident.
+    pub async fn fail_job(
+        &self,
+        job: u64,
+        lease: Option<u64>,
+        error: &str,
+    ) -> Result<JobState, Error> {
+        match self
+            .submit(Command::FailJob {
+                job,
+                lease,
+                error: error.into(),
+            })
+            .await?
+        {
+            Reply::JobState(s) => Ok(s),
+            _ => unreachable_reply(),
+        }
+    }
+
+    /// Makes an incident runnable again.
+    pub async fn retry_job(&self, job: u64) -> Result<(), Error> {
+        self.submit(Command::RetryJob { job }).await.map(|_| ())
+    }
+
+    /// Evaluates a parked message again, like a new publish.
+    pub async fn requeue(&self, message_id: &str) -> Result<Delivery, Error> {
+        match self
+            .submit(Command::Requeue {
+                id: message_id.into(),
+            })
+            .await?
+        {
+            Reply::Delivery(d) => Ok(d),
+            _ => unreachable_reply(),
+        }
+    }
+
+    /// Ends a parked message explicitly, with the reason recorded.
+    pub async fn discard(&self, message_id: &str, why: &str) -> Result<(), Error> {
+        self.submit(Command::Discard {
+            id: message_id.into(),
+            why: why.into(),
+        })
+        .await
+        .map(|_| ())
+    }
+
+    /// Adds a token before `element`; refused if it would open a second
+    /// subscription for an already subscribed (message, key), unless `force`.
+    pub async fn add_token(
+        &self,
+        instance: u64,
+        element: &str,
+        force: bool,
+    ) -> Result<Repair, Error> {
+        match self
+            .submit(Command::AddToken {
+                instance,
+                element: element.into(),
+                force,
+            })
+            .await?
+        {
+            Reply::Repair(r) => Ok(r),
+            _ => unreachable_reply(),
+        }
+    }
+
+    /// Commits an empty batch: parks expired buffered messages and releases
+    /// expired leases as of the clock's now.
+    pub async fn tick(&self) -> Result<(), Error> {
+        self.submit(Command::Tick).await.map(|_| ())
+    }
+
+    // ------------------------------------------------------------ handlers
+
+    /// Binds a handler to a service task topic (by default the task's element id).
+    ///
+    /// ```no_run
+    /// # fn demo(pf: postfach::Postfach) {
+    /// pf.register_handler("rechnungStellen", |job: postfach::JobContext| async move {
+    ///     // issue the invoice keyed by job.idempotency_key, then:
+    ///     Ok(postfach::Vars::new())
+    /// });
+    /// # }
+    /// ```
+    pub fn register_handler(&self, topic: &str, handler: impl Handler) {
+        self.inner.handlers.insert(topic, Arc::new(handler));
+    }
+
+    pub(crate) fn handlers(&self) -> &Handlers {
+        &self.inner.handlers
+    }
+
+    /// Runs due jobs until none is left that can run now: async continuations,
+    /// and task jobs whose topic has a registered handler.
+    pub async fn work_until_idle(&self) -> Result<WorkReport, Error> {
+        crate::jobs::work_until_idle(self).await
+    }
+
+    // ------------------------------------------------------------ reads
+
+    /// A read snapshot for the views in [`crate::ops`].
+    pub fn reader(&self) -> Result<ops::Reader, Error> {
+        Ok(ops::Reader::new(
+            store::begin_read(&self.inner.db)?,
+            self.inner.defs.clone(),
+            self.now(),
+        ))
+    }
+}
+
+fn unreachable_reply<T>() -> Result<T, Error> {
+    Err(Error::Store(StoreError::Closed))
+}
+
+fn apply(e: &mut Engine<'_, '_>, cmd: Command) -> Result<Reply, EngineError> {
+    Ok(match cmd {
+        Command::Deploy {
+            file,
+            xml,
+            overrides,
+        } => Reply::Deployed(e.deploy(&file, &xml, &overrides)?),
+        Command::Start {
+            process,
+            vars,
+            business_key,
+        } => Reply::Started(e.start(&process, vars, business_key)?),
+        Command::Publish(p) => Reply::Delivery(e.publish(&p)?),
+        Command::Correlate(p) => Reply::Delivery(e.correlate(&p)?),
+        Command::Malformed(m) => Reply::Delivery(e.park_malformed(&m)?),
+        Command::Signal { name, vars } => Reply::Count(e.signal(&name, &vars)?),
+        Command::RunContinuations { limit } => Reply::Count(e.run_continuations(limit)?),
+        Command::LockJobs {
+            topic,
+            max,
+            owner,
+            lease,
+        } => Reply::Locked(e.lock_jobs(&topic, max, &owner, lease)?),
+        Command::CompleteJob { job, lease, vars } => {
+            e.complete_job(job, lease, &vars)?;
+            Reply::Done
+        }
+        Command::FailJob { job, lease, error } => Reply::JobState(e.fail_job(job, lease, &error)?),
+        Command::RetryJob { job } => {
+            e.retry_job(job)?;
+            Reply::Done
+        }
+        Command::Requeue { id } => Reply::Delivery(e.requeue(&id)?),
+        Command::Discard { id, why } => {
+            e.discard(&id, &why)?;
+            Reply::Done
+        }
+        Command::AddToken {
+            instance,
+            element,
+            force,
+        } => Reply::Repair(e.add_token(instance, &element, force)?),
+        Command::ReleaseAllLeases => Reply::Count(e.release_all_leases()?),
+        Command::Tick => Reply::Done,
+    })
+}
+
+fn writer_loop(
+    db: Arc<redb::Database>,
+    rx: mpsc::Receiver<Request>,
+    defs: Arc<DefCache>,
+    clock: Arc<dyn Clock>,
+    config: Config,
+    max_batch: usize,
+) {
+    while let Ok(first) = rx.recv() {
+        let mut batch = vec![first];
+        while batch.len() < max_batch {
+            match rx.try_recv() {
+                Ok(r) => batch.push(r),
+                Err(_) => break,
+            }
+        }
+        let now = clock.now();
+        let (cmds, replies): (Vec<Command>, Vec<_>) =
+            batch.into_iter().map(|r| (r.cmd, r.reply)).unzip();
+        match run_batch(&db, &defs, &config, now, cmds) {
+            Ok(results) => {
+                for (reply, result) in replies.into_iter().zip(results) {
+                    let _ = reply.send(result.map_err(Error::from));
+                }
+            }
+            Err(err) => {
+                defs.clear();
+                tracing::error!(error = %err, "batch aborted");
+                let text = err.to_string();
+                for reply in replies {
+                    let _ = reply.send(Err(Error::Store(StoreError::Redb(redb::Error::Io(
+                        std::io::Error::other(text.clone()),
+                    )))));
+                }
+            }
+        }
+    }
+}
+
+fn run_batch(
+    db: &redb::Database,
+    defs: &DefCache,
+    config: &Config,
+    now: Millis,
+    cmds: Vec<Command>,
+) -> Result<Vec<Result<Reply, EngineError>>, StoreError> {
+    let tx = db.begin_write()?;
+    let mut results = Vec::with_capacity(cmds.len());
+    {
+        let mut tables = Tables::open(&tx)?;
+        let mut engine = Engine::new(&mut tables, defs, config, now);
+        engine.expire(10_000).map_err(technical)?;
+        engine.release_expired_leases().map_err(technical)?;
+        for cmd in cmds {
+            let mut engine = Engine::new(&mut tables, defs, config, now);
+            match apply(&mut engine, cmd) {
+                Err(EngineError::Store(e)) => return Err(e),
+                other => results.push(other),
+            }
+        }
+    }
+    tx.commit()?;
+    Ok(results)
+}
+
+fn technical(e: EngineError) -> StoreError {
+    match e {
+        EngineError::Store(s) => s,
+        other => StoreError::Redb(redb::Error::Io(std::io::Error::other(other.to_string()))),
+    }
+}

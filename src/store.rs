@@ -1,0 +1,465 @@
+//! Every table, key encoding and stored record of the redb file.
+//!
+//! Invariant: only this module names redb tables. Each record is encoded by
+//! [`crate::codec`] behind a format version byte. Keys that carry order are
+//! sequential u64 or tuples ending in one (accept order, due time), so range
+//! scans return oldest first and lookups cost O(log n) however large a table grows.
+//!
+//! Key encodings (tuple keys use redb's order-preserving tuple encoding):
+//! - `instances`: instance id (u64) → [`InstanceRecord`]
+//! - `tokens_at`: (element id, since, instance, token) → () — who waits where, oldest first
+//! - `subscriptions`: (message name, correlation key) → {(instance, token)}
+//! - `signal_subs`: signal name → {(instance, token)}
+//! - `expect`: (message, key) → {instance} — active instances that will still catch it
+//! - `passed`: (message, key) → {instance} — instances that caught it or ended
+//! - `messages`: accept sequence (u64) → [`MessageRecord`]
+//! - `buffer`: (message, key, seq) → () — buffered messages per key in accept order
+//! - `expiry`: (expires_at, seq) → () — the TTL sweep's index
+//! - `dedup`: (message name, message id) → (seq, accepted_at)
+//! - `jobs`: job id → [`JobRecord`]; `cont_due`: (due, job); `topic_due`: (topic, due, job);
+//!   `leases`: (lease expiry, job)
+
+use crate::Vars;
+use crate::clock::Millis;
+use crate::codec::{self, CodecError, json_text};
+use crate::model::Process;
+use redb::{
+    MultimapTable, MultimapTableDefinition, ReadableDatabase, ReadableMultimapTable, ReadableTable,
+    Table, TableDefinition, WriteTransaction,
+};
+use serde::{Deserialize, Serialize};
+
+pub(crate) const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+pub(crate) const DEFINITIONS: TableDefinition<(&str, u32), &[u8]> =
+    TableDefinition::new("definitions");
+pub(crate) const LATEST: TableDefinition<&str, u32> = TableDefinition::new("definition_latest");
+pub(crate) const CATALOG: TableDefinition<(&str, &str), &[u8]> =
+    TableDefinition::new("message_catalog");
+pub(crate) const INSTANCES: TableDefinition<u64, &[u8]> = TableDefinition::new("instances");
+pub(crate) const TOKENS_AT: TableDefinition<(&str, u64, u64, u64), ()> =
+    TableDefinition::new("tokens_at");
+pub(crate) const SUBSCRIPTIONS: MultimapTableDefinition<(&str, &str), (u64, u64)> =
+    MultimapTableDefinition::new("subscriptions");
+pub(crate) const SIGNAL_SUBS: MultimapTableDefinition<&str, (u64, u64)> =
+    MultimapTableDefinition::new("signal_subs");
+pub(crate) const EXPECT: MultimapTableDefinition<(&str, &str), u64> =
+    MultimapTableDefinition::new("expect");
+pub(crate) const PASSED: MultimapTableDefinition<(&str, &str), u64> =
+    MultimapTableDefinition::new("passed");
+pub(crate) const MESSAGES: TableDefinition<u64, &[u8]> = TableDefinition::new("messages");
+pub(crate) const MESSAGE_IDS: MultimapTableDefinition<&str, u64> =
+    MultimapTableDefinition::new("message_ids");
+pub(crate) const DEDUP: TableDefinition<(&str, &str), (u64, u64)> = TableDefinition::new("dedup");
+pub(crate) const BUFFER: TableDefinition<(&str, &str, u64), ()> = TableDefinition::new("buffer");
+pub(crate) const EXPIRY: TableDefinition<(u64, u64), ()> = TableDefinition::new("expiry");
+pub(crate) const PARKED: TableDefinition<u64, ()> = TableDefinition::new("parked");
+pub(crate) const JOBS: TableDefinition<u64, &[u8]> = TableDefinition::new("jobs");
+pub(crate) const CONT_DUE: TableDefinition<(u64, u64), ()> = TableDefinition::new("cont_due");
+pub(crate) const TOPIC_DUE: TableDefinition<(&str, u64, u64), ()> =
+    TableDefinition::new("topic_due");
+pub(crate) const LEASES: TableDefinition<(u64, u64), ()> = TableDefinition::new("leases");
+pub(crate) const COUNTERS: TableDefinition<&str, u64> = TableDefinition::new("counters");
+
+/// Storage failures. All of them are technical: retrying the operation, or
+/// redelivering the message that caused it, is the right reaction.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    #[error(
+        "database {path} is held by another process (a running `postfach run`?): stop it, or pass --server URL to talk to it"
+    )]
+    Locked { path: String },
+    #[error("database {path}: {source}")]
+    Open {
+        path: String,
+        source: redb::DatabaseError,
+    },
+    #[error("storage error: {0}")]
+    Redb(#[from] redb::Error),
+    #[error(transparent)]
+    Codec(#[from] CodecError),
+    #[error("database is closed")]
+    Closed,
+}
+
+macro_rules! from_redb {
+    ($($t:ty),*) => {$(
+        impl From<$t> for StoreError {
+            fn from(e: $t) -> Self { StoreError::Redb(e.into()) }
+        }
+    )*};
+}
+from_redb!(
+    redb::StorageError,
+    redb::TableError,
+    redb::TransactionError,
+    redb::CommitError
+);
+
+// ---------- records ----------
+
+/// A deployed process version.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DefinitionRecord {
+    pub process: Process,
+    pub version: u32,
+    pub deployed_at: Millis,
+    pub file: String,
+    /// Hash of source and key overrides; an identical redeploy keeps the version.
+    pub fingerprint: u64,
+}
+
+/// What a message name means to one process.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct CatalogEntry {
+    pub key_variable: Option<String>,
+    pub starts: bool,
+}
+
+/// Where a resting token waits.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Wait {
+    Message { name: String, key: String },
+    Signal { name: String },
+    Job { job: u64 },
+    Join { flow: usize },
+    Incident { error: String },
+}
+
+/// A token at rest. Between transactions every live token rests somewhere.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Token {
+    pub id: u64,
+    pub element: String,
+    pub wait: Wait,
+    pub since: Millis,
+}
+
+/// One line of an instance's history.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HistoryEntry {
+    pub element: String,
+    pub event: String,
+    pub at: Millis,
+}
+
+/// A process instance with its tokens and variables.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct InstanceRecord {
+    pub id: u64,
+    pub process: String,
+    pub version: u32,
+    pub business_key: Option<String>,
+    #[serde(with = "json_text")]
+    pub variables: Vars,
+    pub tokens: Vec<Token>,
+    pub next_token: u64,
+    pub activations: u64,
+    pub history: Vec<HistoryEntry>,
+    pub started_at: Millis,
+    pub ended_at: Option<Millis>,
+    /// (message, key) pairs registered in `expect`.
+    pub expects: Vec<(String, String)>,
+    /// Messages this instance has caught at least once.
+    pub passed: Vec<String>,
+}
+
+/// Where a message stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MessageState {
+    Buffered,
+    Parked,
+    Correlated,
+    Discarded,
+}
+
+impl MessageState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MessageState::Buffered => "buffered",
+            MessageState::Parked => "parked",
+            MessageState::Correlated => "correlated",
+            MessageState::Discarded => "discarded",
+        }
+    }
+}
+
+/// Why a message was parked (or a synchronous correlation rejected).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Reason {
+    /// Two or more subscriptions wait for the same (message, key).
+    Ambiguous,
+    /// The instance for the key already passed the catch event or ended.
+    Late,
+    /// The TTL ran out while the message waited in the buffer.
+    Expired,
+    /// The payload could not be decoded.
+    Malformed,
+    /// Nobody waits and the message may not be buffered (TTL 0 or synchronous correlate).
+    NoSubscription,
+    /// No deployed process catches or starts this message name.
+    UnknownMessage,
+}
+
+impl Reason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::Ambiguous => "ambiguous",
+            Reason::Late => "late",
+            Reason::Expired => "expired",
+            Reason::Malformed => "malformed",
+            Reason::NoSubscription => "no_subscription",
+            Reason::UnknownMessage => "unknown_message",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            Reason::Ambiguous,
+            Reason::Late,
+            Reason::Expired,
+            Reason::Malformed,
+            Reason::NoSubscription,
+            Reason::UnknownMessage,
+        ]
+        .into_iter()
+        .find(|r| r.as_str() == s)
+    }
+}
+
+/// An accepted message and its outcome.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MessageRecord {
+    pub seq: u64,
+    pub message_id: String,
+    pub name: String,
+    pub key: String,
+    #[serde(with = "json_text")]
+    pub variables: Vars,
+    pub state: MessageState,
+    pub reason: Option<Reason>,
+    pub accepted_at: Millis,
+    pub expires_at: Option<Millis>,
+    pub candidates: Vec<u64>,
+    pub instance: Option<u64>,
+    pub element: Option<String>,
+    /// Raw payload of a message that could not be decoded.
+    pub raw: Option<Vec<u8>>,
+    pub attributes: Vec<(String, String)>,
+    pub settled_at: Option<Millis>,
+    /// Free text: the error of a malformed payload, or why it was discarded.
+    pub note: Option<String>,
+    pub requeues: u32,
+}
+
+/// What a job does when it runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum JobKind {
+    /// An async continuation: the engine runs the element itself.
+    Continue,
+    /// Work for a handler or external worker on a topic.
+    Task { topic: String },
+}
+
+/// Job lifecycle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum JobState {
+    Ready,
+    Locked,
+    Incident,
+}
+
+/// An exclusive, expiring claim on a job.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Lease {
+    pub owner: String,
+    pub token: u64,
+    pub until: Millis,
+}
+
+/// A durable unit of work attached to a resting token.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct JobRecord {
+    pub id: u64,
+    pub instance: u64,
+    pub token: u64,
+    pub element: String,
+    pub kind: JobKind,
+    pub state: JobState,
+    pub due_at: Millis,
+    pub attempts: u32,
+    pub last_error: Option<String>,
+    /// Stable across retries and crashes: (instance, element, activation).
+    pub idempotency_key: String,
+    pub created_at: Millis,
+    pub lease: Option<Lease>,
+}
+
+// ---------- typed access ----------
+
+/// Reads a record from a u64-keyed table.
+pub(crate) fn get_record<T: serde::de::DeserializeOwned>(
+    table: &impl ReadableTable<u64, &'static [u8]>,
+    id: u64,
+) -> Result<Option<T>, StoreError> {
+    match table.get(id)? {
+        Some(g) => Ok(Some(codec::decode(g.value())?)),
+        None => Ok(None),
+    }
+}
+
+/// All tables of one write transaction, opened once per batch.
+pub(crate) struct Tables<'t> {
+    pub meta: Table<'t, &'static str, u64>,
+    pub definitions: Table<'t, (&'static str, u32), &'static [u8]>,
+    pub latest: Table<'t, &'static str, u32>,
+    pub catalog: Table<'t, (&'static str, &'static str), &'static [u8]>,
+    pub instances: Table<'t, u64, &'static [u8]>,
+    pub tokens_at: Table<'t, (&'static str, u64, u64, u64), ()>,
+    pub subscriptions: MultimapTable<'t, (&'static str, &'static str), (u64, u64)>,
+    pub signal_subs: MultimapTable<'t, &'static str, (u64, u64)>,
+    pub expect: MultimapTable<'t, (&'static str, &'static str), u64>,
+    pub passed: MultimapTable<'t, (&'static str, &'static str), u64>,
+    pub messages: Table<'t, u64, &'static [u8]>,
+    pub message_ids: MultimapTable<'t, &'static str, u64>,
+    pub dedup: Table<'t, (&'static str, &'static str), (u64, u64)>,
+    pub buffer: Table<'t, (&'static str, &'static str, u64), ()>,
+    pub expiry: Table<'t, (u64, u64), ()>,
+    pub parked: Table<'t, u64, ()>,
+    pub jobs: Table<'t, u64, &'static [u8]>,
+    pub cont_due: Table<'t, (u64, u64), ()>,
+    pub topic_due: Table<'t, (&'static str, u64, u64), ()>,
+    pub leases: Table<'t, (u64, u64), ()>,
+    pub counters: Table<'t, &'static str, u64>,
+}
+
+impl<'t> Tables<'t> {
+    pub fn open(tx: &'t WriteTransaction) -> Result<Self, StoreError> {
+        Ok(Self {
+            meta: tx.open_table(META)?,
+            definitions: tx.open_table(DEFINITIONS)?,
+            latest: tx.open_table(LATEST)?,
+            catalog: tx.open_table(CATALOG)?,
+            instances: tx.open_table(INSTANCES)?,
+            tokens_at: tx.open_table(TOKENS_AT)?,
+            subscriptions: tx.open_multimap_table(SUBSCRIPTIONS)?,
+            signal_subs: tx.open_multimap_table(SIGNAL_SUBS)?,
+            expect: tx.open_multimap_table(EXPECT)?,
+            passed: tx.open_multimap_table(PASSED)?,
+            messages: tx.open_table(MESSAGES)?,
+            message_ids: tx.open_multimap_table(MESSAGE_IDS)?,
+            dedup: tx.open_table(DEDUP)?,
+            buffer: tx.open_table(BUFFER)?,
+            expiry: tx.open_table(EXPIRY)?,
+            parked: tx.open_table(PARKED)?,
+            jobs: tx.open_table(JOBS)?,
+            cont_due: tx.open_table(CONT_DUE)?,
+            topic_due: tx.open_table(TOPIC_DUE)?,
+            leases: tx.open_table(LEASES)?,
+            counters: tx.open_table(COUNTERS)?,
+        })
+    }
+
+    /// Takes the next value of a named sequence (starting at 1).
+    pub fn next_seq(&mut self, name: &'static str) -> Result<u64, StoreError> {
+        let next = self.meta.get(name)?.map(|g| g.value()).unwrap_or(0) + 1;
+        self.meta.insert(name, next)?;
+        Ok(next)
+    }
+
+    pub fn bump(&mut self, counter: &str, by: u64) -> Result<(), StoreError> {
+        let v = self.counters.get(counter)?.map(|g| g.value()).unwrap_or(0);
+        self.counters.insert(counter, v + by)?;
+        Ok(())
+    }
+
+    pub fn instance(&self, id: u64) -> Result<Option<InstanceRecord>, StoreError> {
+        get_record(&self.instances, id)
+    }
+    pub fn put_instance(&mut self, rec: &InstanceRecord) -> Result<(), StoreError> {
+        self.instances
+            .insert(rec.id, codec::encode(rec)?.as_slice())?;
+        Ok(())
+    }
+    pub fn message(&self, seq: u64) -> Result<Option<MessageRecord>, StoreError> {
+        get_record(&self.messages, seq)
+    }
+    pub fn put_message(&mut self, rec: &MessageRecord) -> Result<(), StoreError> {
+        self.messages
+            .insert(rec.seq, codec::encode(rec)?.as_slice())?;
+        Ok(())
+    }
+    pub fn job(&self, id: u64) -> Result<Option<JobRecord>, StoreError> {
+        get_record(&self.jobs, id)
+    }
+    pub fn put_job(&mut self, rec: &JobRecord) -> Result<(), StoreError> {
+        self.jobs.insert(rec.id, codec::encode(rec)?.as_slice())?;
+        Ok(())
+    }
+    pub fn definition(
+        &self,
+        process: &str,
+        version: u32,
+    ) -> Result<Option<DefinitionRecord>, StoreError> {
+        match self.definitions.get((process, version))? {
+            Some(g) => Ok(Some(codec::decode(g.value())?)),
+            None => Ok(None),
+        }
+    }
+    /// Pairs (instance, token) subscribed to a (message, key).
+    pub fn subscribers(&self, name: &str, key: &str) -> Result<Vec<(u64, u64)>, StoreError> {
+        let mut out = Vec::new();
+        for v in self.subscriptions.get((name, key))? {
+            out.push(v?.value());
+        }
+        Ok(out)
+    }
+    pub fn multimap_u64(
+        table: &MultimapTable<'t, (&'static str, &'static str), u64>,
+        name: &str,
+        key: &str,
+    ) -> Result<Vec<u64>, StoreError> {
+        let mut out = Vec::new();
+        for v in table.get((name, key))? {
+            out.push(v?.value());
+        }
+        Ok(out)
+    }
+}
+
+/// Creates every table so that read transactions find them, and stamps the format version.
+pub(crate) fn init(db: &redb::Database) -> Result<(), StoreError> {
+    let tx = db.begin_write()?;
+    {
+        let mut t = Tables::open(&tx)?;
+        if t.meta.get("format_version")?.is_none() {
+            t.meta
+                .insert("format_version", codec::FORMAT_VERSION as u64)?;
+        }
+    }
+    tx.commit()?;
+    Ok(())
+}
+
+/// Opens (or creates) the database file, mapping a held lock to a clear error.
+pub(crate) fn open_db(path: &std::path::Path) -> Result<redb::Database, StoreError> {
+    let shown = path.display().to_string();
+    let db = redb::Database::builder()
+        .set_cache_size(256 * 1024 * 1024)
+        .create(path)
+        .map_err(|e| match e {
+            redb::DatabaseError::DatabaseAlreadyOpen => StoreError::Locked {
+                path: shown.clone(),
+            },
+            other => StoreError::Open {
+                path: shown.clone(),
+                source: other,
+            },
+        })?;
+    init(&db)?;
+    Ok(db)
+}
+
+/// A read-only snapshot.
+pub(crate) fn begin_read(db: &redb::Database) -> Result<redb::ReadTransaction, StoreError> {
+    Ok(db.begin_read()?)
+}

@@ -1,0 +1,120 @@
+//! Shared scaffolding: a temporary database with a manual clock and the reference model.
+#![allow(dead_code)]
+
+use postfach::{ManualClock, Options, Postfach, Publish, Vars};
+use std::sync::Arc;
+use std::time::Duration;
+
+pub const REFERENCE: &str = include_str!("../../bpmn/auftrag-ausfuehrung.bpmn");
+pub const PROCESS: &str = "auftrag-ausfuehrung";
+pub const MESSAGE: &str = "AuftragAbgeschlossen";
+/// 2026-01-01T00:00:00Z
+pub const T0: u64 = 1_767_225_600_000;
+
+pub struct Env {
+    pub dir: tempfile::TempDir,
+    pub clock: Arc<ManualClock>,
+    pub pf: Postfach,
+    pub config: postfach::Config,
+}
+
+impl Env {
+    pub fn new() -> Self {
+        Self::with_config(postfach::Config::default())
+    }
+
+    pub fn with_config(config: postfach::Config) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let clock = ManualClock::new(T0);
+        let pf = open(&dir, &clock, &config);
+        Self {
+            dir,
+            clock,
+            pf,
+            config,
+        }
+    }
+
+    /// Closes the database and opens it again from the file.
+    pub fn reopen(&mut self) {
+        self.pf.close();
+        self.pf = open(&self.dir, &self.clock, &self.config);
+    }
+
+    pub fn advance(&self, d: Duration) {
+        self.clock.advance(d);
+    }
+
+    pub async fn deploy_reference(&self) {
+        let keys = [(MESSAGE.to_string(), "auftragId".to_string())].into();
+        self.pf
+            .deploy("auftrag-ausfuehrung.bpmn", REFERENCE, keys)
+            .await
+            .expect("reference model deploys");
+    }
+
+    pub async fn deploy(&self, xml: &str) {
+        self.pf
+            .deploy("test.bpmn", xml, Default::default())
+            .await
+            .expect("model deploys");
+    }
+
+    pub async fn start_order(&self, auftrag: &str) -> u64 {
+        self.pf
+            .start(
+                PROCESS,
+                postfach::vars([("auftragId", auftrag.into())]),
+                None,
+            )
+            .await
+            .expect("start")
+    }
+
+    pub fn state(&self, instance: u64) -> String {
+        self.pf
+            .reader()
+            .unwrap()
+            .instance(instance)
+            .unwrap()
+            .expect("instance exists")
+            .state
+            .to_string()
+    }
+
+    pub fn waiting_at(&self, instance: u64) -> Vec<String> {
+        self.pf
+            .reader()
+            .unwrap()
+            .instance(instance)
+            .unwrap()
+            .expect("instance exists")
+            .waiting_at
+    }
+}
+
+fn open(dir: &tempfile::TempDir, clock: &Arc<ManualClock>, config: &postfach::Config) -> Postfach {
+    Postfach::open_with(
+        dir.path().join("test.redb"),
+        Options {
+            config: config.clone(),
+            clock: clock.clone(),
+            ..Options::default()
+        },
+    )
+    .expect("database opens")
+}
+
+pub fn completion(auftrag: &str, id: &str) -> Publish {
+    Publish {
+        name: MESSAGE.into(),
+        key: auftrag.into(),
+        message_id: Some(id.into()),
+        variables: postfach::vars([("erledigtePositionen", 1200.into())]),
+        ..Default::default()
+    }
+}
+
+pub fn no_vars() -> Vars {
+    Vars::new()
+}

@@ -450,7 +450,6 @@ impl<'a, 't> Engine<'a, 't> {
             started_at: self.now,
             ended_at: None,
             expects: Vec::new(),
-            passed: Vec::new(),
         };
         self.dirty.insert(
             id,
@@ -460,7 +459,6 @@ impl<'a, 't> Engine<'a, 't> {
                 indexed: Vec::new(),
             },
         );
-        self.refresh_expect(id)?;
         self.queue.push_back(Step::Arrive {
             inst: id,
             token: 1,
@@ -861,21 +859,26 @@ impl<'a, 't> Engine<'a, 't> {
                 self.t.passed.insert((m.as_str(), k.as_str()), inst)?;
             }
         }
-        self.refresh_expect(inst)
+        Ok(())
     }
 
-    /// Keeps `expect` equal to the (message, key) pairs this instance will still catch.
+    /// Keeps `expect` equal to the (message, key) pairs this instance may still
+    /// catch: those waited for where its tokens are or downstream of them.
     fn refresh_expect(&mut self, inst: u64) -> R<()> {
         let p = self.proc_of(inst);
         let rec = self.inst(inst);
         let mut desired: Vec<(String, String)> = Vec::new();
-        if rec.ended_at.is_none() {
-            for (m, var) in &p.correlation_keys {
-                if rec.passed.contains(m) {
-                    continue;
-                }
+        for t in &rec.tokens {
+            let Some(idx) = p.index_of(&t.element) else {
+                continue;
+            };
+            for m in p.messages_reachable_from(idx) {
+                let var = p.correlation_keys.get(m).map(String::as_str).unwrap_or("");
                 if let Some(k) = rec.variables.get(var).and_then(key_string) {
-                    desired.push((m.clone(), k));
+                    let e = (m.clone(), k);
+                    if !desired.contains(&e) {
+                        desired.push(e);
+                    }
                 }
             }
         }
@@ -897,11 +900,15 @@ impl<'a, 't> Engine<'a, 't> {
         for (k, v) in vars {
             rec.variables.insert(k.clone(), v.clone());
         }
-        self.refresh_expect(inst)
+        Ok(())
     }
 
     /// Writes every touched instance and keeps `tokens_at` in step with its tokens.
     fn flush(&mut self) -> R<()> {
+        let ids: Vec<u64> = self.dirty.keys().copied().collect();
+        for id in ids {
+            self.refresh_expect(id)?;
+        }
         let dirty = std::mem::take(&mut self.dirty);
         for (_, d) in dirty {
             let now_resting: Vec<(String, Millis, u64)> = d
@@ -1250,11 +1257,6 @@ impl<'a, 't> Engine<'a, 't> {
         let element = self.proc_of(inst).at(idx).id.clone();
         self.history(inst, &element, "message_correlated");
         self.t.passed.insert((name, key), inst)?;
-        let rec = self.inst(inst);
-        if !rec.passed.iter().any(|m| m == name) {
-            rec.passed.push(name.to_string());
-        }
-        self.refresh_expect(inst)?;
         self.merge_vars(inst, vars)?;
         self.queue.push_back(Step::Leave {
             inst,
@@ -1696,7 +1698,7 @@ impl<'a, 't> Engine<'a, 't> {
             });
         };
         if !force {
-            for m in reachable_messages(&p, idx) {
+            for m in p.messages_reachable_from(idx).to_vec() {
                 let var = p.correlation_keys.get(&m).cloned().unwrap_or_default();
                 let Some(key) = self.inst(inst).variables.get(&var).and_then(key_string) else {
                     continue;
@@ -1782,27 +1784,6 @@ fn delivery_of(rec: &MessageRecord) -> Delivery {
             .expires_at
             .filter(|_| rec.state == MessageState::Buffered),
     }
-}
-
-/// Message names waited for at `from` or anywhere downstream of it.
-fn reachable_messages(p: &Process, from: usize) -> Vec<String> {
-    let mut seen = vec![false; p.elements.len()];
-    let mut stack = vec![from];
-    let mut out = Vec::new();
-    while let Some(i) = stack.pop() {
-        if std::mem::replace(&mut seen[i], true) {
-            continue;
-        }
-        if let Some(m) = p.at(i).kind.waits_for_message()
-            && !out.iter().any(|x: &String| x == m)
-        {
-            out.push(m.to_string());
-        }
-        for &f in &p.at(i).outgoing {
-            stack.push(p.flows[f].target);
-        }
-    }
-    out
 }
 
 fn fingerprint(xml: &str, overrides: &BTreeMap<String, String>) -> u64 {

@@ -162,7 +162,7 @@ struct Request {
 }
 
 struct Inner {
-    db: Arc<redb::Database>,
+    db: Mutex<Option<Arc<redb::Database>>>,
     path: PathBuf,
     tx: Mutex<Option<mpsc::Sender<Request>>>,
     writer: Mutex<Option<JoinHandle<()>>>,
@@ -229,7 +229,7 @@ impl Postfach {
         };
         let pf = Self {
             inner: Arc::new(Inner {
-                db,
+                db: Mutex::new(Some(db)),
                 path,
                 tx: Mutex::new(Some(tx)),
                 writer: Mutex::new(Some(writer)),
@@ -260,6 +260,9 @@ impl Postfach {
             && let Some(handle) = w.take()
         {
             let _ = handle.join();
+        }
+        if let Ok(mut db) = self.inner.db.lock() {
+            db.take();
         }
     }
 
@@ -527,8 +530,15 @@ impl Postfach {
 
     /// A read snapshot for the views in [`crate::ops`].
     pub fn reader(&self) -> Result<ops::Reader, Error> {
+        let db = self
+            .inner
+            .db
+            .lock()
+            .ok()
+            .and_then(|d| d.clone())
+            .ok_or(StoreError::Closed)?;
         Ok(ops::Reader::new(
-            store::begin_read(&self.inner.db)?,
+            store::begin_read(&db)?,
             self.inner.defs.clone(),
             self.now(),
         ))

@@ -160,8 +160,6 @@ pub struct InstanceRecord {
     pub ended_at: Option<Millis>,
     /// (message, key) pairs registered in `expect`.
     pub expects: Vec<(String, String)>,
-    /// Messages this instance has caught at least once.
-    pub passed: Vec<String>,
 }
 
 /// Where a message stands.

@@ -30,6 +30,9 @@ pub struct Process {
     pub correlation_keys: BTreeMap<String, String>,
     #[serde(skip)]
     index: HashMap<String, usize>,
+    /// Per element: message names waited for there or anywhere downstream.
+    #[serde(skip)]
+    reach: Vec<Vec<String>>,
 }
 
 /// A flow node.
@@ -137,12 +140,13 @@ impl Process {
             flows,
             correlation_keys,
             index: HashMap::new(),
+            reach: Vec::new(),
         };
         p.build_index();
         p
     }
 
-    /// Rebuilds the id index; call after deserialising.
+    /// Rebuilds the derived indexes; call after deserialising.
     pub fn build_index(&mut self) {
         self.index = self
             .elements
@@ -150,6 +154,37 @@ impl Process {
             .enumerate()
             .map(|(i, e)| (e.id.clone(), i))
             .collect();
+        self.reach = (0..self.elements.len())
+            .map(|i| self.walk_messages(i))
+            .collect();
+    }
+
+    fn walk_messages(&self, from: usize) -> Vec<String> {
+        let mut seen = vec![false; self.elements.len()];
+        let mut stack = vec![from];
+        let mut out: Vec<String> = Vec::new();
+        while let Some(i) = stack.pop() {
+            if std::mem::replace(&mut seen[i], true) {
+                continue;
+            }
+            if let Some(m) = self.elements[i].kind.waits_for_message()
+                && !out.iter().any(|x| x == m)
+            {
+                out.push(m.to_string());
+            }
+            stack.extend(
+                self.elements[i]
+                    .outgoing
+                    .iter()
+                    .map(|&f| self.flows[f].target),
+            );
+        }
+        out
+    }
+
+    /// Message names a token at element `idx` may still wait for: there or downstream.
+    pub fn messages_reachable_from(&self, idx: usize) -> &[String] {
+        self.reach.get(idx).map(Vec::as_slice).unwrap_or(&[])
     }
 
     /// The element with this id.

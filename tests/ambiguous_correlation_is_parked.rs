@@ -1,0 +1,101 @@
+//! Rejection 3: two tokens wait for the same (message, key). The engine makes no
+//! choice: the message is parked with both candidates and nothing is correlated.
+mod common;
+use common::*;
+use postfach::{Error, Outcome, Reason};
+
+#[tokio::test]
+async fn two_waiting_instances_with_one_key_park_the_message_with_both_candidates() {
+    let env = Env::new();
+    env.deploy_reference().await;
+    let a = env.start_order("4711").await;
+    let b = env.start_order("4711").await;
+    env.pf.run_continuations(10).await.unwrap();
+
+    let d = env.pf.publish(completion("4711", "evt-1")).await.unwrap();
+    assert_eq!(d.outcome, Outcome::Parked);
+    assert_eq!(d.reason, Some(Reason::Ambiguous));
+    assert_eq!(d.candidates, vec![a, b]);
+    assert_eq!(
+        env.waiting_at(a),
+        vec!["warteAufAbschluss"],
+        "neither instance was correlated"
+    );
+    assert_eq!(env.waiting_at(b), vec!["warteAufAbschluss"]);
+
+    let parked = env
+        .pf
+        .reader()
+        .unwrap()
+        .messages(&Default::default())
+        .unwrap();
+    assert_eq!(parked[0].reason, Some("ambiguous"));
+    assert_eq!(parked[0].candidates, vec![a.to_string(), b.to_string()]);
+}
+
+#[tokio::test]
+async fn synchronous_correlate_rejects_with_candidates_and_records_nothing() {
+    let env = Env::new();
+    env.deploy_reference().await;
+    let a = env.start_order("4711").await;
+    let b = env.start_order("4711").await;
+    env.pf.run_continuations(10).await.unwrap();
+    match env.pf.correlate(completion("4711", "evt-1")).await {
+        Err(Error::Rejected {
+            reason, candidates, ..
+        }) => {
+            assert_eq!(reason, "ambiguous");
+            assert_eq!(candidates, vec![a, b]);
+        }
+        other => panic!("expected a rejection, got {other:?}"),
+    }
+    assert!(
+        env.pf
+            .reader()
+            .unwrap()
+            .messages(&Default::default())
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn a_forced_repair_token_makes_the_next_completion_ambiguous_and_the_guard_refuses_it_unforced()
+ {
+    let env = Env::new();
+    env.deploy_reference().await;
+    let a = env.start_order("4711").await;
+    env.pf.run_continuations(10).await.unwrap();
+    // the article's repair: a second token before the async send task
+    let refused = env
+        .pf
+        .add_token(a, "auftragUebergeben", false)
+        .await
+        .unwrap_err();
+    assert!(refused.is_rejection());
+    assert!(
+        refused.to_string().contains("warteAufAbschluss"),
+        "{refused}"
+    );
+    let forced = env
+        .pf
+        .add_token(a, "auftragUebergeben", true)
+        .await
+        .unwrap();
+    assert_eq!(
+        forced.jobs_created.len(),
+        1,
+        "the repair reports the async job it scheduled"
+    );
+    env.pf.run_continuations(10).await.unwrap();
+    assert_eq!(
+        env.waiting_at(a),
+        vec!["warteAufAbschluss", "warteAufAbschluss"]
+    );
+    let d = env.pf.publish(completion("4711", "evt-1")).await.unwrap();
+    assert_eq!(
+        (d.outcome, d.reason),
+        (Outcome::Parked, Some(Reason::Ambiguous))
+    );
+    assert_eq!(d.candidates, vec![a]);
+}

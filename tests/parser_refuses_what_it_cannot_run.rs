@@ -1,0 +1,224 @@
+//! The parser accepts what modelling tools write, ignores what does not execute,
+//! and refuses in one error every element the engine cannot run, each with id,
+//! type and line. Malformed XML names line and column. Nothing makes it panic.
+use postfach::model::{ParseError, parse};
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+
+const REFERENCE: &str = include_str!("../bpmn/auftrag-ausfuehrung.bpmn");
+
+fn keys() -> BTreeMap<String, String> {
+    [("AuftragAbgeschlossen".to_string(), "auftragId".to_string())].into()
+}
+
+#[test]
+fn the_reference_model_loads_unchanged_with_a_deploy_time_key() {
+    let p = parse("auftrag-ausfuehrung.bpmn", REFERENCE, &keys()).unwrap();
+    assert_eq!(p.len(), 1);
+    let p = &p[0];
+    assert_eq!(p.id, "auftrag-ausfuehrung");
+    assert!(p.element("auftragUebergeben").unwrap().async_before);
+    assert!(p.element("rechnungStellen").unwrap().async_before);
+    assert_eq!(p.correlation_keys["AuftragAbgeschlossen"], "auftragId");
+    assert_eq!(p.flows.len(), 4, "flows without ids get generated ids");
+}
+
+#[test]
+fn a_catch_without_key_says_how_to_add_one() {
+    let err = parse("auftrag-ausfuehrung.bpmn", REFERENCE, &BTreeMap::new()).unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("warteAufAbschluss"), "{text}");
+    assert!(
+        text.contains("--correlation-key AuftragAbgeschlossen=VARIABLE"),
+        "{text}"
+    );
+    assert!(text.contains("postfach:correlationKey"), "{text}");
+}
+
+const MODELER: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
+<bpmn:definitions xmlns:bpmn="http://www.omg.org/spec/BPMN/20100524/MODEL"
+  xmlns:bpmndi="http://www.omg.org/spec/BPMN/20100524/DI" xmlns:dc="http://www.omg.org/spec/DD/20100524/DC"
+  xmlns:zeebe="http://camunda.org/schema/zeebe/1.0" xmlns:camunda="http://camunda.org/schema/1.0/bpmn"
+  xmlns:signavio="http://www.signavio.com" id="Definitions_1">
+  <bpmn:collaboration id="Collab">
+    <bpmn:participant id="P1" name="Auftrag" processRef="auftrag" />
+    <bpmn:participant id="P2" name="Dienstleister" />
+    <bpmn:messageFlow id="MF1" sourceRef="P2" targetRef="catch" />
+  </bpmn:collaboration>
+  <bpmn:message id="Msg" name="AuftragAbgeschlossen">
+    <bpmn:extensionElements><zeebe:subscription correlationKey="=auftragId" /></bpmn:extensionElements>
+  </bpmn:message>
+  <bpmn:process id="auftrag" isExecutable="true">
+    <bpmn:documentation>Beschreibung &amp; Notizen</bpmn:documentation>
+    <bpmn:extensionElements><signavio:signavioMetaData metaKey="x" metaValue="y" /></bpmn:extensionElements>
+    <bpmn:laneSet id="ls"><bpmn:lane id="l1" name="Betrieb"><bpmn:flowNodeRef>start</bpmn:flowNodeRef></bpmn:lane></bpmn:laneSet>
+    <bpmn:startEvent id="start"><bpmn:outgoing>f1</bpmn:outgoing></bpmn:startEvent>
+    <bpmn:sequenceFlow id="f1" sourceRef="start" targetRef="gw" />
+    <bpmn:exclusiveGateway id="gw" default="f3" />
+    <bpmn:sequenceFlow id="f2" sourceRef="gw" targetRef="catch">
+      <bpmn:conditionExpression xsi:type="bpmn:tFormalExpression" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">${betrag &gt; 100}</bpmn:conditionExpression>
+    </bpmn:sequenceFlow>
+    <bpmn:sequenceFlow id="f3" sourceRef="gw" targetRef="invoice" />
+    <bpmn:intermediateCatchEvent id="catch"><bpmn:messageEventDefinition messageRef="Msg" /></bpmn:intermediateCatchEvent>
+    <bpmn:sequenceFlow id="f4" sourceRef="catch" targetRef="invoice" />
+    <bpmn:serviceTask id="invoice" camunda:asyncBefore="true">
+      <bpmn:extensionElements><zeebe:taskDefinition type="rechnung" /></bpmn:extensionElements>
+    </bpmn:serviceTask>
+    <bpmn:sequenceFlow id="f5" sourceRef="invoice" targetRef="end" />
+    <bpmn:endEvent id="end" />
+    <bpmn:textAnnotation id="ta"><bpmn:text>Hinweis</bpmn:text></bpmn:textAnnotation>
+    <bpmn:association id="as" sourceRef="ta" targetRef="catch" />
+    <bpmn:dataObjectReference id="dor" dataObjectRef="do" />
+    <bpmn:dataObject id="do" />
+    <bpmn:group id="grp" />
+  </bpmn:process>
+  <bpmndi:BPMNDiagram id="d"><bpmndi:BPMNPlane id="pl" bpmnElement="Collab">
+    <bpmndi:BPMNShape id="s1" bpmnElement="start"><dc:Bounds x="1" y="2" width="3" height="4" /></bpmndi:BPMNShape>
+  </bpmndi:BPMNPlane></bpmndi:BPMNDiagram>
+</bpmn:definitions>"#;
+
+#[test]
+fn modeler_files_deploy_and_non_executable_parts_are_ignored() {
+    let p = parse("modeler.bpmn", MODELER, &BTreeMap::new()).unwrap();
+    let p = &p[0];
+    assert_eq!(
+        p.correlation_keys["AuftragAbgeschlossen"], "auftragId",
+        "zeebe:subscription key"
+    );
+    assert!(
+        p.element("invoice").unwrap().async_before,
+        "camunda:asyncBefore"
+    );
+    assert_eq!(
+        p.element("invoice").unwrap().kind,
+        postfach::model::ElementKind::ServiceTask {
+            topic: "rechnung".into()
+        }
+    );
+    assert_eq!(p.elements.len(), 5);
+    let f2 = p.flows.iter().find(|f| f.id == "f2").unwrap();
+    let vars = postfach::vars([("betrag", 150.into())]);
+    assert!(
+        postfach::model::eval_bool(f2.condition.as_ref().unwrap(), &vars).unwrap(),
+        "&gt; is decoded"
+    );
+}
+
+#[test]
+fn every_unsupported_element_is_listed_with_id_type_and_line() {
+    let xml = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL">
+<process id="p">
+<startEvent id="s"/>
+<userTask id="approve"/>
+<boundaryEvent id="b1" attachedToRef="approve"><timerEventDefinition/></boundaryEvent>
+<intermediateCatchEvent id="wait"><timerEventDefinition/></intermediateCatchEvent>
+<subProcess id="sub"><startEvent id="inner"/></subProcess>
+<serviceTask id="loop"><multiInstanceLoopCharacteristics/></serviceTask>
+<endEvent id="e"><terminateEventDefinition/></endEvent>
+</process></definitions>"#;
+    let err = parse("x.bpmn", xml, &BTreeMap::new()).unwrap_err();
+    let ParseError::Unsupported { file, items } = &err else {
+        panic!("{err}")
+    };
+    assert_eq!(file, "x.bpmn");
+    let got: Vec<(&str, &str, u32)> = items
+        .iter()
+        .map(|u| (u.id.as_str(), u.kind.as_str(), u.line))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            ("approve", "userTask", 4),
+            ("b1", "boundaryEvent", 5),
+            (
+                "wait",
+                "intermediateCatchEvent with timerEventDefinition",
+                6
+            ),
+            ("sub", "subProcess", 7),
+            (
+                "loop",
+                "serviceTask with multiInstanceLoopCharacteristics",
+                8
+            ),
+            ("e", "endEvent with terminateEventDefinition", 9),
+        ]
+    );
+    assert!(err.to_string().contains("userTask 'approve' (line 4)"));
+}
+
+#[test]
+fn malformed_xml_names_line_and_column() {
+    let xml = "<definitions xmlns=\"http://www.omg.org/spec/BPMN/20100524/MODEL\">\n<process id=\"p\">\n  <startEvent id=\"s\">\n</process></definitions>";
+    let err = parse("broken.bpmn", xml, &BTreeMap::new()).unwrap_err();
+    let ParseError::Xml {
+        file, line, column, ..
+    } = &err
+    else {
+        panic!("{err}")
+    };
+    assert_eq!(file, "broken.bpmn");
+    assert_eq!(*line, 4, "{err}");
+    assert!(*column >= 1);
+    assert!(err.to_string().starts_with("broken.bpmn:4:"), "{err}");
+}
+
+#[test]
+fn a_non_executable_process_is_refused_with_that_reason() {
+    let xml = r#"<definitions><process id="p" isExecutable="false"><startEvent id="s"/></process></definitions>"#;
+    let err = parse("ne.bpmn", xml, &BTreeMap::new()).unwrap_err();
+    assert!(matches!(err, ParseError::NotExecutable { .. }));
+    assert!(err.to_string().contains("isExecutable=\"false\""));
+}
+
+#[test]
+fn dangling_flows_and_bad_conditions_are_named() {
+    let xml = r#"<definitions><process id="p"><startEvent id="s"/>
+<sequenceFlow id="f1" sourceRef="s" targetRef="nowhere"/>
+<exclusiveGateway id="g" default="zzz"/>
+<sequenceFlow id="f2" sourceRef="s" targetRef="g"><conditionExpression>${a &gt;}</conditionExpression></sequenceFlow>
+</process></definitions>"#;
+    let ParseError::Invalid { issues, .. } = parse("d.bpmn", xml, &BTreeMap::new()).unwrap_err()
+    else {
+        panic!()
+    };
+    let ids: Vec<&str> = issues.iter().map(|i| i.id.as_str()).collect();
+    assert_eq!(ids, vec!["f1", "f2", "g"]);
+    assert!(issues[0].message.contains("nowhere"));
+}
+
+#[test]
+fn deep_nesting_and_huge_input_are_refused() {
+    let deep = format!(
+        "<definitions>{}{}</definitions>",
+        "<a>".repeat(500),
+        "</a>".repeat(500)
+    );
+    assert!(matches!(
+        parse("deep.bpmn", &deep, &BTreeMap::new()),
+        Err(ParseError::TooDeep { .. })
+    ));
+    let huge = " ".repeat(postfach::model::MAX_SIZE + 1);
+    assert!(matches!(
+        parse("huge.bpmn", &huge, &BTreeMap::new()),
+        Err(ParseError::TooLarge { .. })
+    ));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..2000)) {
+        let text = String::from_utf8_lossy(&bytes);
+        let _ = parse("fuzz.bpmn", &text, &BTreeMap::new());
+    }
+
+    #[test]
+    fn mutated_reference_models_never_panic(cut in 0usize..REFERENCE.len(), len in 0usize..40, insert in "[<>/=\"a-z &;#x0-9]{0,12}") {
+        let mut s: String = REFERENCE.chars().take(cut).collect();
+        s.push_str(&insert);
+        s.extend(REFERENCE.chars().skip(cut + len));
+        let _ = parse("fuzz.bpmn", &s, &keys());
+    }
+}

@@ -1,0 +1,74 @@
+//! A signal is a broadcast to every current subscription, never buffered; a
+//! signal that reaches nobody is counted so the quiet loss is visible.
+mod common;
+use common::*;
+
+const SIGNALS: &str = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL">
+  <signal id="tw" name="Tarifwechsel"/>
+  <process id="wartet" isExecutable="true">
+    <startEvent id="s"/>
+    <sequenceFlow id="f1" sourceRef="s" targetRef="c"/>
+    <intermediateCatchEvent id="c"><signalEventDefinition signalRef="tw"/></intermediateCatchEvent>
+    <sequenceFlow id="f2" sourceRef="c" targetRef="e"/>
+    <endEvent id="e"/>
+  </process>
+  <process id="wirft" isExecutable="true">
+    <startEvent id="s2"/>
+    <sequenceFlow id="g1" sourceRef="s2" targetRef="t"/>
+    <intermediateThrowEvent id="t"><signalEventDefinition signalRef="tw"/></intermediateThrowEvent>
+    <sequenceFlow id="g2" sourceRef="t" targetRef="e2"/>
+    <endEvent id="e2"/>
+  </process>
+</definitions>"#;
+
+#[tokio::test]
+async fn a_signal_reaches_every_waiting_instance() {
+    let env = Env::new();
+    env.deploy(SIGNALS).await;
+    let a = env.pf.start("wartet", no_vars(), None).await.unwrap();
+    let b = env.pf.start("wartet", no_vars(), None).await.unwrap();
+    let reached = env
+        .pf
+        .signal("Tarifwechsel", postfach::vars([("tarif", "neu".into())]))
+        .await
+        .unwrap();
+    assert_eq!(reached, 2);
+    assert_eq!(env.state(a), "completed");
+    assert_eq!(env.state(b), "completed");
+    assert_eq!(
+        env.pf
+            .reader()
+            .unwrap()
+            .instance(a)
+            .unwrap()
+            .unwrap()
+            .variables["tarif"],
+        "neu"
+    );
+}
+
+#[tokio::test]
+async fn a_signal_nobody_waits_for_is_counted_and_not_buffered() {
+    let env = Env::new();
+    env.deploy(SIGNALS).await;
+    assert_eq!(env.pf.signal("Tarifwechsel", no_vars()).await.unwrap(), 0);
+    assert_eq!(
+        env.pf.reader().unwrap().counters().unwrap()["signals_unreached"],
+        1
+    );
+    // an instance arriving afterwards does not receive the old signal
+    let late = env.pf.start("wartet", no_vars(), None).await.unwrap();
+    assert_eq!(env.waiting_at(late), vec!["c"]);
+}
+
+#[tokio::test]
+async fn a_signal_thrown_by_a_process_reaches_other_instances_in_the_same_commit() {
+    let env = Env::new();
+    env.deploy(SIGNALS).await;
+    let waiting = env.pf.start("wartet", no_vars(), None).await.unwrap();
+    let thrower = env.pf.start("wirft", no_vars(), None).await.unwrap();
+    assert_eq!(env.state(thrower), "completed");
+    assert_eq!(env.state(waiting), "completed");
+    let c = env.pf.reader().unwrap().counters().unwrap();
+    assert_eq!(c.get("signals_unreached"), None);
+}

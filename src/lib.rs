@@ -25,8 +25,10 @@
 //! # Ok(()) }
 //! ```
 
+pub mod cli;
 pub mod clock;
 pub mod codec;
+pub mod demo;
 pub mod engine;
 pub mod jobs;
 pub mod model;

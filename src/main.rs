@@ -1,1 +1,40 @@
-fn main() {}
+use clap::Parser;
+use postfach::cli::{Cli, run};
+
+fn main() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("POSTFACH_LOG")
+                .unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let json = cli.json;
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("postfach: cannot start the async runtime: {e}");
+            std::process::exit(1);
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(output) => {
+            if json {
+                println!("{}", output.json);
+            } else {
+                println!("{}", output.text);
+            }
+        }
+        Err(f) => {
+            if json && let Some(doc) = &f.json {
+                println!("{doc}");
+            }
+            eprintln!("postfach: {}", f.message);
+            std::process::exit(f.code);
+        }
+    }
+}

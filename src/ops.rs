@@ -245,6 +245,17 @@ impl Reader {
         Ok(out)
     }
 
+    /// Number of message records per state.
+    pub fn message_counts(&self) -> Result<BTreeMap<&'static str, u64>, RErr> {
+        let mut out = BTreeMap::new();
+        for row in self.table(MESSAGES)?.iter()? {
+            let (_, v) = row?;
+            let m: MessageRecord = codec::decode(v.value())?;
+            *out.entry(m.state.as_str()).or_default() += 1;
+        }
+        Ok(out)
+    }
+
     /// Age of the oldest buffered message, if any.
     pub fn oldest_buffered_age(&self) -> Result<Option<u64>, RErr> {
         let messages = self.table(MESSAGES)?;

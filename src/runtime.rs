@@ -34,6 +34,8 @@ pub enum Error {
     Engine(#[from] EngineError),
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error("a runtime task failed: {0}")]
+    Task(String),
     #[error(
         "message '{name}' with key '{key}' cannot be correlated: {reason}{}",
         if candidates.is_empty() { String::new() } else { format!(" (candidate instances: {})", candidates.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")) }
@@ -225,7 +227,7 @@ impl Postfach {
             std::thread::Builder::new()
                 .name("postfach-writer".into())
                 .spawn(move || writer_loop(db, rx, defs, clock, config, max_batch))
-                .map_err(|e| StoreError::Redb(redb::Error::Io(e)))?
+                .map_err(StoreError::Io)?
         };
         let pf = Self {
             inner: Arc::new(Inner {
@@ -626,9 +628,7 @@ fn writer_loop(
                 tracing::error!(error = %err, "batch aborted");
                 let text = err.to_string();
                 for reply in replies {
-                    let _ = reply.send(Err(Error::Store(StoreError::Redb(redb::Error::Io(
-                        std::io::Error::other(text.clone()),
-                    )))));
+                    let _ = reply.send(Err(Error::Store(StoreError::Aborted(text.clone()))));
                 }
             }
         }
@@ -664,6 +664,6 @@ fn run_batch(
 fn technical(e: EngineError) -> StoreError {
     match e {
         EngineError::Store(s) => s,
-        other => StoreError::Redb(redb::Error::Io(std::io::Error::other(other.to_string()))),
+        other => StoreError::Aborted(other.to_string()),
     }
 }

@@ -66,7 +66,7 @@ pub(crate) const COUNTERS: TableDefinition<&str, u64> = TableDefinition::new("co
 #[non_exhaustive]
 pub enum StoreError {
     #[error(
-        "database {path} is held by another process (a running `postfach run`?): stop it, or pass --server URL to talk to it"
+        "database {path} is held by another process (a host application or a running postfach): stop it and retry, or use the API of the process that holds it"
     )]
     Locked { path: String },
     #[error("database {path}: {source}")]
@@ -80,6 +80,10 @@ pub enum StoreError {
     Codec(#[from] CodecError),
     #[error("database is closed")]
     Closed,
+    #[error("the commit batch was aborted ({0}); nothing of it was stored: retry the operation")]
+    Aborted(String),
+    #[error("I/O error: {0}")]
+    Io(#[from] std::io::Error),
 }
 
 macro_rules! from_redb {

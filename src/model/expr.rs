@@ -318,11 +318,17 @@ fn eval(e: &Expr, vars: &crate::Vars) -> Result<Value, String> {
 
 fn compare(op: CmpOp, a: &Value, b: &Value) -> Result<bool, String> {
     use std::cmp::Ordering;
+    let num = |v: &Value| match v {
+        Value::Number(n) => n.as_f64(),
+        Value::String(s) => s.trim().parse::<f64>().ok(),
+        _ => None,
+    };
     let ord: Option<Ordering> = match (a, b) {
-        (Value::Number(x), Value::Number(y)) => x
-            .as_f64()
-            .zip(y.as_f64())
-            .and_then(|(x, y)| x.partial_cmp(&y)),
+        (Value::Number(_), Value::String(_))
+        | (Value::String(_), Value::Number(_))
+        | (Value::Number(_), Value::Number(_)) => {
+            num(a).zip(num(b)).and_then(|(x, y)| x.partial_cmp(&y))
+        }
         (Value::String(x), Value::String(y)) => Some(x.cmp(y)),
         _ => None,
     };
@@ -371,6 +377,8 @@ mod tests {
             check("${(x == null) and not false}", json!({"x": null})),
             Ok(true)
         );
+        assert_eq!(check("${betrag > 100}", json!({"betrag": "150"})), Ok(true));
+        assert_eq!(check("${id == 4711}", json!({"id": "4711"})), Ok(true));
     }
 
     #[test]

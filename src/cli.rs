@@ -1,0 +1,650 @@
+//! The `postfach` command line (see CLI.md): argument parsing, output in human
+//! text or one JSON document, and exit codes 0 ok · 1 error · 2 usage · 3 rejection.
+//!
+//! Invariant: the command line is a thin edge over the library API; it holds no
+//! engine logic and prints exactly one JSON document with `--json`.
+
+use crate::clock::rfc3339;
+use crate::ops::{InstanceFilter, MessageFilter};
+use crate::{Delivery, Error, Outcome, Postfach, Publish, Reason, Vars};
+use clap::{Args, Parser, Subcommand};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// postfach — an embedded BPMN runtime whose messages wait durably in the engine.
+#[derive(Debug, Parser)]
+#[command(name = "postfach", version, about, long_about = None)]
+pub struct Cli {
+    /// The redb database file.
+    #[arg(
+        long,
+        global = true,
+        env = "POSTFACH_DB",
+        default_value = "postfach.redb"
+    )]
+    pub db: PathBuf,
+    /// Print exactly one JSON document on stdout.
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the reference scenario end to end on an embedded database and print a summary.
+    ///
+    /// Example: postfach demo --orders 1000
+    Demo(crate::demo::DemoArgs),
+    /// Parse, validate and store a BPMN file as a new version.
+    ///
+    /// Example: postfach deploy bpmn/auftrag-ausfuehrung.bpmn --correlation-key AuftragAbgeschlossen=auftragId
+    Deploy {
+        /// The BPMN 2.0 XML file.
+        file: PathBuf,
+        /// Correlation key variable per message name: MESSAGE=VARIABLE (repeatable).
+        #[arg(long = "correlation-key", value_name = "MESSAGE=VARIABLE")]
+        correlation_key: Vec<String>,
+    },
+    /// Start an instance of the latest version of a process.
+    ///
+    /// Example: postfach start auftrag-ausfuehrung --var auftragId=4711
+    Start {
+        process: String,
+        #[command(flatten)]
+        vars: VarArgs,
+        #[arg(long)]
+        business_key: Option<String>,
+    },
+    /// Publish a message (buffered path): correlated, buffered, duplicate or parked.
+    ///
+    /// Example: postfach publish AuftragAbgeschlossen --key 4711 --id evt-1 --ttl 24h --var erledigtePositionen=1200
+    Publish {
+        message: String,
+        #[command(flatten)]
+        target: MessageArgs,
+        /// How long the message may wait for its subscription (30s, 15m, 24h, 7d; 0s = no buffering).
+        #[arg(long, value_parser = parse_duration)]
+        ttl: Option<u64>,
+    },
+    /// Correlate synchronously: never buffers; exit 3 when no single subscription waits.
+    ///
+    /// Example: postfach correlate AuftragAbgeschlossen --key 4711
+    Correlate {
+        message: String,
+        #[command(flatten)]
+        target: MessageArgs,
+    },
+    /// Broadcast a signal to every waiting subscription (never buffered).
+    ///
+    /// Example: postfach signal Tarifwechsel --var tarif=2027
+    Signal {
+        name: String,
+        #[command(flatten)]
+        vars: VarArgs,
+    },
+    /// Show one instance with variables and history.
+    ///
+    /// Example: postfach instance 17
+    Instance { id: u64 },
+    /// List instances, e.g. those waiting at an element (oldest first).
+    ///
+    /// Example: postfach instances --waiting-at warteAufAbschluss
+    Instances {
+        #[arg(long)]
+        waiting_at: Option<String>,
+        /// active, completed or incident
+        #[arg(long)]
+        state: Option<String>,
+    },
+    /// List buffered and parked messages.
+    ///
+    /// Example: postfach messages --parked --reason ambiguous
+    Messages {
+        #[arg(long)]
+        buffered: bool,
+        #[arg(long)]
+        parked: bool,
+        /// ambiguous, late, expired, malformed, no_subscription or unknown_message
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Evaluate a parked message again, like a new publish.
+    ///
+    /// Example: postfach requeue evt-1
+    Requeue { message_id: String },
+    /// End a parked message explicitly; the reason is recorded.
+    ///
+    /// Example: postfach discard evt-1 --why "test message from provider"
+    Discard {
+        message_id: String,
+        #[arg(long)]
+        why: String,
+    },
+    /// List jobs, or only incidents.
+    ///
+    /// Example: postfach jobs --incidents
+    Jobs {
+        #[arg(long)]
+        incidents: bool,
+    },
+    /// Make an incident runnable again.
+    ///
+    /// Example: postfach retry 42
+    Retry { job_id: u64 },
+    /// Complete a waiting task job by hand, optionally with variables.
+    ///
+    /// Example: postfach complete 42 --var rechnungNr=R-7
+    Complete {
+        job_id: u64,
+        #[command(flatten)]
+        vars: VarArgs,
+    },
+    /// Run the job executor in the foreground (async continuations).
+    ///
+    /// Example: postfach work --until-idle
+    Work {
+        /// Stop when no job is due instead of waiting for more.
+        #[arg(long)]
+        until_idle: bool,
+    },
+    /// Add a token before an element (repair). Refused when it would open a second
+    /// subscription for an already subscribed message and key, unless --force.
+    ///
+    /// Example: postfach add-token 17 auftragUebergeben
+    AddToken {
+        instance: u64,
+        element: String,
+        #[arg(long)]
+        force: bool,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct VarArgs {
+    /// Variable NAME=JSON (repeatable); a bare word that is not JSON is a string.
+    #[arg(long = "var", value_name = "NAME=JSON")]
+    pub var: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct MessageArgs {
+    /// The correlation key.
+    #[arg(long)]
+    pub key: String,
+    /// Business message id for deduplication (generated when absent).
+    #[arg(long)]
+    pub id: Option<String>,
+    #[command(flatten)]
+    pub vars: VarArgs,
+}
+
+/// A command-line failure with its exit code.
+#[derive(Debug)]
+pub struct Failure {
+    pub code: i32,
+    pub message: String,
+    /// Printed on stdout with --json (e.g. a rejected correlation).
+    pub json: Option<Value>,
+}
+
+impl From<Error> for Failure {
+    fn from(e: Error) -> Self {
+        Failure {
+            code: if e.is_rejection() { 3 } else { 1 },
+            message: e.to_string(),
+            json: None,
+        }
+    }
+}
+
+impl From<crate::store::StoreError> for Failure {
+    fn from(e: crate::store::StoreError) -> Self {
+        Error::from(e).into()
+    }
+}
+
+fn usage(message: String) -> Failure {
+    Failure {
+        code: 2,
+        message,
+        json: None,
+    }
+}
+
+/// Parses `30s`, `15m`, `24h`, `7d` into milliseconds.
+pub fn parse_duration(s: &str) -> Result<u64, String> {
+    humantime::parse_duration(s)
+        .map(|d| d.as_millis() as u64)
+        .map_err(|e| format!("'{s}' is not a duration like 30s, 15m, 24h or 7d: {e}"))
+}
+
+/// A `--var` value: JSON objects, arrays, quoted strings, `true`, `false` and
+/// `null` are parsed as JSON; any other word, numbers included, is a string
+/// (`auftragId=4711` → `"4711"`, as business keys are). Conditions compare a
+/// numeric string with a number numerically.
+pub fn parse_value(v: &str) -> Value {
+    let t = v.trim_start();
+    let json_like = t.starts_with(['{', '[', '"']) || matches!(v, "true" | "false" | "null");
+    if json_like && let Ok(parsed) = serde_json::from_str::<Value>(v) {
+        return parsed;
+    }
+    Value::String(v.to_string())
+}
+
+/// Parses `NAME=VALUE` pairs with [`parse_value`].
+pub fn parse_vars(pairs: &[String]) -> Result<Vars, String> {
+    let mut out = Vars::new();
+    for p in pairs {
+        let (k, v) = p
+            .split_once('=')
+            .ok_or_else(|| format!("--var '{p}' must look like NAME=VALUE"))?;
+        if k.is_empty() {
+            return Err(format!("--var '{p}' has no name"));
+        }
+        let value = parse_value(v);
+        out.insert(k.to_string(), value);
+    }
+    Ok(out)
+}
+
+fn delivery_json(d: &Delivery) -> Value {
+    json!({
+        "outcome": d.outcome.as_str(),
+        "message_id": d.message_id,
+        "instance": d.instance.map(|i| i.to_string()),
+        "element": d.element,
+        "reason": d.reason.map(Reason::as_str),
+        "candidates": d.candidates.iter().map(u64::to_string).collect::<Vec<_>>(),
+        "expires_at": d.expires_at.map(rfc3339),
+    })
+}
+
+fn delivery_text(d: &Delivery) -> String {
+    let mut s = format!("{} {}", d.message_id, d.outcome.as_str());
+    if let (Some(i), Some(e)) = (d.instance, &d.element) {
+        s.push_str(&format!(" → instance {i} at {e}"));
+    }
+    if let Some(r) = d.reason {
+        s.push_str(&format!(" (reason: {})", r.as_str()));
+    }
+    if !d.candidates.is_empty() {
+        s.push_str(&format!(
+            " candidates: {}",
+            d.candidates
+                .iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    if let Some(x) = d.expires_at {
+        s.push_str(&format!(" until {}", rfc3339(x)));
+    }
+    s
+}
+
+/// What a command prints: one JSON document and its human form.
+pub struct Output {
+    pub json: Value,
+    pub text: String,
+}
+
+fn out(json: Value, text: impl Into<String>) -> Output {
+    Output {
+        json,
+        text: text.into(),
+    }
+}
+
+/// Runs a parsed command line.
+pub async fn run(cli: Cli) -> Result<Output, Failure> {
+    if let Command::Demo(args) = &cli.command {
+        return crate::demo::run(args, cli.json)
+            .await
+            .map_err(Failure::from);
+    }
+    let pf = Postfach::open(&cli.db)?;
+    let result = execute(&pf, cli.command).await;
+    pf.close();
+    result
+}
+
+async fn execute(pf: &Postfach, command: Command) -> Result<Output, Failure> {
+    Ok(match command {
+        Command::Demo(_) => unreachable!("handled before the database is opened"),
+        Command::Deploy {
+            file,
+            correlation_key,
+        } => {
+            let mut keys = BTreeMap::new();
+            for kv in &correlation_key {
+                let (m, v) = kv
+                    .split_once('=')
+                    .filter(|(m, v)| !m.is_empty() && !v.is_empty())
+                    .ok_or_else(|| {
+                        usage(format!(
+                            "--correlation-key '{kv}' must look like MESSAGE=VARIABLE"
+                        ))
+                    })?;
+                keys.insert(m.to_string(), v.to_string());
+            }
+            let xml = std::fs::read_to_string(&file).map_err(|e| Failure {
+                code: 1,
+                message: format!("cannot read {}: {e}", file.display()),
+                json: None,
+            })?;
+            let name = file.display().to_string();
+            let deployed = pf.deploy(&name, &xml, keys).await?;
+            let text = deployed
+                .iter()
+                .map(|d| {
+                    format!(
+                        "{} version {}{}",
+                        d.process,
+                        d.version,
+                        if d.new_version { "" } else { " (unchanged)" }
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("\n");
+            out(
+                json!({"deployed": deployed.iter().map(|d| json!({"process": d.process, "version": d.version, "new_version": d.new_version})).collect::<Vec<_>>()}),
+                text,
+            )
+        }
+        Command::Start {
+            process,
+            vars,
+            business_key,
+        } => {
+            let v = parse_vars(&vars.var).map_err(usage)?;
+            let id = pf.start(&process, v, business_key).await?;
+            out(
+                json!({"instance": id.to_string()}),
+                format!("started instance {id}"),
+            )
+        }
+        Command::Publish {
+            message,
+            target,
+            ttl,
+        } => {
+            let d = pf.publish(to_publish(message, target, ttl)?).await?;
+            out(delivery_json(&d), delivery_text(&d))
+        }
+        Command::Correlate { message, target } => {
+            let p = to_publish(message, target, None)?;
+            let id = p.message_id.clone().unwrap_or_default();
+            match pf.correlate(p).await {
+                Ok(d) => out(delivery_json(&d), delivery_text(&d)),
+                Err(Error::Rejected {
+                    name,
+                    key,
+                    reason,
+                    candidates,
+                }) => {
+                    let d = Delivery {
+                        outcome: Outcome::Rejected,
+                        message_id: id,
+                        instance: None,
+                        element: None,
+                        reason: Reason::parse(reason),
+                        candidates: candidates.clone(),
+                        expires_at: None,
+                    };
+                    let e = Error::Rejected {
+                        name,
+                        key,
+                        reason,
+                        candidates,
+                    };
+                    return Err(Failure {
+                        code: 3,
+                        message: e.to_string(),
+                        json: Some(delivery_json(&d)),
+                    });
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Command::Signal { name, vars } => {
+            let n = pf
+                .signal(&name, parse_vars(&vars.var).map_err(usage)?)
+                .await?;
+            let text = if n == 0 {
+                format!("signal {name} reached no subscription (counted as signals_unreached)")
+            } else {
+                format!("signal {name} reached {n} subscription(s)")
+            };
+            out(json!({"signal": name, "reached": n}), text)
+        }
+        Command::Instance { id } => {
+            let v = pf
+                .reader()?
+                .instance(id)?
+                .ok_or_else(|| Error::from(crate::EngineError::UnknownInstance(id)))?;
+            let mut text = format!(
+                "instance {} of {} v{}: {}\nwaiting at: {}\nvariables: {}\n",
+                v.instance,
+                v.process,
+                v.version,
+                v.state,
+                v.waiting_at.join(", "),
+                serde_json::to_string(&v.variables).unwrap_or_default()
+            );
+            for i in &v.incidents {
+                text.push_str(&format!("incident: {i}\n"));
+            }
+            for h in &v.history {
+                text.push_str(&format!("  {}  {:<24} {}\n", h.at, h.element, h.event));
+            }
+            out(
+                serde_json::to_value(&v).unwrap_or(Value::Null),
+                text.trim_end().to_string(),
+            )
+        }
+        Command::Instances { waiting_at, state } => {
+            let r = pf.reader()?;
+            let list = r.instances(&InstanceFilter {
+                waiting_at: waiting_at.clone(),
+                state,
+            })?;
+            let mut text = String::new();
+            if let Some(el) = &waiting_at {
+                for w in r.waiting_at(el)? {
+                    text.push_str(&format!(
+                        "{:>8}  waiting at {} since {} ({})\n",
+                        w.instance,
+                        w.element,
+                        w.since,
+                        age(w.age_ms)
+                    ));
+                }
+            } else {
+                for v in &list {
+                    text.push_str(&format!(
+                        "{:>8}  {:<10} {} at {}\n",
+                        v.instance,
+                        v.state,
+                        v.process,
+                        v.waiting_at.join(", ")
+                    ));
+                }
+            }
+            if text.is_empty() {
+                text = "no instances".into();
+            }
+            out(json!({"instances": list}), text.trim_end().to_string())
+        }
+        Command::Messages {
+            buffered,
+            parked,
+            reason,
+        } => {
+            let reason = match reason {
+                Some(r) => Some(Reason::parse(&r).ok_or_else(|| {
+                    usage(format!("--reason '{r}' is not one of ambiguous, late, expired, malformed, no_subscription, unknown_message"))
+                })?),
+                None => None,
+            };
+            let list = pf.reader()?.messages(&MessageFilter {
+                buffered,
+                parked,
+                reason,
+            })?;
+            let mut text = String::new();
+            for m in &list {
+                text.push_str(&format!(
+                    "{:<20} {:<22} key={:<12} {:<8} {}{}\n",
+                    m.message_id,
+                    m.name,
+                    m.key,
+                    m.state,
+                    m.reason.unwrap_or(""),
+                    if m.candidates.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" candidates: {}", m.candidates.join(", "))
+                    }
+                ));
+            }
+            if text.is_empty() {
+                text = "no buffered or parked messages".into();
+            }
+            out(json!({"messages": list}), text.trim_end().to_string())
+        }
+        Command::Requeue { message_id } => {
+            let d = pf.requeue(&message_id).await?;
+            out(delivery_json(&d), delivery_text(&d))
+        }
+        Command::Discard { message_id, why } => {
+            pf.discard(&message_id, &why).await?;
+            out(
+                json!({"message_id": message_id, "state": "discarded", "why": why}),
+                format!("{message_id} discarded: {why}"),
+            )
+        }
+        Command::Jobs { incidents } => {
+            let list = pf.reader()?.jobs(incidents)?;
+            let mut text = String::new();
+            for j in &list {
+                text.push_str(&format!(
+                    "{:>8}  instance {:<8} {:<22} {:<18} {:<8} attempts={}{}\n",
+                    j.job,
+                    j.instance,
+                    j.element,
+                    j.kind,
+                    j.state,
+                    j.attempts,
+                    j.error
+                        .as_ref()
+                        .map(|e| format!(" error: {e}"))
+                        .unwrap_or_default()
+                ));
+            }
+            if text.is_empty() {
+                text = if incidents {
+                    "no incidents".into()
+                } else {
+                    "no jobs".into()
+                };
+            }
+            out(json!({"jobs": list}), text.trim_end().to_string())
+        }
+        Command::Retry { job_id } => {
+            pf.retry_job(job_id).await?;
+            out(
+                json!({"job": job_id.to_string(), "state": "ready"}),
+                format!("job {job_id} is ready again"),
+            )
+        }
+        Command::Complete { job_id, vars } => {
+            pf.complete_job(job_id, None, parse_vars(&vars.var).map_err(usage)?)
+                .await?;
+            out(
+                json!({"job": job_id.to_string(), "state": "completed"}),
+                format!("job {job_id} completed"),
+            )
+        }
+        Command::Work { until_idle } => {
+            let mut total = crate::WorkReport::default();
+            loop {
+                let r = pf.work_until_idle().await?;
+                total.continuations += r.continuations;
+                total.tasks_completed += r.tasks_completed;
+                total.tasks_failed += r.tasks_failed;
+                if until_idle {
+                    break;
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep(std::time::Duration::from_millis(200)) => {}
+                    _ = tokio::signal::ctrl_c() => break,
+                }
+            }
+            let waiting = pf
+                .reader()?
+                .jobs(false)?
+                .iter()
+                .filter(|j| j.kind == "task" && j.state == "ready")
+                .count();
+            out(
+                json!({"continuations": total.continuations, "tasks_completed": total.tasks_completed, "tasks_failed": total.tasks_failed, "tasks_waiting": waiting}),
+                format!(
+                    "ran {} async continuation(s); {} task job(s) wait for a handler or `postfach complete`",
+                    total.continuations, waiting
+                ),
+            )
+        }
+        Command::AddToken {
+            instance,
+            element,
+            force,
+        } => {
+            let r = pf.add_token(instance, &element, force).await?;
+            let text = if r.jobs_created.is_empty() {
+                format!(
+                    "token {} added; instance now waits at {}",
+                    r.token,
+                    r.waiting_at.join(", ")
+                )
+            } else {
+                format!(
+                    "token {} added; it waits for async job(s) {} — the work happens when they run (postfach work), not now",
+                    r.token,
+                    r.jobs_created
+                        .iter()
+                        .map(u64::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            };
+            out(
+                json!({"instance": instance.to_string(), "token": r.token, "jobs_created": r.jobs_created.iter().map(u64::to_string).collect::<Vec<_>>(), "waiting_at": r.waiting_at}),
+                text,
+            )
+        }
+    })
+}
+
+fn to_publish(message: String, target: MessageArgs, ttl: Option<u64>) -> Result<Publish, Failure> {
+    Ok(Publish {
+        name: message,
+        key: target.key,
+        message_id: target.id,
+        variables: parse_vars(&target.vars.var).map_err(usage)?,
+        ttl,
+        attributes: Vec::new(),
+    })
+}
+
+fn age(ms: u64) -> String {
+    let s = ms / 1000;
+    match s {
+        0..=59 => format!("{s}s"),
+        60..=3599 => format!("{}m", s / 60),
+        3600..=86399 => format!("{}h{}m", s / 3600, (s % 3600) / 60),
+        _ => format!("{}d{}h", s / 86400, (s % 86400) / 3600),
+    }
+}

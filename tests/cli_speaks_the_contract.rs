@@ -1,0 +1,279 @@
+//! The command line keeps the contract of CLI.md: JSON shapes, exit codes
+//! (0 ok · 1 error · 2 usage · 3 rejection) and one clear line on stderr.
+use serde_json::Value;
+use std::process::{Command, Output};
+
+struct Cli {
+    dir: tempfile::TempDir,
+}
+
+impl Cli {
+    fn new() -> Self {
+        Self {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+    fn run(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_postfach"))
+            .arg("--db")
+            .arg(self.dir.path().join("cli.redb"))
+            .args(args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .expect("binary runs")
+    }
+    fn json(&self, args: &[&str]) -> Value {
+        let mut a = vec!["--json"];
+        a.extend_from_slice(args);
+        let o = self.run(&a);
+        assert!(
+            o.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        serde_json::from_slice(&o.stdout).expect("exactly one JSON document")
+    }
+}
+
+#[test]
+fn reference_scenario_through_the_command_line() {
+    let cli = Cli::new();
+    cli.json(&[
+        "deploy",
+        "bpmn/auftrag-ausfuehrung.bpmn",
+        "--correlation-key",
+        "AuftragAbgeschlossen=auftragId",
+    ]);
+    let started = cli.json(&["start", "auftrag-ausfuehrung", "--var", "auftragId=4711"]);
+    let id = started["instance"]
+        .as_str()
+        .expect("instance id is a string")
+        .to_string();
+
+    let early = cli.json(&[
+        "publish",
+        "AuftragAbgeschlossen",
+        "--key",
+        "4711",
+        "--id",
+        "evt-1",
+        "--ttl",
+        "7d",
+        "--var",
+        "erledigtePositionen=1200",
+    ]);
+    assert_eq!(early["outcome"], "buffered");
+    assert_eq!(early["message_id"], "evt-1");
+    assert!(early["instance"].is_null() && early["element"].is_null() && early["reason"].is_null());
+    assert_eq!(early["candidates"], serde_json::json!([]));
+    assert!(early["expires_at"].as_str().unwrap().ends_with('Z'));
+
+    let msgs = cli.json(&["messages", "--buffered"]);
+    let m = &msgs["messages"][0];
+    for field in [
+        "message_id",
+        "name",
+        "key",
+        "state",
+        "reason",
+        "accepted_at",
+        "expires_at",
+        "candidates",
+    ] {
+        assert!(m.get(field).is_some(), "messages entry lacks {field}");
+    }
+
+    let work = cli.json(&["work", "--until-idle"]);
+    assert_eq!(work["continuations"], 2);
+    let inst = cli.json(&["instance", &id]);
+    assert_eq!(inst["instance"], id.as_str());
+    assert_eq!(inst["process"], "auftrag-ausfuehrung");
+    assert_eq!(inst["state"], "active");
+    assert_eq!(inst["waiting_at"], serde_json::json!(["rechnungStellen"]));
+    assert_eq!(inst["variables"]["erledigtePositionen"], "1200");
+    assert_eq!(
+        inst["variables"]["auftragId"], "4711",
+        "a bare word is a string"
+    );
+    let h = &inst["history"][0];
+    assert!(h["element"].is_string() && h["event"].is_string() && h["at"].is_string());
+
+    let jobs = cli.json(&["jobs"]);
+    let job = &jobs["jobs"][0];
+    for field in [
+        "job", "instance", "element", "kind", "state", "attempts", "error",
+    ] {
+        assert!(job.get(field).is_some(), "jobs entry lacks {field}");
+    }
+    let job_id = job["job"].as_str().unwrap().to_string();
+    cli.json(&[
+        "complete",
+        &job_id,
+        "--var",
+        "rechnungNr=\"R-1\"",
+        "--var",
+        "positionen=[1,2]",
+    ]);
+    assert_eq!(
+        cli.json(&["instance", &id])["variables"]["positionen"],
+        serde_json::json!([1, 2])
+    );
+    assert_eq!(cli.json(&["instance", &id])["state"], "completed");
+    let listed = cli.json(&["instances", "--state", "completed"]);
+    assert_eq!(listed["instances"].as_array().unwrap().len(), 1);
+
+    // duplicate and late
+    assert_eq!(
+        cli.json(&[
+            "publish",
+            "AuftragAbgeschlossen",
+            "--key",
+            "4711",
+            "--id",
+            "evt-1"
+        ])["outcome"],
+        "duplicate"
+    );
+    let late = cli.json(&[
+        "publish",
+        "AuftragAbgeschlossen",
+        "--key",
+        "4711",
+        "--id",
+        "evt-2",
+    ]);
+    assert_eq!(
+        (late["outcome"].as_str(), late["reason"].as_str()),
+        (Some("parked"), Some("late"))
+    );
+    assert_eq!(late["candidates"], serde_json::json!([id]));
+    let parked = cli.json(&["messages", "--parked", "--reason", "late"]);
+    assert_eq!(parked["messages"][0]["message_id"], "evt-2");
+    cli.json(&["discard", "evt-2", "--why", "provider resent by mistake"]);
+    assert_eq!(cli.json(&["messages"])["messages"], serde_json::json!([]));
+}
+
+#[test]
+fn synchronous_correlate_without_match_exits_3_with_the_reason() {
+    let cli = Cli::new();
+    cli.json(&[
+        "deploy",
+        "bpmn/auftrag-ausfuehrung.bpmn",
+        "--correlation-key",
+        "AuftragAbgeschlossen=auftragId",
+    ]);
+    let o = cli.run(&["--json", "correlate", "AuftragAbgeschlossen", "--key", "1"]);
+    assert_eq!(o.status.code(), Some(3));
+    let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        (doc["outcome"].as_str(), doc["reason"].as_str()),
+        (Some("rejected"), Some("no_subscription"))
+    );
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        cli.json(&["messages"])["messages"]
+            .as_array()
+            .unwrap()
+            .is_empty(),
+        "correlate never buffers"
+    );
+}
+
+#[test]
+fn errors_exit_1_with_one_line_and_usage_errors_exit_2() {
+    let cli = Cli::new();
+    let o = cli.run(&["start", "nope"]);
+    assert_eq!(o.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("'nope' is not deployed") && stderr.contains("postfach deploy"),
+        "{stderr}"
+    );
+
+    let o = cli.run(&["deploy", "bpmn/does-not-exist.bpmn"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("does-not-exist.bpmn"));
+
+    let o = cli.run(&["publish", "X", "--key", "1", "--ttl", "soon"]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = cli.run(&["publish", "X"]);
+    assert_eq!(o.status.code(), Some(2), "missing --key is a usage error");
+    let o = cli.run(&[
+        "deploy",
+        "bpmn/auftrag-ausfuehrung.bpmn",
+        "--correlation-key",
+        "nokey",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn refused_repair_exits_3_and_async_repair_says_it_scheduled_work() {
+    let cli = Cli::new();
+    cli.json(&[
+        "deploy",
+        "bpmn/auftrag-ausfuehrung.bpmn",
+        "--correlation-key",
+        "AuftragAbgeschlossen=auftragId",
+    ]);
+    let id = cli.json(&["start", "auftrag-ausfuehrung", "--var", "auftragId=7"])["instance"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    cli.json(&["work", "--until-idle"]);
+    let o = cli.run(&["add-token", &id, "auftragUebergeben"]);
+    assert_eq!(o.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("already waits"));
+    let o = cli.run(&["add-token", &id, "auftragUebergeben", "--force"]);
+    assert!(o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("not now"),
+        "the async repair says it only scheduled work"
+    );
+}
+
+#[test]
+fn every_subcommand_explains_itself_with_an_example() {
+    let cli = Cli::new();
+    for sub in [
+        "demo",
+        "deploy",
+        "start",
+        "publish",
+        "correlate",
+        "signal",
+        "instance",
+        "instances",
+        "messages",
+        "requeue",
+        "discard",
+        "jobs",
+        "retry",
+        "complete",
+        "work",
+    ] {
+        let o = cli.run(&[sub, "--help"]);
+        assert!(o.status.success(), "{sub} --help");
+        assert!(
+            String::from_utf8_lossy(&o.stdout).contains("Example: postfach"),
+            "{sub} --help lacks an example"
+        );
+    }
+}
+
+#[test]
+fn demo_reports_zero_lost_messages_and_single_invoices() {
+    let cli = Cli::new();
+    let s = cli.json(&["demo", "--orders", "300"]);
+    assert_eq!(s["orders"], 300);
+    assert_eq!(s["messages_lost"], 0);
+    assert_eq!(s["orders_invoiced_twice"], 0);
+    assert_eq!(s["invoices_issued"], 299, "all but the ambiguous order");
+    assert_eq!(s["parked"]["ambiguous"], 1);
+    assert_eq!(s["parked"]["late"], 1);
+    assert!(s["correlated_from_buffer"].as_u64().unwrap() > 0);
+    assert!(s["duplicates_recognised"].as_u64().unwrap() > 0);
+    assert_eq!(s["repair_guard_refused"], true);
+}

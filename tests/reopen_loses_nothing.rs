@@ -72,7 +72,7 @@ async fn a_second_open_of_a_held_database_says_who_holds_it() {
         .expect("second open must fail");
     let text = err.to_string();
     assert!(
-        text.contains("held by another process") && text.contains("--server"),
+        text.contains("held by another process") && text.contains("test.redb"),
         "{text}"
     );
 }

@@ -76,6 +76,16 @@ pub enum Command {
         #[command(flatten)]
         target: MessageArgs,
     },
+    /// Publish many messages: JSON lines on stdin, one outcome line on stdout per
+    /// message as soon as it is durably accepted (messages are published concurrently).
+    ///
+    /// Example: postfach import < completions.jsonl
+    /// (each line: {"name": "AuftragAbgeschlossen", "key": "4711", "id": "evt-1", "variables": {...}, "ttl": "24h"})
+    Import {
+        /// Messages in flight at once.
+        #[arg(long, default_value_t = 256)]
+        concurrency: usize,
+    },
     /// Broadcast a signal to every waiting subscription (never buffered).
     ///
     /// Example: postfach signal Tarifwechsel --var tarif=2027
@@ -305,7 +315,14 @@ pub async fn run(cli: Cli) -> Result<Output, Failure> {
             .await
             .map_err(Failure::from);
     }
-    let pf = Postfach::open(&cli.db)?;
+    let mut options = crate::Options::default();
+    if let Some(ms) = std::env::var("POSTFACH_CHECKPOINT_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        options.checkpoint_every = std::time::Duration::from_millis(ms);
+    }
+    let pf = Postfach::open_with(&cli.db, options)?;
     let result = execute(&pf, cli.command).await;
     pf.close();
     result
@@ -409,6 +426,7 @@ async fn execute(pf: &Postfach, command: Command) -> Result<Output, Failure> {
                 Err(e) => return Err(e.into()),
             }
         }
+        Command::Import { concurrency } => import(pf, concurrency.max(1)).await?,
         Command::Signal { name, vars } => {
             let n = pf
                 .signal(&name, parse_vars(&vars.var).map_err(usage)?)
@@ -647,4 +665,88 @@ fn age(ms: u64) -> String {
         3600..=86399 => format!("{}h{}m", s / 3600, (s % 3600) / 60),
         _ => format!("{}d{}h", s / 86400, (s % 86400) / 3600),
     }
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ImportLine {
+    name: String,
+    key: String,
+    id: Option<String>,
+    #[serde(default)]
+    variables: Vars,
+    ttl: Option<String>,
+}
+
+/// Publishes JSON lines from stdin; prints each outcome as a JSON line once durable.
+async fn import(pf: &Postfach, concurrency: usize) -> Result<Output, Failure> {
+    use std::io::{BufRead, Write};
+    use tokio::sync::mpsc;
+    let (tx, mut rx) = mpsc::channel::<(usize, std::io::Result<String>)>(1024);
+    std::thread::spawn(move || {
+        for (n, line) in std::io::stdin().lock().lines().enumerate() {
+            if tx.blocking_send((n + 1, line)).is_err() {
+                break;
+            }
+        }
+    });
+    let mut running = tokio::task::JoinSet::new();
+    let (mut accepted, mut failed) = (0usize, 0usize);
+    let emit = |doc: Value| {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{doc}");
+        let _ = out.flush();
+    };
+    let mut input_open = true;
+    while input_open || !running.is_empty() {
+        tokio::select! {
+            line = rx.recv(), if input_open && running.len() < concurrency => {
+                let Some((n, line)) = line else { input_open = false; continue };
+                let parsed = line.map_err(|e| e.to_string()).and_then(|l| {
+                    if l.trim().is_empty() { return Err(String::new()); }
+                    let m: ImportLine = serde_json::from_str(&l).map_err(|e| e.to_string())?;
+                    let ttl = m.ttl.as_deref().map(parse_duration).transpose()?;
+                    Ok(Publish { name: m.name, key: m.key, message_id: m.id, variables: m.variables, ttl, attributes: Vec::new() })
+                });
+                match parsed {
+                    Ok(p) => {
+                        let pf = pf.clone();
+                        running.spawn(async move { (n, pf.publish(p).await) });
+                    }
+                    Err(e) if e.is_empty() => {}
+                    Err(e) => {
+                        failed += 1;
+                        emit(json!({"line": n, "error": e}));
+                    }
+                }
+            }
+            Some(done) = running.join_next(), if !running.is_empty() => {
+                match done {
+                    Ok((n, Ok(d))) => {
+                        accepted += 1;
+                        let mut doc = delivery_json(&d);
+                        doc["line"] = json!(n);
+                        emit(doc);
+                    }
+                    Ok((n, Err(e))) => {
+                        failed += 1;
+                        emit(json!({"line": n, "error": e.to_string()}));
+                    }
+                    Err(e) => return Err(Error::Task(e.to_string()).into()),
+                }
+            }
+        }
+    }
+    if failed > 0 {
+        return Err(Failure {
+            code: 1,
+            message: format!(
+                "{failed} line(s) were not published (see their error lines); {accepted} were"
+            ),
+            json: None,
+        });
+    }
+    // stdout carries exactly the outcome lines; the summary goes to stderr
+    eprintln!("postfach: {accepted} message(s) published");
+    Ok(out(Value::Null, ""))
 }

@@ -104,12 +104,13 @@ pub enum EngineError {
 }
 
 /// A message to publish or correlate.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct Publish {
     pub name: String,
     pub key: String,
     /// Business message id for deduplication; generated when absent.
     pub message_id: Option<String>,
+    #[serde(with = "crate::codec::json_text")]
     pub variables: Vars,
     /// Buffer TTL; `Some(0)` disables buffering.
     pub ttl: Option<Millis>,
@@ -118,7 +119,7 @@ pub struct Publish {
 }
 
 /// A payload that could not be decoded, parked as `malformed`.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct Malformed {
     pub name: String,
     pub message_id: String,
@@ -196,10 +197,30 @@ pub struct Repair {
 
 /// Definitions by (process, version), shared by reader threads and the writer.
 /// Entries are immutable; the cache is cleared when a batch aborts.
+/// The message catalog (what each message name means to which process) is
+/// cached the same way and dropped whenever a deploy changes it.
 #[derive(Default)]
-pub struct DefCache(Mutex<HashMap<(String, u32), Arc<Process>>>);
+pub struct DefCache(
+    Mutex<HashMap<(String, u32), Arc<Process>>>,
+    Mutex<HashMap<String, CatalogRows>>,
+);
+
+type CatalogRows = Arc<Vec<(String, CatalogEntry)>>;
 
 impl DefCache {
+    fn catalog(&self, name: &str) -> Option<CatalogRows> {
+        self.1.lock().ok()?.get(name).cloned()
+    }
+    fn put_catalog(&self, name: &str, rows: CatalogRows) {
+        if let Ok(mut m) = self.1.lock() {
+            m.insert(name.to_string(), rows);
+        }
+    }
+    fn clear_catalog(&self) {
+        if let Ok(mut m) = self.1.lock() {
+            m.clear();
+        }
+    }
     pub fn get(&self, process: &str, version: u32) -> Option<Arc<Process>> {
         self.0
             .lock()
@@ -216,6 +237,7 @@ impl DefCache {
         if let Ok(mut m) = self.0.lock() {
             m.clear();
         }
+        self.clear_catalog();
     }
 }
 
@@ -383,6 +405,7 @@ impl<'a, 't> Engine<'a, 't> {
             for m in stale {
                 self.t.catalog.remove((m.as_str(), p.id.as_str()))?;
             }
+            self.defs.clear_catalog();
             for (m, e) in entries {
                 self.t
                     .catalog
@@ -1267,7 +1290,7 @@ impl<'a, 't> Engine<'a, 't> {
     }
 
     fn dedup_hit(&self, name: &str, id: &str) -> R<Option<u64>> {
-        if let Some(g) = self.t.dedup.get((name, id))? {
+        if let Some(g) = self.t.dedup.get((id, name))? {
             let (seq, at) = g.value();
             if self.now.saturating_sub(at) < self.cfg.dedup_window {
                 return Ok(Some(seq));
@@ -1276,7 +1299,10 @@ impl<'a, 't> Engine<'a, 't> {
         Ok(None)
     }
 
-    fn catalog(&self, name: &str) -> R<Vec<(String, CatalogEntry)>> {
+    fn catalog(&self, name: &str) -> R<CatalogRows> {
+        if let Some(rows) = self.defs.catalog(name) {
+            return Ok(rows);
+        }
         let mut out = Vec::new();
         for row in self.t.catalog.range((name, "")..)? {
             let (k, v) = row?;
@@ -1286,7 +1312,9 @@ impl<'a, 't> Engine<'a, 't> {
             }
             out.push((p.to_string(), codec::decode::<CatalogEntry>(v.value())?));
         }
-        Ok(out)
+        let rows = Arc::new(out);
+        self.defs.put_catalog(name, rows.clone());
+        Ok(rows)
     }
 
     /// Decides what a message meets without changing anything.
@@ -1380,8 +1408,7 @@ impl<'a, 't> Engine<'a, 't> {
                     .unwrap_or_else(|| format!("pf-{seq}"));
                 self.t
                     .dedup
-                    .insert((msg.name.as_str(), message_id.as_str()), (seq, self.now))?;
-                self.t.message_ids.insert(message_id.as_str(), seq)?;
+                    .insert((message_id.as_str(), msg.name.as_str()), (seq, self.now))?;
                 MessageRecord {
                     seq,
                     message_id,
@@ -1501,8 +1528,7 @@ impl<'a, 't> Engine<'a, 't> {
         let seq = self.t.next_seq("message")?;
         self.t
             .dedup
-            .insert((m.name.as_str(), m.message_id.as_str()), (seq, self.now))?;
-        self.t.message_ids.insert(m.message_id.as_str(), seq)?;
+            .insert((m.message_id.as_str(), m.name.as_str()), (seq, self.now))?;
         let rec = MessageRecord {
             seq,
             message_id: m.message_id.clone(),
@@ -1564,8 +1590,8 @@ impl<'a, 't> Engine<'a, 't> {
             None => (None, id),
         };
         let mut found = Vec::new();
-        for v in self.t.message_ids.get(bare)? {
-            if let Some(m) = self.t.message(v?.value())?
+        for seq in seqs_by_id(&self.t.dedup, bare)? {
+            if let Some(m) = self.t.message(seq)?
                 && name.is_none_or(|n| n == m.name)
             {
                 found.push(m);

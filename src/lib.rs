@@ -35,13 +35,14 @@ pub mod model;
 pub mod ops;
 pub mod runtime;
 pub mod store;
+mod wal;
 
 pub use clock::{Clock, ManualClock, Millis, SystemClock};
 pub use engine::{
     Config, Delivery, Deployed, EngineError, LockedJob, Malformed, Outcome, Publish, Repair,
 };
 pub use jobs::{HandlerError, JobContext};
-pub use runtime::{Error, Options, Postfach, WorkReport};
+pub use runtime::{Error, Options, Postfach, Recovery, WorkReport};
 pub use store::{JobState, MessageState, Reason};
 
 /// Process variables: a JSON object.

@@ -22,6 +22,7 @@ fn main() {
         }
     };
     match runtime.block_on(run(cli)) {
+        Ok(output) if output.json.is_null() && output.text.is_empty() => {}
         Ok(output) => {
             if json {
                 println!("{}", output.json);

@@ -207,14 +207,10 @@ impl Reader {
 
     /// Every message record with this id (any state).
     pub fn message(&self, id: &str) -> Result<Vec<MessageView>, RErr> {
-        let ids = self
-            .tx
-            .open_multimap_table(MESSAGE_IDS)
-            .map_err(redb::Error::from)?;
         let messages = self.table(MESSAGES)?;
         let mut out = Vec::new();
-        for v in redb::ReadableMultimapTable::get(&ids, id)? {
-            if let Some(m) = get_record::<MessageRecord>(&messages, v?.value())? {
+        for seq in seqs_by_id(&self.table(DEDUP)?, id)? {
+            if let Some(m) = get_record::<MessageRecord>(&messages, seq)? {
                 out.push(message_view(&m));
             }
         }
@@ -238,9 +234,12 @@ impl Reader {
     /// Event counters (duplicates, parked by reason, signals that reached nobody, ...).
     pub fn counters(&self) -> Result<BTreeMap<String, u64>, RErr> {
         let mut out = BTreeMap::new();
-        for row in self.table(COUNTERS)?.iter()? {
+        for row in self.table(META)?.range(COUNTER_PREFIX..)? {
             let (k, v) = row?;
-            out.insert(k.value().to_string(), v.value());
+            let Some(name) = k.value().strip_prefix(COUNTER_PREFIX) else {
+                break;
+            };
+            out.insert(name.to_string(), v.value());
         }
         Ok(out)
     }

@@ -19,6 +19,7 @@ use crate::engine::{
 use crate::jobs::{Handler, Handlers};
 use crate::ops;
 use crate::store::{self, JobState, StoreError, Tables};
+use crate::wal::{self, Wal};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
@@ -71,6 +72,9 @@ pub struct Options {
     pub clock: Arc<dyn Clock>,
     /// Most commands committed together.
     pub max_batch: usize,
+    /// How often the write-ahead log is folded into a durable redb commit.
+    /// Longer means fewer redb fsyncs and a longer replay after a crash.
+    pub checkpoint_every: std::time::Duration,
 }
 
 impl Default for Options {
@@ -79,8 +83,19 @@ impl Default for Options {
             config: Config::default(),
             clock: Arc::new(SystemClock),
             max_batch: 4096,
+            checkpoint_every: std::time::Duration::from_millis(500),
         }
     }
+}
+
+/// What opening the database had to repair.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Recovery {
+    /// Batches replayed from the write-ahead log (work acknowledged but not yet
+    /// in a durable redb commit when the previous process ended).
+    pub replayed_batches: usize,
+    /// Job leases of an earlier process released at once.
+    pub released_leases: usize,
 }
 
 /// Counts from one pass of the job runner.
@@ -91,6 +106,7 @@ pub struct WorkReport {
     pub tasks_failed: usize,
 }
 
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub(crate) enum Command {
     Deploy {
         file: String,
@@ -99,6 +115,7 @@ pub(crate) enum Command {
     },
     Start {
         process: String,
+        #[serde(with = "crate::codec::json_text")]
         vars: Vars,
         business_key: Option<String>,
     },
@@ -107,6 +124,7 @@ pub(crate) enum Command {
     Malformed(Malformed),
     Signal {
         name: String,
+        #[serde(with = "crate::codec::json_text")]
         vars: Vars,
     },
     RunContinuations {
@@ -121,6 +139,7 @@ pub(crate) enum Command {
     CompleteJob {
         job: u64,
         lease: Option<u64>,
+        #[serde(with = "crate::codec::json_text")]
         vars: Vars,
     },
     FailJob {
@@ -171,6 +190,7 @@ struct Inner {
     defs: Arc<DefCache>,
     clock: Arc<dyn Clock>,
     handlers: Handlers,
+    recovery: Recovery,
 }
 
 /// An open postfach database. Cheap to clone; all clones share one writer.
@@ -204,29 +224,30 @@ impl Postfach {
         let path = path.as_ref().to_path_buf();
         let db = Arc::new(store::open_db(&path)?);
         let defs = Arc::new(DefCache::default());
+        let mut wal = Writer::recover(db.clone(), defs.clone(), &options, &path)?;
         // this process holds the file lock now, so no earlier lease holder runs
-        let released = run_batch(
-            &db,
-            &defs,
-            &options.config,
-            options.clock.now(),
-            vec![Command::ReleaseAllLeases],
-        )?;
-        if let Some(Ok(Reply::Count(n))) = released.first()
-            && *n > 0
+        let released = match wal
+            .run(options.clock.now(), &[Command::ReleaseAllLeases])?
+            .first()
         {
-            tracing::info!(jobs = n, "released leases of an earlier process");
+            Some(Ok(Reply::Count(n))) => *n,
+            _ => 0,
+        };
+        if released > 0 {
+            tracing::info!(jobs = released, "released leases of an earlier process");
         }
+        let recovery = Recovery {
+            replayed_batches: wal.replayed,
+            released_leases: released,
+        };
+        wal.checkpoint()?;
         let (tx, rx) = mpsc::channel::<Request>();
         let writer = {
-            let db = db.clone();
-            let defs = defs.clone();
             let clock = options.clock.clone();
-            let config = options.config.clone();
             let max_batch = options.max_batch.max(1);
             std::thread::Builder::new()
                 .name("postfach-writer".into())
-                .spawn(move || writer_loop(db, rx, defs, clock, config, max_batch))
+                .spawn(move || writer_loop(wal, rx, clock, max_batch))
                 .map_err(StoreError::Io)?
         };
         let pf = Self {
@@ -238,9 +259,15 @@ impl Postfach {
                 defs,
                 clock: options.clock,
                 handlers: Handlers::default(),
+                recovery,
             }),
         };
         Ok(pf)
+    }
+
+    /// What opening had to repair: replayed log batches, released leases.
+    pub fn recovery(&self) -> Recovery {
+        self.inner.recovery
     }
 
     /// The database file.
@@ -551,59 +578,196 @@ fn unreachable_reply<T>() -> Result<T, Error> {
     Err(Error::Store(StoreError::Closed))
 }
 
-fn apply(e: &mut Engine<'_, '_>, cmd: Command) -> Result<Reply, EngineError> {
+fn apply(e: &mut Engine<'_, '_>, cmd: &Command) -> Result<Reply, EngineError> {
     Ok(match cmd {
         Command::Deploy {
             file,
             xml,
             overrides,
-        } => Reply::Deployed(e.deploy(&file, &xml, &overrides)?),
+        } => Reply::Deployed(e.deploy(file, xml, overrides)?),
         Command::Start {
             process,
             vars,
             business_key,
-        } => Reply::Started(e.start(&process, vars, business_key)?),
-        Command::Publish(p) => Reply::Delivery(e.publish(&p)?),
-        Command::Correlate(p) => Reply::Delivery(e.correlate(&p)?),
-        Command::Malformed(m) => Reply::Delivery(e.park_malformed(&m)?),
-        Command::Signal { name, vars } => Reply::Count(e.signal(&name, &vars)?),
-        Command::RunContinuations { limit } => Reply::Count(e.run_continuations(limit)?),
+        } => Reply::Started(e.start(process, vars.clone(), business_key.clone())?),
+        Command::Publish(p) => Reply::Delivery(e.publish(p)?),
+        Command::Correlate(p) => Reply::Delivery(e.correlate(p)?),
+        Command::Malformed(m) => Reply::Delivery(e.park_malformed(m)?),
+        Command::Signal { name, vars } => Reply::Count(e.signal(name, vars)?),
+        Command::RunContinuations { limit } => Reply::Count(e.run_continuations(*limit)?),
         Command::LockJobs {
             topic,
             max,
             owner,
             lease,
-        } => Reply::Locked(e.lock_jobs(&topic, max, &owner, lease)?),
+        } => Reply::Locked(e.lock_jobs(topic, *max, owner, *lease)?),
         Command::CompleteJob { job, lease, vars } => {
-            e.complete_job(job, lease, &vars)?;
+            e.complete_job(*job, *lease, vars)?;
             Reply::Done
         }
-        Command::FailJob { job, lease, error } => Reply::JobState(e.fail_job(job, lease, &error)?),
+        Command::FailJob { job, lease, error } => Reply::JobState(e.fail_job(*job, *lease, error)?),
         Command::RetryJob { job } => {
-            e.retry_job(job)?;
+            e.retry_job(*job)?;
             Reply::Done
         }
-        Command::Requeue { id } => Reply::Delivery(e.requeue(&id)?),
+        Command::Requeue { id } => Reply::Delivery(e.requeue(id)?),
         Command::Discard { id, why } => {
-            e.discard(&id, &why)?;
+            e.discard(id, why)?;
             Reply::Done
         }
         Command::AddToken {
             instance,
             element,
             force,
-        } => Reply::Repair(e.add_token(instance, &element, force)?),
+        } => Reply::Repair(e.add_token(*instance, element, *force)?),
         Command::ReleaseAllLeases => Reply::Count(e.release_all_leases()?),
         Command::Tick => Reply::Done,
     })
 }
 
-fn writer_loop(
+/// Log size that forces a checkpoint.
+const CHECKPOINT_BYTES: u64 = 64 * 1024 * 1024;
+
+/// The single writer: applies batches to redb and makes them durable in the log.
+struct Writer {
     db: Arc<redb::Database>,
-    rx: mpsc::Receiver<Request>,
     defs: Arc<DefCache>,
-    clock: Arc<dyn Clock>,
     config: Config,
+    wal: Wal,
+    batch: u64,
+    last_checkpoint: std::time::Instant,
+    /// Set when the log could not be written: nothing more is accepted.
+    poisoned: Option<String>,
+    checkpoint_every: std::time::Duration,
+    replayed: usize,
+}
+
+impl Writer {
+    /// Opens the log next to the database and replays batches newer than the
+    /// last durable one.
+    fn recover(
+        db: Arc<redb::Database>,
+        defs: Arc<DefCache>,
+        options: &Options,
+        path: &Path,
+    ) -> Result<Self, StoreError> {
+        let (wal, records) = Wal::open(&Wal::path_for(path))?;
+        let durable = {
+            let r = store::begin_read(&db)?;
+            let meta = r.open_table(store::META).map_err(redb::Error::from)?;
+            meta.get(WAL_BATCH)?.map(|g| g.value()).unwrap_or(0)
+        };
+        let mut w = Self {
+            db,
+            defs,
+            config: options.config.clone(),
+            wal,
+            batch: durable,
+            last_checkpoint: std::time::Instant::now(),
+            poisoned: None,
+            checkpoint_every: options.checkpoint_every,
+            replayed: 0,
+        };
+        let mut replayed = 0;
+        for rec in records.into_iter().filter(|r| r.batch > durable) {
+            w.batch = rec.batch - 1;
+            w.apply_batch(rec.now, &rec.commands, redb::Durability::None)?;
+            replayed += 1;
+        }
+        w.replayed = replayed;
+        if replayed > 0 {
+            tracing::info!(batches = replayed, log = %w.wal.path().display(), "replayed write-ahead log");
+            w.checkpoint()?;
+        }
+        Ok(w)
+    }
+
+    /// Applies one batch to redb without fsync and records it in the log.
+    fn run(
+        &mut self,
+        now: Millis,
+        cmds: &[Command],
+    ) -> Result<Vec<Result<Reply, EngineError>>, StoreError> {
+        if let Some(why) = &self.poisoned {
+            return Err(StoreError::Aborted(format!(
+                "the write-ahead log failed earlier ({why}); reopen the database"
+            )));
+        }
+        let results = self.apply_batch(now, cmds, redb::Durability::None)?;
+        let record = wal::Record {
+            batch: self.batch,
+            now,
+            commands: Vec::new(),
+        };
+        let logged = self.wal.append_with(&record, cmds);
+        if let Err(e) = logged {
+            // redb already holds the batch in memory; it must never become durable
+            self.poisoned = Some(e.to_string());
+            return Err(StoreError::Aborted(format!(
+                "write-ahead log: {e}; reopen the database"
+            )));
+        }
+        if self.last_checkpoint.elapsed() >= self.checkpoint_every
+            || self.wal.size() >= CHECKPOINT_BYTES
+        {
+            self.checkpoint()?;
+        }
+        Ok(results)
+    }
+
+    fn apply_batch(
+        &mut self,
+        now: Millis,
+        cmds: &[Command],
+        durability: redb::Durability,
+    ) -> Result<Vec<Result<Reply, EngineError>>, StoreError> {
+        let batch = self.batch + 1;
+        match run_batch(
+            &self.db,
+            &self.defs,
+            &self.config,
+            now,
+            cmds,
+            batch,
+            durability,
+        ) {
+            Ok(r) => {
+                self.batch = batch;
+                Ok(r)
+            }
+            Err(e) => {
+                self.defs.clear();
+                Err(e)
+            }
+        }
+    }
+
+    /// A durable redb commit of everything so far; then the log is emptied.
+    fn checkpoint(&mut self) -> Result<(), StoreError> {
+        if self.poisoned.is_some() {
+            return Ok(());
+        }
+        let mut tx = self.db.begin_write()?;
+        tx.set_durability(redb::Durability::Immediate)
+            .map_err(redb::Error::from)?;
+        {
+            let mut meta = tx.open_table(store::META)?;
+            meta.insert(WAL_BATCH, self.batch)?;
+        }
+        tx.commit()?;
+        self.wal.reset()?;
+        self.last_checkpoint = std::time::Instant::now();
+        Ok(())
+    }
+}
+
+/// `meta` key of the last batch applied to redb.
+const WAL_BATCH: &str = "wal_batch";
+
+fn writer_loop(
+    mut w: Writer,
+    rx: mpsc::Receiver<Request>,
+    clock: Arc<dyn Clock>,
     max_batch: usize,
 ) {
     while let Ok(first) = rx.recv() {
@@ -617,14 +781,13 @@ fn writer_loop(
         let now = clock.now();
         let (cmds, replies): (Vec<Command>, Vec<_>) =
             batch.into_iter().map(|r| (r.cmd, r.reply)).unzip();
-        match run_batch(&db, &defs, &config, now, cmds) {
+        match w.run(now, &cmds) {
             Ok(results) => {
                 for (reply, result) in replies.into_iter().zip(results) {
                     let _ = reply.send(result.map_err(Error::from));
                 }
             }
             Err(err) => {
-                defs.clear();
                 tracing::error!(error = %err, "batch aborted");
                 let text = err.to_string();
                 for reply in replies {
@@ -633,6 +796,9 @@ fn writer_loop(
             }
         }
     }
+    if let Err(e) = w.checkpoint() {
+        tracing::error!(error = %e, "checkpoint at close failed; the write-ahead log is replayed at the next open");
+    }
 }
 
 fn run_batch(
@@ -640,12 +806,16 @@ fn run_batch(
     defs: &DefCache,
     config: &Config,
     now: Millis,
-    cmds: Vec<Command>,
+    cmds: &[Command],
+    batch: u64,
+    durability: redb::Durability,
 ) -> Result<Vec<Result<Reply, EngineError>>, StoreError> {
-    let tx = db.begin_write()?;
+    let mut tx = db.begin_write()?;
+    tx.set_durability(durability).map_err(redb::Error::from)?;
     let mut results = Vec::with_capacity(cmds.len());
     {
         let mut tables = Tables::open(&tx)?;
+        tables.meta.insert(WAL_BATCH, batch)?;
         let mut engine = Engine::new(&mut tables, defs, config, now);
         engine.expire(10_000).map_err(technical)?;
         engine.release_expired_leases().map_err(technical)?;
@@ -656,6 +826,7 @@ fn run_batch(
                 other => results.push(other),
             }
         }
+        tables.finish()?;
     }
     tx.commit()?;
     Ok(results)

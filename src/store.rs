@@ -15,7 +15,8 @@
 //! - `messages`: accept sequence (u64) → [`MessageRecord`]
 //! - `buffer`: (message, key, seq) → () — buffered messages per key in accept order
 //! - `expiry`: (expires_at, seq) → () — the TTL sweep's index
-//! - `dedup`: (message name, message id) → (seq, accepted_at)
+//! - `meta`: sequences by name, and event counters under `count:NAME`
+//! - `dedup`: (message id, message name) → (seq, accepted_at); also finds a message by id
 //! - `jobs`: job id → [`JobRecord`]; `cont_due`: (due, job); `topic_due`: (topic, due, job);
 //!   `leases`: (lease expiry, job)
 
@@ -30,6 +31,8 @@ use redb::{
 use serde::{Deserialize, Serialize};
 
 pub(crate) const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+/// Prefix of counter keys in `meta`.
+pub(crate) const COUNTER_PREFIX: &str = "count:";
 pub(crate) const DEFINITIONS: TableDefinition<(&str, u32), &[u8]> =
     TableDefinition::new("definitions");
 pub(crate) const LATEST: TableDefinition<&str, u32> = TableDefinition::new("definition_latest");
@@ -47,8 +50,6 @@ pub(crate) const EXPECT: MultimapTableDefinition<(&str, &str), u64> =
 pub(crate) const PASSED: MultimapTableDefinition<(&str, &str), u64> =
     MultimapTableDefinition::new("passed");
 pub(crate) const MESSAGES: TableDefinition<u64, &[u8]> = TableDefinition::new("messages");
-pub(crate) const MESSAGE_IDS: MultimapTableDefinition<&str, u64> =
-    MultimapTableDefinition::new("message_ids");
 pub(crate) const DEDUP: TableDefinition<(&str, &str), (u64, u64)> = TableDefinition::new("dedup");
 pub(crate) const BUFFER: TableDefinition<(&str, &str, u64), ()> = TableDefinition::new("buffer");
 pub(crate) const EXPIRY: TableDefinition<(u64, u64), ()> = TableDefinition::new("expiry");
@@ -58,7 +59,6 @@ pub(crate) const CONT_DUE: TableDefinition<(u64, u64), ()> = TableDefinition::ne
 pub(crate) const TOPIC_DUE: TableDefinition<(&str, u64, u64), ()> =
     TableDefinition::new("topic_due");
 pub(crate) const LEASES: TableDefinition<(u64, u64), ()> = TableDefinition::new("leases");
-pub(crate) const COUNTERS: TableDefinition<&str, u64> = TableDefinition::new("counters");
 
 /// Storage failures. All of them are technical: retrying the operation, or
 /// redelivering the message that caused it, is the right reaction.
@@ -309,8 +309,27 @@ pub(crate) fn get_record<T: serde::de::DeserializeOwned>(
     }
 }
 
+/// Accept sequences of every message recorded under this message id (any name).
+pub(crate) fn seqs_by_id(
+    dedup: &impl ReadableTable<(&'static str, &'static str), (u64, u64)>,
+    id: &str,
+) -> Result<Vec<u64>, StoreError> {
+    let mut out = Vec::new();
+    for row in dedup.range((id, "")..)? {
+        let (k, v) = row?;
+        if k.value().0 != id {
+            break;
+        }
+        out.push(v.value().0);
+    }
+    Ok(out)
+}
+
 /// All tables of one write transaction, opened once per batch.
 pub(crate) struct Tables<'t> {
+    /// Sequences and counters are kept here during a batch and written to `meta`
+    /// once, by [`Tables::finish`]: one `meta` write per batch instead of per command.
+    pending: std::collections::BTreeMap<String, u64>,
     pub meta: Table<'t, &'static str, u64>,
     pub definitions: Table<'t, (&'static str, u32), &'static [u8]>,
     pub latest: Table<'t, &'static str, u32>,
@@ -322,7 +341,6 @@ pub(crate) struct Tables<'t> {
     pub expect: MultimapTable<'t, (&'static str, &'static str), u64>,
     pub passed: MultimapTable<'t, (&'static str, &'static str), u64>,
     pub messages: Table<'t, u64, &'static [u8]>,
-    pub message_ids: MultimapTable<'t, &'static str, u64>,
     pub dedup: Table<'t, (&'static str, &'static str), (u64, u64)>,
     pub buffer: Table<'t, (&'static str, &'static str, u64), ()>,
     pub expiry: Table<'t, (u64, u64), ()>,
@@ -331,12 +349,12 @@ pub(crate) struct Tables<'t> {
     pub cont_due: Table<'t, (u64, u64), ()>,
     pub topic_due: Table<'t, (&'static str, u64, u64), ()>,
     pub leases: Table<'t, (u64, u64), ()>,
-    pub counters: Table<'t, &'static str, u64>,
 }
 
 impl<'t> Tables<'t> {
     pub fn open(tx: &'t WriteTransaction) -> Result<Self, StoreError> {
         Ok(Self {
+            pending: Default::default(),
             meta: tx.open_table(META)?,
             definitions: tx.open_table(DEFINITIONS)?,
             latest: tx.open_table(LATEST)?,
@@ -348,7 +366,6 @@ impl<'t> Tables<'t> {
             expect: tx.open_multimap_table(EXPECT)?,
             passed: tx.open_multimap_table(PASSED)?,
             messages: tx.open_table(MESSAGES)?,
-            message_ids: tx.open_multimap_table(MESSAGE_IDS)?,
             dedup: tx.open_table(DEDUP)?,
             buffer: tx.open_table(BUFFER)?,
             expiry: tx.open_table(EXPIRY)?,
@@ -357,20 +374,37 @@ impl<'t> Tables<'t> {
             cont_due: tx.open_table(CONT_DUE)?,
             topic_due: tx.open_table(TOPIC_DUE)?,
             leases: tx.open_table(LEASES)?,
-            counters: tx.open_table(COUNTERS)?,
         })
     }
 
     /// Takes the next value of a named sequence (starting at 1).
     pub fn next_seq(&mut self, name: &'static str) -> Result<u64, StoreError> {
-        let next = self.meta.get(name)?.map(|g| g.value()).unwrap_or(0) + 1;
-        self.meta.insert(name, next)?;
-        Ok(next)
+        self.add(name, 1)
     }
 
+    /// Adds to an event counter.
     pub fn bump(&mut self, counter: &str, by: u64) -> Result<(), StoreError> {
-        let v = self.counters.get(counter)?.map(|g| g.value()).unwrap_or(0);
-        self.counters.insert(counter, v + by)?;
+        self.add(&format!("{COUNTER_PREFIX}{counter}"), by)
+            .map(|_| ())
+    }
+
+    fn add(&mut self, key: &str, by: u64) -> Result<u64, StoreError> {
+        let v = match self.pending.get_mut(key) {
+            Some(v) => v,
+            None => {
+                let stored = self.meta.get(key)?.map(|g| g.value()).unwrap_or(0);
+                self.pending.entry(key.to_string()).or_insert(stored)
+            }
+        };
+        *v += by;
+        Ok(*v)
+    }
+
+    /// Writes sequences and counters of this batch; call once before commit.
+    pub fn finish(&mut self) -> Result<(), StoreError> {
+        for (k, v) in std::mem::take(&mut self.pending) {
+            self.meta.insert(k.as_str(), v)?;
+        }
         Ok(())
     }
 

@@ -32,7 +32,7 @@ async fn handler_gets_variables_and_idempotency_key_and_completes_the_order() {
     assert_eq!(env.state(id), "completed");
     assert_eq!(
         *seen.lock().unwrap(),
-        vec![("4711".to_string(), format!("{id}:rechnungStellen:2"))]
+        vec![("4711".to_string(), format!("{id}:rechnungStellen:3"))]
     );
     assert_eq!(
         env.pf

@@ -15,6 +15,8 @@ const TTL: u64 = 3_600_000;
 
 #[derive(Debug, Clone)]
 enum Op {
+    /// Deploys the reference model again; `true` changes its source, so a new version.
+    Deploy(bool),
     Start(u8),
     Publish(u8, u8),
     Advance(u64),
@@ -24,6 +26,7 @@ enum Op {
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
+        1 => any::<bool>().prop_map(Op::Deploy),
         3 => (0u8..3).prop_map(Op::Start),
         4 => (0u8..3, 0u8..10).prop_map(|(k, id)| Op::Publish(k, id)),
         1 => prop_oneof![Just(0u64), Just(600_000), Just(3_540_000), Just(3_660_000), Just(10_800_000)].prop_map(Op::Advance),
@@ -204,8 +207,25 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
             now: T0,
             ..Model::default()
         };
+        let mut deploys = 0u32;
         for op in ops {
             match op {
+                Op::Deploy(changed) => {
+                    model.expire();
+                    deploys += u32::from(changed);
+                    // a comment changes the source, not the behaviour: a new version
+                    let xml = match deploys {
+                        0 => REFERENCE.to_string(),
+                        n => format!("{REFERENCE}<!-- revision {n} -->"),
+                    };
+                    let keys = [(MESSAGE.to_string(), "auftragId".to_string())].into();
+                    let d = env
+                        .pf
+                        .deploy("auftrag-ausfuehrung.bpmn", &xml, keys)
+                        .await
+                        .unwrap();
+                    prop_assert_eq!(d[0].version, deploys + 1);
+                }
                 Op::Start(k) => {
                     model.expire();
                     let id = env.start_order(&format!("A{k}")).await;

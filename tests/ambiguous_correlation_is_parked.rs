@@ -6,11 +6,9 @@ use postfach::{Error, Outcome, Reason};
 
 #[tokio::test]
 async fn two_waiting_instances_with_one_key_park_the_message_with_both_candidates() {
-    let env = Env::new();
-    env.deploy_reference().await;
+    let env = Env::reference().await;
     let a = env.start_order("4711").await;
-    let b = env.start_order("4711").await;
-    env.pf.run_continuations(10).await.unwrap();
+    let b = env.waiting_order("4711").await;
 
     let d = env.pf.publish(completion("4711", "evt-1")).await.unwrap();
     assert_eq!(d.outcome, Outcome::Parked);
@@ -35,11 +33,9 @@ async fn two_waiting_instances_with_one_key_park_the_message_with_both_candidate
 
 #[tokio::test]
 async fn synchronous_correlate_rejects_with_candidates_and_records_nothing() {
-    let env = Env::new();
-    env.deploy_reference().await;
+    let env = Env::reference().await;
     let a = env.start_order("4711").await;
-    let b = env.start_order("4711").await;
-    env.pf.run_continuations(10).await.unwrap();
+    let b = env.waiting_order("4711").await;
     match env.pf.correlate(completion("4711", "evt-1")).await {
         Err(Error::Rejected {
             reason, candidates, ..
@@ -49,23 +45,14 @@ async fn synchronous_correlate_rejects_with_candidates_and_records_nothing() {
         }
         other => panic!("expected a rejection, got {other:?}"),
     }
-    assert!(
-        env.pf
-            .reader()
-            .unwrap()
-            .messages(&Default::default())
-            .unwrap()
-            .is_empty()
-    );
+    assert!(env.open_messages().is_empty());
 }
 
 #[tokio::test]
 async fn a_forced_repair_token_makes_the_next_completion_ambiguous_and_the_guard_refuses_it_unforced()
  {
-    let env = Env::new();
-    env.deploy_reference().await;
-    let a = env.start_order("4711").await;
-    env.pf.run_continuations(10).await.unwrap();
+    let env = Env::reference().await;
+    let a = env.waiting_order("4711").await;
     // the article's repair: a second token before the async send task
     let refused = env
         .pf

@@ -7,8 +7,7 @@ use std::time::Duration;
 
 #[tokio::test]
 async fn duplicate_while_the_first_copy_waits_in_the_buffer() {
-    let env = Env::new();
-    env.deploy_reference().await;
+    let env = Env::reference().await;
     assert_eq!(
         env.pf
             .publish(completion("4711", "evt-1"))
@@ -40,10 +39,8 @@ async fn duplicate_while_the_first_copy_waits_in_the_buffer() {
 
 #[tokio::test]
 async fn duplicate_after_consumption_has_no_effect() {
-    let env = Env::new();
-    env.deploy_reference().await;
-    let id = env.start_order("4711").await;
-    env.pf.run_continuations(10).await.unwrap();
+    let env = Env::reference().await;
+    let id = env.waiting_order("4711").await;
     let first = env.pf.publish(completion("4711", "evt-1")).await.unwrap();
     assert_eq!(first.outcome, Outcome::Correlated);
     // 30 days later Pub/Sub redelivers (retention up to 31 days)
@@ -56,12 +53,7 @@ async fn duplicate_after_consumption_has_no_effect() {
         "the duplicate names where the original went"
     );
     assert!(
-        env.pf
-            .reader()
-            .unwrap()
-            .messages(&Default::default())
-            .unwrap()
-            .is_empty(),
+        env.open_messages().is_empty(),
         "nothing parked, nothing buffered"
     );
     assert_eq!(
@@ -72,8 +64,7 @@ async fn duplicate_after_consumption_has_no_effect() {
 
 #[tokio::test]
 async fn same_id_under_another_message_name_is_not_a_duplicate() {
-    let env = Env::new();
-    env.deploy_reference().await;
+    let env = Env::reference().await;
     env.pf.publish(completion("4711", "evt-1")).await.unwrap();
     let mut other = completion("4711", "evt-1");
     other.name = "AuftragGestartet".into();

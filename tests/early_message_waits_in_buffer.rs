@@ -6,8 +6,7 @@ use postfach::{MessageState, Outcome};
 
 #[tokio::test]
 async fn early_completion_is_buffered_then_correlated_when_the_token_arrives() {
-    let env = Env::new();
-    env.deploy_reference().await;
+    let env = Env::reference().await;
     let id = env.start_order("4711").await;
     // the send task is async: the token sits at its job, not at the catch event
     assert_eq!(env.waiting_at(id), vec!["auftragUebergeben"]);
@@ -46,23 +45,13 @@ async fn early_completion_is_buffered_then_correlated_when_the_token_arrives() {
     let msg = env.pf.reader().unwrap().message("evt-1").unwrap();
     assert_eq!(msg[0].state, MessageState::Correlated.as_str());
     assert_eq!(msg[0].instance.as_deref(), Some(id.to_string().as_str()));
-    assert!(
-        env.pf
-            .reader()
-            .unwrap()
-            .messages(&Default::default())
-            .unwrap()
-            .is_empty(),
-        "buffer is empty again"
-    );
+    assert!(env.open_messages().is_empty(), "buffer is empty again");
 }
 
 #[tokio::test]
 async fn completion_after_the_token_waits_correlates_directly() {
-    let env = Env::new();
-    env.deploy_reference().await;
-    let id = env.start_order("4711").await;
-    env.pf.run_continuations(100).await.unwrap();
+    let env = Env::reference().await;
+    let id = env.waiting_order("4711").await;
     assert_eq!(env.waiting_at(id), vec!["warteAufAbschluss"]);
     let d = env.pf.publish(completion("4711", "evt-1")).await.unwrap();
     assert_eq!(d.outcome, Outcome::Correlated);
@@ -73,8 +62,7 @@ async fn completion_after_the_token_waits_correlates_directly() {
 
 #[tokio::test]
 async fn an_early_message_for_another_key_does_not_correlate() {
-    let env = Env::new();
-    env.deploy_reference().await;
+    let env = Env::reference().await;
     let id = env.start_order("4711").await;
     assert_eq!(
         env.pf

@@ -7,10 +7,8 @@ use postfach::{Outcome, Reason};
 
 #[tokio::test]
 async fn second_completion_after_the_instance_passed_the_catch_is_late() {
-    let env = Env::new();
-    env.deploy_reference().await;
-    let id = env.start_order("4711").await;
-    env.pf.run_continuations(10).await.unwrap();
+    let env = Env::reference().await;
+    let id = env.waiting_order("4711").await;
     assert_eq!(
         env.pf
             .publish(completion("4711", "evt-1"))
@@ -29,10 +27,8 @@ async fn second_completion_after_the_instance_passed_the_catch_is_late() {
 
 #[tokio::test]
 async fn completion_for_a_completed_instance_is_late() {
-    let env = Env::new();
-    env.deploy_reference().await;
-    let id = env.start_order("4711").await;
-    env.pf.run_continuations(10).await.unwrap();
+    let env = Env::reference().await;
+    let id = env.waiting_order("4711").await;
     env.pf.publish(completion("4711", "evt-1")).await.unwrap();
     env.pf.run_continuations(10).await.unwrap(); // async before the invoice task
     let jobs = env.pf.reader().unwrap().jobs(false).unwrap();
@@ -52,8 +48,7 @@ async fn completion_for_a_completed_instance_is_late() {
 
 #[tokio::test]
 async fn a_second_order_with_the_same_key_still_waiting_upstream_buffers_instead() {
-    let env = Env::new();
-    env.deploy_reference().await;
+    let env = Env::reference().await;
     env.start_order("4711").await;
     env.pf.run_continuations(10).await.unwrap();
     env.pf.publish(completion("4711", "evt-1")).await.unwrap();
@@ -67,8 +62,7 @@ async fn a_second_order_with_the_same_key_still_waiting_upstream_buffers_instead
 
 #[tokio::test]
 async fn a_message_nobody_catches_is_parked_as_unknown() {
-    let env = Env::new();
-    env.deploy_reference().await;
+    let env = Env::reference().await;
     let mut p = completion("4711", "x");
     p.name = "Unbekannt".into();
     let d = env.pf.publish(p).await.unwrap();

@@ -7,8 +7,7 @@ use postfach::{Outcome, Reason};
 
 #[tokio::test]
 async fn closing_and_reopening_keeps_every_piece_of_state() {
-    let mut env = Env::new();
-    env.deploy_reference().await;
+    let mut env = Env::reference().await;
     let waiting = env.start_order("1").await; // will wait at the catch
     env.pf.run_continuations(10).await.unwrap();
     let early = env.start_order("2").await; // still at its send job

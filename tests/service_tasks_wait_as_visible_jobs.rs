@@ -9,8 +9,7 @@ use std::time::Duration;
 
 #[tokio::test]
 async fn handler_gets_variables_and_idempotency_key_and_completes_the_order() {
-    let env = Env::new();
-    env.deploy_reference().await;
+    let env = Env::reference().await;
     let seen: Arc<Mutex<Vec<(String, String)>>> = Arc::default();
     let s = seen.clone();
     env.pf
@@ -48,8 +47,7 @@ async fn handler_gets_variables_and_idempotency_key_and_completes_the_order() {
 
 #[tokio::test]
 async fn without_a_handler_the_task_waits_visibly_until_completed_by_hand() {
-    let env = Env::new();
-    env.deploy_reference().await;
+    let env = Env::reference().await;
     let id = env.start_order("1").await;
     env.pf.publish(completion("1", "e")).await.unwrap();
     env.pf.work_until_idle().await.unwrap();
@@ -72,8 +70,7 @@ async fn without_a_handler_the_task_waits_visibly_until_completed_by_hand() {
 
 #[tokio::test]
 async fn failures_retry_with_backoff_then_become_an_incident_that_can_be_retried() {
-    let env = Env::new();
-    env.deploy_reference().await;
+    let env = Env::reference().await;
     let calls = Arc::new(Mutex::new(Vec::<String>::new()));
     let c = calls.clone();
     env.pf

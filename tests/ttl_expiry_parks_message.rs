@@ -8,8 +8,7 @@ use std::time::Duration;
 
 #[tokio::test]
 async fn expired_buffered_message_is_parked_not_deleted() {
-    let env = Env::new();
-    env.deploy_reference().await;
+    let env = Env::reference().await;
     let d = env.pf.publish(completion("4711", "evt-1")).await.unwrap();
     assert_eq!(d.outcome, Outcome::Buffered);
 
@@ -55,8 +54,7 @@ async fn expired_buffered_message_is_parked_not_deleted() {
 
 #[tokio::test]
 async fn an_instance_arriving_after_expiry_does_not_get_the_expired_message() {
-    let env = Env::new();
-    env.deploy_reference().await;
+    let env = Env::reference().await;
     let id = env.start_order("4711").await;
     env.pf.publish(completion("4711", "evt-1")).await.unwrap();
     env.advance(Duration::from_secs(25 * 3600));

@@ -45,6 +45,32 @@ impl Env {
         self.clock.advance(d);
     }
 
+    /// A fresh database with the reference model deployed.
+    pub async fn reference() -> Self {
+        let env = Self::new();
+        env.deploy_reference().await;
+        env
+    }
+
+    /// Starts an order and runs its async hand-over, so it waits at the catch event.
+    pub async fn waiting_order(&self, auftrag: &str) -> u64 {
+        let id = self.start_order(auftrag).await;
+        self.pf
+            .run_continuations(100)
+            .await
+            .expect("hand-over runs");
+        id
+    }
+
+    /// Buffered and parked messages.
+    pub fn open_messages(&self) -> Vec<postfach::ops::MessageView> {
+        self.pf
+            .reader()
+            .unwrap()
+            .messages(&Default::default())
+            .unwrap()
+    }
+
     pub async fn deploy_reference(&self) {
         let keys = [(MESSAGE.to_string(), "auftragId".to_string())].into();
         self.pf

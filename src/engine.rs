@@ -32,10 +32,12 @@ pub struct Config {
     pub default_ttl: Millis,
     /// TTL per message name.
     pub ttl_per_message: HashMap<String, Millis>,
-    /// Attempts of a task job before it becomes an incident.
+    /// Attempts of a task job before it becomes an incident (default 10).
     pub max_attempts: u32,
-    /// First retry delay; doubles per attempt.
+    /// First retry delay; doubles per attempt (default 1 s).
     pub retry_base: Millis,
+    /// Longest retry delay (default 10 min).
+    pub retry_cap: Millis,
 }
 
 impl Default for Config {
@@ -44,8 +46,9 @@ impl Default for Config {
             dedup_window: 31 * 24 * 3600 * 1000,
             default_ttl: 24 * 3600 * 1000,
             ttl_per_message: HashMap::new(),
-            max_attempts: 3,
+            max_attempts: 10,
             retry_base: 1000,
+            retry_cap: 600_000,
         }
     }
 }
@@ -975,6 +978,8 @@ impl<'a, 't> Engine<'a, 't> {
             idempotency_key: key,
             created_at: self.now,
             lease: None,
+            max_attempts: None,
+            history: Vec::new(),
         };
         self.t.put_job(&job)?;
         self.index_ready(&job)?;
@@ -1150,10 +1155,27 @@ impl<'a, 't> Engine<'a, 't> {
         Ok(())
     }
 
-    /// Records a failed attempt: retried with doubling delay, an incident when used up.
-    pub fn fail_job(&mut self, id: u64, lease_token: Option<u64>, error: &str) -> R<JobState> {
+    /// Records a failed attempt. The job retries after a delay (the element's fixed
+    /// delay, or doubling from `retry_base` up to `retry_cap` with ±10 % jitter)
+    /// until its attempts are used up; then it is an incident.
+    ///
+    /// A worker may say how many more attempts are left (`retries_left`; 0 makes it
+    /// an incident now) and when to retry (`retry_delay`).
+    pub fn fail_job(
+        &mut self,
+        id: u64,
+        lease_token: Option<u64>,
+        error: &str,
+        retries_left: Option<u32>,
+        retry_delay: Option<Millis>,
+    ) -> R<JobState> {
         let mut job = self.t.job(id)?.ok_or(EngineError::UnknownJob(id))?;
         self.check_lease(&job, lease_token)?;
+        self.load(job.instance)?;
+        let policy = self
+            .proc_of(job.instance)
+            .element(&job.element)
+            .and_then(|e| e.retry);
         if job.state == JobState::Ready {
             self.unindex_ready(&job)?;
         }
@@ -1162,19 +1184,50 @@ impl<'a, 't> Engine<'a, 't> {
         }
         job.attempts += 1;
         job.last_error = Some(error.to_string());
-        if job.attempts >= self.cfg.max_attempts {
+        job.history.push(Attempt {
+            at: self.now,
+            error: error.to_string(),
+        });
+        if let Some(left) = retries_left {
+            job.max_attempts = Some(job.attempts.saturating_add(left));
+        }
+        let limit = job
+            .max_attempts
+            .or(policy.map(|p| p.attempts))
+            .unwrap_or(self.cfg.max_attempts);
+        if job.attempts >= limit {
             job.state = JobState::Incident;
-            self.load(job.instance)?;
             self.history(job.instance, &job.element, "incident");
-            self.flush()?;
+            tracing::warn!(job = id, element = %job.element, attempts = job.attempts, error, "job became an incident");
         } else {
             job.state = JobState::Ready;
-            let shift = (job.attempts - 1).min(20);
-            job.due_at = self.now + self.cfg.retry_base.saturating_mul(1 << shift);
+            let delay = retry_delay
+                .or(policy.and_then(|p| p.delay))
+                .unwrap_or_else(|| backoff(self.cfg, id, job.attempts));
+            job.due_at = self.now.saturating_add(delay);
             self.index_ready(&job)?;
         }
         self.t.put_job(&job)?;
+        self.flush()?;
         Ok(job.state)
+    }
+
+    /// Extends a worker's lease to now + `by`; refused when the lease was lost.
+    pub fn extend_lease(&mut self, id: u64, lease_token: u64, by: Millis) -> R<Millis> {
+        let mut job = self.t.job(id)?.ok_or(EngineError::UnknownJob(id))?;
+        let Some(lease) = job
+            .lease
+            .as_mut()
+            .filter(|l| l.token == lease_token && job.state == JobState::Locked)
+        else {
+            return Err(EngineError::StaleLease(id));
+        };
+        self.t.leases.remove((lease.until, id))?;
+        lease.until = self.now.saturating_add(by);
+        let until = lease.until;
+        self.t.leases.insert((until, id), ())?;
+        self.t.put_job(&job)?;
+        Ok(until)
     }
 
     /// Makes an incident runnable again.
@@ -1810,6 +1863,21 @@ fn delivery_of(rec: &MessageRecord) -> Delivery {
             .expires_at
             .filter(|_| rec.state == MessageState::Buffered),
     }
+}
+
+/// Delay before attempt `attempts + 1`: `retry_base · 2^(attempts-1)`, capped,
+/// with ±10 % jitter derived from the job id so that replay computes the same.
+pub fn backoff(cfg: &Config, job: u64, attempts: u32) -> Millis {
+    let shift = attempts.saturating_sub(1).min(40);
+    let raw = cfg
+        .retry_base
+        .saturating_mul(1u64 << shift)
+        .min(cfg.retry_cap);
+    let mut h =
+        job.wrapping_mul(0x9E3779B97F4A7C15) ^ (attempts as u64).wrapping_mul(0xC2B2AE3D27D4EB4F);
+    h ^= h >> 29;
+    let frac = (h % 2001) as f64 / 1000.0 - 1.0; // -1.0 ..= 1.0
+    (raw as f64 * (1.0 + 0.1 * frac)).round() as Millis
 }
 
 fn fingerprint(xml: &str, overrides: &BTreeMap<String, String>) -> u64 {

@@ -81,6 +81,17 @@ pub struct JobView {
     pub error: Option<String>,
     pub due_at: String,
     pub idempotency_key: String,
+    /// Failed attempts, oldest first.
+    pub history: Vec<AttemptView>,
+    pub lease_owner: Option<String>,
+    pub lease_until: Option<String>,
+}
+
+/// One failed attempt.
+#[derive(Debug, Clone, Serialize)]
+pub struct AttemptView {
+    pub at: String,
+    pub error: String,
 }
 
 /// Which instances to list.
@@ -364,5 +375,15 @@ fn job_view(j: &JobRecord) -> JobView {
         error: j.last_error.clone(),
         due_at: rfc3339(j.due_at),
         idempotency_key: j.idempotency_key.clone(),
+        history: j
+            .history
+            .iter()
+            .map(|a| AttemptView {
+                at: rfc3339(a.at),
+                error: a.error.clone(),
+            })
+            .collect(),
+        lease_owner: j.lease.as_ref().map(|l| l.owner.clone()),
+        lease_until: j.lease.as_ref().map(|l| rfc3339(l.until)),
     }
 }

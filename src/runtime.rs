@@ -146,6 +146,13 @@ pub(crate) enum Command {
         job: u64,
         lease: Option<u64>,
         error: String,
+        retries_left: Option<u32>,
+        retry_delay: Option<Millis>,
+    },
+    ExtendLease {
+        job: u64,
+        lease: u64,
+        by: Millis,
     },
     RetryJob {
         job: u64,
@@ -461,15 +468,39 @@ impl Postfach {
         lease: Option<u64>,
         error: &str,
     ) -> Result<JobState, Error> {
+        self.fail_job_with(job, lease, error, None, None).await
+    }
+
+    /// Records a failed attempt as a worker sees it: `retries_left` attempts
+    /// remain (0: incident now), the next one after `retry_delay`.
+    pub async fn fail_job_with(
+        &self,
+        job: u64,
+        lease: Option<u64>,
+        error: &str,
+        retries_left: Option<u32>,
+        retry_delay: Option<Millis>,
+    ) -> Result<JobState, Error> {
         match self
             .submit(Command::FailJob {
                 job,
                 lease,
                 error: error.into(),
+                retries_left,
+                retry_delay,
             })
             .await?
         {
             Reply::JobState(s) => Ok(s),
+            _ => unreachable_reply(),
+        }
+    }
+
+    /// Extends a worker's lease to now + `by`; returns the new expiry. Refused
+    /// ([`EngineError::StaleLease`]) when the lease expired or went to another worker.
+    pub async fn extend_lease(&self, job: u64, lease: u64, by: Millis) -> Result<Millis, Error> {
+        match self.submit(Command::ExtendLease { job, lease, by }).await? {
+            Reply::Count(until) => Ok(until as Millis),
             _ => unreachable_reply(),
         }
     }
@@ -605,7 +636,16 @@ fn apply(e: &mut Engine<'_, '_>, cmd: &Command) -> Result<Reply, EngineError> {
             e.complete_job(*job, *lease, vars)?;
             Reply::Done
         }
-        Command::FailJob { job, lease, error } => Reply::JobState(e.fail_job(*job, *lease, error)?),
+        Command::ExtendLease { job, lease, by } => {
+            Reply::Count(e.extend_lease(*job, *lease, *by)? as usize)
+        }
+        Command::FailJob {
+            job,
+            lease,
+            error,
+            retries_left,
+            retry_delay,
+        } => Reply::JobState(e.fail_job(*job, *lease, error, *retries_left, *retry_delay)?),
         Command::RetryJob { job } => {
             e.retry_job(*job)?;
             Reply::Done

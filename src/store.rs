@@ -294,6 +294,17 @@ pub struct JobRecord {
     pub idempotency_key: String,
     pub created_at: Millis,
     pub lease: Option<Lease>,
+    /// Attempts allowed in all, when a worker set it; else the element's or engine's.
+    pub max_attempts: Option<u32>,
+    /// Every failed attempt, oldest first.
+    pub history: Vec<Attempt>,
+}
+
+/// One failed attempt of a job.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Attempt {
+    pub at: Millis,
+    pub error: String,
 }
 
 // ---------- typed access ----------

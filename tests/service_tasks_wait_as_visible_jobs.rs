@@ -70,7 +70,11 @@ async fn without_a_handler_the_task_waits_visibly_until_completed_by_hand() {
 
 #[tokio::test]
 async fn failures_retry_with_backoff_then_become_an_incident_that_can_be_retried() {
-    let env = Env::reference().await;
+    let env = Env::with_config(postfach::Config {
+        max_attempts: 3,
+        ..Default::default()
+    });
+    env.deploy_reference().await;
     let calls = Arc::new(Mutex::new(Vec::<String>::new()));
     let c = calls.clone();
     env.pf
@@ -90,13 +94,13 @@ async fn failures_retry_with_backoff_then_become_an_incident_that_can_be_retried
     assert_eq!(r.tasks_failed, 1);
     // the retry is due after 1 s: not before
     assert_eq!(env.pf.work_until_idle().await.unwrap().tasks_failed, 0);
-    env.advance(Duration::from_millis(1000));
+    env.advance(Duration::from_millis(1100)); // 1 s ± 10 % jitter
     assert_eq!(
         env.pf.work_until_idle().await.unwrap().tasks_failed,
         1,
         "a panic is a failed attempt"
     );
-    env.advance(Duration::from_millis(2000));
+    env.advance(Duration::from_millis(2200)); // 2 s ± 10 %
     assert_eq!(env.pf.work_until_idle().await.unwrap().tasks_failed, 1);
     let incidents = env.pf.reader().unwrap().jobs(true).unwrap();
     assert_eq!(incidents.len(), 1);

@@ -7,6 +7,7 @@
 //! the version they started with.
 
 mod expr;
+pub mod iso;
 mod parse;
 
 pub use expr::{CmpOp, Expr, Lit, eval_bool, parse as parse_condition};
@@ -50,6 +51,17 @@ pub struct Element {
     pub async_before: bool,
     /// Line in the source file.
     pub line: u32,
+    /// Retry policy of the element's jobs, when the model sets one.
+    pub retry: Option<Retry>,
+}
+
+/// How often a failing job of an element is tried, and how long to wait between.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Retry {
+    /// Attempts in all (the first one included).
+    pub attempts: u32,
+    /// Fixed delay between attempts; `None` uses the engine's exponential backoff.
+    pub delay: Option<crate::clock::Millis>,
 }
 
 /// What a flow node does.

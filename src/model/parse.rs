@@ -391,6 +391,42 @@ pub fn parse(
     Ok(out)
 }
 
+/// `flowable:failedJobRetryTimeCycle` / `camunda:failedJobRetryTimeCycle`
+/// (`R5/PT10S`: 5 retries 10 s apart) or `postfach:retries="N"` (N attempts,
+/// engine backoff).
+fn retry_policy(n: &Node) -> Result<Option<super::Retry>, String> {
+    let cycle = n
+        .child("extensionElements")
+        .and_then(|x| {
+            x.children
+                .iter()
+                .find(|c| c.name == "failedJobRetryTimeCycle")
+        })
+        .map(|c| c.text.trim().to_string())
+        .or_else(|| n.attr("failedJobRetryTimeCycle").map(str::to_string));
+    if let Some(c) = cycle {
+        let (reps, delay) = super::iso::cycle(&c)?;
+        // Flowable counts retries after the first attempt
+        let attempts = reps.map_or(u32::MAX, |r| r.saturating_add(1));
+        return Ok(Some(super::Retry {
+            attempts,
+            delay: Some(delay),
+        }));
+    }
+    match n.attr("retries") {
+        Some(r) => match r.trim().parse::<u32>() {
+            Ok(attempts) if attempts > 0 => Ok(Some(super::Retry {
+                attempts,
+                delay: None,
+            })),
+            _ => Err(format!(
+                "retries=\"{r}\" must be a whole number of attempts, at least 1"
+            )),
+        },
+        None => Ok(None),
+    }
+}
+
 fn event_definitions(node: &Node) -> Vec<&Node> {
     node.children
         .iter()
@@ -536,6 +572,17 @@ fn process(
             continue;
         }
         let async_before = is_true(n.attr("async")) || is_true(n.attr("asyncBefore"));
+        let retry = match retry_policy(n) {
+            Ok(r) => r,
+            Err(message) => {
+                issues.push(Issue {
+                    id: n.id(),
+                    line: n.line,
+                    message,
+                });
+                None
+            }
+        };
         elements.push(Element {
             id: n.id(),
             name: n.attr("name").map(str::to_string),
@@ -544,6 +591,7 @@ fn process(
             outgoing: Vec::new(),
             async_before,
             line: n.line,
+            retry,
         });
         flow_nodes.push(n);
     }

@@ -114,34 +114,7 @@ pub(crate) async fn work_until_idle(pf: &Postfach) -> Result<WorkReport, Error> 
                 continue;
             };
             for job in pf.lock_jobs(&topic, 1024, &owner, HANDLER_LEASE_MS).await? {
-                let handler = handler.clone();
-                let pf = pf.clone();
-                running.spawn(async move {
-                    let ctx = JobContext {
-                        job: job.job,
-                        instance: job.instance,
-                        element: job.element.clone(),
-                        topic: job.topic.clone(),
-                        variables: job.variables.clone(),
-                        idempotency_key: job.idempotency_key.clone(),
-                        attempt: job.attempt,
-                    };
-                    // a panicking handler is a failed attempt, not a dead runner
-                    let outcome = match tokio::spawn(handler.call(ctx)).await {
-                        Ok(r) => r,
-                        Err(e) => Err(HandlerError(format!("handler panicked: {e}"))),
-                    };
-                    match outcome {
-                        Ok(vars) => pf
-                            .complete_job(job.job, Some(job.lease_token), vars)
-                            .await
-                            .map(|_| true),
-                        Err(e) => pf
-                            .fail_job(job.job, Some(job.lease_token), &e.0)
-                            .await
-                            .map(|_| false),
-                    }
-                });
+                running.spawn(run_handler(pf.clone(), handler.clone(), job));
             }
         }
         while let Some(done) = running.join_next().await {
@@ -156,5 +129,155 @@ pub(crate) async fn work_until_idle(pf: &Postfach) -> Result<WorkReport, Error> 
         if !progressed {
             return Ok(report);
         }
+    }
+}
+
+/// Settings of the job executor.
+#[derive(Debug, Clone)]
+pub struct ExecutorConfig {
+    /// Handlers running at once.
+    pub concurrency: usize,
+    /// Lease of a handler on its job.
+    pub lease_ms: u64,
+}
+
+impl Default for ExecutorConfig {
+    fn default() -> Self {
+        Self {
+            concurrency: 16,
+            lease_ms: HANDLER_LEASE_MS,
+        }
+    }
+}
+
+/// A running job executor; [`Executor::stop`] lets in-flight handlers finish.
+pub struct Executor {
+    stop: Arc<tokio::sync::Notify>,
+    stopping: Arc<std::sync::atomic::AtomicBool>,
+    task: tokio::task::JoinHandle<Result<WorkReport, Error>>,
+}
+
+impl Executor {
+    pub(crate) fn start(pf: Postfach, config: ExecutorConfig) -> Self {
+        let stop = Arc::new(tokio::sync::Notify::new());
+        let stopping = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let task = tokio::spawn(run_executor(pf, config, stop.clone(), stopping.clone()));
+        Self {
+            stop,
+            stopping,
+            task,
+        }
+    }
+
+    /// Stops taking jobs, waits for running handlers, returns what was done.
+    pub async fn stop(self) -> Result<WorkReport, Error> {
+        self.stopping.store(true, Ordering::SeqCst);
+        self.stop.notify_one();
+        self.task.await.map_err(|e| Error::Task(e.to_string()))?
+    }
+}
+
+async fn run_executor(
+    pf: Postfach,
+    config: ExecutorConfig,
+    stop: Arc<tokio::sync::Notify>,
+    stopping: Arc<std::sync::atomic::AtomicBool>,
+) -> Result<WorkReport, Error> {
+    let owner = owner();
+    let mut report = WorkReport::default();
+    let mut running: tokio::task::JoinSet<Result<bool, Error>> = tokio::task::JoinSet::new();
+    let concurrency = config.concurrency.max(1);
+    while !stopping.load(Ordering::SeqCst) {
+        // async continuations run inside the engine: no handler, no lease
+        loop {
+            let n = pf.run_continuations(1024).await?;
+            report.continuations += n;
+            if n < 1024 {
+                break;
+            }
+        }
+        let topics = pf.handlers().topics();
+        for topic in &topics {
+            let free = concurrency.saturating_sub(running.len());
+            if free == 0 {
+                break;
+            }
+            let Some(handler) = pf.handlers().get(topic) else {
+                continue;
+            };
+            for job in pf.lock_jobs(topic, free, &owner, config.lease_ms).await? {
+                running.spawn(run_handler(pf.clone(), handler.clone(), job));
+            }
+        }
+        // with every handler slot busy, only a finishing handler can make progress
+        let sleep = if running.len() >= concurrency {
+            None
+        } else {
+            let now = pf.now();
+            match pf.reader()?.next_due(&topics)? {
+                Some(t) if t <= now => continue,
+                Some(t) => Some(std::time::Duration::from_millis(t - now)),
+                None => Some(std::time::Duration::from_secs(3600)),
+            }
+        };
+        tokio::select! {
+            _ = pf.committed().notified() => {}
+            _ = stop.notified() => {}
+            _ = tokio::time::sleep(sleep.unwrap_or_default()), if sleep.is_some() => {
+                // due work (a retry, an expired lease) is swept in by a batch
+                pf.tick().await?;
+            }
+            Some(done) = running.join_next(), if !running.is_empty() => count(&mut report, done)?,
+        }
+    }
+    while let Some(done) = running.join_next().await {
+        count(&mut report, done)?;
+    }
+    Ok(report)
+}
+
+fn count(
+    report: &mut WorkReport,
+    done: Result<Result<bool, Error>, tokio::task::JoinError>,
+) -> Result<(), Error> {
+    match done {
+        Ok(Ok(true)) => report.tasks_completed += 1,
+        Ok(Ok(false)) => report.tasks_failed += 1,
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "job result not recorded; the job runs again after its lease")
+        }
+        Err(e) => tracing::error!(error = %e, "job task failed"),
+    }
+    Ok(())
+}
+
+/// Runs one handler under its lease and records the result; a panic is a failure.
+async fn run_handler(
+    pf: Postfach,
+    handler: Arc<dyn Handler>,
+    job: crate::LockedJob,
+) -> Result<bool, Error> {
+    let ctx = JobContext {
+        job: job.job,
+        instance: job.instance,
+        element: job.element.clone(),
+        topic: job.topic.clone(),
+        variables: job.variables.clone(),
+        idempotency_key: job.idempotency_key.clone(),
+        attempt: job.attempt,
+    };
+    let outcome = match tokio::spawn(handler.call(ctx)).await {
+        Ok(r) => r,
+        Err(e) => Err(HandlerError(format!("handler panicked: {e}"))),
+    };
+    match outcome {
+        Ok(vars) => pf
+            .complete_job(job.job, Some(job.lease_token), vars)
+            .await
+            .map(|_| true),
+        Err(e) => pf
+            .fail_job(job.job, Some(job.lease_token), &e.0)
+            .await
+            .map(|_| false),
     }
 }

@@ -279,6 +279,29 @@ impl Reader {
         Ok(oldest.map(|o| self.now.saturating_sub(o)))
     }
 
+    /// When the next job becomes due: the earliest async continuation, task job
+    /// of one of `topics`, or lease expiry.
+    pub fn next_due(&self, topics: &[String]) -> Result<Option<Millis>, RErr> {
+        let mut next: Option<Millis> = None;
+        let mut take = |t: Millis| next = Some(next.map_or(t, |n: Millis| n.min(t)));
+        if let Some((k, _)) = self.table(CONT_DUE)?.first()? {
+            take(k.value().0);
+        }
+        if let Some((k, _)) = self.table(LEASES)?.first()? {
+            take(k.value().0);
+        }
+        let topic_due = self.table(TOPIC_DUE)?;
+        for t in topics {
+            if let Some(row) = topic_due
+                .range((t.as_str(), 0u64, 0u64)..=(t.as_str(), u64::MAX, u64::MAX))?
+                .next()
+            {
+                take(row?.0.value().1);
+            }
+        }
+        Ok(next)
+    }
+
     /// The deployed process definition of an instance.
     pub fn process(
         &self,

@@ -173,6 +173,20 @@ pub(crate) enum Command {
     Tick,
 }
 
+impl Command {
+    /// Whether committing this command can make new work due for the executor.
+    /// The executor's own polling commands do not, so it never wakes itself.
+    fn wakes_executor(&self) -> bool {
+        !matches!(
+            self,
+            Command::RunContinuations { .. }
+                | Command::LockJobs { .. }
+                | Command::ExtendLease { .. }
+                | Command::Tick
+        )
+    }
+}
+
 pub(crate) enum Reply {
     Deployed(Vec<Deployed>),
     Started(u64),
@@ -198,6 +212,7 @@ struct Inner {
     clock: Arc<dyn Clock>,
     handlers: Handlers,
     recovery: Recovery,
+    committed: Arc<tokio::sync::Notify>,
 }
 
 /// An open postfach database. Cheap to clone; all clones share one writer.
@@ -249,12 +264,14 @@ impl Postfach {
         };
         wal.checkpoint()?;
         let (tx, rx) = mpsc::channel::<Request>();
+        let committed = Arc::new(tokio::sync::Notify::new());
         let writer = {
+            let notify = committed.clone();
             let clock = options.clock.clone();
             let max_batch = options.max_batch.max(1);
             std::thread::Builder::new()
                 .name("postfach-writer".into())
-                .spawn(move || writer_loop(wal, rx, clock, max_batch))
+                .spawn(move || writer_loop(wal, rx, clock, max_batch, notify))
                 .map_err(StoreError::Io)?
         };
         let pf = Self {
@@ -267,6 +284,7 @@ impl Postfach {
                 clock: options.clock,
                 handlers: Handlers::default(),
                 recovery,
+                committed,
             }),
         };
         Ok(pf)
@@ -580,6 +598,18 @@ impl Postfach {
         &self.inner.handlers
     }
 
+    /// Notified after every committed batch.
+    pub(crate) fn committed(&self) -> &tokio::sync::Notify {
+        &self.inner.committed
+    }
+
+    /// Starts the job executor on the current tokio runtime: it runs async
+    /// continuations and the task jobs of registered handlers as soon as they are
+    /// committed, and wakes at the due time of retries.
+    pub fn start_executor(&self, config: crate::jobs::ExecutorConfig) -> crate::jobs::Executor {
+        crate::jobs::Executor::start(self.clone(), config)
+    }
+
     /// Runs due jobs until none is left that can run now: async continuations,
     /// and task jobs whose topic has a registered handler.
     pub async fn work_until_idle(&self) -> Result<WorkReport, Error> {
@@ -809,6 +839,7 @@ fn writer_loop(
     rx: mpsc::Receiver<Request>,
     clock: Arc<dyn Clock>,
     max_batch: usize,
+    committed: Arc<tokio::sync::Notify>,
 ) {
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
@@ -821,10 +852,15 @@ fn writer_loop(
         let now = clock.now();
         let (cmds, replies): (Vec<Command>, Vec<_>) =
             batch.into_iter().map(|r| (r.cmd, r.reply)).unzip();
+        let wake = cmds.iter().any(Command::wakes_executor);
         match w.run(now, &cmds) {
             Ok(results) => {
                 for (reply, result) in replies.into_iter().zip(results) {
                     let _ = reply.send(result.map_err(Error::from));
+                }
+                // wakes the job executor: new jobs are picked up at once
+                if wake {
+                    committed.notify_one();
                 }
             }
             Err(err) => {

@@ -151,13 +151,23 @@ pub enum Command {
         #[command(flatten)]
         vars: VarArgs,
     },
-    /// Run the job executor in the foreground (async continuations).
+    /// Run the job executor in the foreground: async continuations, and with
+    /// --invoice-ledger the reference invoice handler for `rechnungStellen`.
+    /// Without --until-idle it runs until Ctrl-C or SIGTERM.
     ///
-    /// Example: postfach work --until-idle
+    /// Example: postfach work --until-idle --invoice-ledger invoices.tsv
     Work {
         /// Stop when no job is due instead of waiting for more.
         #[arg(long)]
         until_idle: bool,
+        /// Issue invoices for `rechnungStellen` into this ledger file, once per
+        /// idempotency key (a retry or a rerun after a crash does not invoice twice).
+        #[arg(long, value_name = "PATH")]
+        invoice_ledger: Option<PathBuf>,
+        /// Let each invoice take this long after it is recorded (simulates a slow
+        /// invoice system, e.g. to watch crash recovery).
+        #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+        invoice_delay: Option<u64>,
     },
     /// Add a token before an element (repair). Refused when it would open a second
     /// subscription for an already subscribed message and key, unless --force.
@@ -586,21 +596,30 @@ async fn execute(pf: &Postfach, command: Command) -> Result<Output, Failure> {
                 format!("job {job_id} completed"),
             )
         }
-        Command::Work { until_idle } => {
-            let mut total = crate::WorkReport::default();
-            loop {
-                let r = pf.work_until_idle().await?;
-                total.continuations += r.continuations;
-                total.tasks_completed += r.tasks_completed;
-                total.tasks_failed += r.tasks_failed;
-                if until_idle {
-                    break;
-                }
-                tokio::select! {
-                    _ = tokio::time::sleep(std::time::Duration::from_millis(200)) => {}
-                    _ = tokio::signal::ctrl_c() => break,
-                }
+        Command::Work {
+            until_idle,
+            invoice_ledger,
+            invoice_delay,
+        } => {
+            if let Some(path) = invoice_ledger {
+                let ledger = crate::demo::InvoiceLedger::open(&path).map_err(|e| Failure {
+                    code: 1,
+                    message: format!("invoice ledger {}: {e}", path.display()),
+                    json: None,
+                })?;
+                let delay = std::time::Duration::from_millis(invoice_delay.unwrap_or(0));
+                pf.register_handler(
+                    "rechnungStellen",
+                    crate::demo::invoice_handler(ledger, delay),
+                );
             }
+            let total = if until_idle {
+                pf.work_until_idle().await?
+            } else {
+                let exec = pf.start_executor(crate::jobs::ExecutorConfig::default());
+                shutdown_signal().await;
+                exec.stop().await?
+            };
             let waiting = pf
                 .reader()?
                 .jobs(false)?
@@ -644,6 +663,29 @@ async fn execute(pf: &Postfach, command: Command) -> Result<Output, Failure> {
             )
         }
     })
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = tokio::signal::ctrl_c().await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }
 
 fn to_publish(message: String, target: MessageArgs, ttl: Option<u64>) -> Result<Publish, Failure> {

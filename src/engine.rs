@@ -15,7 +15,7 @@
 use crate::Vars;
 use crate::clock::Millis;
 use crate::codec;
-use crate::model::{self, ElementKind, Process};
+use crate::model::{self, ElementKind, Process, TimerDef, Trigger};
 use crate::store::*;
 use redb::{ReadableMultimapTable, ReadableTable};
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -465,6 +465,7 @@ impl<'a, 't> Engine<'a, 't> {
                     error: "starting".into(),
                 },
                 since: self.now,
+                timers: Vec::new(),
             }],
             next_token: 2,
             activations: 0,
@@ -571,6 +572,7 @@ impl<'a, 't> Engine<'a, 't> {
                 error: "moving".into(),
             },
             since: now,
+            timers: Vec::new(),
         });
         id
     }
@@ -680,7 +682,19 @@ impl<'a, 't> Engine<'a, 't> {
     fn execute(&mut self, inst: u64, token: u64, idx: usize) -> R<()> {
         let p = self.proc_of(inst);
         let el = p.at(idx);
+        if !el.boundaries.is_empty() && matches!(el.kind, ElementKind::ServiceTask { .. } | ElementKind::ReceiveTask { .. }) {
+            self.start_boundary_timers(inst, token, &p, idx)?;
+        }
         match &el.kind {
+            ElementKind::TimerCatch { timer } => {
+                let job = self.create_job_at(inst, token, &el.id, JobKind::Timer { repetitions_left: None }, timer.first_due(self.now))?;
+                self.set_token(inst, token, &el.id, Wait::Timer { job });
+                self.history(inst, &el.id, "waiting");
+            }
+            ElementKind::EventGateway => self.open_event_gateway(inst, token, idx)?,
+            ElementKind::Boundary { .. } => {
+                self.queue.push_back(Step::Leave { inst, token, element: idx });
+            }
             ElementKind::End => {
                 self.history(inst, &el.id, "completed");
                 self.inst(inst).tokens.retain(|t| t.id != token);
@@ -773,6 +787,7 @@ impl<'a, 't> Engine<'a, 't> {
     }
 
     fn leave(&mut self, inst: u64, token: u64, idx: usize) -> R<()> {
+        self.clear_boundary_timers(inst, token)?;
         let p = self.proc_of(inst);
         let el = p.at(idx);
         self.history(inst, &el.id, "completed");
@@ -961,6 +976,10 @@ impl<'a, 't> Engine<'a, 't> {
     // ---------------------------------------------------------------- jobs
 
     fn create_job(&mut self, inst: u64, token: u64, element: &str, kind: JobKind) -> R<u64> {
+        self.create_job_at(inst, token, element, kind, self.now)
+    }
+
+    fn create_job_at(&mut self, inst: u64, token: u64, element: &str, kind: JobKind, due_at: Millis) -> R<u64> {
         let id = self.t.next_seq("job")?;
         let rec = self.inst(inst);
         rec.activations += 1;
@@ -972,7 +991,7 @@ impl<'a, 't> Engine<'a, 't> {
             element: element.to_string(),
             kind: kind.clone(),
             state: JobState::Ready,
-            due_at: self.now,
+            due_at,
             attempts: 0,
             last_error: None,
             idempotency_key: key,
@@ -990,7 +1009,7 @@ impl<'a, 't> Engine<'a, 't> {
 
     fn index_ready(&mut self, job: &JobRecord) -> R<()> {
         match &job.kind {
-            JobKind::Continue => self.t.cont_due.insert((job.due_at, job.id), ())?,
+            JobKind::Continue | JobKind::Timer { .. } => self.t.cont_due.insert((job.due_at, job.id), ())?,
             JobKind::Task { topic } => self
                 .t
                 .topic_due
@@ -1001,7 +1020,7 @@ impl<'a, 't> Engine<'a, 't> {
 
     fn unindex_ready(&mut self, job: &JobRecord) -> R<()> {
         match &job.kind {
-            JobKind::Continue => self.t.cont_due.remove((job.due_at, job.id))?,
+            JobKind::Continue | JobKind::Timer { .. } => self.t.cont_due.remove((job.due_at, job.id))?,
             JobKind::Task { topic } => {
                 self.t
                     .topic_due
@@ -1025,6 +1044,10 @@ impl<'a, 't> Engine<'a, 't> {
             let Some(job) = self.t.job(id)? else { continue };
             self.unindex_ready(&job)?;
             self.t.jobs.remove(id)?;
+            if let JobKind::Timer { .. } = job.kind {
+                self.fire_timer(job)?;
+                continue;
+            }
             self.load(job.instance)?;
             let p = self.proc_of(job.instance);
             let Some(idx) = p.index_of(&job.element) else {
@@ -1118,7 +1141,7 @@ impl<'a, 't> Engine<'a, 't> {
     pub fn complete_job(&mut self, id: u64, lease_token: Option<u64>, vars: &Vars) -> R<()> {
         let job = self.t.job(id)?.ok_or(EngineError::UnknownJob(id))?;
         self.check_lease(&job, lease_token)?;
-        if matches!(job.kind, JobKind::Continue) {
+        if !matches!(job.kind, JobKind::Task { .. }) {
             return Err(EngineError::JobState {
                 job: id,
                 state: "an async continuation",
@@ -1292,54 +1315,296 @@ impl<'a, 't> Engine<'a, 't> {
         })
     }
 
-    /// Delivers buffered message `seq` to a token already set to wait at `idx`.
-    fn consume_buffered(&mut self, seq: u64, inst: u64, token: u64, idx: usize) -> R<()> {
-        let mut msg = self
-            .t
-            .message(seq)?
-            .ok_or(EngineError::UnknownMessageId(seq.to_string()))?;
-        self.t
-            .buffer
-            .remove((msg.name.as_str(), msg.key.as_str(), seq))?;
+    /// Delivers buffered message `seq` to a token already set to wait for it.
+    fn consume_buffered(&mut self, seq: u64, inst: u64, token: u64, _idx: usize) -> R<()> {
+        let mut msg = self.t.message(seq)?.ok_or(EngineError::UnknownMessageId(seq.to_string()))?;
+        self.t.buffer.remove((msg.name.as_str(), msg.key.as_str(), seq))?;
         if let Some(exp) = msg.expires_at {
             self.t.expiry.remove((exp, seq))?;
         }
-        let element = self.proc_of(inst).at(idx).id.clone();
+        let element = self.deliver(inst, token, &msg.name, &msg.key, &msg.variables)?;
         msg.state = MessageState::Correlated;
         msg.instance = Some(inst);
         msg.element = Some(element);
         msg.settled_at = Some(self.now);
         self.t.put_message(&msg)?;
         self.t.bump("messages_correlated_from_buffer", 1)?;
-        self.deliver(inst, token, idx, &msg.name, &msg.key, &msg.variables, false)
+        Ok(())
     }
 
-    /// Moves a token waiting for a message on. `subscribed` says whether a
-    /// subscription row exists to remove.
-    #[allow(clippy::too_many_arguments)]
-    fn deliver(
-        &mut self,
-        inst: u64,
-        token: u64,
-        idx: usize,
-        name: &str,
-        key: &str,
-        vars: &Vars,
-        subscribed: bool,
-    ) -> R<()> {
-        if subscribed {
-            self.t.subscriptions.remove((name, key), (inst, token))?;
-        }
+    /// Moves a token waiting for message `name` on (at a catch event, a receive
+    /// task or an event-based gateway); returns the element it caught it at.
+    fn deliver(&mut self, inst: u64, token: u64, name: &str, key: &str, vars: &Vars) -> R<String> {
+        let idx = self.event_target(inst, token, |k| k.waits_for_message() == Some(name));
+        self.cancel_wait(inst, token)?;
         let element = self.proc_of(inst).at(idx).id.clone();
         self.history(inst, &element, "message_correlated");
         self.t.passed.insert((name, key), inst)?;
         self.merge_vars(inst, vars)?;
-        self.queue.push_back(Step::Leave {
-            inst,
-            token,
-            element: idx,
-        });
+        self.queue.push_back(Step::Leave { inst, token, element: idx });
+        Ok(element)
+    }
+
+    /// Where a waiting token leaves from when an event arrives: its own element,
+    /// or, at an event-based gateway, the first target the event matches (the
+    /// token moves there).
+    fn event_target(&mut self, inst: u64, token: u64, matches: impl Fn(&ElementKind) -> bool) -> usize {
+        let p = self.proc_of(inst);
+        let Some(at) = self.inst(inst).tokens.iter().find(|t| t.id == token).and_then(|t| p.index_of(&t.element)) else {
+            return 0;
+        };
+        if p.at(at).kind != ElementKind::EventGateway {
+            return at;
+        }
+        let Some(target) = p.at(at).outgoing.iter().map(|&f| p.flows[f].target).find(|&t| matches(&p.at(t).kind)) else {
+            return at;
+        };
+        let (id, now) = (p.at(target).id.clone(), self.now);
+        if let Some(t) = self.inst(inst).tokens.iter_mut().find(|t| t.id == token) {
+            t.element = id;
+            t.since = now;
+        }
+        target
+    }
+
+    /// Removes every registration of a waiting token: subscriptions, signal
+    /// subscriptions, its job or timers. The token itself stays.
+    fn cancel_wait(&mut self, inst: u64, token: u64) -> R<()> {
+        let Some(wait) = self.inst(inst).tokens.iter().find(|t| t.id == token).map(|t| t.wait.clone()) else {
+            return Ok(());
+        };
+        match wait {
+            Wait::Message { name, key } => {
+                self.t.subscriptions.remove((name.as_str(), key.as_str()), (inst, token))?;
+            }
+            Wait::Signal { name } => {
+                self.t.signal_subs.remove(name.as_str(), (inst, token))?;
+            }
+            Wait::Job { job } | Wait::Timer { job } => self.delete_job(job)?,
+            Wait::Events { messages, signals, timers } => {
+                for (name, key) in messages {
+                    self.t.subscriptions.remove((name.as_str(), key.as_str()), (inst, token))?;
+                }
+                for name in signals {
+                    self.t.signal_subs.remove(name.as_str(), (inst, token))?;
+                }
+                for job in timers {
+                    self.delete_job(job)?;
+                }
+            }
+            Wait::Join { .. } | Wait::Incident { .. } => {}
+        }
+        if let Some(t) = self.inst(inst).tokens.iter_mut().find(|t| t.id == token) {
+            t.wait = Wait::Incident { error: "moving".into() };
+        }
         Ok(())
+    }
+
+    fn delete_job(&mut self, id: u64) -> R<()> {
+        if let Some(job) = self.t.job(id)? {
+            self.drop_job(&job)?;
+        }
+        Ok(())
+    }
+
+    /// Starts the timers of the boundary events of the activity a token enters.
+    fn start_boundary_timers(&mut self, inst: u64, token: u64, p: &Process, host: usize) -> R<()> {
+        for &b in &p.at(host).boundaries {
+            if let ElementKind::Boundary { trigger: Trigger::Timer(def), .. } = &p.at(b).kind {
+                let repetitions_left = match def {
+                    TimerDef::Cycle { repetitions, .. } => *repetitions,
+                    _ => Some(1),
+                };
+                let job = self.create_job_at(inst, token, &p.at(b).id, JobKind::Timer { repetitions_left }, def.first_due(self.now))?;
+                if let Some(t) = self.inst(inst).tokens.iter_mut().find(|t| t.id == token) {
+                    t.timers.push(job);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Cancels the boundary timers of a token leaving its activity.
+    fn clear_boundary_timers(&mut self, inst: u64, token: u64) -> R<()> {
+        let timers = match self.inst(inst).tokens.iter_mut().find(|t| t.id == token) {
+            Some(t) => std::mem::take(&mut t.timers),
+            None => return Ok(()),
+        };
+        for job in timers {
+            self.delete_job(job)?;
+        }
+        Ok(())
+    }
+
+    /// Ends the activity a token is in (interrupting boundary event).
+    fn interrupt(&mut self, inst: u64, token: u64) -> R<()> {
+        self.cancel_wait(inst, token)?;
+        self.clear_boundary_timers(inst, token)?;
+        self.inst(inst).tokens.retain(|t| t.id != token);
+        Ok(())
+    }
+
+    /// At an event-based gateway: take a buffered message at once if one waits
+    /// for a target, else register every target event and wait for the first.
+    fn open_event_gateway(&mut self, inst: u64, token: u64, idx: usize) -> R<()> {
+        let p = self.proc_of(inst);
+        let gateway = p.at(idx).id.clone();
+        let targets: Vec<usize> = p.at(idx).outgoing.iter().map(|&f| p.flows[f].target).collect();
+        let mut messages = Vec::new();
+        for &t in &targets {
+            if let Some(m) = p.at(t).kind.waits_for_message() {
+                let var = p.correlation_keys.get(m).map(String::as_str).unwrap_or("");
+                let Some(key) = self.inst(inst).variables.get(var).and_then(key_string) else {
+                    let error = format!("correlation key variable '{var}' of message '{m}' is not set");
+                    self.incident(inst, token, &gateway, error);
+                    return Ok(());
+                };
+                if let Some(seq) = self.oldest_buffered(m, &key)? {
+                    let target = p.at(t).id.clone();
+                    self.set_token(inst, token, &target, Wait::Message { name: m.to_string(), key: key.clone() });
+                    return self.consume_buffered(seq, inst, token, t);
+                }
+                messages.push((m.to_string(), key));
+            }
+        }
+        let mut signals = Vec::new();
+        let mut timers = Vec::new();
+        for &t in &targets {
+            match &p.at(t).kind {
+                ElementKind::SignalCatch { signal } => {
+                    self.t.signal_subs.insert(signal.as_str(), (inst, token))?;
+                    signals.push(signal.clone());
+                }
+                ElementKind::TimerCatch { timer } => {
+                    let target = p.at(t).id.clone();
+                    timers.push(self.create_job_at(inst, token, &target, JobKind::Timer { repetitions_left: None }, timer.first_due(self.now))?);
+                }
+                _ => {}
+            }
+        }
+        for (m, k) in &messages {
+            self.t.subscriptions.insert((m.as_str(), k.as_str()), (inst, token))?;
+        }
+        self.set_token(inst, token, &gateway, Wait::Events { messages, signals, timers });
+        self.history(inst, &gateway, "waiting");
+        Ok(())
+    }
+
+    /// A due timer job: a timer catch event (possibly behind an event-based
+    /// gateway) or a boundary timer.
+    fn fire_timer(&mut self, job: JobRecord) -> R<()> {
+        let inst = job.instance;
+        self.load(inst)?;
+        let p = self.proc_of(inst);
+        let Some(at) = p.index_of(&job.element) else { return Ok(()) };
+        let Some(tok) = self.inst(inst).tokens.iter().find(|t| t.id == job.token).cloned() else {
+            return Ok(()); // the token moved on: a stale timer
+        };
+        match &p.at(at).kind {
+            ElementKind::Boundary { host, cancel, trigger: Trigger::Timer(def) } => {
+                if tok.element != p.at(*host).id || !tok.timers.contains(&job.id) {
+                    return Ok(());
+                }
+                self.history(inst, &job.element, "timer_fired");
+                let left = match job.kind {
+                    JobKind::Timer { repetitions_left } => repetitions_left,
+                    _ => Some(1),
+                };
+                if *cancel {
+                    self.interrupt(inst, job.token)?;
+                } else if let (TimerDef::Cycle { every, .. }, false) = (def, left == Some(1)) {
+                    let mut next = job.clone();
+                    next.due_at = self.now.saturating_add(*every);
+                    next.kind = JobKind::Timer { repetitions_left: left.map(|n| n.saturating_sub(1)) };
+                    self.t.put_job(&next)?;
+                    self.index_ready(&next)?;
+                } else if let Some(t) = self.inst(inst).tokens.iter_mut().find(|t| t.id == job.token) {
+                    t.timers.retain(|&j| j != job.id);
+                }
+                let new = self.new_token(inst, &job.element);
+                self.queue.push_back(Step::Leave { inst, token: new, element: at });
+            }
+            ElementKind::TimerCatch { .. } => {
+                let waiting = match &tok.wait {
+                    Wait::Timer { job: j } => *j == job.id,
+                    Wait::Events { timers, .. } => timers.contains(&job.id),
+                    _ => false,
+                };
+                if !waiting {
+                    return Ok(());
+                }
+                let from = self.force_target(inst, job.token, at);
+                self.cancel_wait(inst, job.token)?;
+                self.history(inst, &job.element, "timer_fired");
+                self.queue.push_back(Step::Leave { inst, token: job.token, element: from });
+            }
+            _ => {}
+        }
+        self.run()
+    }
+
+    /// Moves a token to a given element (the timer target of an event gateway).
+    fn force_target(&mut self, inst: u64, token: u64, target: usize) -> usize {
+        let id = self.proc_of(inst).at(target).id.clone();
+        let now = self.now;
+        if let Some(t) = self.inst(inst).tokens.iter_mut().find(|t| t.id == token) {
+            t.element = id;
+            t.since = now;
+        }
+        target
+    }
+
+    /// A worker throws a BPMN error from a task job: an error boundary event on
+    /// the task with a matching code (or none) takes the token; without one the
+    /// job becomes an incident. Returns whether a boundary caught it.
+    pub fn throw_error(&mut self, id: u64, lease_token: Option<u64>, code: &str, message: &str, vars: &Vars) -> R<bool> {
+        let mut job = self.t.job(id)?.ok_or(EngineError::UnknownJob(id))?;
+        self.check_lease(&job, lease_token)?;
+        if !matches!(job.kind, JobKind::Task { .. }) {
+            return Err(EngineError::JobState { job: id, state: "not a task job", hint: "BPMN errors come from service task workers" });
+        }
+        self.load(job.instance)?;
+        let inst = job.instance;
+        let p = self.proc_of(inst);
+        let host = p.index_of(&job.element).ok_or_else(|| EngineError::UnknownElement {
+            process: p.id.clone(),
+            element: job.element.clone(),
+        })?;
+        let catcher = p.at(host).boundaries.iter().copied().find(|&b| {
+            matches!(&p.at(b).kind, ElementKind::Boundary { trigger: Trigger::Error { code: c }, .. } if c.as_deref().is_none_or(|c| c == code))
+        });
+        match catcher {
+            Some(b) => {
+                self.merge_vars(inst, vars)?;
+                self.history(inst, &job.element, &format!("bpmn_error {code}"));
+                self.interrupt(inst, job.token)?;
+                let boundary = p.at(b).id.clone();
+                let new = self.new_token(inst, &boundary);
+                self.queue.push_back(Step::Leave { inst, token: new, element: b });
+                self.run()?;
+                Ok(true)
+            }
+            None => {
+                if job.state == JobState::Ready {
+                    self.unindex_ready(&job)?;
+                }
+                if let Some(l) = job.lease.take() {
+                    self.t.leases.remove((l.until, id))?;
+                }
+                let error = format!(
+                    "BPMN error '{code}' ({message}) is not caught: '{}' has no error boundary event for it",
+                    job.element
+                );
+                job.attempts += 1;
+                job.state = JobState::Incident;
+                job.last_error = Some(error.clone());
+                job.history.push(Attempt { at: self.now, error });
+                self.history(inst, &job.element, "incident");
+                self.t.put_job(&job)?;
+                self.flush()?;
+                Ok(false)
+            }
+        }
     }
 
     fn dedup_hit(&self, name: &str, id: &str) -> R<Option<u64>> {
@@ -1494,21 +1759,13 @@ impl<'a, 't> Engine<'a, 't> {
         match decision {
             Decision::Deliver(inst, token) => {
                 self.load(inst)?;
-                let p = self.proc_of(inst);
-                let element = self
-                    .inst(inst)
-                    .tokens
-                    .iter()
-                    .find(|t| t.id == token)
-                    .map(|t| t.element.clone());
-                let idx = element.as_deref().and_then(|e| p.index_of(e)).unwrap_or(0);
+                let element = self.deliver(inst, token, &rec.name, &rec.key, &rec.variables)?;
                 rec.state = MessageState::Correlated;
                 rec.instance = Some(inst);
-                rec.element = element;
+                rec.element = Some(element);
                 rec.settled_at = Some(self.now);
                 self.t.put_message(&rec)?;
                 self.t.bump("messages_correlated", 1)?;
-                self.deliver(inst, token, idx, &rec.name, &rec.key, &rec.variables, true)?;
                 self.run()?;
             }
             Decision::StartInstance(process) => {
@@ -1733,26 +1990,13 @@ impl<'a, 't> Engine<'a, 't> {
             tracing::info!(signal = name, "signal reached no subscription");
         }
         for &(inst, token) in &subs {
-            self.t.signal_subs.remove(name, (inst, token))?;
             self.load(inst)?;
-            let p = self.proc_of(inst);
-            let el = self
-                .inst(inst)
-                .tokens
-                .iter()
-                .find(|t| t.id == token)
-                .map(|t| t.element.clone());
-            let Some(idx) = el.and_then(|e| p.index_of(&e)) else {
-                continue;
-            };
-            let element = p.at(idx).id.clone();
+            let idx = self.event_target(inst, token, |k| matches!(k, ElementKind::SignalCatch { signal } if signal == name));
+            self.cancel_wait(inst, token)?;
+            let element = self.proc_of(inst).at(idx).id.clone();
             self.history(inst, &element, "signal_received");
             self.merge_vars(inst, vars)?;
-            self.queue.push_back(Step::Leave {
-                inst,
-                token,
-                element: idx,
-            });
+            self.queue.push_back(Step::Leave { inst, token, element: idx });
         }
         Ok(subs.len())
     }

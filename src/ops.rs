@@ -384,10 +384,11 @@ fn job_view(j: &JobRecord) -> JobView {
         kind: match j.kind {
             JobKind::Continue => "async_continuation",
             JobKind::Task { .. } => "task",
+            JobKind::Timer { .. } => "timer",
         },
         topic: match &j.kind {
             JobKind::Task { topic } => Some(topic.clone()),
-            JobKind::Continue => None,
+            JobKind::Continue | JobKind::Timer { .. } => None,
         },
         state: match j.state {
             JobState::Ready => "ready",

@@ -126,6 +126,10 @@ pub enum Wait {
     Message { name: String, key: String },
     Signal { name: String },
     Job { job: u64 },
+    /// An intermediate timer catch event; the job fires it.
+    Timer { job: u64 },
+    /// An event-based gateway: whichever of these happens first.
+    Events { messages: Vec<(String, String)>, signals: Vec<String>, timers: Vec<u64> },
     Join { flow: usize },
     Incident { error: String },
 }
@@ -137,6 +141,8 @@ pub struct Token {
     pub element: String,
     pub wait: Wait,
     pub since: Millis,
+    /// Timer jobs of the boundary events of the activity this token is in.
+    pub timers: Vec<u64>,
 }
 
 /// One line of an instance's history.
@@ -260,6 +266,9 @@ pub enum JobKind {
     Continue,
     /// Work for a handler or external worker on a topic.
     Task { topic: String },
+    /// A timer of a timer catch event or boundary event (`element`); cycles
+    /// count down their remaining repetitions.
+    Timer { repetitions_left: Option<u32> },
 }
 
 /// Job lifecycle.

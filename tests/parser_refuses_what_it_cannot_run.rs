@@ -110,8 +110,8 @@ fn every_unsupported_element_is_listed_with_id_type_and_line() {
 <process id="p">
 <startEvent id="s"/>
 <userTask id="approve"/>
-<boundaryEvent id="b1" attachedToRef="approve"><timerEventDefinition/></boundaryEvent>
-<intermediateCatchEvent id="wait"><timerEventDefinition/></intermediateCatchEvent>
+<boundaryEvent id="b1" attachedToRef="approve"><messageEventDefinition/></boundaryEvent>
+<intermediateCatchEvent id="wait"><conditionalEventDefinition/></intermediateCatchEvent>
 <subProcess id="sub"><startEvent id="inner"/></subProcess>
 <serviceTask id="loop"><multiInstanceLoopCharacteristics/></serviceTask>
 <endEvent id="e"><terminateEventDefinition/></endEvent>

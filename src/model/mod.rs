@@ -53,6 +53,8 @@ pub struct Element {
     pub line: u32,
     /// Retry policy of the element's jobs, when the model sets one.
     pub retry: Option<Retry>,
+    /// Boundary events attached to this element (indices into [`Process::elements`]).
+    pub boundaries: Vec<usize>,
 }
 
 /// How often a failing job of an element is tried, and how long to wait between.
@@ -70,6 +72,19 @@ pub enum ElementKind {
     NoneStart,
     MessageStart {
         message: String,
+    },
+    /// Intermediate timer catch event.
+    TimerCatch {
+        timer: TimerDef,
+    },
+    /// Event-based gateway: the first of its target events to happen wins.
+    EventGateway,
+    /// A boundary event on a task (`host` indexes [`Process::elements`]).
+    Boundary {
+        host: usize,
+        /// Interrupting (`cancelActivity`, the default) or not.
+        cancel: bool,
+        trigger: Trigger,
     },
     End,
     ExclusiveGateway {
@@ -103,6 +118,9 @@ impl ElementKind {
     pub fn label(&self) -> &'static str {
         match self {
             ElementKind::NoneStart => "startEvent",
+            ElementKind::TimerCatch { .. } => "intermediateCatchEvent(timer)",
+            ElementKind::EventGateway => "eventBasedGateway",
+            ElementKind::Boundary { .. } => "boundaryEvent",
             ElementKind::MessageStart { .. } => "messageStartEvent",
             ElementKind::End => "endEvent",
             ElementKind::ExclusiveGateway { .. } => "exclusiveGateway",
@@ -126,6 +144,36 @@ impl ElementKind {
             _ => None,
         }
     }
+}
+
+/// When a timer fires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TimerDef {
+    /// `timeDuration`: this long after the timer starts.
+    Duration(crate::clock::Millis),
+    /// `timeDate`: at this instant (at once if it is past).
+    Date(crate::clock::Millis),
+    /// `timeCycle` `R[n]/duration`: every `every`, `repetitions` times (unbounded if `None`).
+    Cycle { repetitions: Option<u32>, every: crate::clock::Millis },
+}
+
+impl TimerDef {
+    /// The first due time of a timer started at `now`.
+    pub fn first_due(&self, now: crate::clock::Millis) -> crate::clock::Millis {
+        match *self {
+            TimerDef::Duration(d) => now.saturating_add(d),
+            TimerDef::Date(t) => t.max(now),
+            TimerDef::Cycle { every, .. } => now.saturating_add(every),
+        }
+    }
+}
+
+/// What triggers a boundary event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Trigger {
+    Timer(TimerDef),
+    /// A BPMN error thrown by the task's worker; `None` catches every code.
+    Error { code: Option<String> },
 }
 
 /// A sequence flow.

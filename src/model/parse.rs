@@ -4,7 +4,7 @@
 //! capped, malformed XML is reported with line and column, and every element the
 //! engine cannot execute is reported at once, each with id, type and line.
 
-use super::{Element, ElementKind, Flow, Process, parse_condition};
+use super::{Element, ElementKind, Flow, Process, Trigger, parse_condition};
 use quick_xml::Reader;
 use quick_xml::events::{BytesStart, Event};
 use std::collections::{BTreeMap, HashMap};
@@ -266,9 +266,7 @@ const UNSUPPORTED_NODES: &[&str] = &[
     "transaction",
     "adHocSubProcess",
     "inclusiveGateway",
-    "eventBasedGateway",
     "complexGateway",
-    "boundaryEvent",
     "choreographyTask",
 ];
 
@@ -290,6 +288,8 @@ struct Defs {
     messages: HashMap<String, (String, Option<String>)>,
     /// signal id → name
     signals: HashMap<String, String>,
+    /// error id → errorCode
+    errors: HashMap<String, String>,
 }
 
 fn strip_feel(s: &str) -> String {
@@ -337,6 +337,7 @@ pub fn parse(
     let mut defs = Defs {
         messages: HashMap::new(),
         signals: HashMap::new(),
+        errors: HashMap::new(),
     };
     for c in &root.children {
         match c.name.as_str() {
@@ -347,6 +348,10 @@ pub fn parse(
             "signal" => {
                 let name = c.attr("name").or(c.attr("id")).unwrap_or("").to_string();
                 defs.signals.insert(c.id(), name);
+            }
+            "error" => {
+                let code = c.attr("errorCode").or(c.attr("name")).unwrap_or("").to_string();
+                defs.errors.insert(c.id(), code);
             }
             _ => {}
         }
@@ -427,6 +432,25 @@ fn retry_policy(n: &Node) -> Result<Option<super::Retry>, String> {
     }
 }
 
+/// `timeDuration`, `timeDate` or `timeCycle` of a timer event definition.
+fn timer_of(def: &Node) -> Result<super::TimerDef, String> {
+    let text = |n: &Node| n.text.trim().trim_start_matches('=').trim().trim_matches('"').to_string();
+    if let Some(d) = def.child("timeDuration") {
+        return super::iso::duration(&text(d)).map(super::TimerDef::Duration);
+    }
+    if let Some(d) = def.child("timeDate") {
+        return super::iso::instant(&text(d)).map(super::TimerDef::Date);
+    }
+    if let Some(c) = def.child("timeCycle") {
+        let (repetitions, every) = super::iso::cycle(&text(c))?;
+        if every == 0 {
+            return Err("timeCycle with a zero interval would fire without end".into());
+        }
+        return Ok(super::TimerDef::Cycle { repetitions, every });
+    }
+    Err("timer has no timeDuration, timeDate or timeCycle".into())
+}
+
 fn event_definitions(node: &Node) -> Vec<&Node> {
     node.children
         .iter()
@@ -500,6 +524,13 @@ fn process(
                         catches.push((message.clone(), n.id(), n.line, key));
                         ElementKind::MessageCatch { message }
                     }
+                    ("intermediateCatchEvent", Some("timerEventDefinition")) => match timer_of(evdefs[0]) {
+                        Ok(timer) => ElementKind::TimerCatch { timer },
+                        Err(message) => {
+                            issues.push(Issue { id: n.id(), line: n.line, message });
+                            continue;
+                        }
+                    },
                     ("intermediateCatchEvent", Some("signalEventDefinition"))
                     | ("intermediateThrowEvent", Some("signalEventDefinition")) => {
                         let r = evdefs[0].attr("signalRef").unwrap_or("");
@@ -526,6 +557,32 @@ fn process(
                 }
             }
             "exclusiveGateway" => ElementKind::ExclusiveGateway { default: None },
+            "eventBasedGateway" => ElementKind::EventGateway,
+            "boundaryEvent" => {
+                let trigger = match evdefs.as_slice() {
+                    [d] if d.name == "timerEventDefinition" => match timer_of(d) {
+                        Ok(t) => Trigger::Timer(t),
+                        Err(message) => {
+                            issues.push(Issue { id: n.id(), line: n.line, message });
+                            continue;
+                        }
+                    },
+                    [d] if d.name == "errorEventDefinition" => Trigger::Error {
+                        code: d.attr("errorRef").map(|r| defs.errors.get(r).cloned().unwrap_or_else(|| r.to_string())),
+                    },
+                    [d] => {
+                        refuse(unsupported, n, format!("boundaryEvent with {}", d.name));
+                        continue;
+                    }
+                    _ => {
+                        refuse(unsupported, n, "boundaryEvent without exactly one event definition".into());
+                        continue;
+                    }
+                };
+                let cancel = !matches!(n.attr("cancelActivity"), Some(v) if v.trim().eq_ignore_ascii_case("false"))
+                    || matches!(trigger, Trigger::Error { .. });
+                ElementKind::Boundary { host: usize::MAX, cancel, trigger }
+            }
             "parallelGateway" => ElementKind::ParallelGateway,
             "sendTask" => ElementKind::SendTask,
             "serviceTask" => {
@@ -592,6 +649,7 @@ fn process(
             async_before,
             line: n.line,
             retry,
+            boundaries: Vec::new(),
         });
         flow_nodes.push(n);
     }
@@ -676,6 +734,45 @@ fn process(
         elements[t].incoming.push(fi);
     }
     for (i, n) in flow_nodes.iter().enumerate() {
+        if let ElementKind::Boundary { .. } = elements[i].kind {
+            let host_id = n.attr("attachedToRef").unwrap_or("");
+            match index.get(host_id).copied() {
+                Some(h)
+                    if matches!(
+                        elements[h].kind,
+                        ElementKind::ServiceTask { .. } | ElementKind::SendTask | ElementKind::ReceiveTask { .. }
+                    ) =>
+                {
+                    if let ElementKind::Boundary { host, .. } = &mut elements[i].kind {
+                        *host = h;
+                    }
+                    elements[h].boundaries.push(i);
+                }
+                _ => issues.push(Issue {
+                    id: n.id(),
+                    line: n.line,
+                    message: format!("attachedToRef '{host_id}' is not a service, send or receive task of this process"),
+                }),
+            }
+        }
+        if elements[i].kind == ElementKind::EventGateway {
+            for &f in &elements[i].outgoing {
+                let t = &elements[flows[f].target];
+                if !matches!(
+                    t.kind,
+                    ElementKind::MessageCatch { .. }
+                        | ElementKind::TimerCatch { .. }
+                        | ElementKind::SignalCatch { .. }
+                        | ElementKind::ReceiveTask { .. }
+                ) {
+                    issues.push(Issue {
+                        id: n.id(),
+                        line: n.line,
+                        message: format!("event-based gateway leads to '{}', which is not a message, timer or signal catch event", t.id),
+                    });
+                }
+            }
+        }
         if n.name == "exclusiveGateway"
             && let Some(d) = n.attr("default")
         {

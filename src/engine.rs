@@ -682,18 +682,35 @@ impl<'a, 't> Engine<'a, 't> {
     fn execute(&mut self, inst: u64, token: u64, idx: usize) -> R<()> {
         let p = self.proc_of(inst);
         let el = p.at(idx);
-        if !el.boundaries.is_empty() && matches!(el.kind, ElementKind::ServiceTask { .. } | ElementKind::ReceiveTask { .. }) {
+        if !el.boundaries.is_empty()
+            && matches!(
+                el.kind,
+                ElementKind::ServiceTask { .. } | ElementKind::ReceiveTask { .. }
+            )
+        {
             self.start_boundary_timers(inst, token, &p, idx)?;
         }
         match &el.kind {
             ElementKind::TimerCatch { timer } => {
-                let job = self.create_job_at(inst, token, &el.id, JobKind::Timer { repetitions_left: None }, timer.first_due(self.now))?;
+                let job = self.create_job_at(
+                    inst,
+                    token,
+                    &el.id,
+                    JobKind::Timer {
+                        repetitions_left: None,
+                    },
+                    timer.first_due(self.now),
+                )?;
                 self.set_token(inst, token, &el.id, Wait::Timer { job });
                 self.history(inst, &el.id, "waiting");
             }
             ElementKind::EventGateway => self.open_event_gateway(inst, token, idx)?,
             ElementKind::Boundary { .. } => {
-                self.queue.push_back(Step::Leave { inst, token, element: idx });
+                self.queue.push_back(Step::Leave {
+                    inst,
+                    token,
+                    element: idx,
+                });
             }
             ElementKind::End => {
                 self.history(inst, &el.id, "completed");
@@ -732,7 +749,7 @@ impl<'a, 't> Engine<'a, 't> {
                             key: key.clone(),
                         },
                     );
-                    self.consume_buffered(seq, inst, token, idx)?;
+                    self.consume_buffered(seq, inst, token)?;
                 } else {
                     self.t
                         .subscriptions
@@ -979,7 +996,14 @@ impl<'a, 't> Engine<'a, 't> {
         self.create_job_at(inst, token, element, kind, self.now)
     }
 
-    fn create_job_at(&mut self, inst: u64, token: u64, element: &str, kind: JobKind, due_at: Millis) -> R<u64> {
+    fn create_job_at(
+        &mut self,
+        inst: u64,
+        token: u64,
+        element: &str,
+        kind: JobKind,
+        due_at: Millis,
+    ) -> R<u64> {
         let id = self.t.next_seq("job")?;
         let rec = self.inst(inst);
         rec.activations += 1;
@@ -1009,7 +1033,9 @@ impl<'a, 't> Engine<'a, 't> {
 
     fn index_ready(&mut self, job: &JobRecord) -> R<()> {
         match &job.kind {
-            JobKind::Continue | JobKind::Timer { .. } => self.t.cont_due.insert((job.due_at, job.id), ())?,
+            JobKind::Continue | JobKind::Timer { .. } => {
+                self.t.cont_due.insert((job.due_at, job.id), ())?
+            }
             JobKind::Task { topic } => self
                 .t
                 .topic_due
@@ -1020,7 +1046,9 @@ impl<'a, 't> Engine<'a, 't> {
 
     fn unindex_ready(&mut self, job: &JobRecord) -> R<()> {
         match &job.kind {
-            JobKind::Continue | JobKind::Timer { .. } => self.t.cont_due.remove((job.due_at, job.id))?,
+            JobKind::Continue | JobKind::Timer { .. } => {
+                self.t.cont_due.remove((job.due_at, job.id))?
+            }
             JobKind::Task { topic } => {
                 self.t
                     .topic_due
@@ -1316,9 +1344,14 @@ impl<'a, 't> Engine<'a, 't> {
     }
 
     /// Delivers buffered message `seq` to a token already set to wait for it.
-    fn consume_buffered(&mut self, seq: u64, inst: u64, token: u64, _idx: usize) -> R<()> {
-        let mut msg = self.t.message(seq)?.ok_or(EngineError::UnknownMessageId(seq.to_string()))?;
-        self.t.buffer.remove((msg.name.as_str(), msg.key.as_str(), seq))?;
+    fn consume_buffered(&mut self, seq: u64, inst: u64, token: u64) -> R<()> {
+        let mut msg = self
+            .t
+            .message(seq)?
+            .ok_or(EngineError::UnknownMessageId(seq.to_string()))?;
+        self.t
+            .buffer
+            .remove((msg.name.as_str(), msg.key.as_str(), seq))?;
         if let Some(exp) = msg.expires_at {
             self.t.expiry.remove((exp, seq))?;
         }
@@ -1341,22 +1374,43 @@ impl<'a, 't> Engine<'a, 't> {
         self.history(inst, &element, "message_correlated");
         self.t.passed.insert((name, key), inst)?;
         self.merge_vars(inst, vars)?;
-        self.queue.push_back(Step::Leave { inst, token, element: idx });
+        self.queue.push_back(Step::Leave {
+            inst,
+            token,
+            element: idx,
+        });
         Ok(element)
     }
 
     /// Where a waiting token leaves from when an event arrives: its own element,
     /// or, at an event-based gateway, the first target the event matches (the
     /// token moves there).
-    fn event_target(&mut self, inst: u64, token: u64, matches: impl Fn(&ElementKind) -> bool) -> usize {
+    fn event_target(
+        &mut self,
+        inst: u64,
+        token: u64,
+        matches: impl Fn(&ElementKind) -> bool,
+    ) -> usize {
         let p = self.proc_of(inst);
-        let Some(at) = self.inst(inst).tokens.iter().find(|t| t.id == token).and_then(|t| p.index_of(&t.element)) else {
+        let Some(at) = self
+            .inst(inst)
+            .tokens
+            .iter()
+            .find(|t| t.id == token)
+            .and_then(|t| p.index_of(&t.element))
+        else {
             return 0;
         };
         if p.at(at).kind != ElementKind::EventGateway {
             return at;
         }
-        let Some(target) = p.at(at).outgoing.iter().map(|&f| p.flows[f].target).find(|&t| matches(&p.at(t).kind)) else {
+        let Some(target) = p
+            .at(at)
+            .outgoing
+            .iter()
+            .map(|&f| p.flows[f].target)
+            .find(|&t| matches(&p.at(t).kind))
+        else {
             return at;
         };
         let (id, now) = (p.at(target).id.clone(), self.now);
@@ -1370,20 +1424,37 @@ impl<'a, 't> Engine<'a, 't> {
     /// Removes every registration of a waiting token: subscriptions, signal
     /// subscriptions, its job or timers. The token itself stays.
     fn cancel_wait(&mut self, inst: u64, token: u64) -> R<()> {
-        let Some(wait) = self.inst(inst).tokens.iter().find(|t| t.id == token).map(|t| t.wait.clone()) else {
+        let Some(wait) = self
+            .inst(inst)
+            .tokens
+            .iter()
+            .find(|t| t.id == token)
+            .map(|t| t.wait.clone())
+        else {
             return Ok(());
         };
         match wait {
             Wait::Message { name, key } => {
-                self.t.subscriptions.remove((name.as_str(), key.as_str()), (inst, token))?;
+                self.t
+                    .subscriptions
+                    .remove((name.as_str(), key.as_str()), (inst, token))?;
+                // the instance is past this catch point: a later message is late
+                self.t.passed.insert((name.as_str(), key.as_str()), inst)?;
             }
             Wait::Signal { name } => {
                 self.t.signal_subs.remove(name.as_str(), (inst, token))?;
             }
             Wait::Job { job } | Wait::Timer { job } => self.delete_job(job)?,
-            Wait::Events { messages, signals, timers } => {
+            Wait::Events {
+                messages,
+                signals,
+                timers,
+            } => {
                 for (name, key) in messages {
-                    self.t.subscriptions.remove((name.as_str(), key.as_str()), (inst, token))?;
+                    self.t
+                        .subscriptions
+                        .remove((name.as_str(), key.as_str()), (inst, token))?;
+                    self.t.passed.insert((name.as_str(), key.as_str()), inst)?;
                 }
                 for name in signals {
                     self.t.signal_subs.remove(name.as_str(), (inst, token))?;
@@ -1395,7 +1466,9 @@ impl<'a, 't> Engine<'a, 't> {
             Wait::Join { .. } | Wait::Incident { .. } => {}
         }
         if let Some(t) = self.inst(inst).tokens.iter_mut().find(|t| t.id == token) {
-            t.wait = Wait::Incident { error: "moving".into() };
+            t.wait = Wait::Incident {
+                error: "moving".into(),
+            };
         }
         Ok(())
     }
@@ -1410,12 +1483,22 @@ impl<'a, 't> Engine<'a, 't> {
     /// Starts the timers of the boundary events of the activity a token enters.
     fn start_boundary_timers(&mut self, inst: u64, token: u64, p: &Process, host: usize) -> R<()> {
         for &b in &p.at(host).boundaries {
-            if let ElementKind::Boundary { trigger: Trigger::Timer(def), .. } = &p.at(b).kind {
+            if let ElementKind::Boundary {
+                trigger: Trigger::Timer(def),
+                ..
+            } = &p.at(b).kind
+            {
                 let repetitions_left = match def {
                     TimerDef::Cycle { repetitions, .. } => *repetitions,
                     _ => Some(1),
                 };
-                let job = self.create_job_at(inst, token, &p.at(b).id, JobKind::Timer { repetitions_left }, def.first_due(self.now))?;
+                let job = self.create_job_at(
+                    inst,
+                    token,
+                    &p.at(b).id,
+                    JobKind::Timer { repetitions_left },
+                    def.first_due(self.now),
+                )?;
                 if let Some(t) = self.inst(inst).tokens.iter_mut().find(|t| t.id == token) {
                     t.timers.push(job);
                 }
@@ -1449,20 +1532,34 @@ impl<'a, 't> Engine<'a, 't> {
     fn open_event_gateway(&mut self, inst: u64, token: u64, idx: usize) -> R<()> {
         let p = self.proc_of(inst);
         let gateway = p.at(idx).id.clone();
-        let targets: Vec<usize> = p.at(idx).outgoing.iter().map(|&f| p.flows[f].target).collect();
+        let targets: Vec<usize> = p
+            .at(idx)
+            .outgoing
+            .iter()
+            .map(|&f| p.flows[f].target)
+            .collect();
         let mut messages = Vec::new();
         for &t in &targets {
             if let Some(m) = p.at(t).kind.waits_for_message() {
                 let var = p.correlation_keys.get(m).map(String::as_str).unwrap_or("");
                 let Some(key) = self.inst(inst).variables.get(var).and_then(key_string) else {
-                    let error = format!("correlation key variable '{var}' of message '{m}' is not set");
+                    let error =
+                        format!("correlation key variable '{var}' of message '{m}' is not set");
                     self.incident(inst, token, &gateway, error);
                     return Ok(());
                 };
                 if let Some(seq) = self.oldest_buffered(m, &key)? {
                     let target = p.at(t).id.clone();
-                    self.set_token(inst, token, &target, Wait::Message { name: m.to_string(), key: key.clone() });
-                    return self.consume_buffered(seq, inst, token, t);
+                    self.set_token(
+                        inst,
+                        token,
+                        &target,
+                        Wait::Message {
+                            name: m.to_string(),
+                            key: key.clone(),
+                        },
+                    );
+                    return self.consume_buffered(seq, inst, token);
                 }
                 messages.push((m.to_string(), key));
             }
@@ -1477,15 +1574,34 @@ impl<'a, 't> Engine<'a, 't> {
                 }
                 ElementKind::TimerCatch { timer } => {
                     let target = p.at(t).id.clone();
-                    timers.push(self.create_job_at(inst, token, &target, JobKind::Timer { repetitions_left: None }, timer.first_due(self.now))?);
+                    timers.push(self.create_job_at(
+                        inst,
+                        token,
+                        &target,
+                        JobKind::Timer {
+                            repetitions_left: None,
+                        },
+                        timer.first_due(self.now),
+                    )?);
                 }
                 _ => {}
             }
         }
         for (m, k) in &messages {
-            self.t.subscriptions.insert((m.as_str(), k.as_str()), (inst, token))?;
+            self.t
+                .subscriptions
+                .insert((m.as_str(), k.as_str()), (inst, token))?;
         }
-        self.set_token(inst, token, &gateway, Wait::Events { messages, signals, timers });
+        self.set_token(
+            inst,
+            token,
+            &gateway,
+            Wait::Events {
+                messages,
+                signals,
+                timers,
+            },
+        );
         self.history(inst, &gateway, "waiting");
         Ok(())
     }
@@ -1496,12 +1612,24 @@ impl<'a, 't> Engine<'a, 't> {
         let inst = job.instance;
         self.load(inst)?;
         let p = self.proc_of(inst);
-        let Some(at) = p.index_of(&job.element) else { return Ok(()) };
-        let Some(tok) = self.inst(inst).tokens.iter().find(|t| t.id == job.token).cloned() else {
+        let Some(at) = p.index_of(&job.element) else {
+            return Ok(());
+        };
+        let Some(tok) = self
+            .inst(inst)
+            .tokens
+            .iter()
+            .find(|t| t.id == job.token)
+            .cloned()
+        else {
             return Ok(()); // the token moved on: a stale timer
         };
         match &p.at(at).kind {
-            ElementKind::Boundary { host, cancel, trigger: Trigger::Timer(def) } => {
+            ElementKind::Boundary {
+                host,
+                cancel,
+                trigger: Trigger::Timer(def),
+            } => {
                 if tok.element != p.at(*host).id || !tok.timers.contains(&job.id) {
                     return Ok(());
                 }
@@ -1515,14 +1643,25 @@ impl<'a, 't> Engine<'a, 't> {
                 } else if let (TimerDef::Cycle { every, .. }, false) = (def, left == Some(1)) {
                     let mut next = job.clone();
                     next.due_at = self.now.saturating_add(*every);
-                    next.kind = JobKind::Timer { repetitions_left: left.map(|n| n.saturating_sub(1)) };
+                    next.kind = JobKind::Timer {
+                        repetitions_left: left.map(|n| n.saturating_sub(1)),
+                    };
                     self.t.put_job(&next)?;
                     self.index_ready(&next)?;
-                } else if let Some(t) = self.inst(inst).tokens.iter_mut().find(|t| t.id == job.token) {
+                } else if let Some(t) = self
+                    .inst(inst)
+                    .tokens
+                    .iter_mut()
+                    .find(|t| t.id == job.token)
+                {
                     t.timers.retain(|&j| j != job.id);
                 }
                 let new = self.new_token(inst, &job.element);
-                self.queue.push_back(Step::Leave { inst, token: new, element: at });
+                self.queue.push_back(Step::Leave {
+                    inst,
+                    token: new,
+                    element: at,
+                });
             }
             ElementKind::TimerCatch { .. } => {
                 let waiting = match &tok.wait {
@@ -1536,7 +1675,11 @@ impl<'a, 't> Engine<'a, 't> {
                 let from = self.force_target(inst, job.token, at);
                 self.cancel_wait(inst, job.token)?;
                 self.history(inst, &job.element, "timer_fired");
-                self.queue.push_back(Step::Leave { inst, token: job.token, element: from });
+                self.queue.push_back(Step::Leave {
+                    inst,
+                    token: job.token,
+                    element: from,
+                });
             }
             _ => {}
         }
@@ -1557,19 +1700,32 @@ impl<'a, 't> Engine<'a, 't> {
     /// A worker throws a BPMN error from a task job: an error boundary event on
     /// the task with a matching code (or none) takes the token; without one the
     /// job becomes an incident. Returns whether a boundary caught it.
-    pub fn throw_error(&mut self, id: u64, lease_token: Option<u64>, code: &str, message: &str, vars: &Vars) -> R<bool> {
+    pub fn throw_error(
+        &mut self,
+        id: u64,
+        lease_token: Option<u64>,
+        code: &str,
+        message: &str,
+        vars: &Vars,
+    ) -> R<bool> {
         let mut job = self.t.job(id)?.ok_or(EngineError::UnknownJob(id))?;
         self.check_lease(&job, lease_token)?;
         if !matches!(job.kind, JobKind::Task { .. }) {
-            return Err(EngineError::JobState { job: id, state: "not a task job", hint: "BPMN errors come from service task workers" });
+            return Err(EngineError::JobState {
+                job: id,
+                state: "not a task job",
+                hint: "BPMN errors come from service task workers",
+            });
         }
         self.load(job.instance)?;
         let inst = job.instance;
         let p = self.proc_of(inst);
-        let host = p.index_of(&job.element).ok_or_else(|| EngineError::UnknownElement {
-            process: p.id.clone(),
-            element: job.element.clone(),
-        })?;
+        let host = p
+            .index_of(&job.element)
+            .ok_or_else(|| EngineError::UnknownElement {
+                process: p.id.clone(),
+                element: job.element.clone(),
+            })?;
         let catcher = p.at(host).boundaries.iter().copied().find(|&b| {
             matches!(&p.at(b).kind, ElementKind::Boundary { trigger: Trigger::Error { code: c }, .. } if c.as_deref().is_none_or(|c| c == code))
         });
@@ -1580,7 +1736,11 @@ impl<'a, 't> Engine<'a, 't> {
                 self.interrupt(inst, job.token)?;
                 let boundary = p.at(b).id.clone();
                 let new = self.new_token(inst, &boundary);
-                self.queue.push_back(Step::Leave { inst, token: new, element: b });
+                self.queue.push_back(Step::Leave {
+                    inst,
+                    token: new,
+                    element: b,
+                });
                 self.run()?;
                 Ok(true)
             }
@@ -1598,7 +1758,10 @@ impl<'a, 't> Engine<'a, 't> {
                 job.attempts += 1;
                 job.state = JobState::Incident;
                 job.last_error = Some(error.clone());
-                job.history.push(Attempt { at: self.now, error });
+                job.history.push(Attempt {
+                    at: self.now,
+                    error,
+                });
                 self.history(inst, &job.element, "incident");
                 self.t.put_job(&job)?;
                 self.flush()?;
@@ -1991,12 +2154,20 @@ impl<'a, 't> Engine<'a, 't> {
         }
         for &(inst, token) in &subs {
             self.load(inst)?;
-            let idx = self.event_target(inst, token, |k| matches!(k, ElementKind::SignalCatch { signal } if signal == name));
+            let idx = self.event_target(
+                inst,
+                token,
+                |k| matches!(k, ElementKind::SignalCatch { signal } if signal == name),
+            );
             self.cancel_wait(inst, token)?;
             let element = self.proc_of(inst).at(idx).id.clone();
             self.history(inst, &element, "signal_received");
             self.merge_vars(inst, vars)?;
-            self.queue.push_back(Step::Leave { inst, token, element: idx });
+            self.queue.push_back(Step::Leave {
+                inst,
+                token,
+                element: idx,
+            });
         }
         Ok(subs.len())
     }

@@ -154,6 +154,14 @@ pub(crate) enum Command {
         lease: u64,
         by: Millis,
     },
+    ThrowError {
+        job: u64,
+        lease: Option<u64>,
+        code: String,
+        message: String,
+        #[serde(with = "crate::codec::json_text")]
+        vars: Vars,
+    },
     RetryJob {
         job: u64,
     },
@@ -523,6 +531,32 @@ impl Postfach {
         }
     }
 
+    /// A worker reports a business error (BPMN error `code`) for a task job: an
+    /// error boundary event on the task takes the token (returns true); without
+    /// one the job becomes an incident (returns false).
+    pub async fn throw_error(
+        &self,
+        job: u64,
+        lease: Option<u64>,
+        code: &str,
+        message: &str,
+        vars: Vars,
+    ) -> Result<bool, Error> {
+        match self
+            .submit(Command::ThrowError {
+                job,
+                lease,
+                code: code.into(),
+                message: message.into(),
+                vars,
+            })
+            .await?
+        {
+            Reply::Count(n) => Ok(n == 1),
+            _ => unreachable_reply(),
+        }
+    }
+
     /// Makes an incident runnable again.
     pub async fn retry_job(&self, job: u64) -> Result<(), Error> {
         self.submit(Command::RetryJob { job }).await.map(|_| ())
@@ -666,6 +700,15 @@ fn apply(e: &mut Engine<'_, '_>, cmd: &Command) -> Result<Reply, EngineError> {
             e.complete_job(*job, *lease, vars)?;
             Reply::Done
         }
+        Command::ThrowError {
+            job,
+            lease,
+            code,
+            message,
+            vars,
+        } => Reply::Count(usize::from(
+            e.throw_error(*job, *lease, code, message, vars)?,
+        )),
         Command::ExtendLease { job, lease, by } => {
             Reply::Count(e.extend_lease(*job, *lease, *by)? as usize)
         }

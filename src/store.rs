@@ -123,15 +123,32 @@ pub struct CatalogEntry {
 /// Where a resting token waits.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Wait {
-    Message { name: String, key: String },
-    Signal { name: String },
-    Job { job: u64 },
+    Message {
+        name: String,
+        key: String,
+    },
+    Signal {
+        name: String,
+    },
+    Job {
+        job: u64,
+    },
     /// An intermediate timer catch event; the job fires it.
-    Timer { job: u64 },
+    Timer {
+        job: u64,
+    },
     /// An event-based gateway: whichever of these happens first.
-    Events { messages: Vec<(String, String)>, signals: Vec<String>, timers: Vec<u64> },
-    Join { flow: usize },
-    Incident { error: String },
+    Events {
+        messages: Vec<(String, String)>,
+        signals: Vec<String>,
+        timers: Vec<u64>,
+    },
+    Join {
+        flow: usize,
+    },
+    Incident {
+        error: String,
+    },
 }
 
 /// A token at rest. Between transactions every live token rests somewhere.

@@ -129,10 +129,10 @@ fn every_unsupported_element_is_listed_with_id_type_and_line() {
         got,
         vec![
             ("approve", "userTask", 4),
-            ("b1", "boundaryEvent", 5),
+            ("b1", "boundaryEvent with messageEventDefinition", 5),
             (
                 "wait",
-                "intermediateCatchEvent with timerEventDefinition",
+                "intermediateCatchEvent with conditionalEventDefinition",
                 6
             ),
             ("sub", "subProcess", 7),

@@ -154,7 +154,10 @@ pub enum TimerDef {
     /// `timeDate`: at this instant (at once if it is past).
     Date(crate::clock::Millis),
     /// `timeCycle` `R[n]/duration`: every `every`, `repetitions` times (unbounded if `None`).
-    Cycle { repetitions: Option<u32>, every: crate::clock::Millis },
+    Cycle {
+        repetitions: Option<u32>,
+        every: crate::clock::Millis,
+    },
 }
 
 impl TimerDef {
@@ -173,7 +176,9 @@ impl TimerDef {
 pub enum Trigger {
     Timer(TimerDef),
     /// A BPMN error thrown by the task's worker; `None` catches every code.
-    Error { code: Option<String> },
+    Error {
+        code: Option<String>,
+    },
 }
 
 /// A sequence flow.

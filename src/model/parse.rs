@@ -350,7 +350,11 @@ pub fn parse(
                 defs.signals.insert(c.id(), name);
             }
             "error" => {
-                let code = c.attr("errorCode").or(c.attr("name")).unwrap_or("").to_string();
+                let code = c
+                    .attr("errorCode")
+                    .or(c.attr("name"))
+                    .unwrap_or("")
+                    .to_string();
                 defs.errors.insert(c.id(), code);
             }
             _ => {}
@@ -434,7 +438,14 @@ fn retry_policy(n: &Node) -> Result<Option<super::Retry>, String> {
 
 /// `timeDuration`, `timeDate` or `timeCycle` of a timer event definition.
 fn timer_of(def: &Node) -> Result<super::TimerDef, String> {
-    let text = |n: &Node| n.text.trim().trim_start_matches('=').trim().trim_matches('"').to_string();
+    let text = |n: &Node| {
+        n.text
+            .trim()
+            .trim_start_matches('=')
+            .trim()
+            .trim_matches('"')
+            .to_string()
+    };
     if let Some(d) = def.child("timeDuration") {
         return super::iso::duration(&text(d)).map(super::TimerDef::Duration);
     }
@@ -524,13 +535,19 @@ fn process(
                         catches.push((message.clone(), n.id(), n.line, key));
                         ElementKind::MessageCatch { message }
                     }
-                    ("intermediateCatchEvent", Some("timerEventDefinition")) => match timer_of(evdefs[0]) {
-                        Ok(timer) => ElementKind::TimerCatch { timer },
-                        Err(message) => {
-                            issues.push(Issue { id: n.id(), line: n.line, message });
-                            continue;
+                    ("intermediateCatchEvent", Some("timerEventDefinition")) => {
+                        match timer_of(evdefs[0]) {
+                            Ok(timer) => ElementKind::TimerCatch { timer },
+                            Err(message) => {
+                                issues.push(Issue {
+                                    id: n.id(),
+                                    line: n.line,
+                                    message,
+                                });
+                                continue;
+                            }
                         }
-                    },
+                    }
                     ("intermediateCatchEvent", Some("signalEventDefinition"))
                     | ("intermediateThrowEvent", Some("signalEventDefinition")) => {
                         let r = evdefs[0].attr("signalRef").unwrap_or("");
@@ -563,25 +580,39 @@ fn process(
                     [d] if d.name == "timerEventDefinition" => match timer_of(d) {
                         Ok(t) => Trigger::Timer(t),
                         Err(message) => {
-                            issues.push(Issue { id: n.id(), line: n.line, message });
+                            issues.push(Issue {
+                                id: n.id(),
+                                line: n.line,
+                                message,
+                            });
                             continue;
                         }
                     },
                     [d] if d.name == "errorEventDefinition" => Trigger::Error {
-                        code: d.attr("errorRef").map(|r| defs.errors.get(r).cloned().unwrap_or_else(|| r.to_string())),
+                        code: d
+                            .attr("errorRef")
+                            .map(|r| defs.errors.get(r).cloned().unwrap_or_else(|| r.to_string())),
                     },
                     [d] => {
                         refuse(unsupported, n, format!("boundaryEvent with {}", d.name));
                         continue;
                     }
                     _ => {
-                        refuse(unsupported, n, "boundaryEvent without exactly one event definition".into());
+                        refuse(
+                            unsupported,
+                            n,
+                            "boundaryEvent without exactly one event definition".into(),
+                        );
                         continue;
                     }
                 };
                 let cancel = !matches!(n.attr("cancelActivity"), Some(v) if v.trim().eq_ignore_ascii_case("false"))
                     || matches!(trigger, Trigger::Error { .. });
-                ElementKind::Boundary { host: usize::MAX, cancel, trigger }
+                ElementKind::Boundary {
+                    host: usize::MAX,
+                    cancel,
+                    trigger,
+                }
             }
             "parallelGateway" => ElementKind::ParallelGateway,
             "sendTask" => ElementKind::SendTask,

@@ -143,11 +143,71 @@ pub enum Command {
     ///
     /// Example: postfach retry 42
     Retry { job_id: u64 },
-    /// Complete a waiting task job by hand, optionally with variables.
+    /// Complete a task job, optionally with variables. A worker passes the
+    /// lease token it got from `acquire`; without one, an unlocked job is
+    /// completed by hand.
     ///
     /// Example: postfach complete 42 --var rechnungNr=R-7
     Complete {
         job_id: u64,
+        #[command(flatten)]
+        vars: VarArgs,
+        /// The lease token from `acquire` (external workers).
+        #[arg(long)]
+        lease_token: Option<u64>,
+    },
+    /// External worker: lock up to --max due jobs of a topic for a lease.
+    ///
+    /// Example: postfach acquire rechnungStellen --worker abrechnung-1 --max 20 --lease 10m
+    Acquire {
+        topic: String,
+        /// Who holds the lease (shown in `jobs`).
+        #[arg(long)]
+        worker: String,
+        #[arg(long, default_value_t = 1)]
+        max: usize,
+        /// Lease duration (30s, 15m, ...); extend it with `extend`.
+        #[arg(long, value_parser = parse_duration, default_value = "5m")]
+        lease: u64,
+    },
+    /// External worker: extend the lease of a job it holds.
+    ///
+    /// Example: postfach extend 42 --lease-token 7 --by 10m
+    Extend {
+        job_id: u64,
+        #[arg(long)]
+        lease_token: u64,
+        #[arg(long, value_parser = parse_duration)]
+        by: u64,
+    },
+    /// External worker: report a failed attempt; it retries with backoff, or
+    /// after --retry-delay, until its attempts (or --retries left) are used up.
+    ///
+    /// Example: postfach fail 42 --lease-token 7 --error "invoice system down" --retries 3 --retry-delay 1m
+    Fail {
+        job_id: u64,
+        #[arg(long)]
+        lease_token: Option<u64>,
+        #[arg(long)]
+        error: String,
+        /// Attempts left after this one (0: incident now).
+        #[arg(long)]
+        retries: Option<u32>,
+        #[arg(long, value_parser = parse_duration)]
+        retry_delay: Option<u64>,
+    },
+    /// External worker: throw a BPMN error; an error boundary event on the task
+    /// takes it, otherwise the job becomes an incident (exit 3).
+    ///
+    /// Example: postfach bpmn-error 42 --lease-token 7 --code POSITIONEN_FEHLEN --message "3 missing"
+    BpmnError {
+        job_id: u64,
+        #[arg(long)]
+        lease_token: Option<u64>,
+        #[arg(long)]
+        code: String,
+        #[arg(long, default_value = "")]
+        message: String,
         #[command(flatten)]
         vars: VarArgs,
     },
@@ -588,8 +648,98 @@ async fn execute(pf: &Postfach, command: Command) -> Result<Output, Failure> {
                 format!("job {job_id} is ready again"),
             )
         }
-        Command::Complete { job_id, vars } => {
-            pf.complete_job(job_id, None, parse_vars(&vars.var).map_err(usage)?)
+        Command::Acquire {
+            topic,
+            worker,
+            max,
+            lease,
+        } => {
+            let jobs = pf.lock_jobs(&topic, max.max(1), &worker, lease).await?;
+            let list: Vec<Value> = jobs
+                .iter()
+                .map(|j| {
+                    json!({"job": j.job.to_string(), "instance": j.instance.to_string(), "element": j.element, "topic": j.topic,
+                        "lease_token": j.lease_token, "idempotency_key": j.idempotency_key, "attempt": j.attempt, "variables": j.variables})
+                })
+                .collect();
+            let text = if jobs.is_empty() {
+                format!("no due job on topic {topic}")
+            } else {
+                jobs.iter()
+                    .map(|j| {
+                        format!(
+                            "job {} (instance {}, {}) lease token {} key {}",
+                            j.job, j.instance, j.element, j.lease_token, j.idempotency_key
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            };
+            out(json!({"jobs": list}), text)
+        }
+        Command::Extend {
+            job_id,
+            lease_token,
+            by,
+        } => {
+            let until = pf.extend_lease(job_id, lease_token, by).await?;
+            out(
+                json!({"job": job_id.to_string(), "lease_until": rfc3339(until)}),
+                format!("job {job_id} leased until {}", rfc3339(until)),
+            )
+        }
+        Command::Fail {
+            job_id,
+            lease_token,
+            error,
+            retries,
+            retry_delay,
+        } => {
+            let state = pf
+                .fail_job_with(job_id, lease_token, &error, retries, retry_delay)
+                .await?;
+            let s = match state {
+                crate::JobState::Incident => "incident",
+                _ => "ready",
+            };
+            out(
+                json!({"job": job_id.to_string(), "state": s}),
+                format!("job {job_id}: attempt recorded, now {s}"),
+            )
+        }
+        Command::BpmnError {
+            job_id,
+            lease_token,
+            code,
+            message,
+            vars,
+        } => {
+            let vars = parse_vars(&vars.var).map_err(usage)?;
+            if !pf
+                .throw_error(job_id, lease_token, &code, &message, vars)
+                .await?
+            {
+                return Err(Failure {
+                    code: 3,
+                    message: format!(
+                        "BPMN error '{code}' of job {job_id} is not caught by an error boundary event: the job is an incident"
+                    ),
+                    json: Some(
+                        json!({"job": job_id.to_string(), "caught": false, "state": "incident"}),
+                    ),
+                });
+            }
+            out(
+                json!({"job": job_id.to_string(), "caught": true}),
+                format!("BPMN error '{code}' caught by the task's error boundary event"),
+            )
+        }
+        Command::Complete {
+            job_id,
+            vars,
+            lease_token,
+        } => {
+            pf.complete_job(job_id, lease_token, parse_vars(&vars.var).map_err(usage)?)
                 .await?;
             out(
                 json!({"job": job_id.to_string(), "state": "completed"}),

@@ -1099,6 +1099,7 @@ impl<'a, 't> Engine<'a, 't> {
         max: usize,
         owner: &str,
         lease: Millis,
+        in_process: bool,
     ) -> R<Vec<LockedJob>> {
         let mut ids = Vec::new();
         for row in self
@@ -1123,6 +1124,7 @@ impl<'a, 't> Engine<'a, 't> {
                 owner: owner.to_string(),
                 token,
                 until: self.now + lease,
+                in_process,
             });
             self.t.leases.insert((self.now + lease, id), ())?;
             self.t.put_job(&job)?;
@@ -1309,17 +1311,31 @@ impl<'a, 't> Engine<'a, 't> {
     /// Releases every lease at once: used at open, when this process is the
     /// database's only owner and no earlier lease holder can still be running.
     pub fn release_all_leases(&mut self) -> R<usize> {
-        self.release_leases_until(u64::MAX)
+        self.release_leases(u64::MAX, true)
     }
 
     fn release_leases_until(&mut self, until: Millis) -> R<usize> {
+        self.release_leases(until, false)
+    }
+
+    fn release_leases(&mut self, until: Millis, only_in_process: bool) -> R<usize> {
         let mut expired = Vec::new();
         for row in self.t.leases.range((0u64, 0u64)..=(until, u64::MAX))? {
             expired.push(row?.0.value());
         }
+        let mut released = 0;
         for &(lease_end, id) in &expired {
+            let job = self.t.job(id)?;
+            if only_in_process
+                && !job
+                    .as_ref()
+                    .is_some_and(|j| j.lease.as_ref().is_some_and(|l| l.in_process))
+            {
+                continue;
+            }
+            released += 1;
             self.t.leases.remove((lease_end, id))?;
-            if let Some(mut job) = self.t.job(id)? {
+            if let Some(mut job) = job {
                 job.lease = None;
                 job.state = JobState::Ready;
                 job.due_at = self.now;
@@ -1327,7 +1343,7 @@ impl<'a, 't> Engine<'a, 't> {
                 self.t.put_job(&job)?;
             }
         }
-        Ok(expired.len())
+        Ok(released)
     }
 
     // ---------------------------------------------------------------- messages

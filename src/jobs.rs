@@ -113,7 +113,10 @@ pub(crate) async fn work_until_idle(pf: &Postfach) -> Result<WorkReport, Error> 
             let Some(handler) = pf.handlers().get(&topic) else {
                 continue;
             };
-            for job in pf.lock_jobs(&topic, 1024, &owner, HANDLER_LEASE_MS).await? {
+            for job in pf
+                .lock_in_process(&topic, 1024, &owner, HANDLER_LEASE_MS)
+                .await?
+            {
                 running.spawn(run_handler(pf.clone(), handler.clone(), job));
             }
         }
@@ -205,7 +208,10 @@ async fn run_executor(
             let Some(handler) = pf.handlers().get(topic) else {
                 continue;
             };
-            for job in pf.lock_jobs(topic, free, &owner, config.lease_ms).await? {
+            for job in pf
+                .lock_in_process(topic, free, &owner, config.lease_ms)
+                .await?
+            {
                 running.spawn(run_handler(pf.clone(), handler.clone(), job));
             }
         }

@@ -135,6 +135,7 @@ pub(crate) enum Command {
         max: usize,
         owner: String,
         lease: Millis,
+        in_process: bool,
     },
     CompleteJob {
         job: u64,
@@ -460,12 +461,36 @@ impl Postfach {
         owner: &str,
         lease: Millis,
     ) -> Result<Vec<LockedJob>, Error> {
+        self.lock(topic, max, owner, lease, false).await
+    }
+
+    /// Locks jobs for handlers of this process: their leases are released when
+    /// the database is opened again.
+    pub(crate) async fn lock_in_process(
+        &self,
+        topic: &str,
+        max: usize,
+        owner: &str,
+        lease: Millis,
+    ) -> Result<Vec<LockedJob>, Error> {
+        self.lock(topic, max, owner, lease, true).await
+    }
+
+    async fn lock(
+        &self,
+        topic: &str,
+        max: usize,
+        owner: &str,
+        lease: Millis,
+        in_process: bool,
+    ) -> Result<Vec<LockedJob>, Error> {
         match self
             .submit(Command::LockJobs {
                 topic: topic.into(),
                 max,
                 owner: owner.into(),
                 lease,
+                in_process,
             })
             .await?
         {
@@ -695,7 +720,8 @@ fn apply(e: &mut Engine<'_, '_>, cmd: &Command) -> Result<Reply, EngineError> {
             max,
             owner,
             lease,
-        } => Reply::Locked(e.lock_jobs(topic, *max, owner, *lease)?),
+            in_process,
+        } => Reply::Locked(e.lock_jobs(topic, *max, owner, *lease, *in_process)?),
         Command::CompleteJob { job, lease, vars } => {
             e.complete_job(*job, *lease, vars)?;
             Reply::Done

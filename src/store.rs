@@ -302,6 +302,10 @@ pub struct Lease {
     pub owner: String,
     pub token: u64,
     pub until: Millis,
+    /// Held by a handler inside the engine's own process: released when the
+    /// database is opened again (that process is gone). Leases of external
+    /// workers survive an engine restart and run out on their own.
+    pub in_process: bool,
 }
 
 /// A durable unit of work attached to a resting token.

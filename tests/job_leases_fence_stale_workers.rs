@@ -294,3 +294,32 @@ async fn flowable_retry_time_cycle_sets_attempts_and_fixed_delay() {
         vec![JobState::Ready, JobState::Ready, JobState::Incident]
     );
 }
+
+#[tokio::test]
+async fn an_external_workers_lease_survives_an_engine_restart() {
+    let mut env = Env::reference().await;
+    let job = invoice_job_ready(&env, "1").await;
+    let held = env
+        .pf
+        .lock_jobs("rechnungStellen", 1, "python-worker", 600_000)
+        .await
+        .unwrap()
+        .remove(0);
+    env.reopen();
+    assert_eq!(
+        env.pf.recovery().released_leases,
+        0,
+        "the worker lives in its own process: its lease stands"
+    );
+    assert!(
+        env.pf
+            .lock_jobs("rechnungStellen", 1, "other", 60_000)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    env.pf
+        .complete_job(job, Some(held.lease_token), Vars::new())
+        .await
+        .unwrap();
+}

@@ -28,19 +28,42 @@ pub struct JobContext {
     pub attempt: u32,
 }
 
-/// A failed handler attempt.
+/// Why a handler did not complete its job.
 #[derive(Debug, Clone, thiserror::Error)]
-#[error("{0}")]
-pub struct HandlerError(pub String);
+#[non_exhaustive]
+pub enum HandlerError {
+    /// A technical failure: the job is retried, then becomes an incident.
+    #[error("{0}")]
+    Failed(String),
+    /// A business error for the model: an error boundary event with this code on
+    /// the task takes the token; without one the job becomes an incident.
+    #[error("BPMN error {code}: {message}")]
+    Bpmn {
+        code: String,
+        message: String,
+        variables: Vars,
+    },
+}
+
+impl HandlerError {
+    /// A BPMN error with `code`, for an error boundary event.
+    pub fn bpmn(code: &str, message: &str) -> Self {
+        HandlerError::Bpmn {
+            code: code.into(),
+            message: message.into(),
+            variables: Vars::new(),
+        }
+    }
+}
 
 impl From<String> for HandlerError {
     fn from(s: String) -> Self {
-        Self(s)
+        Self::Failed(s)
     }
 }
 impl From<&str> for HandlerError {
     fn from(s: &str) -> Self {
-        Self(s.to_string())
+        Self::Failed(s.to_string())
     }
 }
 
@@ -274,16 +297,24 @@ async fn run_handler(
     };
     let outcome = match tokio::spawn(handler.call(ctx)).await {
         Ok(r) => r,
-        Err(e) => Err(HandlerError(format!("handler panicked: {e}"))),
+        Err(e) => Err(HandlerError::Failed(format!("handler panicked: {e}"))),
     };
     match outcome {
         Ok(vars) => pf
             .complete_job(job.job, Some(job.lease_token), vars)
             .await
             .map(|_| true),
-        Err(e) => pf
-            .fail_job(job.job, Some(job.lease_token), &e.0)
+        Err(HandlerError::Failed(e)) => pf
+            .fail_job(job.job, Some(job.lease_token), &e)
             .await
             .map(|_| false),
+        Err(HandlerError::Bpmn {
+            code,
+            message,
+            variables,
+        }) => {
+            pf.throw_error(job.job, Some(job.lease_token), &code, &message, variables)
+                .await
+        }
     }
 }

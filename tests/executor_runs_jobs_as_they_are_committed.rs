@@ -169,3 +169,39 @@ async fn stop_lets_running_handlers_finish() {
     );
     assert!(pf.reader().unwrap().jobs(false).unwrap().is_empty());
 }
+
+const REJECTING: &str = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL">
+  <error id="e" errorCode="ABGELEHNT"/>
+  <process id="pruefung" isExecutable="true">
+    <startEvent id="s"/>
+    <sequenceFlow id="f1" sourceRef="s" targetRef="pruefen"/>
+    <serviceTask id="pruefen"/>
+    <boundaryEvent id="abgelehnt" attachedToRef="pruefen"><errorEventDefinition errorRef="e"/></boundaryEvent>
+    <sequenceFlow id="f2" sourceRef="pruefen" targetRef="ok"/>
+    <sequenceFlow id="f3" sourceRef="abgelehnt" targetRef="nachbessern"/>
+    <serviceTask id="nachbessern"/>
+    <sequenceFlow id="f4" sourceRef="nachbessern" targetRef="ende"/>
+    <endEvent id="ok"/>
+    <endEvent id="ende"/>
+  </process>
+</definitions>"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_returns_a_bpmn_error_and_the_error_boundary_takes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let pf = open(&dir, Config::default()).await;
+    pf.deploy("p.bpmn", REJECTING, Default::default())
+        .await
+        .unwrap();
+    pf.register_handler("pruefen", |_job: JobContext| async move {
+        Err::<Vars, _>(postfach::HandlerError::bpmn("ABGELEHNT", "Kunde gesperrt"))
+    });
+    let id = pf.start("pruefung", Vars::new(), None).await.unwrap();
+    let report = pf.work_until_idle().await.unwrap();
+    assert_eq!(
+        report.tasks_completed, 1,
+        "a caught BPMN error completes the task's job"
+    );
+    let view = pf.reader().unwrap().instance(id).unwrap().unwrap();
+    assert_eq!(view.waiting_at, vec!["nachbessern"]);
+}

@@ -27,27 +27,17 @@ async fn invoice_job_ready(env: &Env, key: &str) -> u64 {
 async fn an_expired_lease_frees_the_job_and_the_late_worker_is_refused() {
     let env = Env::reference().await;
     let job = invoice_job_ready(&env, "1").await;
-    let slow = env
-        .pf
-        .lock_jobs("rechnungStellen", 10, "worker-a", 30_000)
-        .await
-        .unwrap();
+    let slow = env.lock("rechnungStellen", 10, "worker-a", 30_000).await;
     assert_eq!(slow.len(), 1);
     assert!(
-        env.pf
-            .lock_jobs("rechnungStellen", 10, "worker-b", 30_000)
+        env.lock("rechnungStellen", 10, "worker-b", 30_000)
             .await
-            .unwrap()
             .is_empty(),
         "locked jobs are not handed out twice"
     );
 
     env.advance(Duration::from_secs(31));
-    let fresh = env
-        .pf
-        .lock_jobs("rechnungStellen", 10, "worker-b", 30_000)
-        .await
-        .unwrap();
+    let fresh = env.lock("rechnungStellen", 10, "worker-b", 30_000).await;
     assert_eq!(
         fresh.len(),
         1,
@@ -78,12 +68,7 @@ async fn an_expired_lease_frees_the_job_and_the_late_worker_is_refused() {
 async fn an_extended_lease_keeps_the_job() {
     let env = Env::reference().await;
     let job = invoice_job_ready(&env, "1").await;
-    let held = env
-        .pf
-        .lock_jobs("rechnungStellen", 1, "w", 30_000)
-        .await
-        .unwrap()
-        .remove(0);
+    let held = env.lock("rechnungStellen", 1, "w", 30_000).await.remove(0);
     env.advance(Duration::from_secs(20));
     let until = env
         .pf
@@ -93,10 +78,8 @@ async fn an_extended_lease_keeps_the_job() {
     assert_eq!(until, T0 + 50_000);
     env.advance(Duration::from_secs(20)); // 40 s after the lock
     assert!(
-        env.pf
-            .lock_jobs("rechnungStellen", 1, "other", 30_000)
+        env.lock("rechnungStellen", 1, "other", 30_000)
             .await
-            .unwrap()
             .is_empty()
     );
     let view = &env.pf.reader().unwrap().jobs(false).unwrap()[0];
@@ -110,12 +93,7 @@ async fn an_extended_lease_keeps_the_job() {
         .unwrap();
     // a lease that already ran out cannot be extended
     let job2 = invoice_job_ready(&env, "2").await;
-    let h2 = env
-        .pf
-        .lock_jobs("rechnungStellen", 1, "w", 1_000)
-        .await
-        .unwrap()
-        .remove(0);
+    let h2 = env.lock("rechnungStellen", 1, "w", 1_000).await.remove(0);
     env.advance(Duration::from_secs(2));
     env.pf.tick().await.unwrap();
     assert!(matches!(
@@ -160,11 +138,7 @@ async fn the_schedule_is_kept_under_an_injected_clock_until_the_incident() {
     let job = invoice_job_ready(&env, "1").await;
     let mut due_after_fail = Vec::new();
     for attempt in 1..=4u32 {
-        let l = env
-            .pf
-            .lock_jobs("rechnungStellen", 1, "w", 60_000)
-            .await
-            .unwrap();
+        let l = env.lock("rechnungStellen", 1, "w", 60_000).await;
         assert_eq!(l.len(), 1, "attempt {attempt} is due");
         assert_eq!(l[0].attempt, attempt);
         let state = env
@@ -177,11 +151,7 @@ async fn the_schedule_is_kept_under_an_injected_clock_until_the_incident() {
             let delay = backoff(&Config::default(), job, attempt);
             env.advance(Duration::from_millis(delay - 1));
             assert!(
-                env.pf
-                    .lock_jobs("rechnungStellen", 1, "w", 60_000)
-                    .await
-                    .unwrap()
-                    .is_empty(),
+                env.lock("rechnungStellen", 1, "w", 60_000).await.is_empty(),
                 "not before its time"
             );
             env.advance(Duration::from_millis(1));
@@ -206,26 +176,14 @@ async fn the_schedule_is_kept_under_an_injected_clock_until_the_incident() {
         "the instance waits visibly at the incident"
     );
     env.pf.retry_job(job).await.unwrap();
-    assert_eq!(
-        env.pf
-            .lock_jobs("rechnungStellen", 1, "w", 60_000)
-            .await
-            .unwrap()
-            .len(),
-        1
-    );
+    assert_eq!(env.lock("rechnungStellen", 1, "w", 60_000).await.len(), 1);
 }
 
 #[tokio::test]
 async fn a_worker_decides_retries_left_and_delay() {
     let env = Env::reference().await;
     let job = invoice_job_ready(&env, "1").await;
-    let l = env
-        .pf
-        .lock_jobs("rechnungStellen", 1, "w", 60_000)
-        .await
-        .unwrap()
-        .remove(0);
+    let l = env.lock("rechnungStellen", 1, "w", 60_000).await.remove(0);
     let s = env
         .pf
         .fail_job_with(job, Some(l.lease_token), "try later", Some(1), Some(5_000))
@@ -233,20 +191,9 @@ async fn a_worker_decides_retries_left_and_delay() {
         .unwrap();
     assert_eq!(s, JobState::Ready);
     env.advance(Duration::from_millis(4_999));
-    assert!(
-        env.pf
-            .lock_jobs("rechnungStellen", 1, "w", 60_000)
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(env.lock("rechnungStellen", 1, "w", 60_000).await.is_empty());
     env.advance(Duration::from_millis(1));
-    let l = env
-        .pf
-        .lock_jobs("rechnungStellen", 1, "w", 60_000)
-        .await
-        .unwrap()
-        .remove(0);
+    let l = env.lock("rechnungStellen", 1, "w", 60_000).await.remove(0);
     let s = env
         .pf
         .fail_job_with(job, Some(l.lease_token), "gave up", Some(0), None)
@@ -274,12 +221,7 @@ async fn flowable_retry_time_cycle_sets_attempts_and_fixed_delay() {
     env.pf.start("r", Vars::new(), None).await.unwrap();
     let mut states = Vec::new();
     for _ in 0..3 {
-        let l = env
-            .pf
-            .lock_jobs("call", 1, "w", 60_000)
-            .await
-            .unwrap()
-            .remove(0);
+        let l = env.lock("call", 1, "w", 60_000).await.remove(0);
         states.push(
             env.pf
                 .fail_job(l.job, Some(l.lease_token), "no")
@@ -300,10 +242,8 @@ async fn an_external_workers_lease_survives_an_engine_restart() {
     let mut env = Env::reference().await;
     let job = invoice_job_ready(&env, "1").await;
     let held = env
-        .pf
-        .lock_jobs("rechnungStellen", 1, "python-worker", 600_000)
+        .lock("rechnungStellen", 1, "python-worker", 600_000)
         .await
-        .unwrap()
         .remove(0);
     env.reopen();
     assert_eq!(
@@ -312,10 +252,8 @@ async fn an_external_workers_lease_survives_an_engine_restart() {
         "the worker lives in its own process: its lease stands"
     );
     assert!(
-        env.pf
-            .lock_jobs("rechnungStellen", 1, "other", 60_000)
+        env.lock("rechnungStellen", 1, "other", 60_000)
             .await
-            .unwrap()
             .is_empty()
     );
     env.pf

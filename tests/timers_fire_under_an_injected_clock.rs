@@ -244,12 +244,7 @@ async fn a_bpmn_error_takes_the_error_boundary_and_an_uncaught_one_is_an_inciden
     let env = env().await;
     let id = start(&env, "frist", "1").await;
     env.pf.publish(completion("1", "ok")).await.unwrap();
-    let job = env
-        .pf
-        .lock_jobs("rechnung", 1, "w", 60_000)
-        .await
-        .unwrap()
-        .remove(0);
+    let job = env.lock("rechnung", 1, "w", 60_000).await.remove(0);
     let caught = env
         .pf
         .throw_error(
@@ -281,12 +276,7 @@ async fn a_bpmn_error_takes_the_error_boundary_and_an_uncaught_one_is_an_inciden
 
     let other = start(&env, "frist", "2").await;
     env.pf.publish(completion("2", "ok2")).await.unwrap();
-    let job = env
-        .pf
-        .lock_jobs("rechnung", 1, "w", 60_000)
-        .await
-        .unwrap()
-        .remove(0);
+    let job = env.lock("rechnung", 1, "w", 60_000).await.remove(0);
     let caught = env
         .pf
         .throw_error(

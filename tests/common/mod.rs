@@ -62,6 +62,20 @@ impl Env {
         id
     }
 
+    /// Locks due jobs of a topic as an external worker would.
+    pub async fn lock(
+        &self,
+        topic: &str,
+        max: usize,
+        worker: &str,
+        lease: u64,
+    ) -> Vec<postfach::LockedJob> {
+        self.pf
+            .lock_jobs(topic, max, worker, lease)
+            .await
+            .expect("lock jobs")
+    }
+
     /// Buffered and parked messages.
     pub fn open_messages(&self) -> Vec<postfach::ops::MessageView> {
         self.pf

@@ -229,6 +229,26 @@ pub enum Command {
         #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
         invoice_delay: Option<u64>,
     },
+    /// Standalone server: deploys the model, runs the job executor and the HTTP
+    /// admin API until SIGINT/SIGTERM.
+    ///
+    /// Example: postfach run bpmn/auftrag-ausfuehrung.bpmn --correlation-key AuftragAbgeschlossen=auftragId --listen 127.0.0.1:7820
+    Run {
+        /// The BPMN file to deploy (an unchanged file keeps its version).
+        file: PathBuf,
+        #[arg(long = "correlation-key", value_name = "MESSAGE=VARIABLE")]
+        correlation_key: Vec<String>,
+        /// Address of the HTTP API.
+        #[arg(long, default_value = "127.0.0.1:7820")]
+        listen: std::net::SocketAddr,
+        /// File holding the bearer token the API requires (or $POSTFACH_TOKEN).
+        /// Required when listening on a non-loopback address.
+        #[arg(long, value_name = "PATH")]
+        token_file: Option<PathBuf>,
+        /// Issue invoices for `rechnungStellen` into this ledger file.
+        #[arg(long, value_name = "PATH")]
+        invoice_ledger: Option<PathBuf>,
+    },
     /// Add a token before an element (repair). Refused when it would open a second
     /// subscription for an already subscribed message and key, unless --force.
     ///
@@ -329,7 +349,7 @@ pub fn parse_vars(pairs: &[String]) -> Result<Vars, String> {
     Ok(out)
 }
 
-fn delivery_json(d: &Delivery) -> Value {
+pub(crate) fn delivery_json(d: &Delivery) -> Value {
     json!({
         "outcome": d.outcome.as_str(),
         "message_id": d.message_id,
@@ -401,27 +421,29 @@ pub async fn run(cli: Cli) -> Result<Output, Failure> {
 async fn execute(pf: &Postfach, command: Command) -> Result<Output, Failure> {
     Ok(match command {
         Command::Demo(_) => unreachable!("handled before the database is opened"),
+        Command::Run {
+            file,
+            correlation_key,
+            listen,
+            token_file,
+            invoice_ledger,
+        } => {
+            return serve(
+                pf,
+                file,
+                correlation_key,
+                listen,
+                token_file,
+                invoice_ledger,
+            )
+            .await;
+        }
         Command::Deploy {
             file,
             correlation_key,
         } => {
-            let mut keys = BTreeMap::new();
-            for kv in &correlation_key {
-                let (m, v) = kv
-                    .split_once('=')
-                    .filter(|(m, v)| !m.is_empty() && !v.is_empty())
-                    .ok_or_else(|| {
-                        usage(format!(
-                            "--correlation-key '{kv}' must look like MESSAGE=VARIABLE"
-                        ))
-                    })?;
-                keys.insert(m.to_string(), v.to_string());
-            }
-            let xml = std::fs::read_to_string(&file).map_err(|e| Failure {
-                code: 1,
-                message: format!("cannot read {}: {e}", file.display()),
-                json: None,
-            })?;
+            let keys = correlation_keys(&correlation_key)?;
+            let xml = read_file(&file)?;
             let name = file.display().to_string();
             let deployed = pf.deploy(&name, &xml, keys).await?;
             let text = deployed
@@ -941,4 +963,101 @@ async fn import(pf: &Postfach, concurrency: usize) -> Result<Output, Failure> {
     // stdout carries exactly the outcome lines; the summary goes to stderr
     eprintln!("postfach: {accepted} message(s) published");
     Ok(out(Value::Null, ""))
+}
+
+fn correlation_keys(pairs: &[String]) -> Result<BTreeMap<String, String>, Failure> {
+    let mut keys = BTreeMap::new();
+    for kv in pairs {
+        let (m, v) = kv
+            .split_once('=')
+            .filter(|(m, v)| !m.is_empty() && !v.is_empty())
+            .ok_or_else(|| {
+                usage(format!(
+                    "--correlation-key '{kv}' must look like MESSAGE=VARIABLE"
+                ))
+            })?;
+        keys.insert(m.to_string(), v.to_string());
+    }
+    Ok(keys)
+}
+
+fn read_file(file: &std::path::Path) -> Result<String, Failure> {
+    std::fs::read_to_string(file).map_err(|e| Failure {
+        code: 1,
+        message: format!("cannot read {}: {e}", file.display()),
+        json: None,
+    })
+}
+
+/// `postfach run`: deploy, executor, HTTP API, until SIGINT/SIGTERM.
+async fn serve(
+    pf: &Postfach,
+    file: PathBuf,
+    keys: Vec<String>,
+    listen: std::net::SocketAddr,
+    token_file: Option<PathBuf>,
+    invoice_ledger: Option<PathBuf>,
+) -> Result<Output, Failure> {
+    let keys = correlation_keys(&keys)?;
+    let xml = read_file(&file)?;
+    let deployed = pf.deploy(&file.display().to_string(), &xml, keys).await?;
+    let token = match token_file {
+        Some(p) => Some(read_file(&p)?.trim().to_string()),
+        None => std::env::var("POSTFACH_TOKEN")
+            .ok()
+            .filter(|t| !t.trim().is_empty()),
+    };
+    if !listen.ip().is_loopback() && token.is_none() {
+        return Err(usage(format!(
+            "--listen {listen} is reachable from other machines: give a bearer token with --token-file PATH or $POSTFACH_TOKEN"
+        )));
+    }
+    if let Some(path) = invoice_ledger {
+        let ledger = crate::demo::InvoiceLedger::open(&path).map_err(|e| Failure {
+            code: 1,
+            message: format!("invoice ledger {}: {e}", path.display()),
+            json: None,
+        })?;
+        pf.register_handler(
+            "rechnungStellen",
+            crate::demo::invoice_handler(ledger, std::time::Duration::ZERO),
+        );
+    }
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .map_err(|e| Failure {
+            code: 1,
+            message: format!("cannot listen on {listen}: {e}"),
+            json: None,
+        })?;
+    let bound = listener.local_addr().map_err(|e| Failure {
+        code: 1,
+        message: e.to_string(),
+        json: None,
+    })?;
+    for d in &deployed {
+        eprintln!("postfach: {} version {} deployed", d.process, d.version);
+    }
+    eprintln!(
+        "postfach: HTTP API on http://{bound} (database {})",
+        pf.path().display()
+    );
+    let exec = pf.start_executor(crate::jobs::ExecutorConfig::default());
+    let app = crate::http::router(pf.clone(), token);
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown_signal())
+        .await
+        .map_err(|e| Failure {
+            code: 1,
+            message: format!("HTTP server: {e}"),
+            json: None,
+        })?;
+    let report = exec.stop().await?;
+    Ok(out(
+        json!({"stopped": true, "tasks_completed": report.tasks_completed}),
+        format!(
+            "stopped; {} job(s) completed while running",
+            report.tasks_completed
+        ),
+    ))
 }

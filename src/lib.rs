@@ -30,6 +30,7 @@ pub mod clock;
 pub mod codec;
 pub mod demo;
 pub mod engine;
+pub mod http;
 pub mod jobs;
 pub mod model;
 pub mod ops;

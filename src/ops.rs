@@ -411,3 +411,153 @@ fn job_view(j: &JobRecord) -> JobView {
         lease_until: j.lease.as_ref().map(|l| rfc3339(l.until)),
     }
 }
+
+impl Reader {
+    /// Per element: tokens resting there and since when the oldest waits.
+    pub fn waiting_summary(&self) -> Result<Vec<(String, u64, Millis)>, RErr> {
+        let mut out: Vec<(String, u64, Millis)> = Vec::new();
+        for row in self.table(TOKENS_AT)?.iter()? {
+            let row = row?;
+            let (element, since, _, _) = row.0.value();
+            match out.last_mut() {
+                Some((e, n, _)) if e == element => *n += 1,
+                _ => out.push((element.to_string(), 1, since)),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Parked messages per reason.
+    pub fn parked_by_reason(&self) -> Result<BTreeMap<&'static str, u64>, RErr> {
+        let messages = self.table(MESSAGES)?;
+        let mut out = BTreeMap::new();
+        for row in self.table(PARKED)?.iter()? {
+            let seq = row?.0.value();
+            if let Some(m) = get_record::<MessageRecord>(&messages, seq)? {
+                *out.entry(m.reason.map_or("unknown", Reason::as_str))
+                    .or_default() += 1;
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The metrics in Prometheus text format.
+pub fn prometheus(r: &Reader) -> Result<String, StoreError> {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let c = r.counters()?;
+    let count = |k: &str| c.get(k).copied().unwrap_or(0);
+    let _ = writeln!(
+        s,
+        "# HELP postfach_messages_total Messages accepted, by outcome.\n# TYPE postfach_messages_total counter"
+    );
+    for (outcome, key) in [
+        ("correlated", "messages_correlated"),
+        ("correlated_from_buffer", "messages_correlated_from_buffer"),
+        ("buffered", "messages_buffered"),
+        ("duplicate", "messages_duplicate"),
+    ] {
+        let _ = writeln!(
+            s,
+            "postfach_messages_total{{outcome=\"{outcome}\"}} {}",
+            count(key)
+        );
+    }
+    for reason in [
+        "ambiguous",
+        "late",
+        "expired",
+        "malformed",
+        "no_subscription",
+        "unknown_message",
+    ] {
+        let _ = writeln!(
+            s,
+            "postfach_messages_total{{outcome=\"parked\",reason=\"{reason}\"}} {}",
+            count(&format!("messages_parked_{reason}"))
+        );
+    }
+    let buffered = r
+        .messages(&MessageFilter {
+            buffered: true,
+            ..Default::default()
+        })?
+        .len();
+    let _ = writeln!(
+        s,
+        "# TYPE postfach_messages_buffered gauge\npostfach_messages_buffered {buffered}"
+    );
+    let _ = writeln!(
+        s,
+        "# TYPE postfach_oldest_buffered_age_seconds gauge\npostfach_oldest_buffered_age_seconds {}",
+        r.oldest_buffered_age()?.unwrap_or(0) as f64 / 1000.0
+    );
+    let _ = writeln!(
+        s,
+        "# HELP postfach_messages_parked Parked messages waiting for an operator, by reason.\n# TYPE postfach_messages_parked gauge"
+    );
+    let parked = r.parked_by_reason()?;
+    for reason in [
+        "ambiguous",
+        "late",
+        "expired",
+        "malformed",
+        "no_subscription",
+        "unknown_message",
+    ] {
+        let _ = writeln!(
+            s,
+            "postfach_messages_parked{{reason=\"{reason}\"}} {}",
+            parked.get(reason).copied().unwrap_or(0)
+        );
+    }
+    let _ = writeln!(
+        s,
+        "# HELP postfach_instances_waiting Tokens resting at each element.\n# TYPE postfach_instances_waiting gauge"
+    );
+    let waiting = r.waiting_summary()?;
+    for (element, n, _) in &waiting {
+        let _ = writeln!(
+            s,
+            "postfach_instances_waiting{{element=\"{}\"}} {n}",
+            escape(element)
+        );
+    }
+    let _ = writeln!(
+        s,
+        "# HELP postfach_oldest_wait_age_seconds Age of the oldest token resting at each element.\n# TYPE postfach_oldest_wait_age_seconds gauge"
+    );
+    for (element, _, since) in &waiting {
+        let _ = writeln!(
+            s,
+            "postfach_oldest_wait_age_seconds{{element=\"{}\"}} {}",
+            escape(element),
+            r.now.saturating_sub(*since) as f64 / 1000.0
+        );
+    }
+    let jobs = r.jobs(false)?;
+    let due = jobs.iter().filter(|j| j.state == "ready").count();
+    let incidents = jobs.iter().filter(|j| j.state == "incident").count();
+    let _ = writeln!(
+        s,
+        "# TYPE postfach_jobs_ready gauge\npostfach_jobs_ready {due}"
+    );
+    let _ = writeln!(
+        s,
+        "# TYPE postfach_incidents gauge\npostfach_incidents {incidents}"
+    );
+    let _ = writeln!(
+        s,
+        "# TYPE postfach_signals_unreached_total counter\npostfach_signals_unreached_total {}",
+        count("signals_unreached")
+    );
+    Ok(s)
+}
+
+fn escape(label: &str) -> String {
+    label
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}

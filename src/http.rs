@@ -1,0 +1,511 @@
+//! The HTTP admin API of `postfach run`: the command line's operations as JSON
+//! resources, health checks and Prometheus metrics.
+//!
+//! Invariants: a thin edge over the library API (no engine logic here); errors map
+//! to statuses by kind (400 bad input, 401 missing token, 404 unknown, 409 business
+//! rejection or refused repair, 500 storage); bodies are size-limited; binding to a
+//! non-loopback address requires a bearer token.
+
+use crate::clock::rfc3339;
+use crate::ops::{InstanceFilter, MessageFilter};
+use crate::{EngineError, Error, Postfach, Publish, Reason, Vars};
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Largest request body accepted.
+pub const MAX_BODY: usize = 4 * 1024 * 1024;
+
+#[derive(Clone)]
+struct AppState {
+    pf: Postfach,
+    token: Option<Arc<String>>,
+}
+
+/// The API as an axum router. `token`: required bearer token, if any.
+pub fn router(pf: Postfach, token: Option<String>) -> Router {
+    let state = AppState {
+        pf,
+        token: token.map(Arc::new),
+    };
+    Router::new()
+        .route(
+            "/health/live",
+            get(|| async { Json(json!({"status": "live"})) }),
+        )
+        .route("/health/ready", get(ready))
+        .route("/metrics", get(metrics))
+        .route("/deployments", post(deploy))
+        .route("/instances", post(start).get(instances))
+        .route("/instances/{id}", get(instance))
+        .route("/instances/{id}/tokens", post(add_token))
+        .route("/messages", post(publish).get(messages))
+        .route("/messages/correlate", post(correlate))
+        .route("/messages/{id}/requeue", post(requeue))
+        .route("/messages/{id}/discard", post(discard))
+        .route("/signals", post(signal))
+        .route("/jobs", get(jobs))
+        .route("/jobs/acquire", post(acquire))
+        .route("/jobs/{id}/complete", post(complete))
+        .route("/jobs/{id}/extend", post(extend))
+        .route("/jobs/{id}/fail", post(fail))
+        .route("/jobs/{id}/bpmn-error", post(bpmn_error))
+        .route("/jobs/{id}/retry", post(retry))
+        .layer(middleware::from_fn_with_state(state.clone(), auth))
+        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .with_state(state)
+}
+
+async fn auth(State(s): State<AppState>, req: Request, next: Next) -> Response {
+    if let Some(token) = &s.token {
+        let ok = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .is_some_and(|t| t.as_bytes() == token.as_bytes());
+        if !ok && req.uri().path() != "/health/live" {
+            return problem(
+                StatusCode::UNAUTHORIZED,
+                "a bearer token is required: Authorization: Bearer TOKEN".into(),
+            );
+        }
+    }
+    next.run(req).await
+}
+
+fn problem(status: StatusCode, message: String) -> Response {
+    (status, Json(json!({"error": message}))).into_response()
+}
+
+enum ApiError {
+    Engine(Error),
+    BadRequest(String),
+}
+
+impl From<Error> for ApiError {
+    fn from(e: Error) -> Self {
+        ApiError::Engine(e)
+    }
+}
+impl From<crate::store::StoreError> for ApiError {
+    fn from(e: crate::store::StoreError) -> Self {
+        ApiError::Engine(e.into())
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let e = match self {
+            ApiError::BadRequest(m) => return problem(StatusCode::BAD_REQUEST, m),
+            ApiError::Engine(e) => e,
+        };
+        let status = match &e {
+            Error::Rejected { .. } => StatusCode::CONFLICT,
+            Error::Engine(e) => match e {
+                EngineError::Parse(_) => StatusCode::BAD_REQUEST,
+                EngineError::UnknownProcess(_)
+                | EngineError::UnknownInstance(_)
+                | EngineError::UnknownElement { .. }
+                | EngineError::UnknownJob(_)
+                | EngineError::UnknownMessageId(_) => StatusCode::NOT_FOUND,
+                EngineError::Store(_) => StatusCode::INTERNAL_SERVER_ERROR,
+                _ => StatusCode::CONFLICT,
+            },
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        problem(status, e.to_string())
+    }
+}
+
+type ApiResult = Result<Json<Value>, ApiError>;
+
+/// Unwraps a JSON body or answers 400 naming what is wrong.
+fn body<T>(b: Result<Json<T>, JsonRejection>) -> Result<T, ApiError> {
+    b.map(|Json(v)| v)
+        .map_err(|r| ApiError::BadRequest(format!("request body: {}", r.body_text())))
+}
+
+async fn ready(State(s): State<AppState>) -> Response {
+    match s.pf.reader() {
+        Ok(_) => Json(json!({"status": "ready"})).into_response(),
+        Err(e) => problem(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DeployBody {
+    file: Option<String>,
+    xml: String,
+    #[serde(default)]
+    correlation_keys: BTreeMap<String, String>,
+}
+
+async fn deploy(
+    State(s): State<AppState>,
+    b: Result<Json<DeployBody>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let b = body(b)?;
+    let d =
+        s.pf.deploy(
+            b.file.as_deref().unwrap_or("api.bpmn"),
+            &b.xml,
+            b.correlation_keys,
+        )
+        .await?;
+    let list: Vec<Value> = d
+        .iter()
+        .map(|d| json!({"process": d.process, "version": d.version, "new_version": d.new_version}))
+        .collect();
+    Ok(Json(json!({"deployed": list})).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StartBody {
+    process: String,
+    #[serde(default)]
+    variables: Vars,
+    business_key: Option<String>,
+}
+
+async fn start(
+    State(s): State<AppState>,
+    b: Result<Json<StartBody>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let b = body(b)?;
+    let id = s.pf.start(&b.process, b.variables, b.business_key).await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({"instance": id.to_string()})),
+    )
+        .into_response())
+}
+
+#[derive(Deserialize, Default)]
+struct InstancesQuery {
+    waiting_at: Option<String>,
+    state: Option<String>,
+}
+
+async fn instances(State(s): State<AppState>, Query(q): Query<InstancesQuery>) -> ApiResult {
+    let r = s.pf.reader()?;
+    let list = r.instances(&InstanceFilter {
+        waiting_at: q.waiting_at.clone(),
+        state: q.state,
+    })?;
+    let waiting = match &q.waiting_at {
+        Some(el) => serde_json::to_value(r.waiting_at(el)?).unwrap_or(Value::Null),
+        None => Value::Null,
+    };
+    Ok(Json(json!({"instances": list, "waiting": waiting})))
+}
+
+async fn instance(State(s): State<AppState>, Path(id): Path<u64>) -> ApiResult {
+    let v =
+        s.pf.reader()?
+            .instance(id)?
+            .ok_or_else(|| Error::from(EngineError::UnknownInstance(id)))?;
+    Ok(Json(serde_json::to_value(v).unwrap_or(Value::Null)))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TokenBody {
+    element: String,
+    #[serde(default)]
+    force: bool,
+}
+
+async fn add_token(
+    State(s): State<AppState>,
+    Path(id): Path<u64>,
+    b: Result<Json<TokenBody>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let b = body(b)?;
+    let r = s.pf.add_token(id, &b.element, b.force).await?;
+    Ok(Json(json!({
+        "instance": id.to_string(), "token": r.token,
+        "jobs_created": r.jobs_created.iter().map(u64::to_string).collect::<Vec<_>>(),
+        "waiting_at": r.waiting_at,
+    }))
+    .into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MessageBody {
+    name: String,
+    key: String,
+    id: Option<String>,
+    #[serde(default)]
+    variables: Vars,
+    /// TTL like "24h"; "0s" disables buffering.
+    ttl: Option<String>,
+}
+
+impl MessageBody {
+    fn into_publish(self) -> Result<Publish, ApiError> {
+        let ttl = match self.ttl.as_deref().map(crate::cli::parse_duration) {
+            Some(Err(e)) => return Err(ApiError::BadRequest(format!("ttl: {e}"))),
+            Some(Ok(t)) => Some(t),
+            None => None,
+        };
+        Ok(Publish {
+            name: self.name,
+            key: self.key,
+            message_id: self.id,
+            variables: self.variables,
+            ttl,
+            attributes: Vec::new(),
+        })
+    }
+}
+
+async fn publish(
+    State(s): State<AppState>,
+    b: Result<Json<MessageBody>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let p = body(b)?.into_publish()?;
+    let d = s.pf.publish(p).await?;
+    Ok(Json(crate::cli::delivery_json(&d)).into_response())
+}
+
+async fn correlate(
+    State(s): State<AppState>,
+    b: Result<Json<MessageBody>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let p = body(b)?.into_publish()?;
+    let id = p.message_id.clone().unwrap_or_default();
+    match s.pf.correlate(p).await {
+        Ok(d) => Ok(Json(crate::cli::delivery_json(&d)).into_response()),
+        Err(Error::Rejected { reason, candidates, .. }) => Ok((
+            StatusCode::CONFLICT,
+            Json(json!({
+                "outcome": "rejected", "message_id": id, "instance": null, "element": null,
+                "reason": reason, "candidates": candidates.iter().map(u64::to_string).collect::<Vec<_>>(), "expires_at": null,
+            })),
+        )
+            .into_response()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+#[derive(Deserialize, Default)]
+struct MessagesQuery {
+    #[serde(default)]
+    buffered: bool,
+    #[serde(default)]
+    parked: bool,
+    reason: Option<String>,
+}
+
+async fn messages(
+    State(s): State<AppState>,
+    Query(q): Query<MessagesQuery>,
+) -> Result<Response, ApiError> {
+    let reason = match q.reason.as_deref().map(|r| (r, Reason::parse(r))) {
+        Some((r, None)) => {
+            return Err(ApiError::BadRequest(format!(
+                "reason '{r}' is not one of ambiguous, late, expired, malformed, no_subscription, unknown_message"
+            )));
+        }
+        Some((_, r)) => r,
+        None => None,
+    };
+    let list = s.pf.reader()?.messages(&MessageFilter {
+        buffered: q.buffered,
+        parked: q.parked,
+        reason,
+    })?;
+    Ok(Json(json!({"messages": list})).into_response())
+}
+
+async fn requeue(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult {
+    let d = s.pf.requeue(&id).await?;
+    Ok(Json(crate::cli::delivery_json(&d)))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DiscardBody {
+    why: String,
+}
+
+async fn discard(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    b: Result<Json<DiscardBody>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let b = body(b)?;
+    s.pf.discard(&id, &b.why).await?;
+    Ok(Json(json!({"message_id": id, "state": "discarded", "why": b.why})).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SignalBody {
+    name: String,
+    #[serde(default)]
+    variables: Vars,
+}
+
+async fn signal(
+    State(s): State<AppState>,
+    b: Result<Json<SignalBody>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let b = body(b)?;
+    let n = s.pf.signal(&b.name, b.variables).await?;
+    Ok(Json(json!({"signal": b.name, "reached": n})).into_response())
+}
+
+#[derive(Deserialize, Default)]
+struct JobsQuery {
+    #[serde(default)]
+    incidents: bool,
+}
+
+async fn jobs(State(s): State<AppState>, Query(q): Query<JobsQuery>) -> ApiResult {
+    Ok(Json(json!({"jobs": s.pf.reader()?.jobs(q.incidents)?})))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AcquireBody {
+    topic: String,
+    worker: String,
+    #[serde(default = "one")]
+    max: usize,
+    /// Lease in milliseconds.
+    lease_ms: u64,
+}
+
+fn one() -> usize {
+    1
+}
+
+async fn acquire(
+    State(s): State<AppState>,
+    b: Result<Json<AcquireBody>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let b = body(b)?;
+    let jobs =
+        s.pf.lock_jobs(&b.topic, b.max.max(1), &b.worker, b.lease_ms)
+            .await?;
+    let list: Vec<Value> = jobs
+        .iter()
+        .map(|j| {
+            json!({"job": j.job.to_string(), "instance": j.instance.to_string(), "element": j.element, "topic": j.topic,
+                "lease_token": j.lease_token, "idempotency_key": j.idempotency_key, "attempt": j.attempt, "variables": j.variables})
+        })
+        .collect();
+    Ok(Json(json!({"jobs": list})).into_response())
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct CompleteBody {
+    lease_token: Option<u64>,
+    #[serde(default)]
+    variables: Vars,
+}
+
+async fn complete(
+    State(s): State<AppState>,
+    Path(id): Path<u64>,
+    b: Result<Json<CompleteBody>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let b = body(b)?;
+    s.pf.complete_job(id, b.lease_token, b.variables).await?;
+    Ok(Json(json!({"job": id.to_string(), "state": "completed"})).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExtendBody {
+    lease_token: u64,
+    by_ms: u64,
+}
+
+async fn extend(
+    State(s): State<AppState>,
+    Path(id): Path<u64>,
+    b: Result<Json<ExtendBody>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let b = body(b)?;
+    let until = s.pf.extend_lease(id, b.lease_token, b.by_ms).await?;
+    Ok(Json(json!({"job": id.to_string(), "lease_until": rfc3339(until)})).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FailBody {
+    lease_token: Option<u64>,
+    error: String,
+    retries: Option<u32>,
+    retry_delay_ms: Option<u64>,
+}
+
+async fn fail(
+    State(s): State<AppState>,
+    Path(id): Path<u64>,
+    b: Result<Json<FailBody>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let b = body(b)?;
+    let state =
+        s.pf.fail_job_with(id, b.lease_token, &b.error, b.retries, b.retry_delay_ms)
+            .await?;
+    let state = if state == crate::JobState::Incident {
+        "incident"
+    } else {
+        "ready"
+    };
+    Ok(Json(json!({"job": id.to_string(), "state": state})).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BpmnErrorBody {
+    lease_token: Option<u64>,
+    code: String,
+    #[serde(default)]
+    message: String,
+    #[serde(default)]
+    variables: Vars,
+}
+
+async fn bpmn_error(
+    State(s): State<AppState>,
+    Path(id): Path<u64>,
+    b: Result<Json<BpmnErrorBody>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let b = body(b)?;
+    let caught =
+        s.pf.throw_error(id, b.lease_token, &b.code, &b.message, b.variables)
+            .await?;
+    let status = if caught {
+        StatusCode::OK
+    } else {
+        StatusCode::CONFLICT
+    };
+    Ok((status, Json(json!({"job": id.to_string(), "caught": caught, "state": if caught { "completed" } else { "incident" }}))).into_response())
+}
+
+async fn retry(State(s): State<AppState>, Path(id): Path<u64>) -> ApiResult {
+    s.pf.retry_job(id).await?;
+    Ok(Json(json!({"job": id.to_string(), "state": "ready"})))
+}
+
+async fn metrics(State(s): State<AppState>) -> Result<Response, ApiError> {
+    let text = crate::ops::prometheus(&s.pf.reader()?)?;
+    Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response())
+}

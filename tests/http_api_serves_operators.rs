@@ -1,0 +1,263 @@
+//! `postfach run` serves the operations over HTTP: a real server on an ephemeral
+//! port, driven with plain HTTP/1.1. Covers the reference scenario, 400 on bad
+//! input naming the field, 404, 409 on a refused repair, 401 without the token on
+//! a non-loopback bind, metrics that can be scraped, and a clean stop on SIGTERM.
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+struct Server {
+    child: Child,
+    addr: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Server {
+    fn start(listen: &str, token: Option<&str>) -> Server {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_postfach"));
+        cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
+            .arg("--db")
+            .arg(dir.path().join("run.redb"))
+            .args([
+                "run",
+                "bpmn/auftrag-ausfuehrung.bpmn",
+                "--correlation-key",
+                "AuftragAbgeschlossen=auftragId",
+                "--listen",
+                listen,
+            ])
+            .arg("--invoice-ledger")
+            .arg(dir.path().join("invoices.tsv"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        if let Some(t) = token {
+            let p = dir.path().join("token");
+            std::fs::write(&p, t).unwrap();
+            cmd.arg("--token-file").arg(p);
+        }
+        let mut child = cmd.spawn().unwrap();
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let addr = loop {
+            let line = lines.next().expect("server printed its address").unwrap();
+            if let Some(rest) = line.split("HTTP API on http://").nth(1) {
+                break rest.split_whitespace().next().unwrap().to_string();
+            }
+        };
+        std::thread::spawn(move || for _ in lines {});
+        let port = addr.rsplit(':').next().unwrap().to_string();
+        Server {
+            child,
+            addr: format!("127.0.0.1:{port}"),
+            _dir: dir,
+        }
+    }
+
+    fn call(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+        token: Option<&str>,
+    ) -> (u16, String) {
+        let mut s = TcpStream::connect(&self.addr).unwrap();
+        let payload = body.map(|b| b.to_string()).unwrap_or_default();
+        let auth = token
+            .map(|t| format!("Authorization: Bearer {t}\r\n"))
+            .unwrap_or_default();
+        write!(
+            s,
+            "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\n{auth}Content-Length: {}\r\n\r\n{payload}",
+            payload.len()
+        )
+        .unwrap();
+        let mut raw = String::new();
+        s.read_to_string(&mut raw).unwrap();
+        let status: u16 = raw.split_whitespace().nth(1).unwrap().parse().unwrap();
+        let body = raw
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_string())
+            .unwrap_or_default();
+        (status, body)
+    }
+
+    fn json(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+        let (status, text) = self.call(method, path, body.as_ref(), None);
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+
+    fn wait_for(&self, path: &str, what: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let (_, v) = self.json("GET", path, None);
+            if what(&v) {
+                return v;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{path} never reached the expected state: {v}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn stop(mut self) -> std::process::ExitStatus {
+        sigterm(self.child.id());
+        self.child.wait().unwrap()
+    }
+}
+
+fn sigterm(pid: u32) {
+    Command::new("kill")
+        .arg("-TERM")
+        .arg(pid.to_string())
+        .status()
+        .unwrap();
+}
+
+#[test]
+fn the_reference_scenario_over_http_with_metrics() {
+    let srv = Server::start("127.0.0.1:0", None);
+    assert_eq!(srv.json("GET", "/health/ready", None).0, 200);
+
+    let (status, started) = srv.json(
+        "POST",
+        "/instances",
+        Some(json!({"process": "auftrag-ausfuehrung", "variables": {"auftragId": "4711"}})),
+    );
+    assert_eq!(status, 201);
+    let id = started["instance"].as_str().unwrap().to_string();
+    let (status, d) = srv.json(
+        "POST",
+        "/messages",
+        Some(json!({"name": "AuftragAbgeschlossen", "key": "4711", "id": "evt-1"})),
+    );
+    assert_eq!(status, 200);
+    assert!(
+        d["outcome"] == "buffered" || d["outcome"] == "correlated",
+        "{d}"
+    );
+    // the executor hands over, correlates and invoices without anyone calling work
+    srv.wait_for(&format!("/instances/{id}"), |v| v["state"] == "completed");
+
+    // a second order waits at the catch event; a repair that would duplicate it is refused
+    let (_, other) = srv.json(
+        "POST",
+        "/instances",
+        Some(json!({"process": "auftrag-ausfuehrung", "variables": {"auftragId": "4712"}})),
+    );
+    let other = other["instance"].as_str().unwrap().to_string();
+    srv.wait_for(&format!("/instances/{other}"), |v| {
+        v["waiting_at"] == json!(["warteAufAbschluss"])
+    });
+    let (status, refused) = srv.json(
+        "POST",
+        &format!("/instances/{other}/tokens"),
+        Some(json!({"element": "auftragUebergeben"})),
+    );
+    assert_eq!(status, 409, "{refused}");
+    assert!(refused["error"].as_str().unwrap().contains("already waits"));
+
+    // a late completion is parked and visible
+    let (_, late) = srv.json(
+        "POST",
+        "/messages",
+        Some(json!({"name": "AuftragAbgeschlossen", "key": "4711", "id": "evt-2"})),
+    );
+    assert_eq!(
+        (late["outcome"].as_str(), late["reason"].as_str()),
+        (Some("parked"), Some("late"))
+    );
+    let (_, parked) = srv.json("GET", "/messages?parked=true&reason=late", None);
+    assert_eq!(parked["messages"][0]["message_id"], "evt-2");
+    let (_, rejected) = srv.json(
+        "POST",
+        "/messages/correlate",
+        Some(json!({"name": "AuftragAbgeschlossen", "key": "nobody"})),
+    );
+    assert_eq!(rejected["reason"], "no_subscription");
+
+    let (status, metrics) = srv.call("GET", "/metrics", None, None);
+    assert_eq!(status, 200);
+    let sample = |name: &str| -> f64 {
+        metrics
+            .lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("{name} missing in\n{metrics}"))
+            .rsplit(' ')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    assert_eq!(
+        sample("postfach_instances_waiting{element=\"warteAufAbschluss\"}"),
+        1.0
+    );
+    assert!(sample("postfach_oldest_wait_age_seconds{element=\"warteAufAbschluss\"}") >= 0.0);
+    assert_eq!(sample("postfach_messages_parked{reason=\"late\"}"), 1.0);
+    assert_eq!(
+        sample("postfach_messages_total{outcome=\"parked\",reason=\"late\"}"),
+        1.0
+    );
+    assert_eq!(sample("postfach_incidents"), 0.0);
+
+    assert!(srv.stop().success(), "SIGTERM stops the server cleanly");
+}
+
+#[test]
+fn bad_input_is_400_naming_the_field_and_unknown_things_are_404() {
+    let srv = Server::start("127.0.0.1:0", None);
+    let (status, body) = srv.json(
+        "POST",
+        "/instances",
+        Some(json!({"proces": "auftrag-ausfuehrung"})),
+    );
+    assert_eq!(status, 400);
+    assert!(body["error"].as_str().unwrap().contains("proces"), "{body}");
+    let (status, body) = srv.call("POST", "/messages", Some(&json!("not an object")), None);
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(srv.json("GET", "/instances/999", None).0, 404);
+    assert_eq!(
+        srv.json("POST", "/instances", Some(json!({"process": "nope"})))
+            .0,
+        404
+    );
+    let (status, body) = srv.json("GET", "/messages?reason=whatever", None);
+    assert_eq!(status, 400, "{body}");
+    srv.stop();
+}
+
+#[test]
+fn a_non_loopback_bind_needs_a_token_and_requests_without_it_get_401() {
+    let out = Command::new(env!("CARGO_BIN_EXE_postfach"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .arg("--db")
+        .arg(tempfile::tempdir().unwrap().path().join("x.redb"))
+        .args([
+            "run",
+            "bpmn/auftrag-ausfuehrung.bpmn",
+            "--correlation-key",
+            "AuftragAbgeschlossen=auftragId",
+            "--listen",
+            "0.0.0.0:0",
+        ])
+        .env_remove("POSTFACH_TOKEN")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("token"));
+
+    let srv = Server::start("0.0.0.0:0", Some("s3cret"));
+    assert_eq!(srv.call("GET", "/jobs", None, None).0, 401);
+    assert_eq!(srv.call("GET", "/jobs", None, Some("wrong")).0, 401);
+    assert_eq!(srv.call("GET", "/jobs", None, Some("s3cret")).0, 200);
+    assert_eq!(
+        srv.call("GET", "/health/live", None, None).0,
+        200,
+        "liveness needs no token"
+    );
+    srv.stop();
+}

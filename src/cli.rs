@@ -27,6 +27,10 @@ pub struct Cli {
     /// Print exactly one JSON document on stdout.
     #[arg(long, global = true)]
     pub json: bool,
+    /// Talk to a running `postfach run` at this URL instead of opening --db
+    /// (bearer token from $POSTFACH_TOKEN).
+    #[arg(long, global = true, env = "POSTFACH_SERVER", value_name = "URL")]
+    pub server: Option<String>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -404,6 +408,17 @@ pub async fn run(cli: Cli) -> Result<Output, Failure> {
         return crate::demo::run(args, cli.json)
             .await
             .map_err(Failure::from);
+    }
+    if let Some(server) = &cli.server {
+        let args: Vec<String> = std::env::args().skip(1).collect();
+        let server = server.clone();
+        return tokio::task::spawn_blocking(move || remote(&server, args))
+            .await
+            .map_err(|e| Failure {
+                code: 1,
+                message: e.to_string(),
+                json: None,
+            })?;
     }
     let mut options = crate::Options::default();
     if let Some(ms) = std::env::var("POSTFACH_CHECKPOINT_MS")
@@ -1060,4 +1075,86 @@ async fn serve(
             report.tasks_completed
         ),
     ))
+}
+
+/// Whether a command can run inside a server for a remote command line.
+pub(crate) fn runs_remotely(c: &Command) -> Result<(), String> {
+    match c {
+        Command::Demo(_) => Err("demo runs on its own embedded database; drop --server".into()),
+        Command::Run { .. } => Err("run starts a server; drop --server".into()),
+        Command::Import { .. } => {
+            Err("import streams stdin; use POST /messages against the server instead".into())
+        }
+        Command::Work { .. } => Err(
+            "the server runs its own job executor; drop --server to work a local database".into(),
+        ),
+        _ => Ok(()),
+    }
+}
+
+/// Executes a parsed command line against an open database, for a remote caller.
+pub(crate) async fn execute_remote(pf: &Postfach, args: Vec<String>) -> Result<Output, Failure> {
+    let cli =
+        Cli::try_parse_from(std::iter::once("postfach".to_string()).chain(args)).map_err(|e| {
+            usage(
+                e.to_string()
+                    .lines()
+                    .next()
+                    .unwrap_or("invalid arguments")
+                    .to_string(),
+            )
+        })?;
+    runs_remotely(&cli.command).map_err(usage)?;
+    execute(pf, cli.command).await
+}
+
+/// Sends the command line to a server and turns its answer back into output.
+fn remote(server: &str, args: Vec<String>) -> Result<Output, Failure> {
+    let fail = |message: String| Failure {
+        code: 1,
+        message,
+        json: None,
+    };
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let url = format!("{}/cli", server.trim_end_matches('/'));
+    let mut req = agent.post(&url);
+    if let Ok(token) = std::env::var("POSTFACH_TOKEN") {
+        req = req.header("Authorization", &format!("Bearer {}", token.trim()));
+    }
+    let mut resp = req
+        .send_json(json!({ "args": args }))
+        .map_err(|e| fail(format!("cannot reach {server}: {e}")))?;
+    let status = resp.status().as_u16();
+    let v: Value = resp
+        .body_mut()
+        .read_json()
+        .map_err(|e| fail(format!("{server} answered {status} without JSON: {e}")))?;
+    if status == 401 {
+        return Err(fail(format!(
+            "{server}: {} (set $POSTFACH_TOKEN)",
+            v["error"].as_str().unwrap_or("unauthorized")
+        )));
+    }
+    let code = v["code"].as_i64().unwrap_or(1) as i32;
+    if code == 0 {
+        Ok(out(
+            v["json"].clone(),
+            v["text"].as_str().unwrap_or_default(),
+        ))
+    } else {
+        let message = v["message"]
+            .as_str()
+            .or(v["error"].as_str())
+            .unwrap_or("the server refused the command")
+            .to_string();
+        let doc = Some(v["json"].clone()).filter(|j| !j.is_null());
+        Err(Failure {
+            code,
+            message,
+            json: doc,
+        })
+    }
 }

@@ -59,6 +59,7 @@ pub fn router(pf: Postfach, token: Option<String>) -> Router {
         .route("/jobs/{id}/fail", post(fail))
         .route("/jobs/{id}/bpmn-error", post(bpmn_error))
         .route("/jobs/{id}/retry", post(retry))
+        .route("/cli", post(cli))
         .layer(middleware::from_fn_with_state(state.clone(), auth))
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .with_state(state)
@@ -508,4 +509,24 @@ async fn retry(State(s): State<AppState>, Path(id): Path<u64>) -> ApiResult {
 async fn metrics(State(s): State<AppState>) -> Result<Response, ApiError> {
     let text = crate::ops::prometheus(&s.pf.reader()?)?;
     Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CliBody {
+    args: Vec<String>,
+}
+
+/// Runs a command line inside the server, so `postfach --server URL ...` prints
+/// exactly what it would print against the database itself.
+async fn cli(
+    State(s): State<AppState>,
+    b: Result<Json<CliBody>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let b = body(b)?;
+    let answer = match crate::cli::execute_remote(&s.pf, b.args).await {
+        Ok(o) => json!({"code": 0, "json": o.json, "text": o.text}),
+        Err(f) => json!({"code": f.code, "message": f.message, "json": f.json}),
+    };
+    Ok(Json(answer).into_response())
 }

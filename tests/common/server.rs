@@ -1,0 +1,117 @@
+//! A `postfach run` child process on an ephemeral port, and a plain HTTP/1.1 client.
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct Server {
+    child: Child,
+    pub addr: String,
+    pub db: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Server {
+    pub fn start(listen: &str, token: Option<&str>) -> Server {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_postfach"));
+        cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
+            .arg("--db")
+            .arg(dir.path().join("run.redb"))
+            .args([
+                "run",
+                "bpmn/auftrag-ausfuehrung.bpmn",
+                "--correlation-key",
+                "AuftragAbgeschlossen=auftragId",
+                "--listen",
+                listen,
+            ])
+            .arg("--invoice-ledger")
+            .arg(dir.path().join("invoices.tsv"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        if let Some(t) = token {
+            let p = dir.path().join("token");
+            std::fs::write(&p, t).unwrap();
+            cmd.arg("--token-file").arg(p);
+        }
+        let mut child = cmd.spawn().unwrap();
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let addr = loop {
+            let line = lines.next().expect("server printed its address").unwrap();
+            if let Some(rest) = line.split("HTTP API on http://").nth(1) {
+                break rest.split_whitespace().next().unwrap().to_string();
+            }
+        };
+        std::thread::spawn(move || for _ in lines {});
+        let port = addr.rsplit(':').next().unwrap().to_string();
+        Server {
+            child,
+            addr: format!("127.0.0.1:{port}"),
+            db: dir.path().join("run.redb"),
+            _dir: dir,
+        }
+    }
+
+    pub fn call(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+        token: Option<&str>,
+    ) -> (u16, String) {
+        let mut s = TcpStream::connect(&self.addr).unwrap();
+        let payload = body.map(|b| b.to_string()).unwrap_or_default();
+        let auth = token
+            .map(|t| format!("Authorization: Bearer {t}\r\n"))
+            .unwrap_or_default();
+        write!(
+            s,
+            "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\n{auth}Content-Length: {}\r\n\r\n{payload}",
+            payload.len()
+        )
+        .unwrap();
+        let mut raw = String::new();
+        s.read_to_string(&mut raw).unwrap();
+        let status: u16 = raw.split_whitespace().nth(1).unwrap().parse().unwrap();
+        let body = raw
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_string())
+            .unwrap_or_default();
+        (status, body)
+    }
+
+    pub fn json(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+        let (status, text) = self.call(method, path, body.as_ref(), None);
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+
+    pub fn wait_for(&self, path: &str, what: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let (_, v) = self.json("GET", path, None);
+            if what(&v) {
+                return v;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{path} never reached the expected state: {v}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn stop(mut self) -> std::process::ExitStatus {
+        sigterm(self.child.id());
+        self.child.wait().unwrap()
+    }
+}
+
+fn sigterm(pid: u32) {
+    Command::new("kill")
+        .arg("-TERM")
+        .arg(pid.to_string())
+        .status()
+        .unwrap();
+}

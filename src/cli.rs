@@ -253,6 +253,20 @@ pub enum Command {
         #[arg(long, value_name = "PATH")]
         invoice_ledger: Option<PathBuf>,
     },
+    /// Move a token to before an element (repair), guarded like add-token.
+    ///
+    /// Example: postfach move-token 17 2 warteAufAbschluss
+    MoveToken {
+        instance: u64,
+        token: u64,
+        element: String,
+        #[arg(long)]
+        force: bool,
+    },
+    /// Remove a token (repair); removing the last one cancels the instance.
+    ///
+    /// Example: postfach cancel-token 17 3
+    CancelToken { instance: u64, token: u64 },
     /// Add a token before an element (repair). Refused when it would open a second
     /// subscription for an already subscribed message and key, unless --force.
     ///
@@ -827,27 +841,20 @@ async fn execute(pf: &Postfach, command: Command) -> Result<Output, Failure> {
             force,
         } => {
             let r = pf.add_token(instance, &element, force).await?;
-            let text = if r.jobs_created.is_empty() {
-                format!(
-                    "token {} added; instance now waits at {}",
-                    r.token,
-                    r.waiting_at.join(", ")
-                )
-            } else {
-                format!(
-                    "token {} added; it waits for async job(s) {} — the work happens when they run (postfach work), not now",
-                    r.token,
-                    r.jobs_created
-                        .iter()
-                        .map(u64::to_string)
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )
-            };
-            out(
-                json!({"instance": instance.to_string(), "token": r.token, "jobs_created": r.jobs_created.iter().map(u64::to_string).collect::<Vec<_>>(), "waiting_at": r.waiting_at}),
-                text,
-            )
+            repair_output(instance, "added", &r)
+        }
+        Command::MoveToken {
+            instance,
+            token,
+            element,
+            force,
+        } => {
+            let r = pf.move_token(instance, token, &element, force).await?;
+            repair_output(instance, "moved", &r)
+        }
+        Command::CancelToken { instance, token } => {
+            let r = pf.cancel_token(instance, token).await?;
+            repair_output(instance, "cancelled", &r)
         }
     })
 }
@@ -1157,4 +1164,29 @@ fn remote(server: &str, args: Vec<String>) -> Result<Output, Failure> {
             json: doc,
         })
     }
+}
+
+/// What a repair did, saying plainly when it only scheduled async work.
+fn repair_output(instance: u64, verb: &str, r: &crate::Repair) -> Output {
+    let text = if r.jobs_created.is_empty() {
+        format!(
+            "token {} {verb}; instance {instance} now waits at {}",
+            r.token,
+            r.waiting_at.join(", ")
+        )
+    } else {
+        format!(
+            "token {} {verb}; it waits for async job(s) {} — the work happens when they run (postfach work), not now",
+            r.token,
+            r.jobs_created
+                .iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
+    out(
+        json!({"instance": instance.to_string(), "token": r.token, "jobs_created": r.jobs_created.iter().map(u64::to_string).collect::<Vec<_>>(), "waiting_at": r.waiting_at}),
+        text,
+    )
 }

@@ -47,6 +47,8 @@ pub fn router(pf: Postfach, token: Option<String>) -> Router {
         .route("/instances", post(start).get(instances))
         .route("/instances/{id}", get(instance))
         .route("/instances/{id}/tokens", post(add_token))
+        .route("/instances/{id}/tokens/{token}/move", post(move_token))
+        .route("/instances/{id}/tokens/{token}/cancel", post(cancel_token))
         .route("/messages", post(publish).get(messages))
         .route("/messages/correlate", post(correlate))
         .route("/messages/{id}/requeue", post(requeue))
@@ -234,12 +236,7 @@ async fn add_token(
 ) -> Result<Response, ApiError> {
     let b = body(b)?;
     let r = s.pf.add_token(id, &b.element, b.force).await?;
-    Ok(Json(json!({
-        "instance": id.to_string(), "token": r.token,
-        "jobs_created": r.jobs_created.iter().map(u64::to_string).collect::<Vec<_>>(),
-        "waiting_at": r.waiting_at,
-    }))
-    .into_response())
+    Ok(Json(repair_json(id, &r)).into_response())
 }
 
 #[derive(Deserialize)]
@@ -529,4 +526,27 @@ async fn cli(
         Err(f) => json!({"code": f.code, "message": f.message, "json": f.json}),
     };
     Ok(Json(answer).into_response())
+}
+
+fn repair_json(instance: u64, r: &crate::Repair) -> Value {
+    json!({
+        "instance": instance.to_string(), "token": r.token,
+        "jobs_created": r.jobs_created.iter().map(u64::to_string).collect::<Vec<_>>(),
+        "waiting_at": r.waiting_at,
+    })
+}
+
+async fn move_token(
+    State(s): State<AppState>,
+    Path((id, token)): Path<(u64, u64)>,
+    b: Result<Json<TokenBody>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let b = body(b)?;
+    let r = s.pf.move_token(id, token, &b.element, b.force).await?;
+    Ok(Json(repair_json(id, &r)).into_response())
+}
+
+async fn cancel_token(State(s): State<AppState>, Path((id, token)): Path<(u64, u64)>) -> ApiResult {
+    let r = s.pf.cancel_token(id, token).await?;
+    Ok(Json(repair_json(id, &r)))
 }

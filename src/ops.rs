@@ -32,11 +32,22 @@ pub struct InstanceView {
     pub state: &'static str,
     pub business_key: Option<String>,
     pub waiting_at: Vec<String>,
+    /// Every token: id, element, what it waits for, since when.
+    pub tokens: Vec<TokenView>,
     pub incidents: Vec<String>,
     pub variables: Vars,
     pub started_at: String,
     pub ended_at: Option<String>,
     pub history: Vec<HistoryView>,
+}
+
+/// A token of an instance.
+#[derive(Debug, Clone, Serialize)]
+pub struct TokenView {
+    pub token: u64,
+    pub element: String,
+    pub waits_for: String,
+    pub since: String,
 }
 
 /// A token waiting at an element, with its age.
@@ -321,7 +332,9 @@ fn instance_view(r: &InstanceRecord) -> InstanceView {
             _ => None,
         })
         .collect();
-    let state = if r.ended_at.is_some() {
+    let state = if r.cancelled {
+        "cancelled"
+    } else if r.ended_at.is_some() {
         "completed"
     } else if !incidents.is_empty() {
         "incident"
@@ -335,6 +348,24 @@ fn instance_view(r: &InstanceRecord) -> InstanceView {
         state,
         business_key: r.business_key.clone(),
         waiting_at: r.tokens.iter().map(|t| t.element.clone()).collect(),
+        tokens: r
+            .tokens
+            .iter()
+            .map(|t| TokenView {
+                token: t.id,
+                element: t.element.clone(),
+                waits_for: match &t.wait {
+                    Wait::Message { name, key } => format!("message {name} key {key}"),
+                    Wait::Signal { name } => format!("signal {name}"),
+                    Wait::Job { job } => format!("job {job}"),
+                    Wait::Timer { job } => format!("timer job {job}"),
+                    Wait::Events { .. } => "the first of its gateway's events".to_string(),
+                    Wait::Join { .. } => "the other branches of the join".to_string(),
+                    Wait::Incident { error } => format!("an operator: {error}"),
+                },
+                since: rfc3339(t.since),
+            })
+            .collect(),
         incidents,
         variables: r.variables.clone(),
         started_at: rfc3339(r.started_at),

@@ -178,6 +178,16 @@ pub(crate) enum Command {
         element: String,
         force: bool,
     },
+    MoveToken {
+        instance: u64,
+        token: u64,
+        element: String,
+        force: bool,
+    },
+    CancelToken {
+        instance: u64,
+        token: u64,
+    },
     ReleaseAllLeases,
     Tick,
 }
@@ -631,6 +641,39 @@ impl Postfach {
         }
     }
 
+    /// Moves a token to before `element`; guarded like [`Postfach::add_token`].
+    pub async fn move_token(
+        &self,
+        instance: u64,
+        token: u64,
+        element: &str,
+        force: bool,
+    ) -> Result<Repair, Error> {
+        match self
+            .submit(Command::MoveToken {
+                instance,
+                token,
+                element: element.into(),
+                force,
+            })
+            .await?
+        {
+            Reply::Repair(r) => Ok(r),
+            _ => unreachable_reply(),
+        }
+    }
+
+    /// Removes a token; removing the last one ends the instance as cancelled.
+    pub async fn cancel_token(&self, instance: u64, token: u64) -> Result<Repair, Error> {
+        match self
+            .submit(Command::CancelToken { instance, token })
+            .await?
+        {
+            Reply::Repair(r) => Ok(r),
+            _ => unreachable_reply(),
+        }
+    }
+
     /// Commits an empty batch: parks expired buffered messages and releases
     /// expired leases as of the clock's now.
     pub async fn tick(&self) -> Result<(), Error> {
@@ -759,6 +802,15 @@ fn apply(e: &mut Engine<'_, '_>, cmd: &Command) -> Result<Reply, EngineError> {
             element,
             force,
         } => Reply::Repair(e.add_token(*instance, element, *force)?),
+        Command::MoveToken {
+            instance,
+            token,
+            element,
+            force,
+        } => Reply::Repair(e.move_token(*instance, *token, element, *force)?),
+        Command::CancelToken { instance, token } => {
+            Reply::Repair(e.cancel_token(*instance, *token)?)
+        }
         Command::ReleaseAllLeases => Reply::Count(e.release_all_leases()?),
         Command::Tick => Reply::Done,
     })

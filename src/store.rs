@@ -185,6 +185,8 @@ pub struct InstanceRecord {
     pub history: Vec<HistoryEntry>,
     pub started_at: Millis,
     pub ended_at: Option<Millis>,
+    /// Ended because an operator cancelled its last token.
+    pub cancelled: bool,
     /// (message, key) pairs registered in `expect`.
     pub expects: Vec<(String, String)>,
 }

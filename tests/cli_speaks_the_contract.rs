@@ -225,7 +225,7 @@ fn refused_repair_exits_3_and_async_repair_says_it_scheduled_work() {
     cli.json(&["work", "--until-idle"]);
     let o = cli.run(&["add-token", &id, "auftragUebergeben"]);
     assert_eq!(o.status.code(), Some(3));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("already waits"));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("a second token"));
     let o = cli.run(&["add-token", &id, "auftragUebergeben", "--force"]);
     assert!(o.status.success());
     assert!(

@@ -46,7 +46,7 @@ fn the_command_line_works_against_a_running_server() {
     // a refused repair exits 3, as locally
     let o = cli(&srv, &["add-token", &id, "auftragUebergeben"]);
     assert_eq!(o.status.code(), Some(3));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("already waits"));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("a second token"));
     // a rejected synchronous correlation exits 3 with its JSON document
     let o = cli(
         &srv,

@@ -48,7 +48,12 @@ fn the_reference_scenario_over_http_with_metrics() {
         Some(json!({"element": "auftragUebergeben"})),
     );
     assert_eq!(status, 409, "{refused}");
-    assert!(refused["error"].as_str().unwrap().contains("already waits"));
+    assert!(
+        refused["error"]
+            .as_str()
+            .unwrap()
+            .contains("a second token")
+    );
 
     // a late completion is parked and visible
     let (_, late) = srv.json(

@@ -252,6 +252,9 @@ pub enum Command {
         /// Issue invoices for `rechnungStellen` into this ledger file.
         #[arg(long, value_name = "PATH")]
         invoice_ledger: Option<PathBuf>,
+        /// postfach.toml with alarms (see README).
+        #[arg(long, value_name = "PATH")]
+        config: Option<PathBuf>,
     },
     /// Move a token to before an element (repair), guarded like add-token.
     ///
@@ -456,7 +459,15 @@ async fn execute(pf: &Postfach, command: Command) -> Result<Output, Failure> {
             listen,
             token_file,
             invoice_ledger,
+            config,
         } => {
+            let config = match config {
+                Some(p) => {
+                    crate::alarms::ConfigFile::parse(&p.display().to_string(), &read_file(&p)?)
+                        .map_err(usage)?
+                }
+                None => crate::alarms::ConfigFile::default(),
+            };
             return serve(
                 pf,
                 file,
@@ -464,6 +475,7 @@ async fn execute(pf: &Postfach, command: Command) -> Result<Output, Failure> {
                 listen,
                 token_file,
                 invoice_ledger,
+                config,
             )
             .await;
         }
@@ -1019,6 +1031,7 @@ async fn serve(
     listen: std::net::SocketAddr,
     token_file: Option<PathBuf>,
     invoice_ledger: Option<PathBuf>,
+    config: crate::alarms::ConfigFile,
 ) -> Result<Output, Failure> {
     let keys = correlation_keys(&keys)?;
     let xml = read_file(&file)?;
@@ -1065,7 +1078,19 @@ async fn serve(
         pf.path().display()
     );
     let exec = pf.start_executor(crate::jobs::ExecutorConfig::default());
-    let app = crate::http::router(pf.clone(), token);
+    let alarms = std::sync::Arc::new(crate::alarms::Alarms::new(config.alarms));
+    let watcher = {
+        let (pf, alarms) = (pf.clone(), alarms.clone());
+        tokio::spawn(async move {
+            loop {
+                if let Ok(r) = pf.reader() {
+                    let _ = alarms.evaluate(&r);
+                }
+                tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+            }
+        })
+    };
+    let app = crate::http::router(pf.clone(), token, alarms);
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown_signal())
         .await
@@ -1074,6 +1099,7 @@ async fn serve(
             message: format!("HTTP server: {e}"),
             json: None,
         })?;
+    watcher.abort();
     let report = exec.stop().await?;
     Ok(out(
         json!({"stopped": true, "tasks_completed": report.tasks_completed}),

@@ -28,13 +28,16 @@ pub const MAX_BODY: usize = 4 * 1024 * 1024;
 struct AppState {
     pf: Postfach,
     token: Option<Arc<String>>,
+    alarms: Arc<crate::alarms::Alarms>,
 }
 
-/// The API as an axum router. `token`: required bearer token, if any.
-pub fn router(pf: Postfach, token: Option<String>) -> Router {
+/// The API as an axum router. `token`: required bearer token, if any; `alarms`:
+/// configured alarms whose state `/metrics` reports.
+pub fn router(pf: Postfach, token: Option<String>, alarms: Arc<crate::alarms::Alarms>) -> Router {
     let state = AppState {
         pf,
         token: token.map(Arc::new),
+        alarms,
     };
     Router::new()
         .route(
@@ -504,7 +507,8 @@ async fn retry(State(s): State<AppState>, Path(id): Path<u64>) -> ApiResult {
 }
 
 async fn metrics(State(s): State<AppState>) -> Result<Response, ApiError> {
-    let text = crate::ops::prometheus(&s.pf.reader()?)?;
+    let mut text = crate::ops::prometheus(&s.pf.reader()?)?;
+    text.push_str(&s.alarms.prometheus());
     Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response())
 }
 

@@ -25,6 +25,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod alarms;
 pub mod cli;
 pub mod clock;
 pub mod codec;

@@ -1,0 +1,178 @@
+//! Alarms from configuration: conditions over the operator views that must not
+//! stay silent — the oldest wait at an element (the article's opening scene: an
+//! order stuck at `warteAufAbschluss`), parked messages, incidents, the oldest
+//! buffered message.
+//!
+//! Invariant: evaluation is a pure function of a read snapshot and its instant;
+//! an alarm logs one WARN line when it fires and one INFO line when it clears,
+//! never one per evaluation.
+
+use crate::ops::{MessageFilter, Reader};
+use crate::store::{Reason, StoreError};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+/// One alarm as configured (`[alarms.NAME]` in postfach.toml).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(tag = "when", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Condition {
+    /// The oldest token resting at `element` is older than `older_than`.
+    OldestWait { element: String, older_than: String },
+    /// More than `above` (default 0) parked messages, optionally of one reason.
+    Parked {
+        reason: Option<String>,
+        #[serde(default)]
+        above: u64,
+    },
+    /// More than `above` (default 0) incidents.
+    Incidents {
+        #[serde(default)]
+        above: u64,
+    },
+    /// The oldest buffered message is older than `older_than`.
+    OldestBuffered { older_than: String },
+}
+
+/// The configuration file of `postfach run`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    #[serde(default)]
+    pub alarms: BTreeMap<String, Condition>,
+}
+
+impl ConfigFile {
+    /// Parses postfach.toml; errors name the file and what is wrong.
+    pub fn parse(file: &str, text: &str) -> Result<Self, String> {
+        let c: ConfigFile = toml::from_str(text).map_err(|e| format!("{file}: {e}"))?;
+        for (name, cond) in &c.alarms {
+            cond.check()
+                .map_err(|e| format!("{file}: alarm '{name}': {e}"))?;
+        }
+        Ok(c)
+    }
+}
+
+impl Condition {
+    fn check(&self) -> Result<(), String> {
+        match self {
+            Condition::OldestWait { older_than, .. } | Condition::OldestBuffered { older_than } => {
+                crate::cli::parse_duration(older_than).map(|_| ())
+            }
+            Condition::Parked {
+                reason: Some(r), ..
+            } if Reason::parse(r).is_none() => Err(format!(
+                "reason '{r}' is not one of ambiguous, late, expired, malformed, no_subscription, unknown_message"
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether the condition holds, with a line saying what was seen.
+    fn holds(&self, r: &Reader) -> Result<(bool, String), StoreError> {
+        let ms = |d: &str| crate::cli::parse_duration(d).unwrap_or(u64::MAX);
+        Ok(match self {
+            Condition::OldestWait {
+                element,
+                older_than,
+            } => {
+                let oldest = r.waiting_at(element)?.first().map(|w| w.age_ms);
+                let age = oldest.unwrap_or(0);
+                (
+                    oldest.is_some() && age > ms(older_than),
+                    format!("oldest wait at {element}: {} s", age / 1000),
+                )
+            }
+            Condition::Parked { reason, above } => {
+                let n = r
+                    .messages(&MessageFilter {
+                        parked: true,
+                        reason: reason.as_deref().and_then(Reason::parse),
+                        ..Default::default()
+                    })?
+                    .len() as u64;
+                (n > *above, format!("{n} parked message(s)"))
+            }
+            Condition::Incidents { above } => {
+                let n = r.jobs(true)?.len() as u64;
+                (n > *above, format!("{n} incident(s)"))
+            }
+            Condition::OldestBuffered { older_than } => {
+                let age = r.oldest_buffered_age()?.unwrap_or(0);
+                (
+                    age > ms(older_than),
+                    format!("oldest buffered message: {} s", age / 1000),
+                )
+            }
+        })
+    }
+}
+
+/// A change of an alarm's state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    Fired { name: String, detail: String },
+    Cleared { name: String, detail: String },
+}
+
+/// Configured alarms and which of them are active.
+#[derive(Debug, Default)]
+pub struct Alarms {
+    conditions: BTreeMap<String, Condition>,
+    active: Mutex<BTreeMap<String, bool>>,
+}
+
+impl Alarms {
+    pub fn new(conditions: BTreeMap<String, Condition>) -> Self {
+        let active = conditions.keys().map(|k| (k.clone(), false)).collect();
+        Self {
+            conditions,
+            active: Mutex::new(active),
+        }
+    }
+
+    /// Evaluates every alarm on a snapshot (at the snapshot's instant); logs and
+    /// returns the changes.
+    pub fn evaluate(&self, r: &Reader) -> Result<Vec<Change>, StoreError> {
+        let mut changes = Vec::new();
+        let mut active = self
+            .active
+            .lock()
+            .map_err(|_| StoreError::Aborted("alarm state poisoned".into()))?;
+        for (name, cond) in &self.conditions {
+            let (holds, detail) = cond.holds(r)?;
+            let was = active.insert(name.clone(), holds).unwrap_or(false);
+            if holds && !was {
+                tracing::warn!(alarm = %name, condition = ?cond, %detail, "alarm fired");
+                changes.push(Change::Fired {
+                    name: name.clone(),
+                    detail,
+                });
+            } else if !holds && was {
+                tracing::info!(alarm = %name, %detail, "alarm cleared");
+                changes.push(Change::Cleared {
+                    name: name.clone(),
+                    detail,
+                });
+            }
+        }
+        Ok(changes)
+    }
+
+    /// `alarm_active{name}` gauges in Prometheus text.
+    pub fn prometheus(&self) -> String {
+        let mut s = String::from(
+            "# HELP alarm_active Whether a configured alarm is firing.\n# TYPE alarm_active gauge\n",
+        );
+        if let Ok(active) = self.active.lock() {
+            for (name, on) in active.iter() {
+                s.push_str(&format!(
+                    "alarm_active{{name=\"{name}\"}} {}\n",
+                    u8::from(*on)
+                ));
+            }
+        }
+        s
+    }
+}

@@ -1,0 +1,98 @@
+//! Alarms from configuration fire once and clear once, under an injected clock:
+//! an order stuck at the catch event for more than 2 days, any parked message,
+//! any incident.
+mod common;
+use common::*;
+use postfach::alarms::{Alarms, Change, ConfigFile};
+use std::time::Duration;
+
+const CONFIG: &str = r#"
+[alarms.stuck_orders]
+when = "oldest_wait"
+element = "warteAufAbschluss"
+older_than = "2d"
+
+[alarms.parked]
+when = "parked"
+
+[alarms.incidents]
+when = "incidents"
+"#;
+
+fn names(changes: &[Change]) -> Vec<String> {
+    changes
+        .iter()
+        .map(|c| match c {
+            Change::Fired { name, .. } => format!("+{name}"),
+            Change::Cleared { name, .. } => format!("-{name}"),
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_stuck_order_fires_after_two_days_and_clears_when_its_completion_arrives() {
+    let env = Env::reference().await;
+    let alarms = Alarms::new(ConfigFile::parse("postfach.toml", CONFIG).unwrap().alarms);
+    let eval = |env: &Env| names(&alarms.evaluate(&env.pf.reader().unwrap()).unwrap());
+    assert!(eval(&env).is_empty());
+
+    env.waiting_order("4711").await;
+    env.advance(Duration::from_secs(2 * 86_400));
+    assert!(
+        eval(&env).is_empty(),
+        "exactly 2 days is not older than 2 days"
+    );
+    env.advance(Duration::from_secs(1));
+    assert_eq!(eval(&env), vec!["+stuck_orders"]);
+    assert!(eval(&env).is_empty(), "fires once, not at every evaluation");
+    assert!(
+        alarms
+            .prometheus()
+            .contains("alarm_active{name=\"stuck_orders\"} 1")
+    );
+
+    env.pf.publish(completion("4711", "evt-1")).await.unwrap();
+    assert_eq!(eval(&env), vec!["-stuck_orders"]);
+    assert!(
+        alarms
+            .prometheus()
+            .contains("alarm_active{name=\"stuck_orders\"} 0")
+    );
+}
+
+#[tokio::test]
+async fn a_parked_message_fires_until_it_is_repaired() {
+    let env = Env::reference().await;
+    let alarms = Alarms::new(ConfigFile::parse("postfach.toml", CONFIG).unwrap().alarms);
+    let eval = |env: &Env| names(&alarms.evaluate(&env.pf.reader().unwrap()).unwrap());
+    env.waiting_order("1").await;
+    env.pf.publish(completion("1", "a")).await.unwrap();
+    env.pf.publish(completion("1", "b")).await.unwrap(); // late: parked
+    assert_eq!(eval(&env), vec!["+parked"]);
+    env.pf
+        .discard("b", "second copy sent by hand")
+        .await
+        .unwrap();
+    assert_eq!(eval(&env), vec!["-parked"]);
+}
+
+#[test]
+fn configuration_errors_name_the_file_and_the_alarm() {
+    let e = ConfigFile::parse(
+        "postfach.toml",
+        "[alarms.x]\nwhen = \"oldest_wait\"\nelement = \"a\"\nolder_than = \"soon\"\n",
+    )
+    .unwrap_err();
+    assert!(
+        e.contains("postfach.toml") && e.contains("'x'") && e.contains("soon"),
+        "{e}"
+    );
+    let e = ConfigFile::parse(
+        "p.toml",
+        "[alarms.y]\nwhen = \"parked\"\nreason = \"lost\"\n",
+    )
+    .unwrap_err();
+    assert!(e.contains("'y'") && e.contains("lost"), "{e}");
+    let e = ConfigFile::parse("p.toml", "[alarms.z]\nwhen = \"sometimes\"\n").unwrap_err();
+    assert!(e.contains("p.toml"), "{e}");
+}

@@ -256,6 +256,16 @@ pub enum Command {
         #[arg(long, value_name = "PATH")]
         config: Option<PathBuf>,
     },
+    /// Retention: remove completed instances and settled messages older than
+    /// the retention period (31 days), in small batches. Parked and buffered
+    /// messages, incidents and active instances are never touched.
+    ///
+    /// Example: postfach cleanup
+    Cleanup,
+    /// Reclaim file space offline (stop `postfach run` first).
+    ///
+    /// Example: postfach compact
+    Compact,
     /// Move a token to before an element (repair), guarded like add-token.
     ///
     /// Example: postfach move-token 17 2 warteAufAbschluss
@@ -426,6 +436,18 @@ pub async fn run(cli: Cli) -> Result<Output, Failure> {
             .await
             .map_err(Failure::from);
     }
+    if let Command::Compact = &cli.command {
+        if cli.server.is_some() {
+            return Err(usage(
+                "compact works on the file offline; stop the server and drop --server".into(),
+            ));
+        }
+        let (before, after) = Postfach::compact(&cli.db)?;
+        return Ok(out(
+            json!({"bytes_before": before, "bytes_after": after}),
+            format!("{}: {before} bytes → {after} bytes", cli.db.display()),
+        ));
+    }
     if let Some(server) = &cli.server {
         let args: Vec<String> = std::env::args().skip(1).collect();
         let server = server.clone();
@@ -560,6 +582,24 @@ async fn execute(pf: &Postfach, command: Command) -> Result<Output, Failure> {
             }
         }
         Command::Import { concurrency } => import(pf, concurrency.max(1)).await?,
+        Command::Compact => unreachable!("handled before the database is opened"),
+        Command::Cleanup => {
+            let (mut instances, mut messages) = (0, 0);
+            loop {
+                let (i, m, more) = pf.cleanup(1000).await?;
+                instances += i;
+                messages += m;
+                if !more {
+                    break;
+                }
+            }
+            out(
+                json!({"instances_removed": instances, "messages_removed": messages}),
+                format!(
+                    "removed {instances} completed instance(s) and {messages} settled message(s) past retention"
+                ),
+            )
+        }
         Command::Signal { name, vars } => {
             let n = pf
                 .signal(&name, parse_vars(&vars.var).map_err(usage)?)
@@ -1086,6 +1126,8 @@ async fn serve(
                 if let Ok(r) = pf.reader() {
                     let _ = alarms.evaluate(&r);
                 }
+                // retention in small batches, each its own commit
+                while let Ok((_, _, true)) = pf.cleanup(1000).await {}
                 tokio::time::sleep(std::time::Duration::from_secs(5)).await;
             }
         })
@@ -1115,6 +1157,7 @@ pub(crate) fn runs_remotely(c: &Command) -> Result<(), String> {
     match c {
         Command::Demo(_) => Err("demo runs on its own embedded database; drop --server".into()),
         Command::Run { .. } => Err("run starts a server; drop --server".into()),
+        Command::Compact => Err("compact works on the file offline; stop the server first".into()),
         Command::Import { .. } => {
             Err("import streams stdin; use POST /messages against the server instead".into())
         }

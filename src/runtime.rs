@@ -188,6 +188,9 @@ pub(crate) enum Command {
         instance: u64,
         token: u64,
     },
+    Cleanup {
+        limit: usize,
+    },
     ReleaseAllLeases,
     Tick,
 }
@@ -202,6 +205,7 @@ impl Command {
                 | Command::LockJobs { .. }
                 | Command::ExtendLease { .. }
                 | Command::Tick
+                | Command::Cleanup { .. }
         )
     }
 }
@@ -214,6 +218,7 @@ pub(crate) enum Reply {
     Locked(Vec<LockedJob>),
     JobState(JobState),
     Repair(Repair),
+    Cleaned(usize, usize, bool),
     Done,
 }
 
@@ -674,6 +679,31 @@ impl Postfach {
         }
     }
 
+    /// Retention: removes one batch (up to `limit` scanned records per table) of
+    /// completed instances and settled messages older than the retention period;
+    /// returns (instances, messages) removed and whether the pass goes on: call
+    /// again while it does.
+    pub async fn cleanup(&self, limit: usize) -> Result<(usize, usize, bool), Error> {
+        match self.submit(Command::Cleanup { limit }).await? {
+            Reply::Cleaned(i, m, more) => Ok((i, m, more)),
+            _ => unreachable_reply(),
+        }
+    }
+
+    /// Compacts the database file offline (no other process may hold it):
+    /// replays and checkpoints the log, then lets redb reclaim free space.
+    /// Returns the file size before and after.
+    pub fn compact(path: impl AsRef<Path>) -> Result<(u64, u64), Error> {
+        let path = path.as_ref();
+        Postfach::open(path)?.close();
+        let before = std::fs::metadata(path).map_err(StoreError::Io)?.len();
+        let mut db = store::open_db(path)?;
+        while db.compact().map_err(|e| StoreError::Redb(e.into()))? {}
+        drop(db);
+        let after = std::fs::metadata(path).map_err(StoreError::Io)?.len();
+        Ok((before, after))
+    }
+
     /// Commits an empty batch: parks expired buffered messages and releases
     /// expired leases as of the clock's now.
     pub async fn tick(&self) -> Result<(), Error> {
@@ -810,6 +840,10 @@ fn apply(e: &mut Engine<'_, '_>, cmd: &Command) -> Result<Reply, EngineError> {
         } => Reply::Repair(e.move_token(*instance, *token, element, *force)?),
         Command::CancelToken { instance, token } => {
             Reply::Repair(e.cancel_token(*instance, *token)?)
+        }
+        Command::Cleanup { limit } => {
+            let (i, m, more) = e.cleanup(*limit)?;
+            Reply::Cleaned(i, m, more)
         }
         Command::ReleaseAllLeases => Reply::Count(e.release_all_leases()?),
         Command::Tick => Reply::Done,

@@ -27,12 +27,28 @@ pub struct Cli {
     /// Print exactly one JSON document on stdout.
     #[arg(long, global = true)]
     pub json: bool,
+    /// Log lines as human text or as JSON (one object per line).
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value = "human",
+        env = "POSTFACH_LOG_FORMAT"
+    )]
+    pub log_format: LogFormat,
     /// Talk to a running `postfach run` at this URL instead of opening --db
     /// (bearer token from $POSTFACH_TOKEN).
     #[arg(long, global = true, env = "POSTFACH_SERVER", value_name = "URL")]
     pub server: Option<String>,
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// How log lines are written (to stderr).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Human,
+    Json,
 }
 
 #[derive(Debug, Subcommand)]

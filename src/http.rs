@@ -509,6 +509,7 @@ async fn retry(State(s): State<AppState>, Path(id): Path<u64>) -> ApiResult {
 async fn metrics(State(s): State<AppState>) -> Result<Response, ApiError> {
     let mut text = crate::ops::prometheus(&s.pf.reader()?)?;
     text.push_str(&s.alarms.prometheus());
+    text.push_str(&s.pf.commit_stats().prometheus());
     Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response())
 }
 

@@ -2,14 +2,23 @@ use clap::Parser;
 use postfach::cli::{Cli, run};
 
 fn main() {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("POSTFACH_LOG")
-                .unwrap_or_else(|_| "warn".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
     let cli = Cli::parse();
+    let filter = tracing_subscriber::EnvFilter::try_from_env("POSTFACH_LOG").unwrap_or_else(|_| {
+        // a server reports its alarms and recoveries; one-shot commands stay quiet
+        let level = if matches!(cli.command, postfach::cli::Command::Run { .. }) {
+            "info"
+        } else {
+            "warn"
+        };
+        level.into()
+    });
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match cli.log_format {
+        postfach::cli::LogFormat::Json => logs.json().init(),
+        postfach::cli::LogFormat::Human => logs.init(),
+    }
     let json = cli.json;
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -583,6 +583,20 @@ pub fn prometheus(r: &Reader) -> Result<String, StoreError> {
         "# TYPE postfach_signals_unreached_total counter\npostfach_signals_unreached_total {}",
         count("signals_unreached")
     );
+    let _ = writeln!(
+        s,
+        "# HELP postfach_job_attempts_total Handler and worker attempts, by result.\n# TYPE postfach_job_attempts_total counter"
+    );
+    let _ = writeln!(
+        s,
+        "postfach_job_attempts_total{{result=\"completed\"}} {}",
+        count("job_attempts_completed")
+    );
+    let _ = writeln!(
+        s,
+        "postfach_job_attempts_total{{result=\"failed\"}} {}",
+        count("job_attempts_failed")
+    );
     Ok(s)
 }
 
@@ -591,4 +605,53 @@ fn escape(label: &str) -> String {
         .replace('\\', "\\\\")
         .replace('"', "\\\"")
         .replace('\n', "\\n")
+}
+
+/// A Prometheus histogram with fixed buckets, safe to update from any thread.
+#[derive(Debug)]
+pub struct Histogram {
+    bounds: &'static [f64],
+    counts: Vec<std::sync::atomic::AtomicU64>,
+    sum: std::sync::Mutex<f64>,
+}
+
+impl Histogram {
+    pub fn new(bounds: &'static [f64]) -> Self {
+        Self {
+            bounds,
+            counts: (0..=bounds.len()).map(|_| Default::default()).collect(),
+            sum: Default::default(),
+        }
+    }
+
+    pub fn observe(&self, v: f64) {
+        use std::sync::atomic::Ordering;
+        let i = self
+            .bounds
+            .iter()
+            .position(|b| v <= *b)
+            .unwrap_or(self.bounds.len());
+        self.counts[i].fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut s) = self.sum.lock() {
+            *s += v;
+        }
+    }
+
+    /// The histogram in Prometheus text format.
+    pub fn prometheus(&self, name: &str, help: &str) -> String {
+        use std::sync::atomic::Ordering;
+        let mut out = format!("# HELP {name} {help}\n# TYPE {name} histogram\n");
+        let mut cumulative = 0;
+        for (i, b) in self.bounds.iter().enumerate() {
+            cumulative += self.counts[i].load(Ordering::Relaxed);
+            out.push_str(&format!("{name}_bucket{{le=\"{b}\"}} {cumulative}\n"));
+        }
+        cumulative += self.counts[self.bounds.len()].load(Ordering::Relaxed);
+        out.push_str(&format!("{name}_bucket{{le=\"+Inf\"}} {cumulative}\n"));
+        out.push_str(&format!(
+            "{name}_sum {}\n{name}_count {cumulative}\n",
+            self.sum.lock().map(|s| *s).unwrap_or(0.0)
+        ));
+        out
+    }
 }

@@ -237,6 +237,39 @@ struct Inner {
     handlers: Handlers,
     recovery: Recovery,
     committed: Arc<tokio::sync::Notify>,
+    stats: Arc<CommitStats>,
+}
+
+/// Commit latency (apply + log fsync) and batch size of the writer.
+#[derive(Debug)]
+pub struct CommitStats {
+    pub latency_seconds: crate::ops::Histogram,
+    pub batch_size: crate::ops::Histogram,
+}
+
+impl Default for CommitStats {
+    fn default() -> Self {
+        Self {
+            latency_seconds: crate::ops::Histogram::new(&[
+                0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0,
+            ]),
+            batch_size: crate::ops::Histogram::new(&[
+                1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 1024.0, 4096.0,
+            ]),
+        }
+    }
+}
+
+impl CommitStats {
+    /// Both histograms in Prometheus text format.
+    pub fn prometheus(&self) -> String {
+        self.latency_seconds.prometheus(
+            "postfach_commit_latency_seconds",
+            "Time to apply a batch and sync it to the log.",
+        ) + &self
+            .batch_size
+            .prometheus("postfach_commit_batch_size", "Commands committed together.")
+    }
 }
 
 /// An open postfach database. Cheap to clone; all clones share one writer.
@@ -289,13 +322,15 @@ impl Postfach {
         wal.checkpoint()?;
         let (tx, rx) = mpsc::channel::<Request>();
         let committed = Arc::new(tokio::sync::Notify::new());
+        let stats = Arc::new(CommitStats::default());
         let writer = {
             let notify = committed.clone();
+            let stats = stats.clone();
             let clock = options.clock.clone();
             let max_batch = options.max_batch.max(1);
             std::thread::Builder::new()
                 .name("postfach-writer".into())
-                .spawn(move || writer_loop(wal, rx, clock, max_batch, notify))
+                .spawn(move || writer_loop(wal, rx, clock, max_batch, notify, stats))
                 .map_err(StoreError::Io)?
         };
         let pf = Self {
@@ -309,6 +344,7 @@ impl Postfach {
                 handlers: Handlers::default(),
                 recovery,
                 committed,
+                stats,
             }),
         };
         Ok(pf)
@@ -382,6 +418,7 @@ impl Postfach {
     }
 
     /// Starts an instance of the latest version of `process`.
+    #[tracing::instrument(level = "debug", skip(self, vars, business_key))]
     pub async fn start(
         &self,
         process: &str,
@@ -415,6 +452,7 @@ impl Postfach {
     /// println!("{:?}", d.outcome);
     /// # Ok(()) }
     /// ```
+    #[tracing::instrument(level = "debug", skip_all, fields(message = %msg.name, key = %msg.key, message_id = ?msg.message_id))]
     pub async fn publish(&self, msg: Publish) -> Result<Delivery, Error> {
         match self.submit(Command::Publish(msg)).await? {
             Reply::Delivery(d) => Ok(d),
@@ -424,6 +462,7 @@ impl Postfach {
 
     /// Correlates synchronously: exactly one waiting subscription or an
     /// [`Error::Rejected`] naming the reason and the candidates. Never buffers.
+    #[tracing::instrument(level = "debug", skip_all, fields(message = %msg.name, key = %msg.key, message_id = ?msg.message_id))]
     pub async fn correlate(&self, msg: Publish) -> Result<Delivery, Error> {
         let (name, key) = (msg.name.clone(), msg.key.clone());
         match self.submit(Command::Correlate(msg)).await? {
@@ -447,6 +486,7 @@ impl Postfach {
     }
 
     /// Broadcasts a signal; returns how many subscriptions it reached.
+    #[tracing::instrument(level = "debug", skip(self, vars))]
     pub async fn signal(&self, name: &str, vars: Vars) -> Result<usize, Error> {
         match self
             .submit(Command::Signal {
@@ -516,6 +556,7 @@ impl Postfach {
 
     /// Completes a task job and moves its token on. `lease` is the lease token
     /// from [`Postfach::lock_jobs`], or `None` to complete an unlocked job by hand.
+    #[tracing::instrument(level = "debug", skip(self, vars))]
     pub async fn complete_job(
         &self,
         job: u64,
@@ -733,6 +774,11 @@ impl Postfach {
     /// Notified after every committed batch.
     pub(crate) fn committed(&self) -> &tokio::sync::Notify {
         &self.inner.committed
+    }
+
+    /// Commit latency and batch size histograms.
+    pub fn commit_stats(&self) -> &CommitStats {
+        &self.inner.stats
     }
 
     /// Starts the job executor on the current tokio runtime: it runs async
@@ -1000,6 +1046,7 @@ fn writer_loop(
     clock: Arc<dyn Clock>,
     max_batch: usize,
     committed: Arc<tokio::sync::Notify>,
+    stats: Arc<CommitStats>,
 ) {
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
@@ -1013,8 +1060,13 @@ fn writer_loop(
         let (cmds, replies): (Vec<Command>, Vec<_>) =
             batch.into_iter().map(|r| (r.cmd, r.reply)).unzip();
         let wake = cmds.iter().any(Command::wakes_executor);
+        let started = std::time::Instant::now();
         match w.run(now, &cmds) {
             Ok(results) => {
+                stats
+                    .latency_seconds
+                    .observe(started.elapsed().as_secs_f64());
+                stats.batch_size.observe(cmds.len() as f64);
                 for (reply, result) in replies.into_iter().zip(results) {
                     let _ = reply.send(result.map_err(Error::from));
                 }

@@ -277,3 +277,30 @@ fn demo_reports_zero_lost_messages_and_single_invoices() {
     assert!(s["duplicates_recognised"].as_u64().unwrap() > 0);
     assert_eq!(s["repair_guard_refused"], true);
 }
+
+#[test]
+fn log_lines_can_be_json() {
+    let cli = Cli::new();
+    cli.json(&[
+        "deploy",
+        "bpmn/auftrag-ausfuehrung.bpmn",
+        "--correlation-key",
+        "AuftragAbgeschlossen=auftragId",
+    ]);
+    let o = Command::new(env!("CARGO_BIN_EXE_postfach"))
+        .arg("--db")
+        .arg(cli.dir.path().join("cli.redb"))
+        .args(["--log-format", "json", "signal", "Tarifwechsel"])
+        .env("POSTFACH_LOG", "info")
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("reached no subscription"))
+        .expect("the quiet loss is logged");
+    let v: Value = serde_json::from_str(line).expect("a JSON log line");
+    assert_eq!(v["fields"]["signal"], "Tarifwechsel");
+    assert_eq!(v["level"], "INFO");
+}

@@ -98,6 +98,16 @@ fn the_reference_scenario_over_http_with_metrics() {
         1.0
     );
     assert_eq!(sample("postfach_incidents"), 0.0);
+    assert!(
+        sample("postfach_commit_batch_size_count") >= 4.0,
+        "every commit is measured"
+    );
+    assert!(sample("postfach_commit_latency_seconds_bucket{le=\"+Inf\"}") >= 4.0);
+    assert_eq!(
+        sample("postfach_job_attempts_total{result=\"completed\"}"),
+        1.0,
+        "the one invoice"
+    );
 
     assert!(srv.stop().success(), "SIGTERM stops the server cleanly");
 }

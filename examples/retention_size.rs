@@ -1,0 +1,114 @@
+//! File size per completed instances before and after retention cleanup and
+//! compaction. `cargo run --release --example retention_size -- 1000000`
+use postfach::{JobContext, ManualClock, Options, Postfach, Publish, Vars, vars};
+use std::time::{Duration, Instant};
+
+const REFERENCE: &str = include_str!("../bpmn/auftrag-ausfuehrung.bpmn");
+
+fn size(p: &std::path::Path) -> u64 {
+    std::fs::metadata(p).map(|m| m.len()).unwrap_or(0)
+}
+
+#[tokio::main(worker_threads = 2)]
+async fn main() {
+    let n: u64 = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(100_000);
+    std::fs::create_dir_all("target/bench-db").unwrap();
+    let dir = tempfile::tempdir_in("target/bench-db").unwrap();
+    let path = dir.path().join("size.redb");
+    let clock = ManualClock::new(1_767_225_600_000);
+    let open = || {
+        Postfach::open_with(
+            &path,
+            Options {
+                clock: clock.clone(),
+                ..Options::default()
+            },
+        )
+        .unwrap()
+    };
+    let pf = open();
+    pf.deploy(
+        "a.bpmn",
+        REFERENCE,
+        [("AuftragAbgeschlossen".to_string(), "auftragId".to_string())].into(),
+    )
+    .await
+    .unwrap();
+    pf.register_handler("rechnungStellen", |_j: JobContext| async move {
+        Ok(Vars::new())
+    });
+    let t = Instant::now();
+    let chunk = 10_000u64;
+    let mut done = 0;
+    while done < n {
+        let c = chunk.min(n - done);
+        let mut set = tokio::task::JoinSet::new();
+        for i in done..done + c {
+            let pf = pf.clone();
+            set.spawn(async move {
+                let key = format!("A-{i}");
+                pf.start(
+                    "auftrag-ausfuehrung",
+                    vars([("auftragId", key.clone().into())]),
+                    None,
+                )
+                .await
+                .unwrap();
+                let msg = Publish {
+                    name: "AuftragAbgeschlossen".into(),
+                    key: key.clone(),
+                    message_id: Some(format!("done-{key}")),
+                    ..Default::default()
+                };
+                pf.publish(msg).await.unwrap();
+            });
+        }
+        while set.join_next().await.is_some() {}
+        pf.work_until_idle().await.unwrap();
+        done += c;
+    }
+    pf.close();
+    let completed = size(&path);
+    println!(
+        "{n} instances completed in {:.1} s; file {} bytes",
+        t.elapsed().as_secs_f64(),
+        completed
+    );
+
+    clock.advance(Duration::from_secs(32 * 86_400));
+    let pf = open();
+    let t = Instant::now();
+    let (mut i, mut m) = (0, 0);
+    loop {
+        let (a, b, more) = pf.cleanup(5_000).await.unwrap();
+        i += a;
+        m += b;
+        if !more {
+            break;
+        }
+    }
+    pf.close();
+    let cleaned = size(&path);
+    println!(
+        "cleanup removed {i} instances, {m} messages in {:.1} s; file {} bytes",
+        t.elapsed().as_secs_f64(),
+        cleaned
+    );
+    let t = Instant::now();
+    let (_, compacted) = Postfach::compact(&path).unwrap();
+    println!(
+        "compact in {:.1} s; file {} bytes",
+        t.elapsed().as_secs_f64(),
+        compacted
+    );
+    let per_m = |b: u64| b as f64 * 1_000_000.0 / n as f64 / 1_048_576.0;
+    println!(
+        "| {n} completed instances | {:.0} MiB per 1M | after cleanup {:.0} MiB per 1M | after compact {:.0} MiB per 1M |",
+        per_m(completed),
+        per_m(cleaned),
+        per_m(compacted)
+    );
+}

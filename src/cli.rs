@@ -151,6 +151,9 @@ pub enum Command {
         message_id: String,
         #[arg(long)]
         why: String,
+        /// Who discards it (recorded; default $USER).
+        #[arg(long, env = "USER", default_value = "operator")]
+        by: String,
     },
     /// List jobs, or only incidents.
     ///
@@ -726,11 +729,15 @@ async fn execute(pf: &Postfach, command: Command) -> Result<Output, Failure> {
             let d = pf.requeue(&message_id).await?;
             out(delivery_json(&d), delivery_text(&d))
         }
-        Command::Discard { message_id, why } => {
-            pf.discard(&message_id, &why).await?;
+        Command::Discard {
+            message_id,
+            why,
+            by,
+        } => {
+            pf.discard(&message_id, &by, &why).await?;
             out(
-                json!({"message_id": message_id, "state": "discarded", "why": why}),
-                format!("{message_id} discarded: {why}"),
+                json!({"message_id": message_id, "state": "discarded", "why": why, "by": by}),
+                format!("{message_id} discarded by {by}: {why}"),
             )
         }
         Command::Jobs { incidents } => {

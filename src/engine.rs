@@ -2140,7 +2140,7 @@ impl<'a, 't> Engine<'a, 't> {
     }
 
     /// Ends a parked message explicitly, recording why.
-    pub fn discard(&mut self, id: &str, why: &str) -> R<()> {
+    pub fn discard(&mut self, id: &str, by: &str, why: &str) -> R<()> {
         let mut rec = self.find_message(id)?;
         if rec.state != MessageState::Parked {
             return Err(EngineError::NotParked {
@@ -2151,8 +2151,8 @@ impl<'a, 't> Engine<'a, 't> {
         self.t.parked.remove(rec.seq)?;
         rec.state = MessageState::Discarded;
         rec.note = Some(match rec.note.take() {
-            Some(old) => format!("{old}; discarded: {why}"),
-            None => format!("discarded: {why}"),
+            Some(old) => format!("{old}; discarded by {by}: {why}"),
+            None => format!("discarded by {by}: {why}"),
         });
         rec.settled_at = Some(self.now);
         self.t.put_message(&rec)?;

@@ -340,6 +340,8 @@ async fn requeue(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult
 #[serde(deny_unknown_fields)]
 struct DiscardBody {
     why: String,
+    /// Who discards it (recorded).
+    by: String,
 }
 
 async fn discard(
@@ -348,8 +350,11 @@ async fn discard(
     b: Result<Json<DiscardBody>, JsonRejection>,
 ) -> Result<Response, ApiError> {
     let b = body(b)?;
-    s.pf.discard(&id, &b.why).await?;
-    Ok(Json(json!({"message_id": id, "state": "discarded", "why": b.why})).into_response())
+    s.pf.discard(&id, &b.by, &b.why).await?;
+    Ok(
+        Json(json!({"message_id": id, "state": "discarded", "why": b.why, "by": b.by}))
+            .into_response(),
+    )
 }
 
 #[derive(Deserialize)]

@@ -171,6 +171,7 @@ pub(crate) enum Command {
     },
     Discard {
         id: String,
+        by: String,
         why: String,
     },
     AddToken {
@@ -657,9 +658,10 @@ impl Postfach {
     }
 
     /// Ends a parked message explicitly, with the reason recorded.
-    pub async fn discard(&self, message_id: &str, why: &str) -> Result<(), Error> {
+    pub async fn discard(&self, message_id: &str, by: &str, why: &str) -> Result<(), Error> {
         self.submit(Command::Discard {
             id: message_id.into(),
+            by: by.into(),
             why: why.into(),
         })
         .await
@@ -869,8 +871,8 @@ fn apply(e: &mut Engine<'_, '_>, cmd: &Command) -> Result<Reply, EngineError> {
             Reply::Done
         }
         Command::Requeue { id } => Reply::Delivery(e.requeue(id)?),
-        Command::Discard { id, why } => {
-            e.discard(id, why)?;
+        Command::Discard { id, by, why } => {
+            e.discard(id, by, why)?;
             Reply::Done
         }
         Command::AddToken {

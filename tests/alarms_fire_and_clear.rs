@@ -70,10 +70,20 @@ async fn a_parked_message_fires_until_it_is_repaired() {
     env.pf.publish(completion("1", "b")).await.unwrap(); // late: parked
     assert_eq!(eval(&env), vec!["+parked"]);
     env.pf
-        .discard("b", "second copy sent by hand")
+        .discard("b", "ops-anna", "second copy sent by hand")
         .await
         .unwrap();
     assert_eq!(eval(&env), vec!["-parked"]);
+    let record = &env.pf.reader().unwrap().message("b").unwrap()[0];
+    assert_eq!(record.state, "discarded");
+    assert!(
+        record
+            .note
+            .as_deref()
+            .unwrap()
+            .contains("discarded by ops-anna: second copy sent by hand"),
+        "who and why are recorded"
+    );
 }
 
 #[test]

@@ -149,7 +149,15 @@ fn reference_scenario_through_the_command_line() {
     assert_eq!(late["candidates"], serde_json::json!([id]));
     let parked = cli.json(&["messages", "--parked", "--reason", "late"]);
     assert_eq!(parked["messages"][0]["message_id"], "evt-2");
-    cli.json(&["discard", "evt-2", "--why", "provider resent by mistake"]);
+    let d = cli.json(&[
+        "discard",
+        "evt-2",
+        "--why",
+        "provider resent by mistake",
+        "--by",
+        "ops-anna",
+    ]);
+    assert_eq!(d["by"], "ops-anna");
     assert_eq!(cli.json(&["messages"])["messages"], serde_json::json!([]));
 }
 

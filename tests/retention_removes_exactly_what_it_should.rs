@@ -51,7 +51,10 @@ async fn old_completed_work_goes_and_everything_an_operator_needs_stays() {
     // parked (late) and discarded messages
     env.pf.publish(completion("1", "late-1")).await.unwrap();
     env.pf.publish(completion("1", "late-2")).await.unwrap();
-    env.pf.discard("late-2", "resent by mistake").await.unwrap();
+    env.pf
+        .discard("late-2", "ops-anna", "resent by mistake")
+        .await
+        .unwrap();
 
     env.advance(Duration::from_secs(30 * DAY));
     assert_eq!(

@@ -46,6 +46,7 @@ pub fn router(pf: Postfach, token: Option<String>, alarms: Arc<crate::alarms::Al
         )
         .route("/health/ready", get(ready))
         .route("/metrics", get(metrics))
+        .route("/openapi.json", get(openapi))
         .route("/deployments", post(deploy))
         .route("/instances", post(start).get(instances))
         .route("/instances/{id}", get(instance))
@@ -140,6 +141,7 @@ fn body<T>(b: Result<Json<T>, JsonRejection>) -> Result<T, ApiError> {
         .map_err(|r| ApiError::BadRequest(format!("request body: {}", r.body_text())))
 }
 
+#[utoipa::path(get, path = "/health/ready", responses((status = 200, description = "Database open and serving", body = serde_json::Value)))]
 async fn ready(State(s): State<AppState>) -> Response {
     match s.pf.reader() {
         Ok(_) => Json(json!({"status": "ready"})).into_response(),
@@ -147,7 +149,7 @@ async fn ready(State(s): State<AppState>) -> Response {
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct DeployBody {
     file: Option<String>,
@@ -156,6 +158,7 @@ struct DeployBody {
     correlation_keys: BTreeMap<String, String>,
 }
 
+#[utoipa::path(post, path = "/deployments", request_body = DeployBody, responses((status = 200, description = "Deploy a BPMN model (new version unless unchanged)", body = serde_json::Value)))]
 async fn deploy(
     State(s): State<AppState>,
     b: Result<Json<DeployBody>, JsonRejection>,
@@ -175,15 +178,17 @@ async fn deploy(
     Ok(Json(json!({"deployed": list})).into_response())
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct StartBody {
     process: String,
     #[serde(default)]
+    #[schema(value_type = Object)]
     variables: Vars,
     business_key: Option<String>,
 }
 
+#[utoipa::path(post, path = "/instances", request_body = StartBody, responses((status = 201, description = "Start an instance; answers with the instance id", body = serde_json::Value)))]
 async fn start(
     State(s): State<AppState>,
     b: Result<Json<StartBody>, JsonRejection>,
@@ -197,12 +202,13 @@ async fn start(
         .into_response())
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, utoipa::IntoParams)]
 struct InstancesQuery {
     waiting_at: Option<String>,
     state: Option<String>,
 }
 
+#[utoipa::path(get, path = "/instances", params(InstancesQuery), responses((status = 200, description = "Instances, e.g. those waiting at an element with their age", body = serde_json::Value)))]
 async fn instances(State(s): State<AppState>, Query(q): Query<InstancesQuery>) -> ApiResult {
     let r = s.pf.reader()?;
     let list = r.instances(&InstanceFilter {
@@ -216,6 +222,7 @@ async fn instances(State(s): State<AppState>, Query(q): Query<InstancesQuery>) -
     Ok(Json(json!({"instances": list, "waiting": waiting})))
 }
 
+#[utoipa::path(get, path = "/instances/{id}", params(("id" = u64, Path, description = "instance or job id")), responses((status = 200, description = "One instance with tokens, variables and history", body = serde_json::Value)))]
 async fn instance(State(s): State<AppState>, Path(id): Path<u64>) -> ApiResult {
     let v =
         s.pf.reader()?
@@ -224,7 +231,7 @@ async fn instance(State(s): State<AppState>, Path(id): Path<u64>) -> ApiResult {
     Ok(Json(serde_json::to_value(v).unwrap_or(Value::Null)))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct TokenBody {
     element: String,
@@ -232,6 +239,7 @@ struct TokenBody {
     force: bool,
 }
 
+#[utoipa::path(post, path = "/instances/{id}/tokens", request_body = TokenBody, params(("id" = u64, Path, description = "instance or job id")), responses((status = 200, description = "Repair: add a token before an element; 409 if it would duplicate a subscription", body = serde_json::Value)))]
 async fn add_token(
     State(s): State<AppState>,
     Path(id): Path<u64>,
@@ -242,13 +250,14 @@ async fn add_token(
     Ok(Json(repair_json(id, &r)).into_response())
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct MessageBody {
     name: String,
     key: String,
     id: Option<String>,
     #[serde(default)]
+    #[schema(value_type = Object)]
     variables: Vars,
     /// TTL like "24h"; "0s" disables buffering.
     ttl: Option<String>,
@@ -272,6 +281,7 @@ impl MessageBody {
     }
 }
 
+#[utoipa::path(post, path = "/messages", request_body = MessageBody, responses((status = 200, description = "Publish (buffered path): correlated, buffered, duplicate or parked", body = serde_json::Value)))]
 async fn publish(
     State(s): State<AppState>,
     b: Result<Json<MessageBody>, JsonRejection>,
@@ -281,6 +291,7 @@ async fn publish(
     Ok(Json(crate::cli::delivery_json(&d)).into_response())
 }
 
+#[utoipa::path(post, path = "/messages/correlate", request_body = MessageBody, responses((status = 200, description = "Correlate synchronously; 409 with the reason when rejected", body = serde_json::Value)))]
 async fn correlate(
     State(s): State<AppState>,
     b: Result<Json<MessageBody>, JsonRejection>,
@@ -301,7 +312,7 @@ async fn correlate(
     }
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, utoipa::IntoParams)]
 struct MessagesQuery {
     #[serde(default)]
     buffered: bool,
@@ -310,6 +321,7 @@ struct MessagesQuery {
     reason: Option<String>,
 }
 
+#[utoipa::path(get, path = "/messages", params(MessagesQuery), responses((status = 200, description = "Buffered and parked messages", body = serde_json::Value)))]
 async fn messages(
     State(s): State<AppState>,
     Query(q): Query<MessagesQuery>,
@@ -331,12 +343,13 @@ async fn messages(
     Ok(Json(json!({"messages": list})).into_response())
 }
 
+#[utoipa::path(post, path = "/messages/{id}/requeue", params(("id" = String, Path, description = "message id (or NAME/ID)")), responses((status = 200, description = "Evaluate a parked message again", body = serde_json::Value)))]
 async fn requeue(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult {
     let d = s.pf.requeue(&id).await?;
     Ok(Json(crate::cli::delivery_json(&d)))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct DiscardBody {
     why: String,
@@ -344,6 +357,7 @@ struct DiscardBody {
     by: String,
 }
 
+#[utoipa::path(post, path = "/messages/{id}/discard", request_body = DiscardBody, params(("id" = String, Path, description = "message id (or NAME/ID)")), responses((status = 200, description = "End a parked message; who and why are recorded", body = serde_json::Value)))]
 async fn discard(
     State(s): State<AppState>,
     Path(id): Path<String>,
@@ -357,14 +371,16 @@ async fn discard(
     )
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct SignalBody {
     name: String,
     #[serde(default)]
+    #[schema(value_type = Object)]
     variables: Vars,
 }
 
+#[utoipa::path(post, path = "/signals", request_body = SignalBody, responses((status = 200, description = "Broadcast a signal; returns how many subscriptions it reached", body = serde_json::Value)))]
 async fn signal(
     State(s): State<AppState>,
     b: Result<Json<SignalBody>, JsonRejection>,
@@ -374,17 +390,18 @@ async fn signal(
     Ok(Json(json!({"signal": b.name, "reached": n})).into_response())
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, utoipa::IntoParams)]
 struct JobsQuery {
     #[serde(default)]
     incidents: bool,
 }
 
+#[utoipa::path(get, path = "/jobs", params(JobsQuery), responses((status = 200, description = "Jobs, or only incidents", body = serde_json::Value)))]
 async fn jobs(State(s): State<AppState>, Query(q): Query<JobsQuery>) -> ApiResult {
     Ok(Json(json!({"jobs": s.pf.reader()?.jobs(q.incidents)?})))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct AcquireBody {
     topic: String,
@@ -399,6 +416,7 @@ fn one() -> usize {
     1
 }
 
+#[utoipa::path(post, path = "/jobs/acquire", request_body = AcquireBody, responses((status = 200, description = "External worker: lock due jobs of a topic under a lease", body = serde_json::Value)))]
 async fn acquire(
     State(s): State<AppState>,
     b: Result<Json<AcquireBody>, JsonRejection>,
@@ -417,14 +435,16 @@ async fn acquire(
     Ok(Json(json!({"jobs": list})).into_response())
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct CompleteBody {
     lease_token: Option<u64>,
     #[serde(default)]
+    #[schema(value_type = Object)]
     variables: Vars,
 }
 
+#[utoipa::path(post, path = "/jobs/{id}/complete", request_body = CompleteBody, params(("id" = u64, Path, description = "instance or job id")), responses((status = 200, description = "Complete a task job (with the lease token of a worker)", body = serde_json::Value)))]
 async fn complete(
     State(s): State<AppState>,
     Path(id): Path<u64>,
@@ -435,13 +455,14 @@ async fn complete(
     Ok(Json(json!({"job": id.to_string(), "state": "completed"})).into_response())
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct ExtendBody {
     lease_token: u64,
     by_ms: u64,
 }
 
+#[utoipa::path(post, path = "/jobs/{id}/extend", request_body = ExtendBody, params(("id" = u64, Path, description = "instance or job id")), responses((status = 200, description = "Extend a worker lease", body = serde_json::Value)))]
 async fn extend(
     State(s): State<AppState>,
     Path(id): Path<u64>,
@@ -452,7 +473,7 @@ async fn extend(
     Ok(Json(json!({"job": id.to_string(), "lease_until": rfc3339(until)})).into_response())
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct FailBody {
     lease_token: Option<u64>,
@@ -461,6 +482,7 @@ struct FailBody {
     retry_delay_ms: Option<u64>,
 }
 
+#[utoipa::path(post, path = "/jobs/{id}/fail", request_body = FailBody, params(("id" = u64, Path, description = "instance or job id")), responses((status = 200, description = "Record a failed attempt (retries, delay)", body = serde_json::Value)))]
 async fn fail(
     State(s): State<AppState>,
     Path(id): Path<u64>,
@@ -478,7 +500,7 @@ async fn fail(
     Ok(Json(json!({"job": id.to_string(), "state": state})).into_response())
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct BpmnErrorBody {
     lease_token: Option<u64>,
@@ -486,9 +508,11 @@ struct BpmnErrorBody {
     #[serde(default)]
     message: String,
     #[serde(default)]
+    #[schema(value_type = Object)]
     variables: Vars,
 }
 
+#[utoipa::path(post, path = "/jobs/{id}/bpmn-error", request_body = BpmnErrorBody, params(("id" = u64, Path, description = "instance or job id")), responses((status = 200, description = "Throw a BPMN error: the error boundary event takes it, else 409 and an incident", body = serde_json::Value)))]
 async fn bpmn_error(
     State(s): State<AppState>,
     Path(id): Path<u64>,
@@ -506,11 +530,13 @@ async fn bpmn_error(
     Ok((status, Json(json!({"job": id.to_string(), "caught": caught, "state": if caught { "completed" } else { "incident" }}))).into_response())
 }
 
+#[utoipa::path(post, path = "/jobs/{id}/retry", params(("id" = u64, Path, description = "instance or job id")), responses((status = 200, description = "Make an incident runnable again", body = serde_json::Value)))]
 async fn retry(State(s): State<AppState>, Path(id): Path<u64>) -> ApiResult {
     s.pf.retry_job(id).await?;
     Ok(Json(json!({"job": id.to_string(), "state": "ready"})))
 }
 
+#[utoipa::path(get, path = "/metrics", responses((status = 200, description = "Prometheus metrics", body = serde_json::Value)))]
 async fn metrics(State(s): State<AppState>) -> Result<Response, ApiError> {
     let mut text = crate::ops::prometheus(&s.pf.reader()?)?;
     text.push_str(&s.alarms.prometheus());
@@ -518,7 +544,7 @@ async fn metrics(State(s): State<AppState>) -> Result<Response, ApiError> {
     Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response())
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct CliBody {
     args: Vec<String>,
@@ -526,6 +552,7 @@ struct CliBody {
 
 /// Runs a command line inside the server, so `postfach --server URL ...` prints
 /// exactly what it would print against the database itself.
+#[utoipa::path(post, path = "/cli", request_body = CliBody, responses((status = 200, description = "Run a postfach command line inside the server (what --server uses)", body = serde_json::Value)))]
 async fn cli(
     State(s): State<AppState>,
     b: Result<Json<CliBody>, JsonRejection>,
@@ -546,6 +573,7 @@ fn repair_json(instance: u64, r: &crate::Repair) -> Value {
     })
 }
 
+#[utoipa::path(post, path = "/instances/{id}/tokens/{token}/move", request_body = TokenBody, params(("id" = u64, Path, description = "instance or job id"), ("token" = u64, Path, description = "token id")), responses((status = 200, description = "Repair: move a token; 409 if it would duplicate a subscription", body = serde_json::Value)))]
 async fn move_token(
     State(s): State<AppState>,
     Path((id, token)): Path<(u64, u64)>,
@@ -556,7 +584,51 @@ async fn move_token(
     Ok(Json(repair_json(id, &r)).into_response())
 }
 
+#[utoipa::path(post, path = "/instances/{id}/tokens/{token}/cancel", params(("id" = u64, Path, description = "instance or job id"), ("token" = u64, Path, description = "token id")), responses((status = 200, description = "Repair: remove a token (the last one cancels the instance)", body = serde_json::Value)))]
 async fn cancel_token(State(s): State<AppState>, Path((id, token)): Path<(u64, u64)>) -> ApiResult {
     let r = s.pf.cancel_token(id, token).await?;
     Ok(Json(repair_json(id, &r)))
+}
+
+/// The OpenAPI document of this API, generated from the handlers above.
+#[derive(utoipa::OpenApi)]
+#[openapi(
+    info(
+        title = "postfach",
+        description = "Admin API of postfach run: instances, messages, jobs, repair, metrics."
+    ),
+    paths(
+        ready,
+        deploy,
+        start,
+        instances,
+        instance,
+        add_token,
+        move_token,
+        cancel_token,
+        publish,
+        correlate,
+        messages,
+        requeue,
+        discard,
+        signal,
+        jobs,
+        acquire,
+        complete,
+        extend,
+        fail,
+        bpmn_error,
+        retry,
+        metrics,
+        cli
+    )
+)]
+pub struct ApiDoc;
+
+async fn openapi() -> Response {
+    use utoipa::OpenApi;
+    match ApiDoc::openapi().to_json() {
+        Ok(doc) => ([(header::CONTENT_TYPE, "application/json")], doc).into_response(),
+        Err(e) => problem(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    }
 }

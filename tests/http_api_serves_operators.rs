@@ -166,3 +166,48 @@ fn a_non_loopback_bind_needs_a_token_and_requests_without_it_get_401() {
     );
     srv.stop();
 }
+
+#[test]
+fn the_openapi_document_lists_every_resource() {
+    let srv = Server::start("127.0.0.1:0", None);
+    let (status, doc) = srv.json("GET", "/openapi.json", None);
+    assert_eq!(status, 200);
+    assert!(doc["openapi"].as_str().unwrap().starts_with('3'));
+    let paths: Vec<&str> = doc["paths"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    for p in [
+        "/deployments",
+        "/instances",
+        "/instances/{id}",
+        "/instances/{id}/tokens",
+        "/instances/{id}/tokens/{token}/move",
+        "/instances/{id}/tokens/{token}/cancel",
+        "/messages",
+        "/messages/correlate",
+        "/messages/{id}/requeue",
+        "/messages/{id}/discard",
+        "/signals",
+        "/jobs",
+        "/jobs/acquire",
+        "/jobs/{id}/complete",
+        "/jobs/{id}/extend",
+        "/jobs/{id}/fail",
+        "/jobs/{id}/bpmn-error",
+        "/jobs/{id}/retry",
+        "/metrics",
+        "/health/ready",
+        "/cli",
+    ] {
+        assert!(paths.contains(&p), "{p} missing from /openapi.json");
+    }
+    let start = &doc["paths"]["/instances"]["post"];
+    assert!(
+        start["requestBody"].is_object(),
+        "request bodies are described"
+    );
+    srv.stop();
+}

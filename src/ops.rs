@@ -567,12 +567,19 @@ pub fn prometheus(r: &Reader) -> Result<String, StoreError> {
             r.now.saturating_sub(*since) as f64 / 1000.0
         );
     }
-    let jobs = r.jobs(false)?;
-    let due = jobs.iter().filter(|j| j.state == "ready").count();
-    let incidents = jobs.iter().filter(|j| j.state == "incident").count();
+    let (mut due, mut incidents) = (0u64, 0u64);
+    for row in r.table(JOBS)?.iter()? {
+        let (_, v) = row?;
+        let j: JobRecord = codec::decode(v.value())?;
+        match j.state {
+            JobState::Ready if j.due_at <= r.now => due += 1,
+            JobState::Incident => incidents += 1,
+            _ => {}
+        }
+    }
     let _ = writeln!(
         s,
-        "# TYPE postfach_jobs_ready gauge\npostfach_jobs_ready {due}"
+        "# HELP postfach_jobs_due Jobs due now and not taken yet.\n# TYPE postfach_jobs_due gauge\npostfach_jobs_due {due}"
     );
     let _ = writeln!(
         s,

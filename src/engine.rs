@@ -2318,19 +2318,7 @@ impl<'a, 't> Engine<'a, 't> {
     /// Moves a token to before `element`; guarded like [`Engine::add_token`].
     pub fn move_token(&mut self, inst: u64, token: u64, element: &str, force: bool) -> R<Repair> {
         let idx = self.repair_target(inst, element)?;
-        let Some(from) = self
-            .inst(inst)
-            .tokens
-            .iter()
-            .find(|t| t.id == token)
-            .map(|t| t.element.clone())
-        else {
-            self.dirty.remove(&inst);
-            return Err(EngineError::UnknownToken {
-                instance: inst,
-                token,
-            });
-        };
+        let from = self.existing_token(inst, token)?;
         if !force {
             self.repair_guard(inst, idx, Some(token))?;
         }
@@ -2343,19 +2331,7 @@ impl<'a, 't> Engine<'a, 't> {
     /// Removes a token. Removing the last one ends the instance as cancelled.
     pub fn cancel_token(&mut self, inst: u64, token: u64) -> R<Repair> {
         self.repair_target(inst, "")?;
-        let Some(at) = self
-            .inst(inst)
-            .tokens
-            .iter()
-            .find(|t| t.id == token)
-            .map(|t| t.element.clone())
-        else {
-            self.dirty.remove(&inst);
-            return Err(EngineError::UnknownToken {
-                instance: inst,
-                token,
-            });
-        };
+        let at = self.existing_token(inst, token)?;
         self.interrupt(inst, token)?;
         self.history(inst, &at, "token_cancelled");
         if self.inst(inst).tokens.is_empty() {
@@ -2368,6 +2344,20 @@ impl<'a, 't> Engine<'a, 't> {
             jobs_created: Vec::new(),
             waiting_at: self.waiting(inst)?,
         })
+    }
+
+    /// The element of a token named by an operator, or a refusal that changed nothing.
+    fn existing_token(&mut self, inst: u64, token: u64) -> R<String> {
+        match self.inst(inst).tokens.iter().find(|t| t.id == token) {
+            Some(t) => Ok(t.element.clone()),
+            None => {
+                self.dirty.remove(&inst);
+                Err(EngineError::UnknownToken {
+                    instance: inst,
+                    token,
+                })
+            }
+        }
     }
 
     /// Loads an active instance for a repair; resolves `element` ("" for none).

@@ -509,12 +509,7 @@ pub fn prometheus(r: &Reader) -> Result<String, StoreError> {
             count(&format!("messages_parked_{reason}"))
         );
     }
-    let buffered = r
-        .messages(&MessageFilter {
-            buffered: true,
-            ..Default::default()
-        })?
-        .len();
+    let buffered = redb::ReadableTableMetadata::len(&r.table(BUFFER)?)?;
     let _ = writeln!(
         s,
         "# TYPE postfach_messages_buffered gauge\npostfach_messages_buffered {buffered}"

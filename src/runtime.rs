@@ -223,6 +223,30 @@ pub(crate) enum Reply {
     Done,
 }
 
+/// Typed views of a reply; a mismatch cannot happen for the command sent.
+macro_rules! reply_as {
+    ($($fn_name:ident: $variant:ident => $ty:ty),* $(,)?) => {
+        impl Reply {
+            $(fn $fn_name(self) -> Result<$ty, Error> {
+                match self {
+                    Reply::$variant(v) => Ok(v),
+                    _ => unreachable_reply(),
+                }
+            })*
+        }
+    };
+}
+
+reply_as! {
+    repair: Repair => Repair,
+    delivery: Delivery => Delivery,
+    deployed: Deployed => Vec<Deployed>,
+    started: Started => u64,
+    count: Count => usize,
+    locked: Locked => Vec<LockedJob>,
+    job_state: JobState => JobState,
+}
+
 struct Request {
     cmd: Command,
     reply: oneshot::Sender<Result<Reply, Error>>,
@@ -405,17 +429,13 @@ impl Postfach {
         xml: &str,
         correlation_keys: BTreeMap<String, String>,
     ) -> Result<Vec<Deployed>, Error> {
-        match self
-            .submit(Command::Deploy {
-                file: file.into(),
-                xml: xml.into(),
-                overrides: correlation_keys,
-            })
-            .await?
-        {
-            Reply::Deployed(d) => Ok(d),
-            _ => unreachable_reply(),
-        }
+        self.submit(Command::Deploy {
+            file: file.into(),
+            xml: xml.into(),
+            overrides: correlation_keys,
+        })
+        .await?
+        .deployed()
     }
 
     /// Starts an instance of the latest version of `process`.
@@ -426,17 +446,13 @@ impl Postfach {
         vars: Vars,
         business_key: Option<String>,
     ) -> Result<u64, Error> {
-        match self
-            .submit(Command::Start {
-                process: process.into(),
-                vars,
-                business_key,
-            })
-            .await?
-        {
-            Reply::Started(id) => Ok(id),
-            _ => unreachable_reply(),
-        }
+        self.submit(Command::Start {
+            process: process.into(),
+            vars,
+            business_key,
+        })
+        .await?
+        .started()
     }
 
     /// Publishes a message (the normal, buffered path). Every message ends in a
@@ -455,10 +471,7 @@ impl Postfach {
     /// ```
     #[tracing::instrument(level = "debug", skip_all, fields(message = %msg.name, key = %msg.key, message_id = ?msg.message_id))]
     pub async fn publish(&self, msg: Publish) -> Result<Delivery, Error> {
-        match self.submit(Command::Publish(msg)).await? {
-            Reply::Delivery(d) => Ok(d),
-            _ => unreachable_reply(),
-        }
+        self.submit(Command::Publish(msg)).await?.delivery()
     }
 
     /// Correlates synchronously: exactly one waiting subscription or an
@@ -480,33 +493,25 @@ impl Postfach {
 
     /// Parks an undecodable payload with its raw bytes (reason `malformed`).
     pub async fn park_malformed(&self, m: Malformed) -> Result<Delivery, Error> {
-        match self.submit(Command::Malformed(m)).await? {
-            Reply::Delivery(d) => Ok(d),
-            _ => unreachable_reply(),
-        }
+        self.submit(Command::Malformed(m)).await?.delivery()
     }
 
     /// Broadcasts a signal; returns how many subscriptions it reached.
     #[tracing::instrument(level = "debug", skip(self, vars))]
     pub async fn signal(&self, name: &str, vars: Vars) -> Result<usize, Error> {
-        match self
-            .submit(Command::Signal {
-                name: name.into(),
-                vars,
-            })
-            .await?
-        {
-            Reply::Count(n) => Ok(n),
-            _ => unreachable_reply(),
-        }
+        self.submit(Command::Signal {
+            name: name.into(),
+            vars,
+        })
+        .await?
+        .count()
     }
 
     /// Runs due async continuations (up to `limit`).
     pub async fn run_continuations(&self, limit: usize) -> Result<usize, Error> {
-        match self.submit(Command::RunContinuations { limit }).await? {
-            Reply::Count(n) => Ok(n),
-            _ => unreachable_reply(),
-        }
+        self.submit(Command::RunContinuations { limit })
+            .await?
+            .count()
     }
 
     /// Locks due task jobs of a topic for a worker.
@@ -540,19 +545,15 @@ impl Postfach {
         lease: Millis,
         in_process: bool,
     ) -> Result<Vec<LockedJob>, Error> {
-        match self
-            .submit(Command::LockJobs {
-                topic: topic.into(),
-                max,
-                owner: owner.into(),
-                lease,
-                in_process,
-            })
-            .await?
-        {
-            Reply::Locked(j) => Ok(j),
-            _ => unreachable_reply(),
-        }
+        self.submit(Command::LockJobs {
+            topic: topic.into(),
+            max,
+            owner: owner.into(),
+            lease,
+            in_process,
+        })
+        .await?
+        .locked()
     }
 
     /// Completes a task job and moves its token on. `lease` is the lease token
@@ -589,19 +590,15 @@ impl Postfach {
         retries_left: Option<u32>,
         retry_delay: Option<Millis>,
     ) -> Result<JobState, Error> {
-        match self
-            .submit(Command::FailJob {
-                job,
-                lease,
-                error: error.into(),
-                retries_left,
-                retry_delay,
-            })
-            .await?
-        {
-            Reply::JobState(s) => Ok(s),
-            _ => unreachable_reply(),
-        }
+        self.submit(Command::FailJob {
+            job,
+            lease,
+            error: error.into(),
+            retries_left,
+            retry_delay,
+        })
+        .await?
+        .job_state()
     }
 
     /// Extends a worker's lease to now + `by`; returns the new expiry. Refused
@@ -646,15 +643,11 @@ impl Postfach {
 
     /// Evaluates a parked message again, like a new publish.
     pub async fn requeue(&self, message_id: &str) -> Result<Delivery, Error> {
-        match self
-            .submit(Command::Requeue {
-                id: message_id.into(),
-            })
-            .await?
-        {
-            Reply::Delivery(d) => Ok(d),
-            _ => unreachable_reply(),
-        }
+        self.submit(Command::Requeue {
+            id: message_id.into(),
+        })
+        .await?
+        .delivery()
     }
 
     /// Ends a parked message explicitly, with the reason recorded.
@@ -676,17 +669,13 @@ impl Postfach {
         element: &str,
         force: bool,
     ) -> Result<Repair, Error> {
-        match self
-            .submit(Command::AddToken {
-                instance,
-                element: element.into(),
-                force,
-            })
-            .await?
-        {
-            Reply::Repair(r) => Ok(r),
-            _ => unreachable_reply(),
-        }
+        self.submit(Command::AddToken {
+            instance,
+            element: element.into(),
+            force,
+        })
+        .await?
+        .repair()
     }
 
     /// Moves a token to before `element`; guarded like [`Postfach::add_token`].
@@ -697,29 +686,21 @@ impl Postfach {
         element: &str,
         force: bool,
     ) -> Result<Repair, Error> {
-        match self
-            .submit(Command::MoveToken {
-                instance,
-                token,
-                element: element.into(),
-                force,
-            })
-            .await?
-        {
-            Reply::Repair(r) => Ok(r),
-            _ => unreachable_reply(),
-        }
+        self.submit(Command::MoveToken {
+            instance,
+            token,
+            element: element.into(),
+            force,
+        })
+        .await?
+        .repair()
     }
 
     /// Removes a token; removing the last one ends the instance as cancelled.
     pub async fn cancel_token(&self, instance: u64, token: u64) -> Result<Repair, Error> {
-        match self
-            .submit(Command::CancelToken { instance, token })
+        self.submit(Command::CancelToken { instance, token })
             .await?
-        {
-            Reply::Repair(r) => Ok(r),
-            _ => unreachable_reply(),
-        }
+            .repair()
     }
 
     /// Retention: removes one batch (up to `limit` scanned records per table) of

@@ -1184,8 +1184,11 @@ pub(crate) fn runs_remotely(c: &Command) -> Result<(), String> {
         Command::Import { .. } => {
             Err("import streams stdin; use POST /messages against the server instead".into())
         }
+                // a pass of the server's own executor is fine; a foreground executor or
+        // handlers registered from a remote command line are not
+        Command::Work { until_idle: true, invoice_ledger: None, invoice_delay: None } => Ok(()),
         Command::Work { .. } => Err(
-            "the server runs its own job executor; drop --server to work a local database".into(),
+            "the server runs its own job executor: use `work --until-idle` for one pass, or drop --server to work a local database".into(),
         ),
         _ => Ok(()),
     }

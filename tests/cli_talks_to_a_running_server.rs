@@ -83,7 +83,12 @@ fn the_command_line_works_against_a_running_server() {
 
     // usage errors come back as usage errors; commands that cannot run remotely say why
     assert_eq!(cli(&srv, &["publish", "X"]).status.code(), Some(2));
-    let o = cli(&srv, &["work", "--until-idle"]);
+    let pass = json(&srv, &["work", "--until-idle"]);
+    assert!(
+        pass["continuations"].is_number(),
+        "one pass of the server's executor: {pass}"
+    );
+    let o = cli(&srv, &["work"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("executor"));
 

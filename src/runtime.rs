@@ -331,7 +331,7 @@ impl Postfach {
         let mut wal = Writer::recover(db.clone(), defs.clone(), &options, &path)?;
         // this process holds the file lock now, so no earlier lease holder runs
         let released = match wal
-            .run(options.clock.now(), &[Command::ReleaseAllLeases])?
+            .run_at_open(options.clock.now(), &[Command::ReleaseAllLeases])?
             .first()
         {
             Some(Ok(Reply::Count(n))) => *n,
@@ -348,14 +348,14 @@ impl Postfach {
         let (tx, rx) = mpsc::channel::<Request>();
         let committed = Arc::new(tokio::sync::Notify::new());
         let stats = Arc::new(CommitStats::default());
+        wal.start_syncer(committed.clone(), stats.clone())?;
         let writer = {
-            let notify = committed.clone();
             let stats = stats.clone();
             let clock = options.clock.clone();
             let max_batch = options.max_batch.max(1);
             std::thread::Builder::new()
                 .name("postfach-writer".into())
-                .spawn(move || writer_loop(wal, rx, clock, max_batch, notify, stats))
+                .spawn(move || writer_loop(wal, rx, clock, max_batch, stats))
                 .map_err(StoreError::Io)?
         };
         let pf = Self {
@@ -887,13 +887,35 @@ struct Writer {
     db: Arc<redb::Database>,
     defs: Arc<DefCache>,
     config: Config,
-    wal: Wal,
+    /// The log while opening; moved into the syncer thread afterwards.
+    wal: Option<Wal>,
+    syncer: Option<(mpsc::Sender<SyncMsg>, JoinHandle<()>)>,
     batch: u64,
     last_checkpoint: std::time::Instant,
+    /// Log bytes written since the last checkpoint.
+    logged: u64,
     /// Set when the log could not be written: nothing more is accepted.
-    poisoned: Option<String>,
+    poisoned: Arc<Mutex<Option<String>>>,
     checkpoint_every: std::time::Duration,
     replayed: usize,
+}
+
+/// Where a caller waits for its answer.
+type ReplyTo = oneshot::Sender<Result<Reply, Error>>;
+
+/// What the writer hands the syncer thread.
+enum SyncMsg {
+    /// A batch applied to redb: sync its log frame, then answer its callers.
+    Batch(PendingBatch),
+    /// Empty the log (after a durable checkpoint), then say so.
+    Reset(mpsc::Sender<Result<(), StoreError>>),
+}
+
+struct PendingBatch {
+    frame: Vec<u8>,
+    answers: Vec<(ReplyTo, Result<Reply, EngineError>)>,
+    wake: bool,
+    started: std::time::Instant,
 }
 
 impl Writer {
@@ -915,10 +937,12 @@ impl Writer {
             db,
             defs,
             config: options.config.clone(),
-            wal,
+            wal: Some(wal),
+            syncer: None,
             batch: durable,
             last_checkpoint: std::time::Instant::now(),
-            poisoned: None,
+            logged: 0,
+            poisoned: Arc::default(),
             checkpoint_every: options.checkpoint_every,
             replayed: 0,
         };
@@ -930,48 +954,111 @@ impl Writer {
         }
         w.replayed = replayed;
         if replayed > 0 {
-            tracing::info!(batches = replayed, log = %w.wal.path().display(), "replayed write-ahead log");
+            tracing::info!(batches = replayed, "replayed write-ahead log");
             w.checkpoint()?;
         }
         Ok(w)
     }
 
-    /// Applies one batch to redb without fsync and records it in the log.
-    fn run(
+    /// Applies one batch at open, before the syncer runs: durable at once.
+    fn run_at_open(
         &mut self,
         now: Millis,
         cmds: &[Command],
     ) -> Result<Vec<Result<Reply, EngineError>>, StoreError> {
-        if let Some(why) = &self.poisoned {
-            return Err(StoreError::Aborted(format!(
-                "the write-ahead log failed earlier ({why}); reopen the database"
-            )));
-        }
-        let results = self.apply_batch(now, cmds, redb::Durability::None)?;
-        let record = wal::Record {
-            batch: self.batch,
-            now,
-            commands: Vec::new(),
+        self.apply_batch(now, cmds, redb::Durability::Immediate)
+    }
+
+    /// Moves the log into its own thread: from now on the writer applies the next
+    /// batch while the syncer fsyncs the previous ones (several at once if they
+    /// queue up) and answers their callers.
+    fn start_syncer(
+        &mut self,
+        committed: Arc<tokio::sync::Notify>,
+        stats: Arc<CommitStats>,
+    ) -> Result<(), StoreError> {
+        let Some(wal) = self.wal.take() else {
+            return Ok(());
         };
-        let logged = self.wal.append_with(&record, cmds);
-        if let Err(e) = logged {
-            // redb already holds the batch in memory; it must never become durable
-            self.poisoned = Some(e.to_string());
-            return Err(StoreError::Aborted(format!(
-                "write-ahead log: {e}; reopen the database"
-            )));
+        let (tx, rx) = mpsc::channel::<SyncMsg>();
+        let poisoned = self.poisoned.clone();
+        let handle = std::thread::Builder::new()
+            .name("postfach-syncer".into())
+            .spawn(move || syncer_loop(wal, rx, poisoned, committed, stats))
+            .map_err(StoreError::Io)?;
+        self.syncer = Some((tx, handle));
+        Ok(())
+    }
+
+    fn poisoned(&self) -> Option<String> {
+        self.poisoned.lock().ok().and_then(|p| p.clone())
+    }
+
+    /// Applies one batch to redb without fsync and hands its log frame and its
+    /// callers to the syncer, which answers them once the frame is on disk.
+    fn submit(
+        &mut self,
+        now: Millis,
+        cmds: &[Command],
+        replies: Vec<oneshot::Sender<Result<Reply, Error>>>,
+        started: std::time::Instant,
+    ) {
+        let fail = |replies: Vec<oneshot::Sender<Result<Reply, Error>>>, text: String| {
+            for reply in replies {
+                let _ = reply.send(Err(Error::Store(StoreError::Aborted(text.clone()))));
+            }
+        };
+        if let Some(why) = self.poisoned() {
+            return fail(
+                replies,
+                format!("the write-ahead log failed earlier ({why}); reopen the database"),
+            );
+        }
+        let results = match self.apply_batch(now, cmds, redb::Durability::None) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::error!(error = %e, "batch aborted");
+                return fail(replies, e.to_string());
+            }
+        };
+        let frame = match wal::frame(self.batch, now, cmds) {
+            Ok(f) => f,
+            Err(e) => {
+                // redb already holds the batch in memory; it must never become durable
+                if let Ok(mut p) = self.poisoned.lock() {
+                    *p = Some(e.to_string());
+                }
+                return fail(
+                    replies,
+                    format!("write-ahead log: {e}; reopen the database"),
+                );
+            }
+        };
+        self.logged += frame.len() as u64;
+        let batch = PendingBatch {
+            frame,
+            answers: replies.into_iter().zip(results).collect(),
+            wake: cmds.iter().any(Command::wakes_executor),
+            started,
+        };
+        if let Some((tx, _)) = &self.syncer
+            && let Err(mpsc::SendError(SyncMsg::Batch(b))) = tx.send(SyncMsg::Batch(batch))
+        {
+            fail(
+                b.answers.into_iter().map(|(r, _)| r).collect(),
+                "the log syncer stopped; reopen the database".into(),
+            );
         }
         if self.last_checkpoint.elapsed() >= self.checkpoint_every
-            || self.wal.size() >= CHECKPOINT_BYTES
+            || self.logged >= CHECKPOINT_BYTES
         {
-            // this batch is durable in the log already: a failed checkpoint is
-            // retried later and must not turn its callers' success into an error
+            // the batches are or will be durable in the log: a failed checkpoint
+            // is retried later and must not turn their callers' success into an error
             if let Err(e) = self.checkpoint() {
                 tracing::error!(error = %e, "checkpoint failed; the write-ahead log keeps growing until one succeeds");
                 self.last_checkpoint = std::time::Instant::now();
             }
         }
-        Ok(results)
     }
 
     fn apply_batch(
@@ -1003,7 +1090,7 @@ impl Writer {
 
     /// A durable redb commit of everything so far; then the log is emptied.
     fn checkpoint(&mut self) -> Result<(), StoreError> {
-        if self.poisoned.is_some() {
+        if self.poisoned().is_some() {
             return Ok(());
         }
         let mut tx = self.db.begin_write()?;
@@ -1014,7 +1101,19 @@ impl Writer {
             meta.insert(WAL_BATCH, self.batch)?;
         }
         tx.commit()?;
-        self.wal.reset()?;
+        match (&mut self.wal, &self.syncer) {
+            (Some(wal), _) => wal.reset()?,
+            (None, Some((sync, _))) => {
+                // the syncer empties the log after the frames queued before this
+                let (done, wait) = mpsc::channel();
+                sync.send(SyncMsg::Reset(done))
+                    .map_err(|_| StoreError::Aborted("the log syncer stopped".into()))?;
+                wait.recv()
+                    .map_err(|_| StoreError::Aborted("the log syncer stopped".into()))??;
+            }
+            (None, None) => {}
+        }
+        self.logged = 0;
         self.last_checkpoint = std::time::Instant::now();
         Ok(())
     }
@@ -1028,7 +1127,6 @@ fn writer_loop(
     rx: mpsc::Receiver<Request>,
     clock: Arc<dyn Clock>,
     max_batch: usize,
-    committed: Arc<tokio::sync::Notify>,
     stats: Arc<CommitStats>,
 ) {
     while let Ok(first) = rx.recv() {
@@ -1039,36 +1137,95 @@ fn writer_loop(
                 Err(_) => break,
             }
         }
+        let started = std::time::Instant::now();
         let now = clock.now();
         let (cmds, replies): (Vec<Command>, Vec<_>) =
             batch.into_iter().map(|r| (r.cmd, r.reply)).unzip();
-        let wake = cmds.iter().any(Command::wakes_executor);
-        let started = std::time::Instant::now();
-        match w.run(now, &cmds) {
-            Ok(results) => {
-                stats
-                    .latency_seconds
-                    .observe(started.elapsed().as_secs_f64());
-                stats.batch_size.observe(cmds.len() as f64);
-                for (reply, result) in replies.into_iter().zip(results) {
-                    let _ = reply.send(result.map_err(Error::from));
-                }
-                // wakes the job executor: new jobs are picked up at once
-                if wake {
-                    committed.notify_one();
-                }
-            }
-            Err(err) => {
-                tracing::error!(error = %err, "batch aborted");
-                let text = err.to_string();
-                for reply in replies {
-                    let _ = reply.send(Err(Error::Store(StoreError::Aborted(text.clone()))));
-                }
-            }
-        }
+        stats.batch_size.observe(cmds.len() as f64);
+        w.submit(now, &cmds, replies, started);
     }
     if let Err(e) = w.checkpoint() {
         tracing::error!(error = %e, "checkpoint at close failed; the write-ahead log is replayed at the next open");
+    }
+    if let Some((tx, handle)) = w.syncer.take() {
+        drop(tx);
+        let _ = handle.join();
+    }
+}
+
+/// Syncs queued log frames — all that queued up since the last fsync with one
+/// fsync — then answers their callers. A failed write poisons the writer.
+fn syncer_loop(
+    mut wal: Wal,
+    rx: mpsc::Receiver<SyncMsg>,
+    poisoned: Arc<Mutex<Option<String>>>,
+    committed: Arc<tokio::sync::Notify>,
+    stats: Arc<CommitStats>,
+) {
+    let mut held: Option<SyncMsg> = None;
+    loop {
+        let msg = match held.take() {
+            Some(m) => m,
+            None => match rx.recv() {
+                Ok(m) => m,
+                Err(_) => return,
+            },
+        };
+        let first = match msg {
+            SyncMsg::Reset(done) => {
+                let _ = done.send(wal.reset());
+                continue;
+            }
+            SyncMsg::Batch(b) => b,
+        };
+        let mut group = vec![first];
+        loop {
+            match rx.try_recv() {
+                Ok(SyncMsg::Batch(b)) => group.push(b),
+                Ok(other) => {
+                    held = Some(other);
+                    break;
+                }
+                Err(_) => break,
+            }
+        }
+        let earlier = poisoned.lock().ok().and_then(|p| p.clone());
+        let synced = match earlier {
+            Some(why) => Err(format!(
+                "the write-ahead log failed earlier ({why}); reopen the database"
+            )),
+            None => wal
+                .append_frames(group.iter().map(|b| b.frame.as_slice()))
+                .map_err(|e| {
+                    if let Ok(mut p) = poisoned.lock() {
+                        *p = Some(e.to_string());
+                    }
+                    format!("write-ahead log: {e}; reopen the database")
+                }),
+        };
+        let mut wake = false;
+        for b in group {
+            match &synced {
+                Ok(()) => {
+                    stats
+                        .latency_seconds
+                        .observe(b.started.elapsed().as_secs_f64());
+                    wake |= b.wake;
+                    for (reply, result) in b.answers {
+                        let _ = reply.send(result.map_err(Error::from));
+                    }
+                }
+                Err(text) => {
+                    for (reply, _) in b.answers {
+                        let _ = reply.send(Err(Error::Store(StoreError::Aborted(text.clone()))));
+                    }
+                }
+            }
+        }
+        // wakes the job executor: new jobs are picked up at once
+        if wake {
+            committed.notify_one();
+        }
     }
 }
 

@@ -40,7 +40,6 @@ struct RecordRef<'a> {
 /// An open log file positioned at its end.
 pub(crate) struct Wal {
     file: File,
-    path: PathBuf,
     size: u64,
 }
 
@@ -90,7 +89,6 @@ impl Wal {
         Ok((
             Wal {
                 file,
-                path: path.to_path_buf(),
                 size: pos as u64,
             },
             records,
@@ -103,21 +101,26 @@ impl Wal {
         self.append_with(record, &record.commands)
     }
 
-    /// Appends `record` carrying `commands` (borrowed, not copied) and syncs it.
-    pub fn append_with(&mut self, record: &Record, commands: &[Command]) -> Result<(), StoreError> {
-        let body = codec::encode(&RecordRef {
-            batch: record.batch,
-            now: record.now,
-            commands,
-        })?;
-        let mut frame = Vec::with_capacity(body.len() + 8);
-        frame.extend_from_slice(&(body.len() as u32).to_le_bytes());
-        frame.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
-        frame.extend_from_slice(&body);
-        self.file.write_all(&frame)?;
+    /// Appends frames made by [`frame`] and syncs them with one fsync.
+    pub fn append_frames<'a>(
+        &mut self,
+        frames: impl IntoIterator<Item = &'a [u8]>,
+    ) -> Result<(), StoreError> {
+        let mut n = 0;
+        for f in frames {
+            self.file.write_all(f)?;
+            n += f.len() as u64;
+        }
         self.file.sync_data()?;
-        self.size += frame.len() as u64;
+        self.size += n;
         Ok(())
+    }
+
+    /// Appends `record` carrying `commands` (borrowed, not copied) and syncs it.
+    #[cfg(test)]
+    pub fn append_with(&mut self, record: &Record, commands: &[Command]) -> Result<(), StoreError> {
+        let f = frame(record.batch, record.now, commands)?;
+        self.append_frames([f.as_slice()])
     }
 
     /// Empties the log after a checkpoint made its records redundant.
@@ -129,13 +132,24 @@ impl Wal {
         Ok(())
     }
 
+    #[cfg(test)]
     pub fn size(&self) -> u64 {
         self.size
     }
+}
 
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
+/// Encodes a batch as one log frame: `[len][crc32][record]`.
+pub(crate) fn frame(batch: u64, now: Millis, commands: &[Command]) -> Result<Vec<u8>, StoreError> {
+    let body = codec::encode(&RecordRef {
+        batch,
+        now,
+        commands,
+    })?;
+    let mut frame = Vec::with_capacity(body.len() + 8);
+    frame.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    frame.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
+    frame.extend_from_slice(&body);
+    Ok(frame)
 }
 
 #[cfg(test)]

@@ -4,6 +4,9 @@
 //! Numbers go to README.md with the machine named; compare each against the
 //! fsync ceiling measured in the same run (`fsync_ceiling`).
 
+mod support;
+use support::{bench_dir, rt};
+
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use postfach::{JobContext, Postfach, Publish, Vars, vars};
 use std::io::Write;
@@ -12,20 +15,6 @@ use std::time::{Duration, Instant};
 
 const REFERENCE: &str = include_str!("../bpmn/auftrag-ausfuehrung.bpmn");
 static UNIQUE: AtomicU64 = AtomicU64::new(0);
-
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-fn bench_dir() -> tempfile::TempDir {
-    // on the project's disk, never on a tmpfs, so fsync is real
-    std::fs::create_dir_all("target/bench-db").unwrap();
-    tempfile::tempdir_in("target/bench-db").unwrap()
-}
 
 async fn open_deployed(dir: &tempfile::TempDir) -> Postfach {
     let pf = Postfach::open(dir.path().join("bench.redb")).unwrap();

@@ -3,6 +3,9 @@
 //! Run: `cargo bench --bench jobs`. Compare with `fsync_ceiling` of
 //! `cargo bench --bench engine` from the same run.
 
+mod support;
+use support::{bench_dir, rt};
+
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use postfach::jobs::ExecutorConfig;
 use postfach::{JobContext, Postfach, Vars, vars};
@@ -23,19 +26,6 @@ const NOOP: &str = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/
 </definitions>"#;
 
 static KEY: AtomicU64 = AtomicU64::new(0);
-
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-fn bench_dir() -> tempfile::TempDir {
-    std::fs::create_dir_all("target/bench-db").unwrap();
-    tempfile::tempdir_in("target/bench-db").unwrap()
-}
 
 async fn open(path: &std::path::Path) -> Postfach {
     let pf = Postfach::open(path).unwrap();

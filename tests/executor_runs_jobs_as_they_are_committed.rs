@@ -28,6 +28,21 @@ async fn open(dir: &tempfile::TempDir, config: Config) -> Postfach {
     pf
 }
 
+/// Registers an invoice handler that counts its calls, then takes `delay`.
+fn count_calls(pf: &Postfach, delay: Duration) -> Arc<AtomicU32> {
+    let calls = Arc::new(AtomicU32::new(0));
+    let c = calls.clone();
+    pf.register_handler("rechnungStellen", move |_job: JobContext| {
+        let c = c.clone();
+        async move {
+            c.fetch_add(1, Ordering::SeqCst);
+            tokio::time::sleep(delay).await;
+            Ok(Vars::new())
+        }
+    });
+    calls
+}
+
 /// Waits (bounded, as a safety net only) until `done` reaches `n`.
 async fn until(done: &AtomicU32, n: u32) {
     tokio::time::timeout(Duration::from_secs(20), async {
@@ -52,15 +67,7 @@ fn completion(key: &str) -> Publish {
 async fn orders_flow_through_without_anyone_calling_work() {
     let dir = tempfile::tempdir().unwrap();
     let pf = open(&dir, Config::default()).await;
-    let invoiced = Arc::new(AtomicU32::new(0));
-    let i = invoiced.clone();
-    pf.register_handler("rechnungStellen", move |_job: JobContext| {
-        let i = i.clone();
-        async move {
-            i.fetch_add(1, Ordering::SeqCst);
-            Ok(Vars::new())
-        }
-    });
+    let invoiced = count_calls(&pf, Duration::ZERO);
     let exec = pf.start_executor(ExecutorConfig::default());
     for k in 0..40 {
         let key = format!("A{k}");
@@ -139,16 +146,7 @@ async fn a_failed_attempt_retries_at_its_due_time_and_a_panic_is_only_a_failure(
 async fn stop_lets_running_handlers_finish() {
     let dir = tempfile::tempdir().unwrap();
     let pf = open(&dir, Config::default()).await;
-    let started = Arc::new(AtomicU32::new(0));
-    let s = started.clone();
-    pf.register_handler("rechnungStellen", move |_job: JobContext| {
-        let s = s.clone();
-        async move {
-            s.fetch_add(1, Ordering::SeqCst);
-            tokio::time::sleep(Duration::from_millis(200)).await;
-            Ok(Vars::new())
-        }
-    });
+    let started = count_calls(&pf, Duration::from_millis(200));
     let exec = pf.start_executor(ExecutorConfig {
         concurrency: 4,
         ..Default::default()

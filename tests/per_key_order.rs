@@ -44,11 +44,7 @@ fn correlated_at(env: &Env, id: &str) -> String {
 async fn two_early_messages_for_one_key_are_applied_in_accept_order() {
     let env = Env::new();
     env.deploy(TRANCHEN).await;
-    let id = env
-        .pf
-        .start("tranchen", vars([("auftragId", "A".into())]), None)
-        .await
-        .unwrap();
+    let id = env.start_keyed("tranchen", "A").await;
     assert_eq!(
         env.pf.publish(tranche("A", 1)).await.unwrap().outcome,
         Outcome::Buffered
@@ -88,11 +84,7 @@ async fn two_early_messages_for_one_key_are_applied_in_accept_order() {
 async fn a_message_between_two_catches_waits_instead_of_being_late() {
     let env = Env::new();
     env.deploy(TRANCHEN).await;
-    let id = env
-        .pf
-        .start("tranchen", vars([("auftragId", "A".into())]), None)
-        .await
-        .unwrap();
+    let id = env.start_keyed("tranchen", "A").await;
     env.pf.run_continuations(10).await.unwrap();
     assert_eq!(
         env.pf.publish(tranche("A", 1)).await.unwrap().outcome,
@@ -114,12 +106,7 @@ async fn keys_proceed_independently_and_each_keeps_its_own_order() {
     let keys = ["A", "B", "C"];
     let mut ids = Vec::new();
     for k in keys {
-        ids.push(
-            env.pf
-                .start("tranchen", vars([("auftragId", k.into())]), None)
-                .await
-                .unwrap(),
-        );
+        ids.push(env.start_keyed("tranchen", k).await);
     }
     // interleaved across keys; within each key the first tranche is accepted first
     for (k, n) in [("B", 1), ("A", 1), ("B", 2), ("C", 1), ("A", 2), ("C", 2)] {

@@ -68,13 +68,6 @@ async fn env() -> Env {
     env
 }
 
-async fn start(env: &Env, process: &str, key: &str) -> u64 {
-    env.pf
-        .start(process, vars([("auftragId", key.into())]), None)
-        .await
-        .unwrap()
-}
-
 fn timer_jobs(env: &Env) -> usize {
     env.pf
         .reader()
@@ -101,7 +94,7 @@ async fn complete(env: &Env, instance: u64, element: &str) {
 #[tokio::test]
 async fn no_completion_within_seven_days_escalates_and_a_later_completion_is_late() {
     let env = env().await;
-    let id = start(&env, "frist", "4711").await;
+    let id = env.start_keyed("frist", "4711").await;
     assert_eq!(env.waiting_at(id), vec!["warte"]);
     env.advance(Duration::from_millis(7 * DAY - 1));
     env.pf.run_continuations(10).await.unwrap();
@@ -124,7 +117,7 @@ async fn no_completion_within_seven_days_escalates_and_a_later_completion_is_lat
 #[tokio::test]
 async fn a_completion_in_time_cancels_the_deadline() {
     let env = env().await;
-    let id = start(&env, "frist", "4711").await;
+    let id = env.start_keyed("frist", "4711").await;
     assert_eq!(timer_jobs(&env), 1);
     assert_eq!(
         env.pf
@@ -154,7 +147,7 @@ async fn a_completion_in_time_cancels_the_deadline() {
 #[tokio::test]
 async fn a_non_interrupting_cycle_reminds_twice_while_the_task_keeps_waiting() {
     let env = env().await;
-    let id = start(&env, "frist", "1").await;
+    let id = env.start_keyed("frist", "1").await;
     env.pf.publish(completion("1", "ok")).await.unwrap();
     for hour in 1..=3 {
         env.advance(Duration::from_secs(3600));
@@ -185,7 +178,7 @@ async fn a_non_interrupting_cycle_reminds_twice_while_the_task_keeps_waiting() {
 #[tokio::test]
 async fn completing_the_task_cancels_its_pending_reminders() {
     let env = env().await;
-    let id = start(&env, "frist", "1").await;
+    let id = env.start_keyed("frist", "1").await;
     env.pf.publish(completion("1", "ok")).await.unwrap();
     assert_eq!(timer_jobs(&env), 1);
     complete(&env, id, "rechnung").await;
@@ -208,7 +201,7 @@ async fn a_timer_date_waits_until_that_instant() {
 #[tokio::test]
 async fn event_gateway_message_first_cancels_the_timer() {
     let env = env().await;
-    let id = start(&env, "weiche", "7").await;
+    let id = env.start_keyed("weiche", "7").await;
     assert_eq!(env.waiting_at(id), vec!["gw"]);
     let d = env.pf.publish(completion("7", "m1")).await.unwrap();
     assert_eq!(
@@ -222,7 +215,7 @@ async fn event_gateway_message_first_cancels_the_timer() {
 #[tokio::test]
 async fn event_gateway_timer_first_unsubscribes_the_message() {
     let env = env().await;
-    let id = start(&env, "weiche", "7").await;
+    let id = env.start_keyed("weiche", "7").await;
     env.advance(Duration::from_millis(3 * DAY));
     env.pf.run_continuations(10).await.unwrap();
     assert_eq!(env.waiting_at(id), vec!["mahnen"]);
@@ -234,7 +227,7 @@ async fn event_gateway_timer_first_unsubscribes_the_message() {
 async fn event_gateway_takes_a_buffered_message_at_once() {
     let env = env().await;
     env.pf.publish(completion("8", "frueh")).await.unwrap();
-    let id = start(&env, "weiche", "8").await;
+    let id = env.start_keyed("weiche", "8").await;
     assert_eq!(env.waiting_at(id), vec!["abrechnen"]);
     assert_eq!(timer_jobs(&env), 0);
 }
@@ -242,7 +235,7 @@ async fn event_gateway_takes_a_buffered_message_at_once() {
 #[tokio::test]
 async fn a_bpmn_error_takes_the_error_boundary_and_an_uncaught_one_is_an_incident() {
     let env = env().await;
-    let id = start(&env, "frist", "1").await;
+    let id = env.start_keyed("frist", "1").await;
     env.pf.publish(completion("1", "ok")).await.unwrap();
     let job = env.lock("rechnung", 1, "w", 60_000).await.remove(0);
     let caught = env
@@ -274,7 +267,7 @@ async fn a_bpmn_error_takes_the_error_boundary_and_an_uncaught_one_is_an_inciden
         3
     );
 
-    let other = start(&env, "frist", "2").await;
+    let other = env.start_keyed("frist", "2").await;
     env.pf.publish(completion("2", "ok2")).await.unwrap();
     let job = env.lock("rechnung", 1, "w", 60_000).await.remove(0);
     let caught = env

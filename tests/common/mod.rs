@@ -103,12 +103,13 @@ impl Env {
     }
 
     pub async fn start_order(&self, auftrag: &str) -> u64 {
+        self.start_keyed(PROCESS, auftrag).await
+    }
+
+    /// Starts an instance of `process` with `auftragId` = `key`.
+    pub async fn start_keyed(&self, process: &str, key: &str) -> u64 {
         self.pf
-            .start(
-                PROCESS,
-                postfach::vars([("auftragId", auftrag.into())]),
-                None,
-            )
+            .start(process, postfach::vars([("auftragId", key.into())]), None)
             .await
             .expect("start")
     }

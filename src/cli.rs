@@ -781,13 +781,7 @@ async fn execute(pf: &Postfach, command: Command) -> Result<Output, Failure> {
             lease,
         } => {
             let jobs = pf.lock_jobs(&topic, max.max(1), &worker, lease).await?;
-            let list: Vec<Value> = jobs
-                .iter()
-                .map(|j| {
-                    json!({"job": j.job.to_string(), "instance": j.instance.to_string(), "element": j.element, "topic": j.topic,
-                        "lease_token": j.lease_token, "idempotency_key": j.idempotency_key, "attempt": j.attempt, "variables": j.variables})
-                })
-                .collect();
+            let list: Vec<Value> = jobs.iter().map(locked_job_json).collect();
             let text = if jobs.is_empty() {
                 format!("no due job on topic {topic}")
             } else {
@@ -1280,8 +1274,20 @@ fn repair_output(instance: u64, verb: &str, r: &crate::Repair) -> Output {
                 .join(", ")
         )
     };
-    out(
-        json!({"instance": instance.to_string(), "token": r.token, "jobs_created": r.jobs_created.iter().map(u64::to_string).collect::<Vec<_>>(), "waiting_at": r.waiting_at}),
-        text,
-    )
+    out(repair_json(instance, r), text)
+}
+
+/// A job handed to an external worker, as JSON.
+pub(crate) fn locked_job_json(j: &crate::LockedJob) -> Value {
+    json!({"job": j.job.to_string(), "instance": j.instance.to_string(), "element": j.element, "topic": j.topic,
+        "lease_token": j.lease_token, "idempotency_key": j.idempotency_key, "attempt": j.attempt, "variables": j.variables})
+}
+
+/// What a repair did, as JSON.
+pub(crate) fn repair_json(instance: u64, r: &crate::Repair) -> Value {
+    json!({
+        "instance": instance.to_string(), "token": r.token,
+        "jobs_created": r.jobs_created.iter().map(u64::to_string).collect::<Vec<_>>(),
+        "waiting_at": r.waiting_at,
+    })
 }

@@ -247,7 +247,7 @@ async fn add_token(
 ) -> Result<Response, ApiError> {
     let b = body(b)?;
     let r = s.pf.add_token(id, &b.element, b.force).await?;
-    Ok(Json(repair_json(id, &r)).into_response())
+    Ok(Json(crate::cli::repair_json(id, &r)).into_response())
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]
@@ -425,13 +425,7 @@ async fn acquire(
     let jobs =
         s.pf.lock_jobs(&b.topic, b.max.max(1), &b.worker, b.lease_ms)
             .await?;
-    let list: Vec<Value> = jobs
-        .iter()
-        .map(|j| {
-            json!({"job": j.job.to_string(), "instance": j.instance.to_string(), "element": j.element, "topic": j.topic,
-                "lease_token": j.lease_token, "idempotency_key": j.idempotency_key, "attempt": j.attempt, "variables": j.variables})
-        })
-        .collect();
+    let list: Vec<Value> = jobs.iter().map(crate::cli::locked_job_json).collect();
     Ok(Json(json!({"jobs": list})).into_response())
 }
 
@@ -565,14 +559,6 @@ async fn cli(
     Ok(Json(answer).into_response())
 }
 
-fn repair_json(instance: u64, r: &crate::Repair) -> Value {
-    json!({
-        "instance": instance.to_string(), "token": r.token,
-        "jobs_created": r.jobs_created.iter().map(u64::to_string).collect::<Vec<_>>(),
-        "waiting_at": r.waiting_at,
-    })
-}
-
 #[utoipa::path(post, path = "/instances/{id}/tokens/{token}/move", request_body = TokenBody, params(("id" = u64, Path, description = "instance or job id"), ("token" = u64, Path, description = "token id")), responses((status = 200, description = "Repair: move a token; 409 if it would duplicate a subscription", body = serde_json::Value)))]
 async fn move_token(
     State(s): State<AppState>,
@@ -581,13 +567,13 @@ async fn move_token(
 ) -> Result<Response, ApiError> {
     let b = body(b)?;
     let r = s.pf.move_token(id, token, &b.element, b.force).await?;
-    Ok(Json(repair_json(id, &r)).into_response())
+    Ok(Json(crate::cli::repair_json(id, &r)).into_response())
 }
 
 #[utoipa::path(post, path = "/instances/{id}/tokens/{token}/cancel", params(("id" = u64, Path, description = "instance or job id"), ("token" = u64, Path, description = "token id")), responses((status = 200, description = "Repair: remove a token (the last one cancels the instance)", body = serde_json::Value)))]
 async fn cancel_token(State(s): State<AppState>, Path((id, token)): Path<(u64, u64)>) -> ApiResult {
     let r = s.pf.cancel_token(id, token).await?;
-    Ok(Json(repair_json(id, &r)))
+    Ok(Json(crate::cli::repair_json(id, &r)))
 }
 
 /// The OpenAPI document of this API, generated from the handlers above.

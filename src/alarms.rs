@@ -34,28 +34,8 @@ pub enum Condition {
     OldestBuffered { older_than: String },
 }
 
-/// The configuration file of `postfach run`.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ConfigFile {
-    #[serde(default)]
-    pub alarms: BTreeMap<String, Condition>,
-}
-
-impl ConfigFile {
-    /// Parses postfach.toml; errors name the file and what is wrong.
-    pub fn parse(file: &str, text: &str) -> Result<Self, String> {
-        let c: ConfigFile = toml::from_str(text).map_err(|e| format!("{file}: {e}"))?;
-        for (name, cond) in &c.alarms {
-            cond.check()
-                .map_err(|e| format!("{file}: alarm '{name}': {e}"))?;
-        }
-        Ok(c)
-    }
-}
-
 impl Condition {
-    fn check(&self) -> Result<(), String> {
+    pub(crate) fn check(&self) -> Result<(), String> {
         match self {
             Condition::OldestWait { older_than, .. } | Condition::OldestBuffered { older_than } => {
                 crate::cli::parse_duration(older_than).map(|_| ())

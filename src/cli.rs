@@ -66,6 +66,9 @@ pub enum Command {
         /// Correlation key variable per message name: MESSAGE=VARIABLE (repeatable).
         #[arg(long = "correlation-key", value_name = "MESSAGE=VARIABLE")]
         correlation_key: Vec<String>,
+        /// Bind a send task to a Pub/Sub topic (outbox): ELEMENT=TOPIC (repeatable).
+        #[arg(long = "send-topic", value_name = "ELEMENT=TOPIC")]
+        send_topic: Vec<String>,
     },
     /// Start an instance of the latest version of a process.
     ///
@@ -252,15 +255,38 @@ pub enum Command {
         #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
         invoice_delay: Option<u64>,
     },
-    /// Standalone server: deploys the model, runs the job executor and the HTTP
-    /// admin API until SIGINT/SIGTERM.
+    /// Standalone server: deploys the model, runs the job executor, the Pub/Sub
+    /// consumers and outbox, and the HTTP admin API until SIGINT/SIGTERM (a
+    /// second signal exits at once).
     ///
-    /// Example: postfach run bpmn/auftrag-ausfuehrung.bpmn --correlation-key AuftragAbgeschlossen=auftragId --listen 127.0.0.1:7820
+    /// Example: postfach run bpmn/auftrag-ausfuehrung.bpmn --config postfach.toml
+    ///
+    /// Example: postfach run bpmn/auftrag-ausfuehrung.bpmn --correlation-key AuftragAbgeschlossen=auftragId --subscription auftrag-abgeschlossen-sub --message AuftragAbgeschlossen --key-from /auftragId --send-topic auftragUebergeben=auftraege
     Run {
         /// The BPMN file to deploy (an unchanged file keeps its version).
         file: PathBuf,
         #[arg(long = "correlation-key", value_name = "MESSAGE=VARIABLE")]
         correlation_key: Vec<String>,
+        /// Bind a send task to a Pub/Sub topic (outbox): ELEMENT=TOPIC (repeatable).
+        #[arg(long = "send-topic", value_name = "ELEMENT=TOPIC")]
+        send_topic: Vec<String>,
+        /// Consume this Pub/Sub subscription (short name in the configured
+        /// project, or projects/P/subscriptions/S); see also [[subscriptions]].
+        #[arg(long, value_name = "SUBSCRIPTION", requires_all = ["message", "key_from"])]
+        subscription: Option<String>,
+        /// The BPMN message name of the subscription's deliveries.
+        #[arg(long, value_name = "MESSAGE", requires = "subscription")]
+        message: Option<String>,
+        /// Where the correlation key comes from: /json/pointer or attribute:NAME.
+        #[arg(long, value_name = "SOURCE", requires = "subscription")]
+        key_from: Option<String>,
+        /// Where the message id comes from (default attribute:eventId, falling
+        /// back to Pub/Sub's message_id).
+        #[arg(long, value_name = "SOURCE", requires = "subscription")]
+        id_from: Option<String>,
+        /// Buffer TTL of the subscription's messages.
+        #[arg(long, value_name = "DURATION", requires = "subscription")]
+        message_ttl: Option<String>,
         /// Address of the HTTP API.
         #[arg(long, default_value = "127.0.0.1:7820")]
         listen: std::net::SocketAddr,
@@ -271,7 +297,8 @@ pub enum Command {
         /// Issue invoices for `rechnungStellen` into this ledger file.
         #[arg(long, value_name = "PATH")]
         invoice_ledger: Option<PathBuf>,
-        /// postfach.toml with alarms (see README).
+        /// postfach.toml: alarms, [pubsub], [[subscriptions]], [send_topics],
+        /// [correlation_keys] (see README).
         #[arg(long, value_name = "PATH")]
         config: Option<PathBuf>,
     },
@@ -497,34 +524,48 @@ async fn execute(pf: &Postfach, command: Command) -> Result<Output, Failure> {
         Command::Run {
             file,
             correlation_key,
+            send_topic,
+            subscription,
+            message,
+            key_from,
+            id_from,
+            message_ttl,
             listen,
             token_file,
             invoice_ledger,
             config,
         } => {
-            let config = match config {
+            let mut config = match config {
                 Some(p) => {
-                    crate::alarms::ConfigFile::parse(&p.display().to_string(), &read_file(&p)?)
+                    crate::config::ConfigFile::parse(&p.display().to_string(), &read_file(&p)?)
                         .map_err(usage)?
                 }
-                None => crate::alarms::ConfigFile::default(),
+                None => crate::config::ConfigFile::default(),
             };
-            return serve(
-                pf,
-                file,
-                correlation_key,
-                listen,
-                token_file,
-                invoice_ledger,
-                config,
-            )
-            .await;
+            config
+                .correlation_keys
+                .extend(correlation_keys(&correlation_key)?);
+            config.send_topics.extend(send_topics(&send_topic)?);
+            if let (Some(sub), Some(message), Some(key)) = (subscription, message, key_from) {
+                let mut s = crate::ingress::SubscriptionConfig::new(&sub, &message, &key);
+                if let Some(id) = id_from {
+                    s.message_id = id;
+                }
+                s.ttl = message_ttl;
+                s.compile().map_err(usage)?;
+                config.subscriptions.push(s);
+            }
+            return serve(pf, file, listen, token_file, invoice_ledger, config).await;
         }
         Command::Deploy {
             file,
             correlation_key,
+            send_topic,
         } => {
-            let keys = correlation_keys(&correlation_key)?;
+            let mut keys = correlation_keys(&correlation_key)?;
+            for (element, topic) in send_topics(&send_topic)? {
+                keys.insert(crate::model::send_topic_override(&element), topic);
+            }
             let xml = read_file(&file)?;
             let name = file.display().to_string();
             let deployed = pf.deploy(&name, &xml, keys).await?;
@@ -1072,6 +1113,18 @@ fn correlation_keys(pairs: &[String]) -> Result<BTreeMap<String, String>, Failur
     Ok(keys)
 }
 
+fn send_topics(pairs: &[String]) -> Result<BTreeMap<String, String>, Failure> {
+    let mut topics = BTreeMap::new();
+    for kv in pairs {
+        let (e, t) = kv
+            .split_once('=')
+            .filter(|(e, t)| !e.is_empty() && !t.is_empty())
+            .ok_or_else(|| usage(format!("--send-topic '{kv}' must look like ELEMENT=TOPIC")))?;
+        topics.insert(e.to_string(), t.to_string());
+    }
+    Ok(topics)
+}
+
 fn read_file(file: &std::path::Path) -> Result<String, Failure> {
     std::fs::read_to_string(file).map_err(|e| Failure {
         code: 1,
@@ -1084,15 +1137,20 @@ fn read_file(file: &std::path::Path) -> Result<String, Failure> {
 async fn serve(
     pf: &Postfach,
     file: PathBuf,
-    keys: Vec<String>,
     listen: std::net::SocketAddr,
     token_file: Option<PathBuf>,
     invoice_ledger: Option<PathBuf>,
-    config: crate::alarms::ConfigFile,
+    config: crate::config::ConfigFile,
 ) -> Result<Output, Failure> {
-    let keys = correlation_keys(&keys)?;
+    let fail = |message: String| Failure {
+        code: 1,
+        message,
+        json: None,
+    };
     let xml = read_file(&file)?;
-    let deployed = pf.deploy(&file.display().to_string(), &xml, keys).await?;
+    let deployed = pf
+        .deploy(&file.display().to_string(), &xml, config.overrides())
+        .await?;
     let token = match token_file {
         Some(p) => Some(read_file(&p)?.trim().to_string()),
         None => std::env::var("POSTFACH_TOKEN")
@@ -1105,11 +1163,8 @@ async fn serve(
         )));
     }
     if let Some(path) = invoice_ledger {
-        let ledger = crate::demo::InvoiceLedger::open(&path).map_err(|e| Failure {
-            code: 1,
-            message: format!("invoice ledger {}: {e}", path.display()),
-            json: None,
-        })?;
+        let ledger = crate::demo::InvoiceLedger::open(&path)
+            .map_err(|e| fail(format!("invoice ledger {}: {e}", path.display())))?;
         pf.register_handler(
             "rechnungStellen",
             crate::demo::invoice_handler(ledger, std::time::Duration::ZERO),
@@ -1117,19 +1172,25 @@ async fn serve(
     }
     let listener = tokio::net::TcpListener::bind(listen)
         .await
-        .map_err(|e| Failure {
-            code: 1,
-            message: format!("cannot listen on {listen}: {e}"),
-            json: None,
-        })?;
-    let bound = listener.local_addr().map_err(|e| Failure {
-        code: 1,
-        message: e.to_string(),
-        json: None,
-    })?;
+        .map_err(|e| fail(format!("cannot listen on {listen}: {e}")))?;
+    let bound = listener.local_addr().map_err(|e| fail(e.to_string()))?;
     for d in &deployed {
         eprintln!("postfach: {} version {} deployed", d.process, d.version);
     }
+    let consumers = crate::ingress::Consumers::default();
+    #[cfg(feature = "pubsub")]
+    let edge = crate::pubsub::Edge::start(pf, &config, &consumers)
+        .await
+        .map_err(|e| fail(e.to_string()))?;
+    #[cfg(not(feature = "pubsub"))]
+    let edge = {
+        if !config.subscriptions.is_empty() || !config.send_topics.is_empty() {
+            return Err(usage(
+                "this postfach was built without the `pubsub` feature: rebuild with default features to consume subscriptions or publish send tasks".into(),
+            ));
+        }
+        NoEdge
+    };
     eprintln!(
         "postfach: HTTP API on http://{bound} (database {})",
         pf.path().display()
@@ -1149,15 +1210,28 @@ async fn serve(
             }
         })
     };
-    let app = crate::http::router(pf.clone(), token, alarms);
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown_signal())
-        .await
-        .map_err(|e| Failure {
-            code: 1,
-            message: format!("HTTP server: {e}"),
-            json: None,
-        })?;
+    // first SIGINT/SIGTERM: stop pulling, finish in-flight deliveries (commit,
+    // then ack), stop the API and the executor; a second one exits at once
+    // (Pub/Sub redelivers whatever was not acked)
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let (mut stop_http, mut stop_edge) = (stop_rx.clone(), stop_rx);
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        eprintln!("postfach: stopping (a second signal exits at once)");
+        let _ = stop_tx.send(true);
+        shutdown_signal().await;
+        eprintln!("postfach: second signal, exiting now");
+        std::process::exit(130);
+    });
+    let app = crate::http::router(pf.clone(), token, alarms, consumers);
+    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
+        let _ = stop_http.changed().await;
+    });
+    let (http, ()) = tokio::join!(std::future::IntoFuture::into_future(server), async move {
+        let _ = stop_edge.changed().await;
+        edge.stop().await;
+    });
+    http.map_err(|e| fail(format!("HTTP server: {e}")))?;
     watcher.abort();
     let report = exec.stop().await?;
     Ok(out(
@@ -1167,6 +1241,13 @@ async fn serve(
             report.tasks_completed
         ),
     ))
+}
+
+#[cfg(not(feature = "pubsub"))]
+struct NoEdge;
+#[cfg(not(feature = "pubsub"))]
+impl NoEdge {
+    async fn stop(self) {}
 }
 
 /// Whether a command can run inside a server for a remote command line.

@@ -694,7 +694,9 @@ impl<'a, 't> Engine<'a, 't> {
         if !el.boundaries.is_empty()
             && matches!(
                 el.kind,
-                ElementKind::ServiceTask { .. } | ElementKind::ReceiveTask { .. }
+                ElementKind::ServiceTask { .. }
+                    | ElementKind::Publish { .. }
+                    | ElementKind::ReceiveTask { .. }
             )
         {
             self.start_boundary_timers(inst, token, &p, idx)?;
@@ -728,15 +730,15 @@ impl<'a, 't> Engine<'a, 't> {
                     self.complete_instance(inst)?;
                 }
             }
-            ElementKind::ServiceTask { topic } => {
-                let job = self.create_job(
-                    inst,
-                    token,
-                    &el.id,
-                    JobKind::Task {
-                        topic: topic.clone(),
-                    },
-                )?;
+            ElementKind::ServiceTask { .. } | ElementKind::Publish { .. } => {
+                let topic = match &el.kind {
+                    ElementKind::Publish { topic } => {
+                        format!("{}{topic}", model::OUTBOX_TOPIC_PREFIX)
+                    }
+                    ElementKind::ServiceTask { topic } => topic.clone(),
+                    _ => unreachable!("matched above"),
+                };
+                let job = self.create_job(inst, token, &el.id, JobKind::Task { topic })?;
                 self.set_token(inst, token, &el.id, Wait::Job { job });
             }
             ElementKind::ReceiveTask { message } | ElementKind::MessageCatch { message } => {

@@ -29,15 +29,23 @@ struct AppState {
     pf: Postfach,
     token: Option<Arc<String>>,
     alarms: Arc<crate::alarms::Alarms>,
+    consumers: crate::ingress::Consumers,
 }
 
 /// The API as an axum router. `token`: required bearer token, if any; `alarms`:
-/// configured alarms whose state `/metrics` reports.
-pub fn router(pf: Postfach, token: Option<String>, alarms: Arc<crate::alarms::Alarms>) -> Router {
+/// configured alarms whose state `/metrics` reports; `consumers`: the Pub/Sub
+/// consumers whose state `/health/ready` and `/metrics` report.
+pub fn router(
+    pf: Postfach,
+    token: Option<String>,
+    alarms: Arc<crate::alarms::Alarms>,
+    consumers: crate::ingress::Consumers,
+) -> Router {
     let state = AppState {
         pf,
         token: token.map(Arc::new),
         alarms,
+        consumers,
     };
     Router::new()
         .route(
@@ -143,10 +151,14 @@ fn body<T>(b: Result<Json<T>, JsonRejection>) -> Result<T, ApiError> {
 
 #[utoipa::path(get, path = "/health/ready", responses((status = 200, description = "Database open and serving", body = serde_json::Value)))]
 async fn ready(State(s): State<AppState>) -> Response {
-    match s.pf.reader() {
-        Ok(_) => Json(json!({"status": "ready"})).into_response(),
-        Err(e) => problem(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
+    if let Err(e) = s.pf.reader() {
+        return problem(StatusCode::SERVICE_UNAVAILABLE, e.to_string());
     }
+    let waiting = s.consumers.not_ready();
+    if !waiting.is_empty() {
+        return problem(StatusCode::SERVICE_UNAVAILABLE, waiting.join("; "));
+    }
+    Json(json!({"status": "ready", "consumers": s.consumers.all().len()})).into_response()
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]
@@ -535,6 +547,7 @@ async fn metrics(State(s): State<AppState>) -> Result<Response, ApiError> {
     let mut text = crate::ops::prometheus(&s.pf.reader()?)?;
     text.push_str(&s.alarms.prometheus());
     text.push_str(&s.pf.commit_stats().prometheus());
+    text.push_str(&s.consumers.prometheus());
     Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response())
 }
 

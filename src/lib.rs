@@ -29,12 +29,16 @@ pub mod alarms;
 pub mod cli;
 pub mod clock;
 pub mod codec;
+pub mod config;
 pub mod demo;
 pub mod engine;
 pub mod http;
+pub mod ingress;
 pub mod jobs;
 pub mod model;
 pub mod ops;
+#[cfg(feature = "pubsub")]
+pub mod pubsub;
 pub mod runtime;
 pub mod store;
 mod wal;

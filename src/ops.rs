@@ -639,6 +639,47 @@ impl Histogram {
         }
     }
 
+    /// Adds the counts of another histogram with the same bounds.
+    pub fn add(&self, other: &Histogram) {
+        use std::sync::atomic::Ordering;
+        for (a, b) in self.counts.iter().zip(&other.counts) {
+            a.fetch_add(b.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+        if let (Ok(mut s), Ok(o)) = (self.sum.lock(), other.sum.lock()) {
+            *s += *o;
+        }
+    }
+
+    /// Number of observations.
+    pub fn count(&self) -> u64 {
+        use std::sync::atomic::Ordering;
+        self.counts.iter().map(|c| c.load(Ordering::Relaxed)).sum()
+    }
+
+    /// The `q` quantile (0..=1), interpolated linearly inside its bucket as
+    /// Prometheus' `histogram_quantile` does; `None` without observations.
+    pub fn quantile(&self, q: f64) -> Option<f64> {
+        use std::sync::atomic::Ordering;
+        let total = self.count();
+        if total == 0 {
+            return None;
+        }
+        let rank = q.clamp(0.0, 1.0) * total as f64;
+        let mut below = 0u64;
+        for (i, c) in self.counts.iter().enumerate() {
+            let n = c.load(Ordering::Relaxed);
+            if n > 0 && (below + n) as f64 >= rank {
+                let lo = if i == 0 { 0.0 } else { self.bounds[i - 1] };
+                let Some(&hi) = self.bounds.get(i) else {
+                    return Some(lo); // above the last bound
+                };
+                return Some(lo + (hi - lo) * ((rank - below as f64) / n as f64).clamp(0.0, 1.0));
+            }
+            below += n;
+        }
+        self.bounds.last().copied()
+    }
+
     /// The histogram in Prometheus text format.
     pub fn prometheus(&self, name: &str, help: &str) -> String {
         use std::sync::atomic::Ordering;

@@ -3,7 +3,8 @@
 //! any incident.
 mod common;
 use common::*;
-use postfach::alarms::{Alarms, Change, ConfigFile};
+use postfach::alarms::{Alarms, Change};
+use postfach::config::ConfigFile;
 use std::time::Duration;
 
 const CONFIG: &str = r#"

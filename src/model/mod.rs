@@ -111,6 +111,21 @@ pub enum ElementKind {
     },
     /// An intermediate throw event without definition: a pass-through.
     NoneThrow,
+    /// A send task bound to a broker topic: an outbox job on
+    /// `pubsub:TOPIC` that completes when the broker confirmed the publish.
+    /// (Last variant: stored definitions encode variants by position.)
+    Publish {
+        topic: String,
+    },
+}
+
+/// Job topics of send tasks bound to a broker topic start with this.
+pub const OUTBOX_TOPIC_PREFIX: &str = "pubsub:";
+
+/// The key under which a deploy-time binding of send task `element` to a topic
+/// travels in the override map (beside message name → key variable).
+pub fn send_topic_override(element: &str) -> String {
+    format!("sendTask:{element}")
 }
 
 impl ElementKind {
@@ -132,6 +147,7 @@ impl ElementKind {
             ElementKind::SignalCatch { .. } => "intermediateCatchEvent(signal)",
             ElementKind::SignalThrow { .. } => "intermediateThrowEvent(signal)",
             ElementKind::NoneThrow => "intermediateThrowEvent",
+            ElementKind::Publish { .. } => "sendTask",
         }
     }
 

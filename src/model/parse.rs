@@ -385,6 +385,26 @@ pub fn parse(
             out.push(proc);
         }
     }
+    // a deploy-time topic binding must name a send task of this file
+    for element in key_overrides
+        .keys()
+        .filter_map(|k| k.strip_prefix("sendTask:"))
+    {
+        let bound = out.iter().any(|p| {
+            p.elements
+                .iter()
+                .any(|e| e.id == element && matches!(e.kind, ElementKind::Publish { .. }))
+        });
+        if !bound {
+            issues.push(Issue {
+                id: element.to_string(),
+                line: 0,
+                message: format!(
+                    "--send-topic binds '{element}', but this file has no sendTask with that id"
+                ),
+            });
+        }
+    }
     if !unsupported.is_empty() {
         return Err(ParseError::Unsupported {
             file: file.into(),
@@ -615,7 +635,18 @@ fn process(
                 }
             }
             "parallelGateway" => ElementKind::ParallelGateway,
-            "sendTask" => ElementKind::SendTask,
+            "sendTask" => {
+                let topic = key_overrides
+                    .get(&super::send_topic_override(&n.id()))
+                    .map(String::as_str)
+                    .or_else(|| n.attr("topic"))
+                    .map(str::trim)
+                    .filter(|t| !t.is_empty());
+                match topic {
+                    Some(t) => ElementKind::Publish { topic: t.into() },
+                    None => ElementKind::SendTask,
+                }
+            }
             "serviceTask" => {
                 let ext_topic = n
                     .child("extensionElements")
@@ -771,7 +802,10 @@ fn process(
                 Some(h)
                     if matches!(
                         elements[h].kind,
-                        ElementKind::ServiceTask { .. } | ElementKind::SendTask | ElementKind::ReceiveTask { .. }
+                        ElementKind::ServiceTask { .. }
+                            | ElementKind::SendTask
+                            | ElementKind::Publish { .. }
+                            | ElementKind::ReceiveTask { .. }
                     ) =>
                 {
                     if let ElementKind::Boundary { host, .. } = &mut elements[i].kind {

@@ -1,6 +1,8 @@
 //! Shared scaffolding: a temporary database with a manual clock and the reference model.
 #![allow(dead_code)]
 
+#[cfg(feature = "pubsub")]
+pub mod pubsub;
 pub mod server;
 
 use postfach::{ManualClock, Options, Postfach, Publish, Vars};

@@ -9,49 +9,92 @@ pub struct Server {
     child: Child,
     pub addr: String,
     pub db: std::path::PathBuf,
-    _dir: tempfile::TempDir,
+    _dir: Option<tempfile::TempDir>,
 }
 
 impl Server {
     pub fn start(listen: &str, token: Option<&str>) -> Server {
         let dir = tempfile::tempdir().unwrap();
+        let mut args: Vec<String> = vec!["--listen".into(), listen.into()];
+        if let Some(t) = token {
+            let p = dir.path().join("token");
+            std::fs::write(&p, t).unwrap();
+            args.push("--token-file".into());
+            args.push(p.display().to_string());
+        }
+        let mut s = Server::launch(dir.path(), &args, &[]);
+        s._dir = Some(dir);
+        s
+    }
+
+    /// `postfach run` of the reference model on `dir/run.redb` with its invoice
+    /// ledger in `dir/invoices.tsv`, plus `args` and `env`; listens on an
+    /// ephemeral port unless `args` says otherwise.
+    pub fn launch(dir: &std::path::Path, args: &[String], env: &[(&str, &str)]) -> Server {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_postfach"));
         cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
             .arg("--db")
-            .arg(dir.path().join("run.redb"))
+            .arg(dir.join("run.redb"))
             .args([
                 "run",
                 "bpmn/auftrag-ausfuehrung.bpmn",
                 "--correlation-key",
                 "AuftragAbgeschlossen=auftragId",
-                "--listen",
-                listen,
             ])
             .arg("--invoice-ledger")
-            .arg(dir.path().join("invoices.tsv"))
+            .arg(dir.join("invoices.tsv"))
+            .args(args)
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
-        if let Some(t) = token {
-            let p = dir.path().join("token");
-            std::fs::write(&p, t).unwrap();
-            cmd.arg("--token-file").arg(p);
+        if !args.iter().any(|a| a == "--listen") {
+            cmd.args(["--listen", "127.0.0.1:0"]);
+        }
+        for (k, v) in env {
+            cmd.env(k, v);
         }
         let mut child = cmd.spawn().unwrap();
         let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let mut seen = Vec::new();
         let addr = loop {
-            let line = lines.next().expect("server printed its address").unwrap();
+            let Some(Ok(line)) = lines.next() else {
+                panic!(
+                    "postfach run ended before it listened:\n{}",
+                    seen.join("\n")
+                );
+            };
             if let Some(rest) = line.split("HTTP API on http://").nth(1) {
                 break rest.split_whitespace().next().unwrap().to_string();
             }
+            seen.push(line);
         };
         std::thread::spawn(move || for _ in lines {});
         let port = addr.rsplit(':').next().unwrap().to_string();
         Server {
             child,
             addr: format!("127.0.0.1:{port}"),
-            db: dir.path().join("run.redb"),
-            _dir: dir,
+            db: dir.join("run.redb"),
+            _dir: None,
         }
+    }
+
+    /// SIGKILL: no shutdown, no flush, no ack.
+    pub fn kill9(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+
+    /// Prometheus text of `/metrics`.
+    pub fn metrics(&self) -> String {
+        self.call("GET", "/metrics", None, None).1
+    }
+
+    /// One sample of `/metrics` (the line starting with `series `), or 0.
+    pub fn metric(&self, series: &str) -> f64 {
+        self.metrics()
+            .lines()
+            .find_map(|l| l.strip_prefix(series).and_then(|v| v.strip_prefix(' ')))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0.0)
     }
 
     pub fn call(
@@ -114,4 +157,12 @@ fn sigterm(pid: u32) {
         .arg(pid.to_string())
         .status()
         .unwrap();
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        // a failing test must not leave a server behind
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }

@@ -1,0 +1,620 @@
+//! Ingress: what a broker delivery becomes in the engine. Configuration of a
+//! subscription (message name, where key and message id come from, TTL,
+//! variables, flow control), the decoding of one delivery into a [`Publish`] or
+//! a [`Malformed`] record, the ack decision, and the counters of each consumer.
+//!
+//! Invariant: decoding is a pure function of the configuration and the delivery;
+//! it never fails — what cannot be decoded becomes a `Malformed` record with the
+//! raw bytes, so it is parked and kept, never dropped. A delivery is acked only
+//! after the engine answered for it, which is after the log fsync
+//! ([`AckDecision::of`]); any failure of the engine or the storage nacks.
+//! The transport itself (Google's Pub/Sub client) lives in `pubsub`.
+
+use crate::engine::{Delivery, Malformed, Publish};
+use crate::ops::Histogram;
+use crate::{Millis, Outcome, Vars};
+use serde::Deserialize;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Where a value of a delivery comes from: `attribute:NAME` or a JSON pointer
+/// into the payload such as `/auftragId`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    Attribute(String),
+    Pointer(String),
+}
+
+impl Source {
+    /// Parses `attribute:NAME` or `/json/pointer`.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        if let Some(name) = s.strip_prefix("attribute:") {
+            if name.is_empty() {
+                return Err(format!("'{s}': the attribute name is missing"));
+            }
+            return Ok(Source::Attribute(name.to_string()));
+        }
+        if s.starts_with('/') {
+            return Ok(Source::Pointer(s.to_string()));
+        }
+        Err(format!(
+            "'{s}' is neither attribute:NAME nor a JSON pointer into the payload such as /auftragId"
+        ))
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            Source::Attribute(a) => format!("attribute '{a}'"),
+            Source::Pointer(p) => format!("payload field {p}"),
+        }
+    }
+}
+
+/// One subscription as configured (`[[subscriptions]]` in postfach.toml, or the
+/// flags of `postfach run` for the single-subscription case).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SubscriptionConfig {
+    /// `projects/P/subscriptions/S`, or `S` in the configured project.
+    pub subscription: String,
+    /// The topic to create the subscription on when it is missing (only where
+    /// creating is on: emulators by default, see `[pubsub] create`).
+    #[serde(default)]
+    pub topic: Option<String>,
+    /// The BPMN message name every delivery of this subscription carries.
+    pub message: String,
+    /// Where the correlation key comes from: `/auftragId` or `attribute:NAME`.
+    pub key: String,
+    /// Where the business message id comes from (default `attribute:eventId`);
+    /// a delivery without it falls back to Pub/Sub's message_id.
+    #[serde(default = "default_message_id")]
+    pub message_id: String,
+    /// Buffer TTL of these messages (`24h`; `0s` disables buffering); default:
+    /// the engine's (24 h).
+    #[serde(default)]
+    pub ttl: Option<String>,
+    /// Payload fields that become process variables (JSON pointers; the last
+    /// segment names the variable). Default: every top-level field.
+    #[serde(default)]
+    pub variables: Option<Vec<String>>,
+    /// Flow control: deliveries in flight at most (default 1000).
+    #[serde(default = "default_max_messages")]
+    pub max_outstanding_messages: i64,
+    /// Flow control: bytes in flight at most (default 100 MiB).
+    #[serde(default = "default_max_bytes")]
+    pub max_outstanding_bytes: i64,
+    /// How far the client extends a delivery's ack deadline at a time (10s–10m, default 60s).
+    #[serde(default = "default_lease_extension")]
+    pub max_lease_extension: String,
+}
+
+fn default_message_id() -> String {
+    "attribute:eventId".into()
+}
+fn default_max_messages() -> i64 {
+    1000
+}
+fn default_max_bytes() -> i64 {
+    100 * 1024 * 1024
+}
+fn default_lease_extension() -> String {
+    "60s".into()
+}
+
+impl SubscriptionConfig {
+    /// A subscription with defaults for everything but the three essentials.
+    pub fn new(subscription: &str, message: &str, key: &str) -> Self {
+        Self {
+            subscription: subscription.into(),
+            topic: None,
+            message: message.into(),
+            key: key.into(),
+            message_id: default_message_id(),
+            ttl: None,
+            variables: None,
+            max_outstanding_messages: default_max_messages(),
+            max_outstanding_bytes: default_max_bytes(),
+            max_lease_extension: default_lease_extension(),
+        }
+    }
+
+    /// Checks every field and compiles the sources; errors say which field.
+    pub fn compile(&self) -> Result<Decoder, String> {
+        let at =
+            |field: &str, e: String| format!("subscription '{}': {field}: {e}", self.subscription);
+        if self.subscription.trim().is_empty() {
+            return Err("a subscription needs a name (subscription = \"...\")".into());
+        }
+        if self.message.trim().is_empty() {
+            return Err(at("message", "the BPMN message name is empty".into()));
+        }
+        let key = Source::parse(&self.key).map_err(|e| at("key", e))?;
+        let message_id = Source::parse(&self.message_id).map_err(|e| at("message_id", e))?;
+        let ttl = match &self.ttl {
+            Some(t) => Some(crate::cli::parse_duration(t).map_err(|e| at("ttl", e))?),
+            None => None,
+        };
+        let variables = match &self.variables {
+            None => None,
+            Some(v) => Some(
+                v.iter()
+                    .map(|p| {
+                        let name = p.rsplit('/').next().unwrap_or_default();
+                        if !p.starts_with('/') || name.is_empty() {
+                            Err(at(
+                                "variables",
+                                format!("'{p}' is not a JSON pointer such as /erledigtePositionen"),
+                            ))
+                        } else {
+                            Ok((name.to_string(), p.clone()))
+                        }
+                    })
+                    .collect::<Result<Vec<_>, _>>()?,
+            ),
+        };
+        crate::cli::parse_duration(&self.max_lease_extension)
+            .map_err(|e| at("max_lease_extension", e))?;
+        Ok(Decoder {
+            subscription: self.subscription.clone(),
+            message: self.message.clone(),
+            key,
+            message_id,
+            ttl,
+            variables,
+        })
+    }
+
+    /// The lease extension as a duration.
+    pub fn lease_extension(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(
+            crate::cli::parse_duration(&self.max_lease_extension).unwrap_or(60_000),
+        )
+    }
+}
+
+/// One delivery as the transport hands it over.
+#[derive(Debug, Clone, Default)]
+pub struct Incoming {
+    pub data: Vec<u8>,
+    pub attributes: BTreeMap<String, String>,
+    /// The broker's id of the message (Pub/Sub message_id).
+    pub broker_id: String,
+    /// When the broker accepted the message.
+    pub publish_time: Option<Millis>,
+    /// Set when the subscription has a dead-letter policy.
+    pub delivery_attempt: Option<i32>,
+}
+
+/// What a delivery becomes.
+#[derive(Debug, Clone)]
+pub enum Decoded {
+    Publish(Publish),
+    Malformed(Malformed),
+}
+
+/// A compiled [`SubscriptionConfig`].
+#[derive(Debug, Clone)]
+pub struct Decoder {
+    subscription: String,
+    message: String,
+    key: Source,
+    message_id: Source,
+    ttl: Option<Millis>,
+    variables: Option<Vec<(String, String)>>,
+}
+
+impl Decoder {
+    /// Decodes one delivery. Never fails: what cannot be decoded is `Malformed`.
+    pub fn decode(&self, m: &Incoming) -> Decoded {
+        let mut attributes: Vec<(String, String)> = m
+            .attributes
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        attributes.push(("pubsub.subscription".into(), self.subscription.clone()));
+        attributes.push(("pubsub.message_id".into(), m.broker_id.clone()));
+        if let Some(t) = m.publish_time {
+            attributes.push(("pubsub.publish_time".into(), crate::clock::rfc3339(t)));
+        }
+        if let Some(a) = m.delivery_attempt {
+            attributes.push(("pubsub.delivery_attempt".into(), a.to_string()));
+        }
+        let payload: Result<Value, String> =
+            serde_json::from_slice(&m.data).map_err(|e| format!("payload is not JSON: {e}"));
+        let message_id = match self.value(&self.message_id, m, payload.as_ref().ok()) {
+            Some(id) if !id.is_empty() => id,
+            _ => m.broker_id.clone(),
+        };
+        let malformed = |error: String| {
+            Decoded::Malformed(Malformed {
+                name: self.message.clone(),
+                message_id: message_id.clone(),
+                raw: m.data.clone(),
+                attributes: attributes.clone(),
+                error,
+            })
+        };
+        let payload = match payload {
+            Ok(Value::Object(o)) => o,
+            Ok(other) => {
+                return malformed(format!(
+                    "payload is JSON but not an object (found {})",
+                    json_kind(&other)
+                ));
+            }
+            Err(e) => return malformed(e),
+        };
+        let value = Value::Object(payload);
+        let key = match self.value(&self.key, m, Some(&value)) {
+            Some(k) if !k.is_empty() => k,
+            _ => {
+                return malformed(format!(
+                    "correlation key ({}) is missing or empty",
+                    self.key.describe()
+                ));
+            }
+        };
+        let Value::Object(payload) = value else {
+            unreachable!("checked above")
+        };
+        let variables: Vars = match &self.variables {
+            None => payload,
+            Some(list) => list
+                .iter()
+                .filter_map(|(name, ptr)| {
+                    Value::Object(payload.clone())
+                        .pointer(ptr)
+                        .cloned()
+                        .map(|v| (name.clone(), v))
+                })
+                .collect(),
+        };
+        Decoded::Publish(Publish {
+            name: self.message.clone(),
+            key,
+            message_id: Some(message_id),
+            variables,
+            ttl: self.ttl,
+            attributes,
+        })
+    }
+
+    fn value(&self, source: &Source, m: &Incoming, payload: Option<&Value>) -> Option<String> {
+        match source {
+            Source::Attribute(a) => m.attributes.get(a).cloned(),
+            Source::Pointer(p) => payload?.pointer(p).and_then(|v| match v {
+                Value::String(s) => Some(s.clone()),
+                Value::Number(n) => Some(n.to_string()),
+                _ => None,
+            }),
+        }
+    }
+
+    /// The subscription this decoder belongs to.
+    pub fn subscription(&self) -> &str {
+        &self.subscription
+    }
+}
+
+fn json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// What the transport does with a delivery once the engine answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AckDecision {
+    /// The outcome is durably recorded (correlated, buffered, duplicate, parked).
+    Ack,
+    /// Nothing was recorded (storage or engine failure): let the broker redeliver.
+    Nack,
+}
+
+impl AckDecision {
+    /// The ack rule: ack exactly when the engine answered with a recorded outcome.
+    pub fn of(result: &Result<Delivery, crate::Error>) -> Self {
+        match result {
+            Ok(d) if d.outcome != Outcome::Rejected => AckDecision::Ack,
+            _ => AckDecision::Nack,
+        }
+    }
+}
+
+/// Consumer states for readiness.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum ConsumerState {
+    Starting = 0,
+    Running = 1,
+    Failing = 2,
+    Stopped = 3,
+}
+
+/// Counters of one consumer, shared with `/metrics` and `/health/ready`.
+pub struct ConsumerStats {
+    pub subscription: String,
+    state: AtomicU8,
+    last_error: Mutex<Option<String>>,
+    pub received: AtomicU64,
+    pub acked: AtomicU64,
+    pub nacked: AtomicU64,
+    outcomes: [AtomicU64; 4],
+    /// Broker publish time → ack handed to the client, seconds.
+    pub ack_latency: Histogram,
+}
+
+/// Buckets of the publish-to-ack latency, seconds.
+pub const ACK_LATENCY_BOUNDS: &[f64] = &[
+    0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0,
+];
+
+impl ConsumerStats {
+    pub fn new(subscription: &str) -> Arc<Self> {
+        Arc::new(Self {
+            subscription: subscription.into(),
+            state: AtomicU8::new(ConsumerState::Starting as u8),
+            last_error: Mutex::new(None),
+            received: AtomicU64::new(0),
+            acked: AtomicU64::new(0),
+            nacked: AtomicU64::new(0),
+            outcomes: Default::default(),
+            ack_latency: Histogram::new(ACK_LATENCY_BOUNDS),
+        })
+    }
+
+    pub fn state(&self) -> ConsumerState {
+        match self.state.load(Ordering::Relaxed) {
+            0 => ConsumerState::Starting,
+            1 => ConsumerState::Running,
+            2 => ConsumerState::Failing,
+            _ => ConsumerState::Stopped,
+        }
+    }
+
+    pub fn set_state(&self, s: ConsumerState, error: Option<String>) {
+        self.state.store(s as u8, Ordering::Relaxed);
+        if let Ok(mut e) = self.last_error.lock() {
+            *e = error;
+        }
+    }
+
+    pub fn last_error(&self) -> Option<String> {
+        self.last_error.lock().ok().and_then(|e| e.clone())
+    }
+
+    /// Records the engine's answer for one delivery.
+    pub fn record(&self, result: &Result<Delivery, crate::Error>) {
+        if let Ok(d) = result {
+            let i = match d.outcome {
+                Outcome::Correlated => 0,
+                Outcome::Buffered => 1,
+                Outcome::Duplicate => 2,
+                Outcome::Parked | Outcome::Rejected => 3,
+            };
+            self.outcomes[i].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Deliveries by outcome: correlated, buffered, duplicate, parked.
+    pub fn outcomes(&self) -> [u64; 4] {
+        std::array::from_fn(|i| self.outcomes[i].load(Ordering::Relaxed))
+    }
+}
+
+/// The consumers of a process, for `/metrics` and `/health/ready`.
+#[derive(Default, Clone)]
+pub struct Consumers {
+    list: Arc<Mutex<Vec<Arc<ConsumerStats>>>>,
+}
+
+impl Consumers {
+    pub fn add(&self, s: Arc<ConsumerStats>) {
+        if let Ok(mut l) = self.list.lock() {
+            l.push(s);
+        }
+    }
+
+    pub fn all(&self) -> Vec<Arc<ConsumerStats>> {
+        self.list.lock().map(|l| l.clone()).unwrap_or_default()
+    }
+
+    /// Why the process is not ready: consumers not (yet) consuming, with their errors.
+    pub fn not_ready(&self) -> Vec<String> {
+        self.all()
+            .iter()
+            .filter(|c| c.state() != ConsumerState::Running)
+            .map(|c| match c.last_error() {
+                Some(e) => format!("subscription {}: {e}", c.subscription),
+                None => format!("subscription {}: {:?}", c.subscription, c.state()),
+            })
+            .collect()
+    }
+
+    /// Prometheus text of all consumers.
+    pub fn prometheus(&self) -> String {
+        let all = self.all();
+        if all.is_empty() {
+            return String::new();
+        }
+        let mut out = String::from(
+            "# HELP postfach_pubsub_consumer_up Whether the consumer of a subscription is consuming.\n# TYPE postfach_pubsub_consumer_up gauge\n",
+        );
+        for c in &all {
+            out.push_str(&format!(
+                "postfach_pubsub_consumer_up{{subscription=\"{}\"}} {}\n",
+                c.subscription,
+                u8::from(c.state() == ConsumerState::Running)
+            ));
+        }
+        out.push_str("# HELP postfach_pubsub_deliveries_total Deliveries by what was done with them.\n# TYPE postfach_pubsub_deliveries_total counter\n");
+        for c in &all {
+            let s = &c.subscription;
+            let [cor, buf, dup, park] = c.outcomes();
+            for (what, v) in [
+                ("received", c.received.load(Ordering::Relaxed)),
+                ("acked", c.acked.load(Ordering::Relaxed)),
+                ("nacked", c.nacked.load(Ordering::Relaxed)),
+                ("correlated", cor),
+                ("buffered", buf),
+                ("duplicate", dup),
+                ("parked", park),
+            ] {
+                out.push_str(&format!(
+                    "postfach_pubsub_deliveries_total{{subscription=\"{s}\",result=\"{what}\"}} {v}\n"
+                ));
+            }
+        }
+        // one latency histogram over all subscriptions
+        let merged = Histogram::new(ACK_LATENCY_BOUNDS);
+        for c in &all {
+            merged.add(&c.ack_latency);
+        }
+        out.push_str(&merged.prometheus(
+            "postfach_pubsub_ack_latency_seconds",
+            "Broker publish time to ack, per delivery.",
+        ));
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn incoming(data: &str, attrs: &[(&str, &str)]) -> Incoming {
+        Incoming {
+            data: data.as_bytes().to_vec(),
+            attributes: attrs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            broker_id: "ps-1".into(),
+            publish_time: Some(1_000),
+            delivery_attempt: Some(3),
+        }
+    }
+
+    fn decoder() -> Decoder {
+        SubscriptionConfig::new(
+            "auftrag-abgeschlossen-sub",
+            "AuftragAbgeschlossen",
+            "/auftragId",
+        )
+        .compile()
+        .unwrap()
+    }
+
+    #[test]
+    fn key_from_payload_id_from_attribute_all_fields_become_variables() {
+        let d = decoder().decode(&incoming(
+            r#"{"auftragId": "4711", "erledigtePositionen": 3}"#,
+            &[("eventId", "evt-9")],
+        ));
+        let Decoded::Publish(p) = d else {
+            panic!("expected a publish, got {d:?}")
+        };
+        assert_eq!(p.key, "4711");
+        assert_eq!(p.message_id.as_deref(), Some("evt-9"));
+        assert_eq!(p.variables["erledigtePositionen"], 3);
+        assert!(
+            p.attributes
+                .contains(&("pubsub.delivery_attempt".into(), "3".into()))
+        );
+        assert!(
+            p.attributes
+                .contains(&("pubsub.message_id".into(), "ps-1".into()))
+        );
+    }
+
+    #[test]
+    fn message_id_falls_back_to_the_broker_id_and_numeric_keys_are_strings() {
+        let Decoded::Publish(p) = decoder().decode(&incoming(r#"{"auftragId": 4711}"#, &[])) else {
+            panic!()
+        };
+        assert_eq!(p.message_id.as_deref(), Some("ps-1"));
+        assert_eq!(p.key, "4711");
+    }
+
+    #[test]
+    fn undecodable_payloads_become_malformed_with_raw_bytes() {
+        for (data, why) in [
+            ("{not json", "not JSON"),
+            ("[1,2]", "not an object"),
+            (r#"{"other": 1}"#, "correlation key"),
+            (r#"{"auftragId": ""}"#, "correlation key"),
+        ] {
+            let Decoded::Malformed(m) = decoder().decode(&incoming(data, &[("eventId", "e")]))
+            else {
+                panic!("{data} decoded")
+            };
+            assert_eq!(m.raw, data.as_bytes());
+            assert!(m.error.contains(why), "{data}: {}", m.error);
+            assert_eq!(m.message_id, "e");
+            assert_eq!(m.name, "AuftragAbgeschlossen");
+        }
+    }
+
+    #[test]
+    fn selected_variables_and_attribute_keys() {
+        let mut c = SubscriptionConfig::new("s", "M", "attribute:order");
+        c.variables = Some(vec!["/a/b".into()]);
+        c.ttl = Some("5m".into());
+        let Decoded::Publish(p) = c.compile().unwrap().decode(&incoming(
+            r#"{"a": {"b": true}, "c": 1}"#,
+            &[("order", "7")],
+        )) else {
+            panic!()
+        };
+        assert_eq!(p.key, "7");
+        assert_eq!(p.ttl, Some(300_000));
+        assert_eq!(p.variables.len(), 1);
+        assert_eq!(p.variables["b"], true);
+    }
+
+    #[test]
+    fn bad_configuration_names_the_field() {
+        let mut c = SubscriptionConfig::new("s", "M", "auftragId");
+        assert!(c.compile().unwrap_err().contains("key"));
+        c.key = "/auftragId".into();
+        c.ttl = Some("soon".into());
+        assert!(c.compile().unwrap_err().contains("ttl"));
+        c.ttl = None;
+        c.message_id = "attribute:".into();
+        assert!(c.compile().unwrap_err().contains("message_id"));
+    }
+
+    #[test]
+    fn ack_only_for_recorded_outcomes() {
+        let d = |outcome| Delivery {
+            outcome,
+            message_id: "m".into(),
+            instance: None,
+            element: None,
+            reason: None,
+            candidates: vec![],
+            expires_at: None,
+        };
+        for o in [
+            Outcome::Correlated,
+            Outcome::Buffered,
+            Outcome::Duplicate,
+            Outcome::Parked,
+        ] {
+            assert_eq!(AckDecision::of(&Ok(d(o))), AckDecision::Ack);
+        }
+        assert_eq!(
+            AckDecision::of(&Ok(d(Outcome::Rejected))),
+            AckDecision::Nack
+        );
+        let err = Err(crate::Error::Store(crate::store::StoreError::Closed));
+        assert_eq!(AckDecision::of(&err), AckDecision::Nack);
+    }
+}

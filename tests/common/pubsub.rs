@@ -1,0 +1,93 @@
+//! A Pub/Sub emulator per test, with a connection and small helpers to create
+//! topics and subscriptions, publish, and pull what a topic received.
+use postfach::pubsub::{Connection, Emulator, SubscriptionOptions};
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+pub const PROJECT: &str = "postfach-test";
+
+pub struct Broker {
+    pub emulator: Emulator,
+    pub conn: Connection,
+}
+
+impl Broker {
+    /// Starts an emulator; fails the test with the reason if it cannot.
+    pub fn start() -> Broker {
+        let emulator = Emulator::start().unwrap_or_else(|e| panic!("{e}"));
+        let conn = Connection::emulator(&emulator.endpoint(), PROJECT);
+        Broker { emulator, conn }
+    }
+
+    /// Creates a topic and a subscription on it (10 s ack deadline).
+    pub async fn topic_with_subscription(&self, topic: &str, sub: &str) {
+        self.subscription(
+            topic,
+            sub,
+            SubscriptionOptions {
+                ack_deadline_seconds: 10,
+                ..Default::default()
+            },
+        )
+        .await;
+    }
+
+    pub async fn subscription(&self, topic: &str, sub: &str, options: SubscriptionOptions) {
+        self.conn.ensure_topic(topic).await.unwrap();
+        self.conn
+            .ensure_subscription(sub, topic, options)
+            .await
+            .unwrap();
+    }
+
+    /// Publishes one message and waits for the broker's confirmation.
+    pub async fn publish(&self, topic: &str, data: &str, attrs: &[(&str, &str)]) -> String {
+        let p = self.conn.publisher(topic).await.unwrap();
+        p.publish(message(data, attrs)).await.unwrap()
+    }
+
+    /// Pulls what arrives on `sub` until `quiet` passes without a new message
+    /// (or `limit` passes); acks everything. Returns (data, attributes).
+    pub async fn drain(
+        &self,
+        sub: &str,
+        quiet: Duration,
+        limit: Duration,
+    ) -> Vec<(String, BTreeMap<String, String>)> {
+        let client = self.conn.subscriber().await.unwrap();
+        let mut stream = client.subscribe(self.conn.subscription_path(sub)).build();
+        let mut out = Vec::new();
+        let end = Instant::now() + limit;
+        while Instant::now() < end {
+            match tokio::time::timeout(quiet, stream.next()).await {
+                Ok(Some(Ok((m, h)))) => {
+                    out.push((
+                        String::from_utf8_lossy(&m.data).to_string(),
+                        m.attributes.into_iter().collect(),
+                    ));
+                    h.ack();
+                }
+                Ok(Some(Err(e))) => panic!("pull from {sub}: {e}"),
+                Ok(None) | Err(_) => break,
+            }
+        }
+        stream.shutdown_token().shutdown().await;
+        out
+    }
+}
+
+pub fn message(data: &str, attrs: &[(&str, &str)]) -> google_cloud_pubsub::model::Message {
+    google_cloud_pubsub::model::Message::new()
+        .set_data(data.as_bytes().to_vec())
+        .set_attributes(attrs.iter().map(|(k, v)| (k.to_string(), v.to_string())))
+}
+
+/// Waits until `what` holds (the broker delivers asynchronously); panics with
+/// `description` after `limit`.
+pub async fn eventually(description: &str, limit: Duration, mut what: impl FnMut() -> bool) {
+    let end = Instant::now() + limit;
+    while !what() {
+        assert!(Instant::now() < end, "never happened: {description}");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}

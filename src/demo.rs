@@ -6,6 +6,9 @@
 //! Invariant: the summary is read back from the database and the invoice ledger,
 //! never computed from what the simulator intended.
 
+#[cfg(feature = "pubsub")]
+mod pubsub;
+
 use crate::{Error, JobContext, Postfach, Publish, vars};
 use clap::Args;
 use serde_json::{Value, json};
@@ -30,6 +33,12 @@ pub struct DemoArgs {
     /// Seed of the simulated provider.
     #[arg(long, default_value_t = 4711)]
     pub seed: u64,
+    /// Run the scenario through Pub/Sub: the outbox publishes each order to topic
+    /// `auftraege`, a simulated provider answers on `auftrag-abgeschlossen`, and
+    /// postfach consumes `auftrag-abgeschlossen-sub`. Uses the emulator at
+    /// $PUBSUB_EMULATOR_HOST, or starts one.
+    #[arg(long)]
+    pub pubsub: bool,
     /// Keep the demo database at this path (a new file) to inspect it afterwards,
     /// e.g. `postfach --db PATH messages --parked`.
     #[arg(long, value_name = "PATH")]
@@ -87,10 +96,9 @@ fn progress(json: bool, text: &str) {
     }
 }
 
-/// Runs the demo and returns the summary (JSON and text).
-pub async fn run(args: &DemoArgs, json_out: bool) -> Result<crate::cli::Output, Error> {
-    let dir = tempfile::tempdir().map_err(|e| Error::Store(e.into()))?;
-    let path = match &args.keep {
+/// The demo database: `--keep PATH` (must be new) or a file in `dir`.
+fn database_path(args: &DemoArgs, dir: &tempfile::TempDir) -> Result<std::path::PathBuf, Error> {
+    Ok(match &args.keep {
         Some(p) if p.exists() => {
             return Err(Error::Store(crate::store::StoreError::Io(
                 std::io::Error::new(
@@ -101,7 +109,21 @@ pub async fn run(args: &DemoArgs, json_out: bool) -> Result<crate::cli::Output, 
         }
         Some(p) => p.clone(),
         None => dir.path().join("demo.redb"),
-    };
+    })
+}
+
+/// Runs the demo and returns the summary (JSON and text).
+pub async fn run(args: &DemoArgs, json_out: bool) -> Result<crate::cli::Output, Error> {
+    if args.pubsub {
+        #[cfg(feature = "pubsub")]
+        return pubsub::run(args, json_out).await;
+        #[cfg(not(feature = "pubsub"))]
+        return Err(Error::Task(
+            "this postfach was built without the `pubsub` feature: rebuild with default features for demo --pubsub".into(),
+        ));
+    }
+    let dir = tempfile::tempdir().map_err(|e| Error::Store(e.into()))?;
+    let path = database_path(args, &dir)?;
     let pf = Postfach::open(&path)?;
     let started = Instant::now();
     let n = args.orders.max(2);
@@ -219,7 +241,42 @@ pub async fn run(args: &DemoArgs, json_out: bool) -> Result<crate::cli::Output, 
     )
     .await?;
     let elapsed = started.elapsed();
+    let mut out = summary(
+        &pf,
+        n,
+        published,
+        &ledger_path,
+        elapsed,
+        guard_refused_row(guard_refused),
+    )?;
+    if out.json["parked"].get("ambiguous").is_some() {
+        out.text.push_str(&format!(
+            "\n  {} waits with two tokens after the forced repair; its completion is parked as\n  ambiguous instead of being guessed. {}\n",
+            auftrag(repaired),
+            match &args.keep {
+                Some(p) => format!("Inspect it: postfach --db {} messages --parked", p.display()),
+                None => "Keep the database with --keep PATH to inspect it.".to_string(),
+            }
+        ));
+    }
+    pf.close();
+    Ok(out)
+}
 
+fn guard_refused_row(refused: bool) -> (&'static str, Value) {
+    ("repair_guard_refused", json!(refused))
+}
+
+/// The summary, read back from the database and the invoice ledger. `extra` is
+/// one more field of the JSON document.
+fn summary(
+    pf: &Postfach,
+    n: usize,
+    published: usize,
+    ledger_path: &std::path::Path,
+    elapsed: std::time::Duration,
+    extra: (&str, Value),
+) -> Result<crate::cli::Output, Error> {
     let r = pf.reader()?;
     let c = r.counters()?;
     let get = |k: &str| c.get(k).copied().unwrap_or(0);
@@ -234,7 +291,7 @@ pub async fn run(args: &DemoArgs, json_out: bool) -> Result<crate::cli::Output, 
         })?
         .len();
     let mut issued: HashMap<String, u32> = HashMap::new();
-    for (_, order) in InvoiceLedger::entries(&ledger_path).map_err(|e| Error::Store(e.into()))? {
+    for (_, order) in InvoiceLedger::entries(ledger_path).map_err(|e| Error::Store(e.into()))? {
         *issued.entry(order).or_default() += 1;
     }
     let invoices: u32 = issued.values().sum();
@@ -253,7 +310,7 @@ pub async fn run(args: &DemoArgs, json_out: bool) -> Result<crate::cli::Output, 
         .filter(|(_, v)| v.as_u64() != Some(0))
         .collect();
     let secs = elapsed.as_secs_f64().max(1e-9);
-    let summary = json!({
+    let mut summary = json!({
         "orders": n,
         "completions_published": published,
         "correlated_directly": get("messages_correlated"),
@@ -264,7 +321,6 @@ pub async fn run(args: &DemoArgs, json_out: bool) -> Result<crate::cli::Output, 
         "invoices_issued": invoices,
         "orders_invoiced_twice": twice_invoiced,
         "messages_lost": lost,
-        "repair_guard_refused": guard_refused,
         "elapsed_seconds": secs,
         "orders_per_second": n as f64 / secs,
         "messages_per_second": published as f64 / secs,
@@ -307,22 +363,11 @@ pub async fn run(args: &DemoArgs, json_out: bool) -> Result<crate::cli::Output, 
             ),
         ),
     ];
+    summary[extra.0] = extra.1;
     let mut text = String::from("\npostfach demo — auftrag-ausfuehrung\n");
     for (k, v) in rows {
         text.push_str(&format!("  {k:<40} {v}\n"));
     }
-    if parked.contains_key("ambiguous") {
-        text.push_str(&format!(
-            "\n  {} waits with two tokens after the forced repair; its completion is parked as\n  ambiguous instead of being guessed. {}\n",
-            auftrag(repaired),
-            match &args.keep {
-                Some(p) => format!("Inspect it: postfach --db {} messages --parked", p.display()),
-                None => "Keep the database with --keep PATH to inspect it.".to_string(),
-            }
-        ));
-    }
-    drop(r);
-    pf.close();
     Ok(crate::cli::Output {
         json: summary,
         text,

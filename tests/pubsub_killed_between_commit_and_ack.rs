@@ -37,19 +37,26 @@ fn launch(dir: &std::path::Path, broker: &Broker, hold_acks: bool) -> Server {
     if hold_acks {
         env.push(("POSTFACH_TEST_HOLD_ACKS", "1"));
     }
-    let s = Server::launch(dir, &["--config".into(), config.display().to_string()], &env);
+    let s = Server::launch(
+        dir,
+        &["--config".into(), config.display().to_string()],
+        &env,
+    );
     wait("the consumer is ready", Duration::from_secs(30), || {
         s.call("GET", "/health/ready", None, None).0 == 200
     });
     s
 }
 
-const DELIVERIES: &str = "postfach_pubsub_deliveries_total{subscription=\"auftrag-abgeschlossen-sub\",result=";
+const DELIVERIES: &str =
+    "postfach_pubsub_deliveries_total{subscription=\"auftrag-abgeschlossen-sub\",result=";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redelivery_after_a_kill_before_the_ack_is_a_recognised_duplicate() {
     let broker = Broker::start();
-    broker.topic_with_subscription("auftrag-abgeschlossen", SUB).await;
+    broker
+        .topic_with_subscription("auftrag-abgeschlossen", SUB)
+        .await;
     let dir = tempfile::tempdir().unwrap();
 
     let server = launch(dir.path(), &broker, true);
@@ -83,5 +90,8 @@ async fn redelivery_after_a_kill_before_the_ack_is_a_recognised_duplicate() {
     let records = r.message("evt-1").unwrap();
     assert_eq!(records.len(), 1, "one record for the message: {records:?}");
     assert_eq!(records[0].state, MessageState::Buffered.as_str());
-    assert_eq!(r.counters().unwrap().get("messages_buffered").copied(), Some(1));
+    assert_eq!(
+        r.counters().unwrap().get("messages_buffered").copied(),
+        Some(1)
+    );
 }

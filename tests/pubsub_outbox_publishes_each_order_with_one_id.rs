@@ -42,7 +42,9 @@ fn handed_over(s: &Server) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_order_reaches_the_topic_with_a_stable_message_id_across_a_kill() {
     let broker = Broker::start();
-    broker.topic_with_subscription("auftraege", "auftraege-dienstleister").await;
+    broker
+        .topic_with_subscription("auftraege", "auftraege-dienstleister")
+        .await;
     let dir = tempfile::tempdir().unwrap();
 
     let server = launch(dir.path(), &broker);
@@ -54,15 +56,19 @@ async fn every_order_reaches_the_topic_with_a_stable_message_id_across_a_kill() 
         );
         assert_eq!(status, 201);
     }
-    wait("some orders are handed over", Duration::from_secs(60), || {
-        handed_over(&server) >= ORDERS / 4
-    });
+    wait(
+        "some orders are handed over",
+        Duration::from_secs(60),
+        || handed_over(&server) >= ORDERS / 4,
+    );
     server.kill9(); // some publishes confirmed but not completed, some not sent
 
     let server = launch(dir.path(), &broker);
-    wait("every order is handed over", Duration::from_secs(120), || {
-        handed_over(&server) == ORDERS
-    });
+    wait(
+        "every order is handed over",
+        Duration::from_secs(120),
+        || handed_over(&server) == ORDERS,
+    );
     assert!(server.stop().success());
 
     let received = broker
@@ -76,8 +82,14 @@ async fn every_order_reaches_the_topic_with_a_stable_message_id_across_a_kill() 
     let mut ids: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for (data, attrs) in &received {
         let order: serde_json::Value = serde_json::from_str(data).expect("the order is JSON");
-        let auftrag = order["auftragId"].as_str().expect("carries auftragId").to_string();
-        let id = attrs.get("eventId").expect("every order carries eventId").clone();
+        let auftrag = order["auftragId"]
+            .as_str()
+            .expect("carries auftragId")
+            .to_string();
+        let id = attrs
+            .get("eventId")
+            .expect("every order carries eventId")
+            .clone();
         assert_eq!(
             attrs.get("postfachElement").map(String::as_str),
             Some("auftragUebergeben")
@@ -86,10 +98,18 @@ async fn every_order_reaches_the_topic_with_a_stable_message_id_across_a_kill() 
     }
     assert_eq!(ids.len(), ORDERS, "every order reached the topic");
     for (auftrag, set) in &ids {
-        assert_eq!(set.len(), 1, "{auftrag} was published under several ids: {set:?}");
+        assert_eq!(
+            set.len(),
+            1,
+            "{auftrag} was published under several ids: {set:?}"
+        );
     }
     let distinct: BTreeSet<&String> = ids.values().flatten().collect();
-    assert_eq!(distinct.len(), ORDERS, "a deduplicating receiver sees each order once");
+    assert_eq!(
+        distinct.len(),
+        ORDERS,
+        "a deduplicating receiver sees each order once"
+    );
     eprintln!(
         "{} messages for {ORDERS} orders ({} redelivered or republished after the kill)",
         received.len(),

@@ -52,7 +52,9 @@ impl Sink for FailingStore {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn storage_failure_nacks_then_the_redelivery_is_correlated() {
     let broker = Broker::start();
-    broker.topic_with_subscription("auftrag-abgeschlossen", SUB).await;
+    broker
+        .topic_with_subscription("auftrag-abgeschlossen", SUB)
+        .await;
     let env = Env::reference().await;
     let order = env.waiting_order("A-7").await;
     let consumer = Consumer::start(
@@ -77,8 +79,16 @@ async fn storage_failure_nacks_then_the_redelivery_is_correlated() {
         stats.acked.load(Ordering::Relaxed) == 1
     })
     .await;
-    assert_eq!(stats.nacked.load(Ordering::Relaxed), 2, "two failed attempts, two nacks");
-    assert_eq!(stats.received.load(Ordering::Relaxed), 3, "Pub/Sub delivered it again");
+    assert_eq!(
+        stats.nacked.load(Ordering::Relaxed),
+        2,
+        "two failed attempts, two nacks"
+    );
+    assert_eq!(
+        stats.received.load(Ordering::Relaxed),
+        3,
+        "Pub/Sub delivered it again"
+    );
     assert_eq!(env.waiting_at(order), ["rechnungStellen"]);
     let c = env.pf.reader().unwrap().counters().unwrap();
     assert_eq!(c.get("messages_correlated").copied(), Some(1));
@@ -89,7 +99,11 @@ async fn storage_failure_nacks_then_the_redelivery_is_correlated() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dead_letter_subscription_records_the_delivery_attempt_on_the_parked_message() {
     let broker = Broker::start();
-    broker.conn.ensure_topic("auftrag-abgeschlossen-dlq").await.unwrap();
+    broker
+        .conn
+        .ensure_topic("auftrag-abgeschlossen-dlq")
+        .await
+        .unwrap();
     broker
         .subscription(
             "auftrag-abgeschlossen",
@@ -114,11 +128,17 @@ async fn dead_letter_subscription_records_the_delivery_attempt_on_the_parked_mes
     .unwrap();
     let stats = consumer.stats();
     broker
-        .publish("auftrag-abgeschlossen", "kein json", &[("eventId", "evt-x")])
+        .publish(
+            "auftrag-abgeschlossen",
+            "kein json",
+            &[("eventId", "evt-x")],
+        )
         .await;
-    eventually("the third attempt is parked and acked", Duration::from_secs(90), || {
-        stats.acked.load(Ordering::Relaxed) == 1
-    })
+    eventually(
+        "the third attempt is parked and acked",
+        Duration::from_secs(90),
+        || stats.acked.load(Ordering::Relaxed) == 1,
+    )
     .await;
     let parked = env.open_messages();
     assert_eq!(parked.len(), 1);
@@ -126,7 +146,9 @@ async fn dead_letter_subscription_records_the_delivery_attempt_on_the_parked_mes
     assert_eq!((m.state, m.reason), ("parked", Some("malformed")));
     assert_eq!(m.message_id, "evt-x");
     assert_eq!(
-        m.attributes.get("pubsub.delivery_attempt").map(String::as_str),
+        m.attributes
+            .get("pubsub.delivery_attempt")
+            .map(String::as_str),
         Some("3"),
         "{:?}",
         m.attributes

@@ -1,0 +1,108 @@
+//! `postfach demo --pubsub` as a new user runs it (it starts its own emulator),
+//! and `postfach run` stopped with SIGTERM in the middle of a stream of
+//! deliveries: in-flight deliveries are committed and acked before it exits 0,
+//! so nothing committed comes back as a redelivery.
+#![cfg(feature = "pubsub")]
+mod common;
+
+use common::pubsub::{Broker, PROJECT, message};
+use common::server::Server;
+use serde_json::Value;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+#[test]
+fn demo_pubsub_starts_an_emulator_and_loses_nothing() {
+    let out = Command::new(env!("CARGO_BIN_EXE_postfach"))
+        .args(["demo", "--pubsub", "--orders", "200", "--json"])
+        .env_remove("PUBSUB_EMULATOR_HOST")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s: Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    assert_eq!(s["orders_completed"], 200, "{s}");
+    assert_eq!(s["invoices_issued"], 200, "{s}");
+    assert_eq!(s["orders_invoiced_twice"], 0, "{s}");
+    assert_eq!(s["messages_lost"], 0, "{s}");
+    assert_eq!(s["parked"]["malformed"], 2, "{s}");
+    assert_eq!(s["parked"]["late"], 1, "{s}");
+    assert!(s["correlated_from_buffer"].as_u64().unwrap() > 0, "{s}");
+    assert_eq!(s["pubsub"]["nacked"], 0, "{s}");
+    assert_eq!(s["pubsub"]["acked"], s["completions_published"], "{s}");
+}
+
+fn wait(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
+    let end = Instant::now() + limit;
+    while !f() {
+        assert!(Instant::now() < end, "never happened: {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+const CONFIG: &str = r#"
+[[subscriptions]]
+subscription = "auftrag-abgeschlossen-sub"
+topic = "auftrag-abgeschlossen"
+message = "AuftragAbgeschlossen"
+key = "/auftragId"
+max_lease_extension = "10s"
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_mid_stream_commits_and_acks_what_is_in_flight() {
+    const N: usize = 3_000;
+    let broker = Broker::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("postfach.toml");
+    std::fs::write(&config, CONFIG).unwrap();
+    let env = [
+        ("PUBSUB_EMULATOR_HOST", broker.emulator.host()),
+        ("GOOGLE_CLOUD_PROJECT", PROJECT),
+    ];
+    let args = ["--config".to_string(), config.display().to_string()];
+    // the server creates topic and subscription itself (emulator: create = true)
+    let server = Server::launch(dir.path(), &args, &env);
+    wait("ready", Duration::from_secs(30), || {
+        server.call("GET", "/health/ready", None, None).0 == 200
+    });
+    let publisher = broker
+        .conn
+        .publisher("auftrag-abgeschlossen")
+        .await
+        .unwrap();
+    let mut futures = Vec::new();
+    for i in 0..N {
+        let body = format!(r#"{{"auftragId": "B-{i}"}}"#);
+        futures.push(publisher.publish(message(&body, &[("eventId", &format!("evt-{i}"))])));
+    }
+    for f in futures {
+        f.await.unwrap();
+    }
+    const ACKED: &str = "postfach_pubsub_deliveries_total{subscription=\"auftrag-abgeschlossen-sub\",result=\"acked\"}";
+    wait("the stream is flowing", Duration::from_secs(60), || {
+        server.metric(ACKED) >= 300.0
+    });
+    let status = server.stop();
+    assert!(status.success(), "SIGTERM exits 0: {status:?}");
+
+    let server = Server::launch(dir.path(), &args, &env);
+    wait("everything is stored", Duration::from_secs(120), || {
+        server.metric("postfach_messages_total{outcome=\"buffered\"}") >= N as f64
+    });
+    // nothing that was committed before the stop came back
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        server.metric("postfach_messages_total{outcome=\"duplicate\"}"),
+        0.0,
+        "a committed delivery was not acked before the exit"
+    );
+    assert_eq!(
+        server.metric("postfach_messages_total{outcome=\"buffered\"}"),
+        N as f64
+    );
+    assert!(server.stop().success());
+}

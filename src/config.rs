@@ -80,6 +80,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_shipped_postfach_toml_parses() {
+        let c = ConfigFile::parse("postfach.toml", include_str!("../postfach.toml")).unwrap();
+        assert_eq!(
+            c.subscriptions[0].topic.as_deref(),
+            Some("auftrag-abgeschlossen")
+        );
+        assert_eq!(c.send_topics["auftragUebergeben"], "auftraege");
+        assert_eq!(c.alarms.len(), 2);
+    }
+
+    #[test]
     fn full_file_parses_and_errors_name_the_field() {
         let c = ConfigFile::parse(
             "postfach.toml",

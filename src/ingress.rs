@@ -353,7 +353,8 @@ pub struct ConsumerStats {
 
 /// Buckets of the publish-to-ack latency, seconds.
 pub const ACK_LATENCY_BOUNDS: &[f64] = &[
-    0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0,
+    0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3,
+    0.5, 0.75, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0,
 ];
 
 impl ConsumerStats {

@@ -77,6 +77,8 @@ pub struct MessageView {
     /// Raw payload of a malformed message, as (lossy) text.
     pub raw: Option<String>,
     pub requeues: u32,
+    /// When it was correlated or discarded.
+    pub settled_at: Option<String>,
 }
 
 /// A job or incident.
@@ -404,6 +406,7 @@ fn message_view(m: &MessageRecord) -> MessageView {
             .as_ref()
             .map(|b| String::from_utf8_lossy(b).into_owned()),
         requeues: m.requeues,
+        settled_at: m.settled_at.map(rfc3339),
     }
 }
 

@@ -1,0 +1,1143 @@
+//! The side-by-side benchmark driver (run it through `benches/compare.sh`):
+//! postfach against the Flowable-backed receivers of the article, each behind
+//! its own copy of the same Pub/Sub topics on one emulator, with one seeded
+//! workload and one SIGKILL of the receiver mid-stream.
+//!
+//! Workload per contender (seed 4711): N orders; 30 % of the completions are
+//! published before their order exists, 5 % twice; 0.5 % of N undecodable
+//! payloads; five orders started twice (two waiting subscriptions for one key:
+//! the repair's second token); after the drain, a second completion with a new
+//! id for 1 % of the orders, already invoiced. The provider simulator answers
+//! every other order when the send task hands it over on the orders topic.
+//!
+//! Measured per contender: completions correlated; orders invoiced, and twice;
+//! messages lost (published, never correlated, retained nowhere); retained for
+//! a human (parked / dead-letter topic / inbox); redeliveries; time to drain;
+//! throughput; p50/p99 publish → correlation; CPU seconds; peak RSS; time from
+//! the restart after the kill until the first correlation.
+
+use google_cloud_pubsub::model::Message;
+use postfach::pubsub::{Connection, Emulator, SubscriptionOptions};
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+const PROJECT: &str = "compare";
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+use postfach::demo::Rng;
+
+fn order(i: usize) -> String {
+    format!("A-{i:06}")
+}
+
+/// The seeded workload, the same for every contender.
+#[derive(Clone)]
+struct Plan {
+    n: usize,
+    early: Vec<bool>,
+    twice: Vec<bool>,
+    again: Vec<usize>,
+    ambiguous: Vec<usize>,
+    malformed: usize,
+}
+
+impl Plan {
+    fn new(n: usize, early: f64, seed: u64) -> Plan {
+        let mut rng = Rng(seed);
+        let early_v: Vec<bool> = (0..n).map(|_| rng.chance(early)).collect();
+        let twice: Vec<bool> = (0..n).map(|_| rng.chance(0.05)).collect();
+        let ambiguous: Vec<usize> = (0..n).filter(|&i| !early_v[i]).take(5).collect();
+        let again: Vec<usize> = (0..n)
+            .filter(|i| !ambiguous.contains(i))
+            .filter(|_| rng.chance(0.01))
+            .collect();
+        Plan {
+            n,
+            early: early_v,
+            twice,
+            again,
+            ambiguous,
+            malformed: (n / 200).max(1),
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Kind {
+    Postfach,
+    Naive,
+    NackDlt,
+    Inbox,
+}
+
+#[derive(Clone)]
+struct Contender {
+    name: String,
+    kind: Kind,
+    pg: bool,
+}
+
+impl Contender {
+    fn parse(s: &str) -> Contender {
+        let (kind, pg) = match s {
+            "postfach" => (Kind::Postfach, false),
+            "naive-h2" => (Kind::Naive, false),
+            "naive-pg" => (Kind::Naive, true),
+            "nack-dlt-h2" => (Kind::NackDlt, false),
+            "nack-dlt-pg" => (Kind::NackDlt, true),
+            "inbox-h2" => (Kind::Inbox, false),
+            "inbox-pg" => (Kind::Inbox, true),
+            other => panic!("unknown contender {other}"),
+        };
+        Contender {
+            name: s.into(),
+            kind,
+            pg,
+        }
+    }
+    fn variant(&self) -> &'static str {
+        match self.kind {
+            Kind::Postfach => "postfach",
+            Kind::Naive => "naive",
+            Kind::NackDlt => "nack-dlt",
+            Kind::Inbox => "inbox",
+        }
+    }
+}
+
+struct Args {
+    orders: usize,
+    early: f64,
+    seed: u64,
+    contenders: Vec<Contender>,
+    out: PathBuf,
+    java_cp: String,
+    pg_bin: PathBuf,
+    quiet: Duration,
+    limit: Duration,
+}
+
+fn args() -> Args {
+    let mut a = Args {
+        orders: 10_000,
+        early: 0.30,
+        seed: 4711,
+        contenders: "postfach,naive-h2,nack-dlt-h2,inbox-h2,naive-pg,nack-dlt-pg,inbox-pg"
+            .split(',')
+            .map(Contender::parse)
+            .collect(),
+        out: "bench-results".into(),
+        java_cp: String::new(),
+        pg_bin: "/usr/lib/postgresql/15/bin".into(),
+        quiet: Duration::from_secs(30),
+        limit: Duration::from_secs(420),
+    };
+    let v: Vec<String> = std::env::args().skip(1).collect();
+    let mut i = 0;
+    while i < v.len() {
+        let val = v.get(i + 1).cloned().unwrap_or_default();
+        match v[i].as_str() {
+            "--orders" => a.orders = val.parse().expect("--orders N"),
+            "--early" => a.early = val.parse().expect("--early SHARE"),
+            "--seed" => a.seed = val.parse().expect("--seed N"),
+            "--contenders" => a.contenders = val.split(',').map(Contender::parse).collect(),
+            "--out" => a.out = val.into(),
+            "--java-cp" => a.java_cp = val,
+            "--pg-bin" => a.pg_bin = val.into(),
+            "--quiet" => a.quiet = Duration::from_secs(val.parse().expect("--quiet SECONDS")),
+            "--limit" => a.limit = Duration::from_secs(val.parse().expect("--limit SECONDS")),
+            "--bench" => {
+                i += 1;
+                continue;
+            }
+            other => panic!("unknown argument {other}"),
+        }
+        i += 2;
+    }
+    a
+}
+
+/// A throwaway PostgreSQL cluster on a loopback port, stopped on drop.
+struct Postgres {
+    bin: PathBuf,
+    dir: PathBuf,
+    port: u16,
+}
+
+impl Postgres {
+    fn start(bin: &Path, root: &Path) -> Postgres {
+        let dir = root.join("pgdata");
+        std::fs::create_dir_all(&dir).unwrap();
+        let port = free_port();
+        // initdb refuses root: the cluster belongs to the postgres user
+        run_as_postgres(&format!("chown -R postgres {}", root.display()), true);
+        run_as_postgres(
+            &format!(
+                "{}/initdb -D {} -U postgres --auth=trust -E UTF8 >/dev/null",
+                bin.display(),
+                dir.display()
+            ),
+            false,
+        );
+        run_as_postgres(
+            &format!(
+                "{}/pg_ctl -D {} -l {}/pg.log -w -o \"-p {port} -k {} -c listen_addresses=127.0.0.1 -c max_connections=200\" start >/dev/null",
+                bin.display(),
+                dir.display(),
+                root.display(),
+                dir.display()
+            ),
+            false,
+        );
+        Postgres {
+            bin: bin.into(),
+            dir,
+            port,
+        }
+    }
+
+    fn create_db(&self, name: &str) -> String {
+        let status = Command::new("psql")
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-U",
+                "postgres",
+                "-q",
+                "-c",
+            ])
+            .arg(format!("CREATE DATABASE \"{name}\""))
+            .status()
+            .unwrap();
+        assert!(status.success(), "create database {name}");
+        format!("jdbc:postgresql://127.0.0.1:{}/{name}", self.port)
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        run_as_postgres(
+            &format!(
+                "{}/pg_ctl -D {} -m immediate stop >/dev/null",
+                self.bin.display(),
+                self.dir.display()
+            ),
+            true,
+        );
+    }
+}
+
+fn run_as_postgres(cmd: &str, may_fail: bool) {
+    let status = if cmd.starts_with("chown") {
+        Command::new("sh").arg("-c").arg(cmd).status().unwrap()
+    } else {
+        Command::new("runuser")
+            .args(["-u", "postgres", "--", "sh", "-c", cmd])
+            .status()
+            .unwrap()
+    };
+    assert!(may_fail || status.success(), "{cmd}");
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// CPU seconds and peak RSS of a running process, from /proc.
+fn proc_usage(pid: u32) -> Option<(f64, u64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let hwm = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse::<u64>()
+        .ok()?;
+    Some((ticks / 100.0, hwm * 1024))
+}
+
+/// One life of a receiver process.
+struct Life {
+    child: Child,
+    addr: Option<String>,
+    started_ms: u64,
+    cpu: f64,
+    rss: u64,
+    deliveries: u64,
+}
+
+impl Life {
+    fn sample(&mut self, stats_file: &Path) {
+        if let Some((cpu, rss)) = proc_usage(self.child.id()) {
+            self.cpu = cpu;
+            self.rss = self.rss.max(rss);
+        }
+        match &self.addr {
+            Some(addr) => {
+                if let Some(v) = metric(addr, "result=\"received\"") {
+                    self.deliveries = v as u64;
+                }
+            }
+            None => {
+                if let Ok(text) = std::fs::read_to_string(stats_file)
+                    && let Ok(v) = serde_json::from_str::<Value>(&text)
+                {
+                    self.deliveries = v["deliveries"].as_u64().unwrap_or(self.deliveries);
+                }
+            }
+        }
+    }
+}
+
+fn metric(addr: &str, contains: &str) -> Option<f64> {
+    let text = ureq::get(&format!("http://{addr}/metrics"))
+        .call()
+        .ok()?
+        .body_mut()
+        .read_to_string()
+        .ok()?;
+    text.lines()
+        .find(|l| l.contains(contains) && !l.starts_with('#'))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+struct Run<'a> {
+    args: &'a Args,
+    c: Contender,
+    conn: Connection,
+    emulator: &'a Emulator,
+    dir: PathBuf,
+    jdbc: String,
+    topics: (String, String),
+    sub: String,
+}
+
+impl Run<'_> {
+    fn launch(&self, first: bool, plan: &Plan) -> Life {
+        let started_ms = now_ms();
+        if self.c.kind == Kind::Postfach {
+            let config = self.dir.join("postfach.toml");
+            std::fs::write(
+                &config,
+                format!(
+                    "[correlation_keys]\nAuftragAbgeschlossen = \"auftragId\"\n\n[send_topics]\nauftragUebergeben = \"{}\"\n\n[[subscriptions]]\nsubscription = \"{}\"\nmessage = \"AuftragAbgeschlossen\"\nkey = \"/auftragId\"\nmax_lease_extension = \"10s\"\n",
+                    self.topics.0, self.sub
+                ),
+            )
+            .unwrap();
+            let mut child = Command::new(postfach_bin())
+                .current_dir(env!("CARGO_MANIFEST_DIR"))
+                .arg("--db")
+                .arg(self.dir.join("run.redb"))
+                .args([
+                    "run",
+                    "bpmn/auftrag-ausfuehrung.bpmn",
+                    "--listen",
+                    "127.0.0.1:0",
+                ])
+                .arg("--config")
+                .arg(&config)
+                .arg("--invoice-ledger")
+                .arg(self.dir.join("ledger.tsv"))
+                .env("PUBSUB_EMULATOR_HOST", self.emulator.host())
+                .env("GOOGLE_CLOUD_PROJECT", PROJECT)
+                .env("RUST_LOG", "error")
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            use std::io::BufRead;
+            let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+            let addr = loop {
+                let line = lines.next().expect("postfach run started").unwrap();
+                if let Some(rest) = line.split("HTTP API on http://").nth(1) {
+                    break rest.split_whitespace().next().unwrap().to_string();
+                }
+            };
+            std::thread::spawn(move || for _ in lines {});
+            return Life {
+                child,
+                addr: Some(addr),
+                started_ms,
+                cpu: 0.0,
+                rss: 0,
+                deliveries: 0,
+            };
+        }
+        let mut cmd = Command::new("java");
+        cmd.stdin(Stdio::piped());
+        cmd.args([
+            "-Xmx1g",
+            "-cp",
+            &self.args.java_cp,
+            "postfach.compare.Receiver",
+        ])
+        .args(["--variant", self.c.variant()])
+        .args(["--jdbc", &self.jdbc])
+        .args(["--jdbc-user", if self.c.pg { "postgres" } else { "sa" }])
+        .args(["--emulator", self.emulator.host()])
+        .args(["--project", PROJECT])
+        .args(["--subscription", &self.sub])
+        .args(["--orders-topic", &self.topics.0])
+        .arg("--bpmn")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("bpmn/auftrag-ausfuehrung.bpmn"))
+        .arg("--ledger")
+        .arg(self.dir.join("ledger.tsv"))
+        .arg("--correlations")
+        .arg(self.dir.join("correlations.tsv"))
+        .arg("--stats")
+        .arg(self.dir.join("stats.json"))
+        .arg("--acks")
+        .arg(self.dir.join("acks.tsv"))
+        .stdout(Stdio::null())
+        .stderr(
+            std::fs::File::create(self.dir.join(format!("receiver-{started_ms}.log"))).unwrap(),
+        );
+        if first {
+            cmd.args(["--start-orders", &plan.n.to_string()]);
+            cmd.args([
+                "--start-twice",
+                &plan
+                    .ambiguous
+                    .iter()
+                    .map(|&i| order(i))
+                    .collect::<Vec<_>>()
+                    .join(","),
+            ]);
+        }
+        let _ = std::fs::remove_file(self.dir.join("stats.json"));
+        Life {
+            child: cmd.spawn().expect("java"),
+            addr: None,
+            started_ms,
+            cpu: 0.0,
+            rss: 0,
+            deliveries: 0,
+        }
+    }
+
+    /// Waits until the receiver consumes (postfach: ready; Java: its "running" line).
+    fn wait_ready(&self, life: &Life) {
+        let end = Instant::now() + Duration::from_secs(120);
+        loop {
+            let ready = match &life.addr {
+                Some(a) => ureq::get(&format!("http://{a}/health/ready"))
+                    .call()
+                    .is_ok(),
+                None => std::fs::read_dir(&self.dir)
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                    .filter(|e| {
+                        e.file_name()
+                            .to_string_lossy()
+                            .starts_with(&format!("receiver-{}", life.started_ms))
+                    })
+                    .any(|e| {
+                        std::fs::read_to_string(e.path())
+                            .unwrap_or_default()
+                            .contains(" running")
+                    }),
+            };
+            if ready {
+                return;
+            }
+            assert!(
+                Instant::now() < end,
+                "{}: receiver did not start",
+                self.c.name
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Whether every order has been started (a kill before would lose starts,
+    /// not messages).
+    fn orders_started(&self, life: &Life) -> bool {
+        life.addr.is_some()
+            || std::fs::read_to_string(self.dir.join(format!("receiver-{}.log", life.started_ms)))
+                .unwrap_or_default()
+                .contains("started ")
+    }
+
+    /// Starts the orders (and the five started twice).
+    fn start_orders(&self, life: &mut Life, plan: &Plan) {
+        match &life.addr {
+            Some(addr) => start_orders_http(addr, plan),
+            None => {
+                use std::io::Write;
+                let stdin = life.child.stdin.as_mut().expect("piped stdin");
+                writeln!(stdin, "start").unwrap();
+                stdin.flush().unwrap();
+            }
+        }
+    }
+
+    /// Correlations so far: (event id, correlated at ms).
+    fn correlations(&self, life: Option<&Life>) -> Vec<(String, u64)> {
+        if self.c.kind == Kind::Postfach {
+            // read over the API while running: count only; exact rows after the stop
+            let addr = life.and_then(|l| l.addr.as_ref());
+            let n = addr
+                .and_then(|a| metric(a, "postfach_messages_total{outcome=\"correlated\"}"))
+                .unwrap_or(0.0)
+                + addr
+                    .and_then(|a| {
+                        metric(
+                            a,
+                            "postfach_messages_total{outcome=\"correlated_from_buffer\"}",
+                        )
+                    })
+                    .unwrap_or(0.0);
+            return (0..n as usize).map(|i| (i.to_string(), 0)).collect();
+        }
+        std::fs::read_to_string(self.dir.join("correlations.tsv"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split('\t').collect();
+                Some((f.first()?.to_string(), f.get(3)?.parse().ok()?))
+            })
+            .collect()
+    }
+
+    fn invoices(&self) -> Vec<(String, u64)> {
+        std::fs::read_to_string(self.dir.join("ledger.tsv"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| {
+                let (a, b) = l.split_once('\t')?;
+                // postfach's ledger: key<TAB>order; the Java one: order<TAB>ms
+                Some(if self.c.kind == Kind::Postfach {
+                    (b.to_string(), 0)
+                } else {
+                    (a.to_string(), b.parse().unwrap_or(0))
+                })
+            })
+            .collect()
+    }
+}
+
+/// The `postfach` binary next to this example (target/release/postfach).
+fn postfach_bin() -> PathBuf {
+    let exe = std::env::current_exe().expect("own path");
+    exe.parent()
+        .and_then(Path::parent)
+        .map(|d| d.join("postfach"))
+        .filter(|p| p.exists())
+        .expect("target/<profile>/postfach: build it with `cargo build --release` first")
+}
+
+fn start_orders_http(addr: &str, plan: &Plan) {
+    let addr = addr.to_string();
+    let mut starts: Vec<String> = (0..plan.n).map(order).collect();
+    starts.extend(plan.ambiguous.iter().map(|&i| order(i)));
+    let chunks: Vec<Vec<String>> = starts
+        .chunks(starts.len().div_ceil(8))
+        .map(<[String]>::to_vec)
+        .collect();
+    let threads: Vec<_> = chunks
+        .into_iter()
+        .map(|chunk| {
+            let addr = addr.clone();
+            std::thread::spawn(move || {
+                let agent = ureq::Agent::new_with_defaults();
+                for o in chunk {
+                    agent
+                        .post(&format!("http://{addr}/instances"))
+                        .send_json(json!({"process": "auftrag-ausfuehrung", "variables": {"auftragId": o}}))
+                        .expect("start order");
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+}
+
+fn completion(o: &str, id: &str) -> Message {
+    Message::new()
+        .set_data(
+            json!({"auftragId": o, "erledigtePositionen": 1200, "abschlussZeitpunkt": "2026-12-02T10:00:00Z"})
+                .to_string(),
+        )
+        .set_attributes([("eventId", id)])
+}
+
+type Published = Arc<Mutex<Vec<(String, u64, bool)>>>; // (event id, publish ms, decodable)
+
+async fn publish(
+    p: &google_cloud_pubsub::client::Publisher,
+    m: Message,
+    id: &str,
+    ok: bool,
+    log: &Published,
+) {
+    p.publish(m).await.expect("publish");
+    log.lock().unwrap().push((id.to_string(), now_ms(), ok));
+}
+
+/// Publishes the completion `PREFIX-ORDER` of an order, `copies` times.
+async fn publish_completion(
+    p: &google_cloud_pubsub::client::Publisher,
+    o: &str,
+    prefix: &str,
+    copies: usize,
+    log: &Published,
+) {
+    let id = format!("{prefix}-{o}");
+    for _ in 0..copies {
+        publish(p, completion(o, &id), &id, true, log).await;
+    }
+}
+
+async fn contender(
+    args: &Args,
+    emulator: &Emulator,
+    pg: Option<&Postgres>,
+    c: Contender,
+    root: &Path,
+) -> Value {
+    let plan = Plan::new(args.orders, args.early, args.seed);
+    let conn = Connection::emulator(&emulator.endpoint(), PROJECT);
+    let tag = c.name.clone();
+    let orders_topic = format!("auftraege-{tag}");
+    let completions_topic = format!("auftrag-abgeschlossen-{tag}");
+    let sub = format!("auftrag-abgeschlossen-sub-{tag}");
+    let provider_sub = format!("auftraege-dienstleister-{tag}");
+    let dlt = format!("auftrag-abgeschlossen-dlt-{tag}");
+    for t in [&orders_topic, &completions_topic, &dlt] {
+        conn.ensure_topic(t).await.unwrap();
+    }
+    let options = if c.kind == Kind::NackDlt {
+        SubscriptionOptions {
+            ack_deadline_seconds: 10,
+            dead_letter: Some((dlt.clone(), 10)),
+            retry_backoff: Some((Duration::from_secs(10), Duration::from_secs(600))),
+        }
+    } else {
+        SubscriptionOptions {
+            ack_deadline_seconds: 10,
+            ..Default::default()
+        }
+    };
+    conn.ensure_subscription(&sub, &completions_topic, options)
+        .await
+        .unwrap();
+    conn.ensure_subscription(&provider_sub, &orders_topic, SubscriptionOptions::default())
+        .await
+        .unwrap();
+    conn.ensure_subscription(&format!("{dlt}-sub"), &dlt, SubscriptionOptions::default())
+        .await
+        .unwrap();
+    let dir = root.join(&tag);
+    std::fs::create_dir_all(&dir).unwrap();
+    let jdbc = match (c.kind, pg) {
+        (Kind::Postfach, _) => String::new(),
+        (_, Some(pg)) if c.pg => pg.create_db(&tag.replace('-', "_")),
+        _ => format!("jdbc:h2:file:{}/flowable", dir.display()),
+    };
+    let run = Run {
+        args,
+        c: c.clone(),
+        conn: conn.clone(),
+        emulator,
+        dir: dir.clone(),
+        jdbc,
+        topics: (orders_topic.clone(), completions_topic.clone()),
+        sub: sub.clone(),
+    };
+    let publisher = conn.publisher(&completions_topic).await.unwrap();
+    let published: Published = Default::default();
+
+    // the provider answers every other order as it is handed over
+    let provider = {
+        let conn = conn.clone();
+        let publisher = publisher.clone();
+        let published = published.clone();
+        let plan = plan.clone();
+        let provider_sub = provider_sub.clone();
+        tokio::spawn(async move {
+            let client = conn.subscriber().await.unwrap();
+            let mut stream = client
+                .subscribe(conn.subscription_path(&provider_sub))
+                .build();
+            let mut answered = HashSet::new();
+            let index: HashMap<String, usize> = (0..plan.n).map(|i| (order(i), i)).collect();
+            while let Some(Ok((m, h))) = stream.next().await {
+                h.ack();
+                let Some(o) = serde_json::from_slice::<Value>(&m.data)
+                    .ok()
+                    .and_then(|v| v["auftragId"].as_str().map(str::to_string))
+                else {
+                    continue;
+                };
+                let Some(&i) = index.get(&o) else { continue };
+                if plan.early[i] || !answered.insert(o.clone()) {
+                    continue;
+                }
+                let id = format!("done-{o}");
+                for _ in 0..if plan.twice[i] { 2 } else { 1 } {
+                    let (publisher, published, o, id) =
+                        (publisher.clone(), published.clone(), o.clone(), id.clone());
+                    tokio::spawn(async move {
+                        publish(&publisher, completion(&o, &id), &id, true, &published).await
+                    });
+                }
+            }
+        })
+    };
+
+    let stats_file = dir.join("stats.json");
+    let mut lives = vec![run.launch(true, &plan)];
+    run.wait_ready(&lives[0]);
+    eprintln!("{tag}: running");
+    // the early wave and the undecodable payloads arrive before any order exists
+    let t0 = now_ms();
+    for i in (0..plan.n).filter(|&i| plan.early[i]) {
+        let copies = if plan.twice[i] { 2 } else { 1 };
+        publish_completion(&publisher, &order(i), "done", copies, &published).await;
+    }
+    for k in 0..plan.malformed {
+        let id = format!("kaputt-{k}");
+        let m = Message::new()
+            .set_data(format!("{{\"auftragId\": \"{}\", ", order(k)))
+            .set_attributes([("eventId", id.as_str())]);
+        publish(&publisher, m, &id, false, &published).await;
+    }
+
+    let early_count = published.lock().unwrap().len() as u64;
+    let end = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < end {
+        lives[0].sample(&stats_file);
+        if lives[0].deliveries >= early_count {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    run.start_orders(&mut lives[0], &plan);
+    // the kill: once 40 % of the orders are correlated
+    let kill_at = plan.n * 2 / 5;
+    let deadline = Instant::now() + args.limit;
+    let mut killed_ms = None;
+    let mut last_progress = (0usize, Instant::now());
+    loop {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let life = lives.last_mut().unwrap();
+        life.sample(&stats_file);
+        let corr = run.correlations(Some(life)).len();
+        let invoiced: HashSet<String> = run.invoices().into_iter().map(|(o, _)| o).collect();
+        if corr != last_progress.0 {
+            last_progress = (corr, Instant::now());
+        }
+        if killed_ms.is_none() && corr >= kill_at && run.orders_started(&lives[0]) {
+            let life = lives.last_mut().unwrap();
+            life.sample(&stats_file);
+            life.child.kill().unwrap();
+            life.child.wait().unwrap();
+            eprintln!("{tag}: SIGKILL at {corr} correlations; restarting");
+            killed_ms = Some(now_ms());
+            lives.push(run.launch(false, &plan));
+            last_progress.1 = Instant::now();
+            continue;
+        }
+        // every order invoiced; otherwise (lost messages, ambiguous orders, jobs
+        // locked by the killed process) until nothing moved for `quiet`
+        let done = invoiced.len() >= plan.n;
+        let stalled = last_progress.1.elapsed() > args.quiet;
+        if (killed_ms.is_some() && done) || stalled || Instant::now() > deadline {
+            if !done {
+                eprintln!(
+                    "{tag}: stopped waiting with {} of {} orders invoiced",
+                    invoiced.len(),
+                    plan.n
+                );
+            }
+            break;
+        }
+    }
+    // completions for orders already invoiced
+    for &i in &plan.again {
+        publish_completion(&publisher, &order(i), "nachtrag", 1, &published).await;
+    }
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let drained_ms = now_ms();
+    provider.abort();
+    {
+        let life = lives.last_mut().unwrap();
+        life.sample(&stats_file);
+        // SIGTERM: postfach stops cleanly; the JVM runs its shutdown hooks
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(life.child.id().to_string())
+            .status();
+        let end = Instant::now() + Duration::from_secs(30);
+        while life.child.try_wait().unwrap().is_none() && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = life.child.kill();
+        let _ = life.child.wait();
+    }
+    let published = published.lock().unwrap().clone();
+    collect(
+        &run, &plan, &published, &lives, t0, killed_ms, drained_ms, &dlt,
+    )
+    .await
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn collect(
+    run: &Run<'_>,
+    plan: &Plan,
+    published: &[(String, u64, bool)],
+    lives: &[Life],
+    t0: u64,
+    killed_ms: Option<u64>,
+    drained_ms: u64,
+    dlt: &str,
+) -> Value {
+    let mut first_publish: HashMap<&str, u64> = HashMap::new();
+    for (id, ms, _) in published {
+        first_publish.entry(id.as_str()).or_insert(*ms);
+    }
+    let ids: HashSet<&str> = first_publish.keys().copied().collect();
+    // correlated (event id → ms) and retained (event id → where)
+    let mut correlated: HashMap<String, u64> = HashMap::new();
+    let mut retained: BTreeMap<String, String> = BTreeMap::new();
+    match run.c.kind {
+        Kind::Postfach => {
+            let pf = postfach::Postfach::open(run.dir.join("run.redb")).unwrap();
+            let r = pf.reader().unwrap();
+            for id in &ids {
+                for m in r.message(id).unwrap_or_default() {
+                    match m.state {
+                        "correlated" => {
+                            let at = m
+                                .settled_at
+                                .as_deref()
+                                .and_then(|t| humantime::parse_rfc3339(t).ok())
+                                .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+                                .map_or(0, |d| d.as_millis() as u64);
+                            correlated.insert(id.to_string(), at);
+                        }
+                        s => {
+                            retained
+                                .insert(id.to_string(), format!("{s}:{}", m.reason.unwrap_or("")));
+                        }
+                    }
+                }
+            }
+            pf.close();
+        }
+        _ => {
+            for (id, ms) in run.correlations(None) {
+                correlated.entry(id).or_insert(ms);
+            }
+            let broker = BrokerDrain(&run.conn);
+            for id in broker
+                .drain_for(&format!("{dlt}-sub"), Duration::from_secs(5))
+                .await
+            {
+                retained.entry(id).or_insert("dead_letter".into());
+            }
+            if run.c.kind == Kind::Inbox {
+                for (id, status) in inbox_rows(run) {
+                    if status != "DONE" {
+                        retained.entry(id).or_insert(format!("inbox:{status}"));
+                    }
+                }
+            }
+        }
+    }
+    // lost: acked, never correlated, retained nowhere. The Java receivers log
+    // every ack; postfach acks only what it recorded, so an id without a record
+    // counts as lost unless it is still waiting in the subscription.
+    let mut pending: HashSet<String> = BrokerDrain(&run.conn)
+        .drain(&run.sub)
+        .await
+        .into_iter()
+        .filter(|id| !correlated.contains_key(id) && !retained.contains_key(id))
+        .collect();
+    let lost: Vec<&str> = if run.c.kind == Kind::Postfach {
+        ids.iter()
+            .filter(|id| {
+                !correlated.contains_key(**id)
+                    && !retained.contains_key(**id)
+                    && !pending.contains(**id)
+            })
+            .copied()
+            .collect()
+    } else {
+        let acked: HashSet<String> = std::fs::read_to_string(run.dir.join("acks.tsv"))
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_string)
+            .collect();
+        for id in &ids {
+            if !acked.contains(*id) && !correlated.contains_key(*id) && !retained.contains_key(*id)
+            {
+                pending.insert(id.to_string()); // never acked: Pub/Sub still has it
+            }
+        }
+        ids.iter()
+            .filter(|id| {
+                acked.contains(**id)
+                    && !correlated.contains_key(**id)
+                    && !retained.contains_key(**id)
+            })
+            .copied()
+            .collect()
+    };
+    let mut lat: Vec<u64> = correlated
+        .iter()
+        .filter_map(|(id, ms)| {
+            first_publish
+                .get(id.as_str())
+                .map(|p| ms.saturating_sub(*p))
+        })
+        .filter(|_| true)
+        .collect();
+    lat.sort_unstable();
+    let pct = |q: f64| {
+        lat.get(((lat.len() as f64 * q) as usize).min(lat.len().saturating_sub(1)))
+            .copied()
+    };
+    let invoices = run.invoices();
+    let mut per_order: HashMap<&str, usize> = HashMap::new();
+    for (o, _) in &invoices {
+        *per_order.entry(o.as_str()).or_default() += 1;
+    }
+    let last_corr = correlated.values().copied().max().unwrap_or(t0);
+    let drain_s = (last_corr.max(t0) - t0) as f64 / 1000.0;
+    // steady throughput: correlations between the 10th and the 90th percentile
+    // of their times, over that span (start-up and the tail after the kill aside)
+    let mut times: Vec<u64> = correlated.values().copied().collect();
+    times.sort_unstable();
+    let steady = if times.len() >= 10 {
+        let (a, b) = (times[times.len() / 10], times[times.len() * 9 / 10]);
+        let n = times.len() * 8 / 10;
+        if b > a {
+            Some(n as f64 * 1000.0 / (b - a) as f64)
+        } else {
+            None
+        }
+    } else {
+        None
+    };
+    let resume_ms = killed_ms.and_then(|k| {
+        correlated
+            .values()
+            .filter(|&&ms| ms > k)
+            .min()
+            .map(|first| first - lives.last().unwrap().started_ms)
+    });
+    let deliveries: u64 = lives.iter().map(|l| l.deliveries).sum();
+    let mut by_where: BTreeMap<String, usize> = BTreeMap::new();
+    for w in retained.values() {
+        *by_where.entry(w.clone()).or_default() += 1;
+    }
+    let _ = drained_ms;
+    json!({
+        "contender": run.c.name,
+        "orders": plan.n,
+        "messages_published": published.len(),
+        "message_ids": ids.len(),
+        "correlated": correlated.len(),
+        "orders_invoiced": per_order.len(),
+        "orders_invoiced_twice": per_order.values().filter(|&&n| n > 1).count(),
+        "lost": lost.len(),
+        "lost_sample": lost.iter().take(10).collect::<Vec<_>>(),
+        "retained": retained.len(),
+        "retained_by_reason": by_where,
+        "pending_in_subscription": pending.len(),
+        "redeliveries": deliveries.saturating_sub(published.len() as u64),
+        "drain_seconds": drain_s,
+        "throughput_per_s": steady,
+        "drain_rate_per_s": if drain_s > 0.0 { correlated.len() as f64 / drain_s } else { 0.0 },
+        "p50_ms": pct(0.5),
+        "p99_ms": pct(0.99),
+        "cpu_seconds": lives.iter().map(|l| l.cpu).sum::<f64>(),
+        "peak_rss_mib": lives.iter().map(|l| l.rss).max().unwrap_or(0) as f64 / 1048576.0,
+        "resume_after_restart_ms": resume_ms,
+    })
+}
+
+struct BrokerDrain<'a>(&'a Connection);
+
+impl BrokerDrain<'_> {
+    /// Pulls until `quiet` passes without a message. The emulator hands back
+    /// messages whose lease expired with a dead consumer only on its own sweep,
+    /// which can take a minute; a shorter window would count them as lost.
+    async fn drain(&self, sub: &str) -> Vec<String> {
+        self.drain_for(sub, Duration::from_secs(75)).await
+    }
+
+    async fn drain_for(&self, sub: &str, quiet: Duration) -> Vec<String> {
+        let client = self.0.subscriber().await.unwrap();
+        let mut stream = client.subscribe(self.0.subscription_path(sub)).build();
+        let mut out = Vec::new();
+        while let Ok(Some(Ok((m, h)))) = tokio::time::timeout(quiet, stream.next()).await {
+            out.push(
+                m.attributes
+                    .get("eventId")
+                    .cloned()
+                    .unwrap_or(m.message_id.clone()),
+            );
+            h.ack();
+        }
+        stream.shutdown_token().shutdown().await;
+        out
+    }
+}
+
+fn inbox_rows(run: &Run<'_>) -> Vec<(String, String)> {
+    let out = Command::new("java")
+        .args(["-cp", &run.args.java_cp, "postfach.compare.Receiver"])
+        .args(["--dump-inbox", &run.jdbc])
+        .args(["--jdbc-user", if run.c.pg { "postgres" } else { "sa" }])
+        .output()
+        .expect("java");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_once('\t'))
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect()
+}
+
+fn table(rows: &[Value]) -> String {
+    let mut md = String::from(
+        "| contender | correlated | invoiced | invoiced twice | lost | retained (parked / DLT / inbox) | still in subscription | redeliveries | drain (s) | completions/s (steady) | p50 (ms) | p99 (ms) | CPU (s) | peak RSS (MiB) | resume after kill (ms) |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+    );
+    for r in rows {
+        let f = |k: &str| match &r[k] {
+            Value::Null => "—".to_string(),
+            Value::Number(n) if n.is_f64() => format!("{:.1}", n.as_f64().unwrap()),
+            v => v.to_string(),
+        };
+        md.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            r["contender"].as_str().unwrap_or(""),
+            f("correlated"),
+            f("orders_invoiced"),
+            f("orders_invoiced_twice"),
+            f("lost"),
+            f("retained"),
+            f("pending_in_subscription"),
+            f("redeliveries"),
+            f("drain_seconds"),
+            f("throughput_per_s"),
+            f("p50_ms"),
+            f("p99_ms"),
+            f("cpu_seconds"),
+            f("peak_rss_mib"),
+            f("resume_after_restart_ms"),
+        ));
+    }
+    md
+}
+
+/// Two bar charts side by side: throughput and lost messages per contender.
+fn svg(rows: &[Value]) -> String {
+    let w = 900.0;
+    let bar_h = 22.0;
+    let top = 40.0;
+    let h = top + rows.len() as f64 * (bar_h + 8.0) + 30.0;
+    let max_t = rows
+        .iter()
+        .filter_map(|r| r["throughput_per_s"].as_f64())
+        .fold(1.0, f64::max);
+    let max_l = rows
+        .iter()
+        .filter_map(|r| r["lost"].as_f64())
+        .fold(1.0, f64::max);
+    let mut s = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n<text x=\"150\" y=\"20\" font-weight=\"bold\">completions correlated per second</text>\n<text x=\"560\" y=\"20\" font-weight=\"bold\">messages lost</text>\n"
+    );
+    for (i, r) in rows.iter().enumerate() {
+        let y = top + i as f64 * (bar_h + 8.0);
+        let t = r["throughput_per_s"].as_f64().unwrap_or(0.0);
+        let l = r["lost"].as_f64().unwrap_or(0.0);
+        let tw = 250.0 * t / max_t;
+        let lw = 250.0 * l / max_l;
+        s.push_str(&format!(
+            "<text x=\"140\" y=\"{}\" text-anchor=\"end\">{}</text>\n<rect x=\"150\" y=\"{y}\" width=\"{tw:.1}\" height=\"{bar_h}\" fill=\"#3b7dd8\"/>\n<text x=\"{:.1}\" y=\"{}\">{t:.0}</text>\n<rect x=\"560\" y=\"{y}\" width=\"{lw:.1}\" height=\"{bar_h}\" fill=\"#d8453b\"/>\n<text x=\"{:.1}\" y=\"{}\">{l:.0}</text>\n",
+            y + 15.0,
+            r["contender"].as_str().unwrap_or(""),
+            155.0 + tw,
+            y + 15.0,
+            565.0 + lw,
+            y + 15.0,
+        ));
+    }
+    s.push_str("</svg>\n");
+    s
+}
+
+fn main() {
+    let args = args();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    // receiver logs, ledgers and databases stay here when POSTFACH_COMPARE_KEEP is set
+    let guard = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
+    let root = guard.path().to_path_buf();
+    let _guard = match std::env::var("POSTFACH_COMPARE_KEEP") {
+        Ok(_) => {
+            eprintln!("compare: keeping {}", guard.keep().display());
+            None
+        }
+        Err(_) => Some(guard),
+    };
+    let emulator = Emulator::start().unwrap_or_else(|e| panic!("{e}"));
+    let pg = args
+        .contenders
+        .iter()
+        .any(|c| c.pg)
+        .then(|| Postgres::start(&args.pg_bin, &root.join("pg")));
+    let mut rows = Vec::new();
+    for c in args.contenders.clone() {
+        let row = rt.block_on(contender(&args, &emulator, pg.as_ref(), c, &root));
+        eprintln!("{row}");
+        rows.push(row);
+    }
+    drop(pg);
+    let md = table(&rows);
+    println!("\n{md}");
+    std::fs::create_dir_all(&args.out).unwrap();
+    std::fs::write(args.out.join("compare.md"), &md).unwrap();
+    std::fs::write(
+        args.out.join("compare.json"),
+        serde_json::to_string_pretty(&json!({
+            "orders": args.orders,
+            "early": args.early,
+            "seed": args.seed,
+            "contenders": rows,
+        }))
+        .unwrap(),
+    )
+    .unwrap();
+    std::fs::write(args.out.join("compare.svg"), svg(&rows)).unwrap();
+}

@@ -5,11 +5,11 @@
 #![cfg(feature = "pubsub")]
 mod common;
 
-use common::pubsub::{Broker, PROJECT, message};
+use common::pubsub::{Broker, PROJECT, message, wait};
 use common::server::Server;
 use serde_json::Value;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[test]
 fn demo_pubsub_starts_an_emulator_and_loses_nothing() {
@@ -33,14 +33,6 @@ fn demo_pubsub_starts_an_emulator_and_loses_nothing() {
     assert!(s["correlated_from_buffer"].as_u64().unwrap() > 0, "{s}");
     assert_eq!(s["pubsub"]["nacked"], 0, "{s}");
     assert_eq!(s["pubsub"]["acked"], s["completions_published"], "{s}");
-}
-
-fn wait(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
-    let end = Instant::now() + limit;
-    while !f() {
-        assert!(Instant::now() < end, "never happened: {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 const CONFIG: &str = r#"

@@ -5,51 +5,23 @@
 #![cfg(feature = "pubsub")]
 mod common;
 
-use common::pubsub::{Broker, PROJECT};
+use common::pubsub::{Broker, COMPLETIONS_CONFIG, launch_with, wait};
 use common::server::Server;
 use postfach::{MessageState, Postfach};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const SUB: &str = "auftrag-abgeschlossen-sub";
-const CONFIG: &str = r#"
-[[subscriptions]]
-subscription = "auftrag-abgeschlossen-sub"
-message = "AuftragAbgeschlossen"
-key = "/auftragId"
-max_lease_extension = "10s"
-"#;
-
-fn wait(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
-    let end = Instant::now() + limit;
-    while !f() {
-        assert!(Instant::now() < end, "never happened: {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn launch(dir: &std::path::Path, broker: &Broker, hold_acks: bool) -> Server {
-    let config = dir.join("postfach.toml");
-    std::fs::write(&config, CONFIG).unwrap();
-    let mut env = vec![
-        ("PUBSUB_EMULATOR_HOST", broker.emulator.host()),
-        ("GOOGLE_CLOUD_PROJECT", PROJECT),
-    ];
-    if hold_acks {
-        env.push(("POSTFACH_TEST_HOLD_ACKS", "1"));
-    }
-    let s = Server::launch(
-        dir,
-        &["--config".into(), config.display().to_string()],
-        &env,
-    );
-    wait("the consumer is ready", Duration::from_secs(30), || {
-        s.call("GET", "/health/ready", None, None).0 == 200
-    });
-    s
-}
-
 const DELIVERIES: &str =
     "postfach_pubsub_deliveries_total{subscription=\"auftrag-abgeschlossen-sub\",result=";
+
+fn launch(dir: &std::path::Path, broker: &Broker, hold_acks: bool) -> Server {
+    let env: &[(&str, &str)] = if hold_acks {
+        &[("POSTFACH_TEST_HOLD_ACKS", "1")]
+    } else {
+        &[]
+    };
+    launch_with(dir, broker, COMPLETIONS_CONFIG, env)
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redelivery_after_a_kill_before_the_ack_is_a_recognised_duplicate() {

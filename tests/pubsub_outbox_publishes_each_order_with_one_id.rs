@@ -7,21 +7,13 @@
 #![cfg(feature = "pubsub")]
 mod common;
 
-use common::pubsub::{Broker, PROJECT};
+use common::pubsub::{Broker, PROJECT, wait};
 use common::server::Server;
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const ORDERS: usize = 300;
-
-fn wait(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
-    let end = Instant::now() + limit;
-    while !f() {
-        assert!(Instant::now() < end, "never happened: {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
 
 fn launch(dir: &std::path::Path, broker: &Broker) -> Server {
     Server::launch(

@@ -6,45 +6,15 @@
 #![cfg(feature = "pubsub")]
 mod common;
 
-use common::pubsub::{Broker, PROJECT, message};
-use common::server::Server;
+use common::pubsub::{Broker, COMPLETIONS_CONFIG, launch_with, message, wait};
 use common::{MESSAGE, PROCESS, REFERENCE};
 use postfach::Postfach;
 use std::collections::{BTreeMap, HashMap};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const ORDERS: usize = 10_000;
 const MALFORMED: usize = 50;
 const SUB: &str = "auftrag-abgeschlossen-sub";
-const CONFIG: &str = r#"
-[[subscriptions]]
-subscription = "auftrag-abgeschlossen-sub"
-message = "AuftragAbgeschlossen"
-key = "/auftragId"
-max_lease_extension = "10s"
-"#;
-
-fn wait(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
-    let end = Instant::now() + limit;
-    while !f() {
-        assert!(Instant::now() < end, "never happened: {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-fn launch(dir: &std::path::Path, broker: &Broker) -> Server {
-    let config = dir.join("postfach.toml");
-    std::fs::write(&config, CONFIG).unwrap();
-    Server::launch(
-        dir,
-        &["--config".into(), config.display().to_string()],
-        &[
-            ("PUBSUB_EMULATOR_HOST", broker.emulator.host()),
-            ("GOOGLE_CLOUD_PROJECT", PROJECT),
-        ],
-    )
-}
-
 const RECEIVED: &str = "postfach_pubsub_deliveries_total{subscription=\"auftrag-abgeschlossen-sub\",result=\"received\"}";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -117,7 +87,7 @@ async fn every_message_is_accounted_for_across_two_kills() {
     });
 
     for kill in 1..=2 {
-        let server = launch(dir.path(), &broker);
+        let server = launch_with(dir.path(), &broker, COMPLETIONS_CONFIG, &[]);
         wait(
             &format!("deliveries before kill {kill}"),
             Duration::from_secs(120),
@@ -126,7 +96,7 @@ async fn every_message_is_accounted_for_across_two_kills() {
         server.kill9();
     }
     let published = publishing.await.unwrap();
-    let server = launch(dir.path(), &broker);
+    let server = launch_with(dir.path(), &broker, COMPLETIONS_CONFIG, &[]);
     let ledger = dir.path().join("invoices.tsv");
     wait("every order is invoiced", Duration::from_secs(300), || {
         postfach::demo::InvoiceLedger::entries(&ledger)

@@ -1,5 +1,6 @@
 //! A Pub/Sub emulator per test, with a connection and small helpers to create
 //! topics and subscriptions, publish, and pull what a topic received.
+use super::server::Server;
 use postfach::pubsub::{Connection, Emulator, SubscriptionOptions};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -90,4 +91,45 @@ pub async fn eventually(description: &str, limit: Duration, mut what: impl FnMut
         assert!(Instant::now() < end, "never happened: {description}");
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
+}
+
+/// Waits (blocking) until `what` holds; panics with `description` after `limit`.
+pub fn wait(description: &str, limit: Duration, mut what: impl FnMut() -> bool) {
+    let end = Instant::now() + limit;
+    while !what() {
+        assert!(Instant::now() < end, "never happened: {description}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// postfach.toml consuming `auftrag-abgeschlossen-sub` (10 s lease extension,
+/// so a killed consumer's deliveries come back soon).
+pub const COMPLETIONS_CONFIG: &str = r#"
+[[subscriptions]]
+subscription = "auftrag-abgeschlossen-sub"
+message = "AuftragAbgeschlossen"
+key = "/auftragId"
+max_lease_extension = "10s"
+"#;
+
+/// `postfach run` in `dir` against the broker with `config` (written to
+/// `dir/postfach.toml`) and extra environment, waited for until ready.
+pub fn launch_with(
+    dir: &std::path::Path,
+    broker: &Broker,
+    config: &str,
+    env: &[(&str, &str)],
+) -> Server {
+    let path = dir.join("postfach.toml");
+    std::fs::write(&path, config).unwrap();
+    let mut all = vec![
+        ("PUBSUB_EMULATOR_HOST", broker.emulator.host()),
+        ("GOOGLE_CLOUD_PROJECT", PROJECT),
+    ];
+    all.extend_from_slice(env);
+    let s = Server::launch(dir, &["--config".into(), path.display().to_string()], &all);
+    wait("the server is ready", Duration::from_secs(30), || {
+        s.call("GET", "/health/ready", None, None).0 == 200
+    });
+    s
 }

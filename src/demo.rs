@@ -80,6 +80,30 @@ fn completion(i: usize, id: &str) -> Publish {
     }
 }
 
+/// Starts orders A-000000 … concurrently (they share group commits); returns
+/// the instance of each order.
+async fn start_orders(pf: &Postfach, n: usize) -> Result<Vec<u64>, Error> {
+    let mut set = tokio::task::JoinSet::new();
+    for i in 0..n {
+        let pf = pf.clone();
+        set.spawn(async move {
+            pf.start(
+                "auftrag-ausfuehrung",
+                vars([("auftragId", auftrag(i).into())]),
+                None,
+            )
+            .await
+            .map(|id| (i, id))
+        });
+    }
+    let mut instances = vec![0u64; n];
+    while let Some(r) = set.join_next().await {
+        let (i, id) = r.map_err(|e| Error::Task(e.to_string()))??;
+        instances[i] = id;
+    }
+    Ok(instances)
+}
+
 async fn publish_all(pf: &Postfach, msgs: Vec<Publish>) -> Result<usize, Error> {
     let mut set = tokio::task::JoinSet::new();
     let n = msgs.len();
@@ -147,24 +171,7 @@ pub async fn run(args: &DemoArgs, json_out: bool) -> Result<crate::cli::Output, 
     );
 
     progress(json_out, &format!("starting {n} orders"));
-    let mut set = tokio::task::JoinSet::new();
-    for i in 0..n {
-        let pf = pf.clone();
-        set.spawn(async move {
-            pf.start(
-                "auftrag-ausfuehrung",
-                vars([("auftragId", auftrag(i).into())]),
-                None,
-            )
-            .await
-            .map(|id| (i, id))
-        });
-    }
-    let mut instances = vec![0u64; n];
-    while let Some(r) = set.join_next().await {
-        let (i, id) = r.map_err(|e| Error::Task(e.to_string()))??;
-        instances[i] = id;
-    }
+    let instances = start_orders(&pf, n).await?;
 
     let early: Vec<bool> = (0..n).map(|_| rng.chance(args.early)).collect();
     let twice: Vec<bool> = (0..n).map(|_| rng.chance(args.duplicates)).collect();

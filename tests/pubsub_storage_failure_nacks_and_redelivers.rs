@@ -49,15 +49,9 @@ impl Sink for FailingStore {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn storage_failure_nacks_then_the_redelivery_is_correlated() {
-    let broker = Broker::start();
-    broker
-        .topic_with_subscription("auftrag-abgeschlossen", SUB)
-        .await;
-    let env = Env::reference().await;
-    let order = env.waiting_order("A-7").await;
-    let consumer = Consumer::start(
+/// A consumer whose store fails its first two calls.
+fn consume_failing_twice(broker: &Broker, env: &Env) -> Consumer {
+    Consumer::start(
         broker.conn.clone(),
         &SubscriptionConfig::new(SUB, MESSAGE, "/auftragId"),
         Arc::new(FailingStore {
@@ -66,7 +60,18 @@ async fn storage_failure_nacks_then_the_redelivery_is_correlated() {
         }),
         ConsumerOptions::default(),
     )
-    .unwrap();
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn storage_failure_nacks_then_the_redelivery_is_correlated() {
+    let broker = Broker::start();
+    broker
+        .topic_with_subscription("auftrag-abgeschlossen", SUB)
+        .await;
+    let env = Env::reference().await;
+    let order = env.waiting_order("A-7").await;
+    let consumer = consume_failing_twice(&broker, &env);
     let stats = consumer.stats();
     broker
         .publish(
@@ -116,16 +121,7 @@ async fn dead_letter_subscription_records_the_delivery_attempt_on_the_parked_mes
         )
         .await;
     let env = Env::reference().await;
-    let consumer = Consumer::start(
-        broker.conn.clone(),
-        &SubscriptionConfig::new(SUB, MESSAGE, "/auftragId"),
-        Arc::new(FailingStore {
-            pf: env.pf.clone(),
-            failures: AtomicUsize::new(2),
-        }),
-        ConsumerOptions::default(),
-    )
-    .unwrap();
+    let consumer = consume_failing_twice(&broker, &env);
     let stats = consumer.stats();
     broker
         .publish(

@@ -166,21 +166,7 @@ pub(super) async fn run(args: &DemoArgs, json_out: bool) -> Result<crate::cli::O
         json_out,
         &format!("starting {n} orders; the outbox hands them over through Pub/Sub"),
     );
-    let mut set = tokio::task::JoinSet::new();
-    for i in 0..n {
-        let pf = pf.clone();
-        set.spawn(async move {
-            pf.start(
-                "auftrag-ausfuehrung",
-                crate::vars([("auftragId", auftrag(i).into())]),
-                None,
-            )
-            .await
-        });
-    }
-    while let Some(r) = set.join_next().await {
-        r.map_err(|e| Error::Task(e.to_string()))??;
-    }
+    super::start_orders(&pf, n).await?;
 
     // a broken provider message, twice
     for k in 0..2 {

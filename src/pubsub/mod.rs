@@ -39,6 +39,22 @@ pub enum PubsubError {
     Emulator(#[from] emulator::EmulatorError),
 }
 
+/// Builds a client from one of the client builders (their types differ, their
+/// endpoint and credential setters do not): endpoint and, for emulators,
+/// anonymous credentials.
+macro_rules! build {
+    ($conn:expr, $builder:expr) => {{
+        let mut b = $builder;
+        if let Some(e) = &$conn.endpoint {
+            b = b.with_endpoint(e);
+        }
+        if $conn.anonymous {
+            b = b.with_credentials(Self::anonymous());
+        }
+        b.build().await.map_err(|e| $conn.client_err(e))
+    }};
+}
+
 /// How to reach Pub/Sub.
 #[derive(Debug, Clone)]
 pub struct Connection {
@@ -125,48 +141,20 @@ impl Connection {
     }
 
     pub async fn subscriber(&self) -> Result<Subscriber, PubsubError> {
-        let mut b = Subscriber::builder();
-        if let Some(e) = &self.endpoint {
-            b = b.with_endpoint(e);
-        }
-        if self.anonymous {
-            b = b.with_credentials(Self::anonymous());
-        }
-        b.build().await.map_err(|e| self.client_err(e))
+        build!(self, Subscriber::builder())
     }
 
     /// A batching publisher for one topic (short name or path).
     pub async fn publisher(&self, topic: &str) -> Result<Publisher, PubsubError> {
-        let mut b = Publisher::builder(self.topic_path(topic));
-        if let Some(e) = &self.endpoint {
-            b = b.with_endpoint(e);
-        }
-        if self.anonymous {
-            b = b.with_credentials(Self::anonymous());
-        }
-        b.build().await.map_err(|e| self.client_err(e))
+        build!(self, Publisher::builder(self.topic_path(topic)))
     }
 
     pub async fn topic_admin(&self) -> Result<TopicAdmin, PubsubError> {
-        let mut b = TopicAdmin::builder();
-        if let Some(e) = &self.endpoint {
-            b = b.with_endpoint(e);
-        }
-        if self.anonymous {
-            b = b.with_credentials(Self::anonymous());
-        }
-        b.build().await.map_err(|e| self.client_err(e))
+        build!(self, TopicAdmin::builder())
     }
 
     pub async fn subscription_admin(&self) -> Result<SubscriptionAdmin, PubsubError> {
-        let mut b = SubscriptionAdmin::builder();
-        if let Some(e) = &self.endpoint {
-            b = b.with_endpoint(e);
-        }
-        if self.anonymous {
-            b = b.with_credentials(Self::anonymous());
-        }
-        b.build().await.map_err(|e| self.client_err(e))
+        build!(self, SubscriptionAdmin::builder())
     }
 
     /// Creates a topic unless it exists.

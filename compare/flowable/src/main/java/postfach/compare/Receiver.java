@@ -104,7 +104,6 @@ public final class Receiver {
     String variant = a.get("variant");
     String emulator = a.get("emulator");
     String project = a.get("project");
-    int startOrders = Integer.parseInt(a.getOrDefault("start-orders", "0"));
     String twiceEvery = a.getOrDefault("start-twice", "");
 
     ledger = new FileOutputStream(a.get("ledger"), true);
@@ -182,24 +181,35 @@ public final class Receiver {
     }
     System.err.println("receiver " + variant + " running");
 
-    if (startOrders > 0) {
-      // the harness says when: after the early completions are out
-      new java.io.BufferedReader(new java.io.InputStreamReader(System.in)).readLine();
-      var pool = Executors.newFixedThreadPool(8);
-      for (int i = 0; i < startOrders; i++) {
-        String order = String.format("A-%06d", i);
-        boolean twice = !twiceEvery.isEmpty() && List.of(twiceEvery.split(",")).contains(order);
-        pool.submit(
-            () -> {
-              rs.startProcessInstanceByKey("auftrag-ausfuehrung", Map.of("auftragId", order));
-              if (twice) {
-                rs.startProcessInstanceByKey("auftrag-ausfuehrung", Map.of("auftragId", order));
-              }
-            });
+    // the harness says what to start and when, one line per batch on stdin:
+    // "start PREFIX COUNT" starts PREFIX-000000 … (the orders in --start-twice twice)
+    List<String> twice = twiceEvery.isEmpty() ? List.of() : List.of(twiceEvery.split(","));
+    var in = new java.io.BufferedReader(new java.io.InputStreamReader(System.in));
+    var pool = Executors.newFixedThreadPool(8);
+    for (String line; (line = in.readLine()) != null; ) {
+      String[] cmd = line.trim().split("\\s+");
+      if (cmd.length != 3 || !cmd[0].equals("start")) {
+        System.err.println("unknown command: " + line);
+        continue;
       }
-      pool.shutdown();
-      pool.awaitTermination(1, TimeUnit.HOURS);
-      System.err.println("started " + startOrders + " orders");
+      String prefix = cmd[1];
+      int count = Integer.parseInt(cmd[2]);
+      List<java.util.concurrent.Future<?>> batch = new ArrayList<>();
+      for (int i = 0; i < count; i++) {
+        String order = String.format("%s-%06d", prefix, i);
+        int starts = twice.contains(order) ? 2 : 1;
+        batch.add(
+            pool.submit(
+                () -> {
+                  for (int k = 0; k < starts; k++) {
+                    rs.startProcessInstanceByKey("auftrag-ausfuehrung", Map.of("auftragId", order));
+                  }
+                }));
+      }
+      for (var f : batch) {
+        f.get();
+      }
+      System.err.println("started " + prefix + " " + count + " orders");
     }
     Thread.currentThread().join();
   }

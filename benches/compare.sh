@@ -3,7 +3,13 @@
 # one machine: one emulator, one seeded workload, one SIGKILL per contender.
 #
 #   benches/compare.sh                       # 10,000 orders, all seven contenders
-#   benches/compare.sh --orders 500 --contenders postfach,naive-h2
+#   benches/compare.sh --orders 1000 --burst 2000   # what the README table ran
+#   benches/compare.sh --orders 300 --contenders postfach,naive-h2
+#
+# Options of the driver (examples/compare.rs): --orders N, --burst N (backlog
+# phase, default min(N, 2000)), --burst-limit S (180), --early SHARE (0.30),
+# --seed N (4711), --quiet S (90: stop waiting after S without progress),
+# --limit S (420: cap of the chaos phase), --out DIR (bench-results).
 #
 # Installs what it needs: PostgreSQL from Debian (when a -pg contender runs and
 # it is missing), the Flowable receivers with Maven (Maven Central), the release

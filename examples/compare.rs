@@ -134,6 +134,7 @@ struct Args {
     limit: Duration,
     burst: Option<usize>,
     burst_limit: Duration,
+    merge: Option<PathBuf>,
 }
 
 fn args() -> Args {
@@ -152,6 +153,7 @@ fn args() -> Args {
         limit: Duration::from_secs(420),
         burst: None,
         burst_limit: Duration::from_secs(180),
+        merge: None,
     };
     let v: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -171,6 +173,7 @@ fn args() -> Args {
             "--burst-limit" => {
                 a.burst_limit = Duration::from_secs(val.parse().expect("--burst-limit SECONDS"))
             }
+            "--merge" => a.merge = Some(val.into()),
             "--bench" => {
                 i += 1;
                 continue;
@@ -1010,6 +1013,9 @@ async fn contender(
             .max(burst_life.rss as f64 / 1048576.0)
     );
     row["ready_after_restart_ms"] = json!(ready_ms);
+    row["measured_at"] = json!(
+        humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_millis(t0)).to_string()
+    );
     row
 }
 
@@ -1272,7 +1278,10 @@ fn table(rows: &[Value]) -> String {
             f("redeliveries"),
             f("drain_seconds"),
             f("throughput_per_s"),
-            f("burst_per_s"),
+            match (r["burst_correlated"].as_u64(), r["burst_orders"].as_u64()) {
+                (Some(c), Some(n)) if c < n => format!("{} ({c} of {n})", f("burst_per_s")),
+                _ => f("burst_per_s"),
+            },
             f("p50_ms"),
             f("p99_ms"),
             f("cpu_seconds"),
@@ -1346,6 +1355,31 @@ fn svg(rows: &[Value]) -> String {
     s
 }
 
+/// The rows of an earlier run's compare.json (same orders, seed and burst),
+/// with the contenders of this run replacing theirs; each row says when it was
+/// measured.
+fn merge(file: &Path, args: &Args, rows: Vec<Value>) -> Vec<Value> {
+    let text =
+        std::fs::read_to_string(file).unwrap_or_else(|e| panic!("--merge {}: {e}", file.display()));
+    let old: Value =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("--merge {}: {e}", file.display()));
+    assert!(
+        old["orders"] == json!(args.orders) && old["seed"] == json!(args.seed),
+        "--merge {}: another workload (orders {}, seed {})",
+        file.display(),
+        old["orders"],
+        old["seed"]
+    );
+    let mut out: Vec<Value> = old["contenders"].as_array().cloned().unwrap_or_default();
+    for row in rows {
+        match out.iter_mut().find(|r| r["contender"] == row["contender"]) {
+            Some(slot) => *slot = row,
+            None => out.push(row),
+        }
+    }
+    out
+}
+
 fn main() {
     let args = args();
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -1376,6 +1410,9 @@ fn main() {
         rows.push(row);
     }
     drop(pg);
+    if let Some(file) = &args.merge {
+        rows = merge(file, &args, rows);
+    }
     let md = table(&rows);
     println!("\n{md}");
     std::fs::create_dir_all(&args.out).unwrap();

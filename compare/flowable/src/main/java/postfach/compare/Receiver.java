@@ -194,7 +194,7 @@ public final class Receiver {
       }
       String prefix = cmd[1];
       int count = Integer.parseInt(cmd[2]);
-      List<java.util.concurrent.Future<?>> batch = new ArrayList<>();
+      List<java.util.concurrent.Future<Boolean>> batch = new ArrayList<>();
       for (int i = 0; i < count; i++) {
         String order = String.format("%s-%06d", prefix, i);
         int starts = twice.contains(order) ? 2 : 1;
@@ -202,16 +202,43 @@ public final class Receiver {
             pool.submit(
                 () -> {
                   for (int k = 0; k < starts; k++) {
-                    rs.startProcessInstanceByKey("auftrag-ausfuehrung", Map.of("auftragId", order));
+                    if (!startOrder(rs, order)) {
+                      return false;
+                    }
                   }
+                  return true;
                 }));
       }
+      int failed = 0;
       for (var f : batch) {
-        f.get();
+        failed += f.get() ? 0 : 1;
       }
-      System.err.println("started " + prefix + " " + count + " orders");
+      System.err.println("started " + prefix + " " + count + " orders (" + failed + " failed)");
     }
     Thread.currentThread().join();
+  }
+
+  /**
+   * Starts one order; a technical failure (an H2 lock timeout under load, say)
+   * is retried up to ten times, as a caller in production would.
+   */
+  static boolean startOrder(RuntimeService rs, String order) {
+    for (int attempt = 1; ; attempt++) {
+      try {
+        rs.startProcessInstanceByKey("auftrag-ausfuehrung", Map.of("auftragId", order));
+        return true;
+      } catch (RuntimeException e) {
+        System.err.println("start " + order + " attempt " + attempt + ": " + e);
+        if (attempt == 10) {
+          return false;
+        }
+        try {
+          Thread.sleep(100L * attempt);
+        } catch (InterruptedException i) {
+          return false;
+        }
+      }
+    }
   }
 
   interface Step {

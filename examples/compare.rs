@@ -558,13 +558,9 @@ impl Run<'_> {
         }
     }
 
-    /// Correlations so far: (event id, correlated at ms).
-    fn correlations(&self, life: Option<&Life>) -> Vec<(String, u64)> {
-        if self.c.kind == Kind::Postfach {
-            // read over the API while running: count only; exact rows after the stop
-            let n = life.map_or(0, |l| self.correlated_count(l));
-            return (0..n).map(|i| (i.to_string(), 0)).collect();
-        }
+    /// A Java receiver's correlations: (event id, correlated at ms). postfach's
+    /// are read from its store after the stop.
+    fn correlations(&self) -> Vec<(String, u64)> {
         std::fs::read_to_string(self.dir.join("correlations.tsv"))
             .unwrap_or_default()
             .lines()
@@ -1064,7 +1060,7 @@ async fn collect(
             pf.close();
         }
         _ => {
-            for (id, ms) in run.correlations(None) {
+            for (id, ms) in run.correlations() {
                 if ids.contains(id.as_str()) {
                     correlated.entry(id).or_insert(ms); // the chaos batch; bursts aside
                 }

@@ -326,17 +326,25 @@ impl Life {
     }
 }
 
-fn metric(addr: &str, contains: &str) -> Option<f64> {
+/// The sum of the /metrics samples whose line contains one of `names` (one
+/// request, so polling adds one scrape per round to the measured process).
+fn metrics(addr: &str, names: &[&str]) -> Option<f64> {
     let text = ureq::get(&format!("http://{addr}/metrics"))
         .call()
         .ok()?
         .body_mut()
         .read_to_string()
         .ok()?;
-    text.lines()
-        .find(|l| l.contains(contains) && !l.starts_with('#'))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
+    Some(
+        text.lines()
+            .filter(|l| !l.starts_with('#') && names.iter().any(|n| l.contains(n)))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum(),
+    )
+}
+
+fn metric(addr: &str, contains: &str) -> Option<f64> {
+    metrics(addr, &[contains])
 }
 
 struct Run<'a> {
@@ -547,10 +555,14 @@ impl Run<'_> {
     /// Completions correlated by this process so far (all batches).
     fn correlated_count(&self, life: &Life) -> usize {
         match &life.addr {
-            Some(a) => ["correlated", "correlated_from_buffer"]
-                .iter()
-                .filter_map(|o| metric(a, &format!("postfach_messages_total{{outcome=\"{o}\"}}")))
-                .sum::<f64>() as usize,
+            Some(a) => metrics(
+                a,
+                &[
+                    "postfach_messages_total{outcome=\"correlated\"}",
+                    "postfach_messages_total{outcome=\"correlated_from_buffer\"}",
+                ],
+            )
+            .unwrap_or(0.0) as usize,
             None => std::fs::read_to_string(self.dir.join("correlations.tsv"))
                 .unwrap_or_default()
                 .lines()

@@ -38,7 +38,10 @@ impl Condition {
     pub(crate) fn check(&self) -> Result<(), String> {
         match self {
             Condition::OldestWait { older_than, .. } | Condition::OldestBuffered { older_than } => {
-                crate::cli::parse_duration(older_than).map(|_| ())
+                crate::limits::CONFIGURED
+                    .named("older_than")
+                    .parse(older_than)
+                    .map(|_| ())
             }
             Condition::Parked {
                 reason: Some(r), ..
@@ -51,7 +54,7 @@ impl Condition {
 
     /// Whether the condition holds, with a line saying what was seen.
     fn holds(&self, r: &Reader) -> Result<(bool, String), StoreError> {
-        let ms = |d: &str| crate::cli::parse_duration(d).unwrap_or(u64::MAX);
+        let ms = |d: &str| crate::limits::CONFIGURED.parse(d).unwrap_or(u64::MAX);
         Ok(match self {
             Condition::OldestWait {
                 element,

@@ -5,6 +5,7 @@
 //! engine logic and prints exactly one JSON document with `--json`.
 
 use crate::clock::rfc3339;
+use crate::limits;
 use crate::ops::{InstanceFilter, MessageFilter};
 use crate::{Delivery, Error, Outcome, Postfach, Publish, Reason, Vars};
 use clap::{Args, Parser, Subcommand};
@@ -87,8 +88,8 @@ pub enum Command {
         message: String,
         #[command(flatten)]
         target: MessageArgs,
-        /// How long the message may wait for its subscription (30s, 15m, 24h, 7d; 0s = no buffering).
-        #[arg(long, value_parser = parse_duration)]
+        /// How long the message may wait for its subscription (30s, 15m, 24h, 7d; 0s = no buffering; at most 366d).
+        #[arg(long, value_parser = parse_ttl)]
         ttl: Option<u64>,
     },
     /// Correlate synchronously: never buffers; exit 3 when no single subscription waits.
@@ -192,8 +193,8 @@ pub enum Command {
         worker: String,
         #[arg(long, default_value_t = 1)]
         max: usize,
-        /// Lease duration (30s, 15m, ...); extend it with `extend`.
-        #[arg(long, value_parser = parse_duration, default_value = "5m")]
+        /// Lease duration (30s, 15m, ...; at most 7d); extend it with `extend`.
+        #[arg(long, value_parser = parse_lease, default_value = "5m")]
         lease: u64,
     },
     /// External worker: extend the lease of a job it holds.
@@ -203,7 +204,8 @@ pub enum Command {
         job_id: u64,
         #[arg(long)]
         lease_token: u64,
-        #[arg(long, value_parser = parse_duration)]
+        /// How long the lease lasts from now (at most 7d).
+        #[arg(long, value_parser = parse_lease_extension)]
         by: u64,
     },
     /// External worker: report a failed attempt; it retries with backoff, or
@@ -219,7 +221,8 @@ pub enum Command {
         /// Attempts left after this one (0: incident now).
         #[arg(long)]
         retries: Option<u32>,
-        #[arg(long, value_parser = parse_duration)]
+        /// Delay before the next attempt (at most 366d).
+        #[arg(long, value_parser = parse_retry_delay)]
         retry_delay: Option<u64>,
     },
     /// External worker: throw a BPMN error; an error boundary event on the task
@@ -252,7 +255,7 @@ pub enum Command {
         invoice_ledger: Option<PathBuf>,
         /// Let each invoice take this long after it is recorded (simulates a slow
         /// invoice system, e.g. to watch crash recovery).
-        #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+        #[arg(long, value_parser = parse_configured, value_name = "DURATION")]
         invoice_delay: Option<u64>,
     },
     /// Standalone server: deploys the model, runs the job executor, the Pub/Sub
@@ -308,6 +311,16 @@ pub enum Command {
     ///
     /// Example: postfach cleanup
     Cleanup,
+    /// Inspect the write-ahead log; with --discard-damaged, repair a damaged one
+    /// offline: keep a copy, replay every intact record, drop the damaged ones.
+    ///
+    /// Example: postfach recover --discard-damaged
+    Recover {
+        /// Rewrite a damaged log with its intact records (the original is kept
+        /// beside it as LOG.damaged-MILLIS) and replay them.
+        #[arg(long)]
+        discard_damaged: bool,
+    },
     /// Reclaim file space offline (stop `postfach run` first).
     ///
     /// Example: postfach compact
@@ -368,12 +381,94 @@ pub struct Failure {
 
 impl From<Error> for Failure {
     fn from(e: Error) -> Self {
+        let hint = match &e {
+            Error::Store(crate::store::StoreError::LogDamaged { .. }) => {
+                ". See what is intact with `postfach recover`; `postfach recover --discard-damaged` keeps a copy of the log and replays every intact record"
+            }
+            _ => "",
+        };
         Failure {
             code: if e.is_rejection() { 3 } else { 1 },
-            message: e.to_string(),
+            message: format!("{e}{hint}"),
             json: None,
         }
     }
+}
+
+/// `postfach recover`: describes the log; with `discard_damaged`, salvages it.
+fn recover(db: &std::path::Path, discard_damaged: bool) -> Result<Output, Failure> {
+    let state = Postfach::inspect_log(db)?;
+    let described = json!({
+        "log": state.path.display().to_string(),
+        "bytes": state.size,
+        "intact_records": state.intact_records,
+        "intact_until": state.intact_until,
+        "damaged": state.damaged,
+        "intact_after_damage": state.intact_after,
+    });
+    let text = if state.damaged {
+        format!(
+            "{}: damaged at byte {} of {}: {} intact record(s) before, {} after",
+            state.path.display(),
+            state.intact_until,
+            state.size,
+            state.intact_records,
+            state.intact_after
+        )
+    } else if state.intact_until < state.size {
+        format!(
+            "{}: {} intact record(s), then a torn tail of {} byte(s) that the next open cuts",
+            state.path.display(),
+            state.intact_records,
+            state.size - state.intact_until
+        )
+    } else {
+        format!(
+            "{}: intact ({} record(s) to replay)",
+            state.path.display(),
+            state.intact_records
+        )
+    };
+    if !state.damaged {
+        return Ok(out(described, text));
+    }
+    if !discard_damaged {
+        return Err(Failure {
+            code: 1,
+            message: format!(
+                "{text}; keep a copy of the files, then run `postfach recover --discard-damaged` to replay every intact record"
+            ),
+            json: Some(described),
+        });
+    }
+    let Some(s) = Postfach::recover_damaged_log(db, crate::Options::default())? else {
+        return Ok(out(described, text));
+    };
+    let missing = s
+        .missing_batches
+        .iter()
+        .map(u64::to_string)
+        .collect::<Vec<_>>()
+        .join(", ");
+    Ok(out(
+        json!({
+            "log": state.path.display().to_string(),
+            "backup": s.backup.display().to_string(),
+            "kept_records": s.kept,
+            "damaged_at": s.damaged_at,
+            "missing_batches": s.missing_batches,
+        }),
+        format!(
+            "{text}\nkept a copy as {}; replayed {} intact record(s); lost batches: {}",
+            s.backup.display(),
+            s.kept,
+            if missing.is_empty() {
+                "none".into()
+            } else {
+                missing
+            }
+        ),
+    ))
 }
 
 impl From<crate::store::StoreError> for Failure {
@@ -390,11 +485,21 @@ fn usage(message: String) -> Failure {
     }
 }
 
-/// Parses `30s`, `15m`, `24h`, `7d` into milliseconds.
-pub fn parse_duration(s: &str) -> Result<u64, String> {
-    humantime::parse_duration(s)
-        .map(|d| d.as_millis() as u64)
-        .map_err(|e| format!("'{s}' is not a duration like 30s, 15m, 24h or 7d: {e}"))
+// Durations of the command line, each parsed within its documented range.
+fn parse_ttl(s: &str) -> Result<u64, String> {
+    limits::MESSAGE_TTL.named("--ttl").parse(s)
+}
+fn parse_lease(s: &str) -> Result<u64, String> {
+    limits::LEASE.named("--lease").parse(s)
+}
+fn parse_lease_extension(s: &str) -> Result<u64, String> {
+    limits::LEASE_EXTENSION.named("--by").parse(s)
+}
+fn parse_retry_delay(s: &str) -> Result<u64, String> {
+    limits::RETRY_DELAY.named("--retry-delay").parse(s)
+}
+fn parse_configured(s: &str) -> Result<u64, String> {
+    limits::CONFIGURED.parse(s)
 }
 
 /// A `--var` value: JSON objects, arrays, quoted strings, `true`, `false` and
@@ -481,6 +586,14 @@ pub async fn run(cli: Cli) -> Result<Output, Failure> {
         return crate::demo::run(args, cli.json)
             .await
             .map_err(Failure::from);
+    }
+    if let Command::Recover { discard_damaged } = &cli.command {
+        if cli.server.is_some() {
+            return Err(usage(
+                "recover works on the files offline; stop the server and drop --server".into(),
+            ));
+        }
+        return recover(&cli.db, *discard_damaged);
     }
     if let Command::Compact = &cli.command {
         if cli.server.is_some() {
@@ -642,7 +755,9 @@ async fn execute(pf: &Postfach, command: Command) -> Result<Output, Failure> {
             }
         }
         Command::Import { concurrency } => import(pf, concurrency.max(1)).await?,
-        Command::Compact => unreachable!("handled before the database is opened"),
+        Command::Compact | Command::Recover { .. } => {
+            unreachable!("handled before the database is opened")
+        }
         Command::Cleanup => {
             let (mut instances, mut messages) = (0, 0);
             loop {
@@ -1051,7 +1166,7 @@ async fn import(pf: &Postfach, concurrency: usize) -> Result<Output, Failure> {
                 let parsed = line.map_err(|e| e.to_string()).and_then(|l| {
                     if l.trim().is_empty() { return Err(String::new()); }
                     let m: ImportLine = serde_json::from_str(&l).map_err(|e| e.to_string())?;
-                    let ttl = m.ttl.as_deref().map(parse_duration).transpose()?;
+                    let ttl = m.ttl.as_deref().map(|t| limits::MESSAGE_TTL.parse(t)).transpose()?;
                     Ok(Publish { name: m.name, key: m.key, message_id: m.id, variables: m.variables, ttl, attributes: Vec::new() })
                 });
                 match parsed {
@@ -1255,7 +1370,9 @@ pub(crate) fn runs_remotely(c: &Command) -> Result<(), String> {
     match c {
         Command::Demo(_) => Err("demo runs on its own embedded database; drop --server".into()),
         Command::Run { .. } => Err("run starts a server; drop --server".into()),
-        Command::Compact => Err("compact works on the file offline; stop the server first".into()),
+        Command::Compact | Command::Recover { .. } => Err(
+            "compact and recover work on the files offline; stop the server first".into(),
+        ),
         Command::Import { .. } => {
             Err("import streams stdin; use POST /messages against the server instead".into())
         }

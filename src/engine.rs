@@ -57,6 +57,26 @@ impl Default for Config {
     }
 }
 
+impl Config {
+    /// Every window and period lies in [`crate::limits::CONFIGURED`].
+    pub fn check(&self) -> Result<(), crate::limits::OutOfRange> {
+        use crate::limits::CONFIGURED;
+        CONFIGURED.named("dedup_window").check(self.dedup_window)?;
+        crate::limits::MESSAGE_TTL
+            .named("default_ttl")
+            .check(self.default_ttl)?;
+        for ttl in self.ttl_per_message.values() {
+            crate::limits::MESSAGE_TTL
+                .named("ttl_per_message")
+                .check(*ttl)?;
+        }
+        CONFIGURED.named("retry_base").check(self.retry_base)?;
+        CONFIGURED.named("retry_cap").check(self.retry_cap)?;
+        CONFIGURED.named("retention").check(self.retention)?;
+        Ok(())
+    }
+}
+
 /// Errors of engine commands. All but `Store` are refusals that changed nothing.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -1134,10 +1154,12 @@ impl<'a, 't> Engine<'a, 't> {
             job.lease = Some(Lease {
                 owner: owner.to_string(),
                 token,
-                until: self.now + lease,
+                until: self.now.saturating_add(lease),
                 in_process,
             });
-            self.t.leases.insert((self.now + lease, id), ())?;
+            self.t
+                .leases
+                .insert((self.now.saturating_add(lease), id), ())?;
             self.t.put_job(&job)?;
             let variables = self
                 .t

@@ -111,6 +111,11 @@ impl From<Error> for ApiError {
         ApiError::Engine(e)
     }
 }
+impl From<crate::limits::OutOfRange> for ApiError {
+    fn from(e: crate::limits::OutOfRange) -> Self {
+        ApiError::BadRequest(e.to_string())
+    }
+}
 impl From<crate::store::StoreError> for ApiError {
     fn from(e: crate::store::StoreError) -> Self {
         ApiError::Engine(e.into())
@@ -125,6 +130,7 @@ impl IntoResponse for ApiError {
         };
         let status = match &e {
             Error::Rejected { .. } => StatusCode::CONFLICT,
+            Error::OutOfRange(_) => StatusCode::BAD_REQUEST,
             Error::Engine(e) => match e {
                 EngineError::Parse(_) => StatusCode::BAD_REQUEST,
                 EngineError::UnknownProcess(_)
@@ -277,8 +283,12 @@ struct MessageBody {
 
 impl MessageBody {
     fn into_publish(self) -> Result<Publish, ApiError> {
-        let ttl = match self.ttl.as_deref().map(crate::cli::parse_duration) {
-            Some(Err(e)) => return Err(ApiError::BadRequest(format!("ttl: {e}"))),
+        let ttl = match self
+            .ttl
+            .as_deref()
+            .map(|t| crate::limits::MESSAGE_TTL.parse(t))
+        {
+            Some(Err(e)) => return Err(ApiError::BadRequest(e)),
             Some(Ok(t)) => Some(t),
             None => None,
         };
@@ -434,6 +444,7 @@ async fn acquire(
     b: Result<Json<AcquireBody>, JsonRejection>,
 ) -> Result<Response, ApiError> {
     let b = body(b)?;
+    crate::limits::LEASE.named("lease_ms").check(b.lease_ms)?;
     let jobs =
         s.pf.lock_jobs(&b.topic, b.max.max(1), &b.worker, b.lease_ms)
             .await?;
@@ -475,6 +486,9 @@ async fn extend(
     b: Result<Json<ExtendBody>, JsonRejection>,
 ) -> Result<Response, ApiError> {
     let b = body(b)?;
+    crate::limits::LEASE_EXTENSION
+        .named("by_ms")
+        .check(b.by_ms)?;
     let until = s.pf.extend_lease(id, b.lease_token, b.by_ms).await?;
     Ok(Json(json!({"job": id.to_string(), "lease_until": rfc3339(until)})).into_response())
 }
@@ -495,6 +509,11 @@ async fn fail(
     b: Result<Json<FailBody>, JsonRejection>,
 ) -> Result<Response, ApiError> {
     let b = body(b)?;
+    if let Some(d) = b.retry_delay_ms {
+        crate::limits::RETRY_DELAY
+            .named("retry_delay_ms")
+            .check(d)?;
+    }
     let state =
         s.pf.fail_job_with(id, b.lease_token, &b.error, b.retries, b.retry_delay_ms)
             .await?;

@@ -133,7 +133,11 @@ impl SubscriptionConfig {
         let key = Source::parse(&self.key).map_err(|e| at("key", e))?;
         let message_id = Source::parse(&self.message_id).map_err(|e| at("message_id", e))?;
         let ttl = match &self.ttl {
-            Some(t) => Some(crate::cli::parse_duration(t).map_err(|e| at("ttl", e))?),
+            Some(t) => Some(
+                crate::limits::MESSAGE_TTL
+                    .parse(t)
+                    .map_err(|e| at("ttl", e))?,
+            ),
             None => None,
         };
         let variables = match &self.variables {
@@ -154,7 +158,9 @@ impl SubscriptionConfig {
                     .collect::<Result<Vec<_>, _>>()?,
             ),
         };
-        crate::cli::parse_duration(&self.max_lease_extension)
+        crate::limits::CONFIGURED
+            .named("max_lease_extension")
+            .parse(&self.max_lease_extension)
             .map_err(|e| at("max_lease_extension", e))?;
         Ok(Decoder {
             subscription: self.subscription.clone(),
@@ -169,7 +175,9 @@ impl SubscriptionConfig {
     /// The lease extension as a duration.
     pub fn lease_extension(&self) -> std::time::Duration {
         std::time::Duration::from_millis(
-            crate::cli::parse_duration(&self.max_lease_extension).unwrap_or(60_000),
+            crate::limits::CONFIGURED
+                .parse(&self.max_lease_extension)
+                .unwrap_or(60_000),
         )
     }
 }
@@ -236,6 +244,11 @@ impl Decoder {
                 error,
             })
         };
+        if let Some(t) = m.publish_time
+            && let Err(e) = crate::limits::check_instant("pubsub.publish_time", t)
+        {
+            return malformed(e.to_string());
+        }
         let payload = match payload {
             Ok(Value::Object(o)) => o,
             Ok(other) => {

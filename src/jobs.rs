@@ -245,7 +245,7 @@ async fn run_executor(
             let now = pf.now();
             match pf.reader()?.next_due(&topics)? {
                 Some(t) if t <= now => continue,
-                Some(t) => Some(std::time::Duration::from_millis(t - now)),
+                Some(t) => Some(std::time::Duration::from_millis((t - now).min(3_600_000))),
                 None => Some(std::time::Duration::from_secs(3600)),
             }
         };

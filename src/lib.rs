@@ -35,6 +35,7 @@ pub mod engine;
 pub mod http;
 pub mod ingress;
 pub mod jobs;
+pub mod limits;
 pub mod model;
 pub mod ops;
 #[cfg(feature = "pubsub")]
@@ -50,6 +51,7 @@ pub use engine::{
 pub use jobs::{HandlerError, JobContext};
 pub use runtime::{Error, Options, Postfach, Recovery, WorkReport};
 pub use store::{JobState, MessageState, Reason};
+pub use wal::{LogState, Salvage as LogSalvage};
 
 /// Process variables: a JSON object.
 pub type Vars = serde_json::Map<String, serde_json::Value>;

@@ -35,6 +35,8 @@ pub enum Error {
     Engine(#[from] EngineError),
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error(transparent)]
+    OutOfRange(#[from] crate::limits::OutOfRange),
     #[error("a runtime task failed: {0}")]
     Task(String),
     #[error(
@@ -326,6 +328,9 @@ impl Postfach {
     /// guarantees that no earlier owner is still running.
     pub fn open_with(path: impl AsRef<Path>, options: Options) -> Result<Self, Error> {
         let path = path.as_ref().to_path_buf();
+        options.config.check()?;
+        // a damaged log refuses before redb's own recovery writes to the file
+        Wal::refuse_damaged(&Wal::path_for(&path))?;
         let db = Arc::new(store::open_db(&path)?);
         let defs = Arc::new(DefCache::default());
         let mut wal = Writer::recover(db.clone(), defs.clone(), &options, &path)?;
@@ -471,6 +476,7 @@ impl Postfach {
     /// ```
     #[tracing::instrument(level = "debug", skip_all, fields(message = %msg.name, key = %msg.key, message_id = ?msg.message_id))]
     pub async fn publish(&self, msg: Publish) -> Result<Delivery, Error> {
+        check_ttl(&msg)?;
         self.submit(Command::Publish(msg)).await?.delivery()
     }
 
@@ -478,6 +484,7 @@ impl Postfach {
     /// [`Error::Rejected`] naming the reason and the candidates. Never buffers.
     #[tracing::instrument(level = "debug", skip_all, fields(message = %msg.name, key = %msg.key, message_id = ?msg.message_id))]
     pub async fn correlate(&self, msg: Publish) -> Result<Delivery, Error> {
+        check_ttl(&msg)?;
         let (name, key) = (msg.name.clone(), msg.key.clone());
         match self.submit(Command::Correlate(msg)).await? {
             Reply::Delivery(d) if d.outcome == crate::Outcome::Rejected => Err(Error::Rejected {
@@ -545,6 +552,7 @@ impl Postfach {
         lease: Millis,
         in_process: bool,
     ) -> Result<Vec<LockedJob>, Error> {
+        crate::limits::LEASE.check(lease)?;
         self.submit(Command::LockJobs {
             topic: topic.into(),
             max,
@@ -590,6 +598,9 @@ impl Postfach {
         retries_left: Option<u32>,
         retry_delay: Option<Millis>,
     ) -> Result<JobState, Error> {
+        if let Some(d) = retry_delay {
+            crate::limits::RETRY_DELAY.check(d)?;
+        }
         self.submit(Command::FailJob {
             job,
             lease,
@@ -604,6 +615,7 @@ impl Postfach {
     /// Extends a worker's lease to now + `by`; returns the new expiry. Refused
     /// ([`EngineError::StaleLease`]) when the lease expired or went to another worker.
     pub async fn extend_lease(&self, job: u64, lease: u64, by: Millis) -> Result<Millis, Error> {
+        crate::limits::LEASE_EXTENSION.check(by)?;
         match self.submit(Command::ExtendLease { job, lease, by }).await? {
             Reply::Count(until) => Ok(until as Millis),
             _ => unreachable_reply(),
@@ -728,6 +740,38 @@ impl Postfach {
         Ok((before, after))
     }
 
+    /// The operator's repair of a damaged write-ahead log (when opening failed
+    /// with [`StoreError::LogDamaged`]): keeps a copy of the log beside it,
+    /// rewrites it with every intact record — before and after the damage — and
+    /// opens the database once, which replays them. Returns `None`, changing
+    /// nothing, when the log is not damaged. Commands of the batches listed in
+    /// [`crate::LogSalvage::missing_batches`] are lost.
+    pub fn recover_damaged_log(
+        path: impl AsRef<Path>,
+        options: Options,
+    ) -> Result<Option<crate::LogSalvage>, Error> {
+        let path = path.as_ref();
+        let Some(s) = wal::salvage(&Wal::path_for(path), options.clock.now())? else {
+            return Ok(None);
+        };
+        Postfach::open_with(path, options)?.close();
+        Ok(Some(s))
+    }
+
+    /// What the write-ahead log of `path` holds, read without changing it.
+    pub fn inspect_log(path: impl AsRef<Path>) -> Result<crate::LogState, Error> {
+        let log = Wal::path_for(path.as_ref());
+        let scan = Wal::scan(&log)?;
+        Ok(crate::LogState {
+            path: log,
+            size: scan.size,
+            intact_records: scan.records.len(),
+            intact_until: scan.intact_until,
+            damaged: scan.damaged,
+            intact_after: scan.after.len(),
+        })
+    }
+
     /// Commits an empty batch: parks expired buffered messages and releases
     /// expired leases as of the clock's now.
     pub async fn tick(&self) -> Result<(), Error> {
@@ -794,6 +838,14 @@ impl Postfach {
             self.now(),
         ))
     }
+}
+
+/// A message's TTL must lie in [`crate::limits::MESSAGE_TTL`].
+fn check_ttl(msg: &Publish) -> Result<(), Error> {
+    if let Some(ttl) = msg.ttl {
+        crate::limits::MESSAGE_TTL.check(ttl)?;
+    }
+    Ok(())
 }
 
 fn unreachable_reply<T>() -> Result<T, Error> {

@@ -84,6 +84,18 @@ pub enum StoreError {
     Aborted(String),
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),
+    #[error(
+        "write-ahead log {path} is damaged at byte {offset} of {size}: {intact_before} intact record(s) before it, {intact_after} intact record(s) after it; nothing was opened or changed"
+    )]
+    LogDamaged {
+        path: String,
+        offset: u64,
+        size: u64,
+        intact_before: usize,
+        intact_after: usize,
+    },
+    #[error("the database was opened for reading only")]
+    ReadOnly,
 }
 
 macro_rules! from_redb {

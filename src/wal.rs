@@ -6,10 +6,22 @@
 //! is emptied. On open, batches newer than the last durable batch id are replayed
 //! through the same deterministic engine.
 //!
+//! Format (version 2): the file starts with [`HEADER`]; each record is a frame
+//! `[magic u32 LE][len u32 LE][crc32 of len and body u32 LE][body]`, the body the
+//! codec bytes of a [`Record`]. A log without the header is of version 1
+//! (`[len][crc32 of body][body]`, no magic); it is read the same way and replaced
+//! by a version-2 log at the checkpoint that follows its replay.
+//!
 //! Invariants:
 //! - No caller is answered before its batch's record is synced.
-//! - A record is `[len u32 LE][crc32 u32 LE][codec bytes]`; reading stops at the
-//!   first short or corrupt record (a torn tail from a crash), which is cut off.
+//! - Reading never opens with less than was acknowledged, except what a crash can
+//!   tear: a tail is cut only when no intact record follows it and it looks like an
+//!   interrupted append (zeros, a header prefix, or a frame with a plausible
+//!   header). Anything else — a record failing its checksum with intact records
+//!   after it, an impossible length, foreign bytes — is damage: the log is left
+//!   untouched and opening fails with [`StoreError::LogDamaged`] naming the file,
+//!   the offset and how many intact records follow. Only [`salvage`], an explicit
+//!   operator step, keeps a copy and drops what is damaged.
 //! - Replay applies records in batch order and skips those already durable in redb.
 
 use crate::clock::Millis;
@@ -37,14 +49,165 @@ struct RecordRef<'a> {
     commands: &'a [Command],
 }
 
+/// The first bytes of a version-2 log.
+pub(crate) const HEADER: &[u8; 8] = b"PFWAL02\n";
+/// The first bytes of every version-2 frame.
+const MAGIC: [u8; 4] = *b"PFR2";
+/// Bytes before a frame's body: magic, length, checksum.
+const FRAME_HEAD: usize = 12;
+/// Largest record accepted when reading (a larger length is damage).
+const MAX_RECORD: u32 = 1 << 30;
+
+/// How a log file is framed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Framing {
+    /// No header; `[len][crc32 of body][body]`.
+    V1,
+    /// [`HEADER`], then `[magic][len][crc32 of len and body][body]`.
+    V2,
+}
+
+impl Framing {
+    fn head(self) -> usize {
+        match self {
+            Framing::V1 => 8,
+            Framing::V2 => FRAME_HEAD,
+        }
+    }
+
+    /// The record of an intact frame at `pos` and where it ends.
+    fn frame_at(self, bytes: &[u8], pos: usize) -> Option<(Record, usize)> {
+        let head = bytes.get(pos..pos + self.head())?;
+        let u32_at =
+            |i: usize| u32::from_le_bytes([head[i], head[i + 1], head[i + 2], head[i + 3]]);
+        let (len, crc, body_at) = match self {
+            Framing::V1 => (u32_at(0), u32_at(4), pos + 8),
+            Framing::V2 => {
+                if head[..4] != MAGIC {
+                    return None;
+                }
+                (u32_at(4), u32_at(8), pos + FRAME_HEAD)
+            }
+        };
+        if len > MAX_RECORD {
+            return None;
+        }
+        let end = body_at.checked_add(len as usize)?;
+        let body = bytes.get(body_at..end)?;
+        let sum = match self {
+            Framing::V1 => crc32fast::hash(body),
+            Framing::V2 => {
+                let mut h = crc32fast::Hasher::new();
+                h.update(&len.to_le_bytes());
+                h.update(body);
+                h.finalize()
+            }
+        };
+        if sum != crc {
+            return None;
+        }
+        codec::decode::<Record>(body).ok().map(|r| (r, end))
+    }
+
+    /// Whether the bytes from a bad frame to the end of the file look like an
+    /// append that a crash interrupted (nothing intact follows them).
+    fn looks_torn(self, rest: &[u8]) -> bool {
+        if rest.iter().all(|b| *b == 0) {
+            return true;
+        }
+        match self {
+            Framing::V1 => {
+                rest.len() < 8
+                    || u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]) <= MAX_RECORD
+            }
+            Framing::V2 => {
+                let n = rest.len().min(4);
+                rest[..n] == MAGIC[..n]
+                    && (rest.len() < 8
+                        || u32::from_le_bytes([rest[4], rest[5], rest[6], rest[7]]) <= MAX_RECORD)
+            }
+        }
+    }
+}
+
+/// What reading a log found.
+#[derive(Debug)]
+pub(crate) struct Scan {
+    framing: Framing,
+    /// Intact records before the first bad byte, in file order.
+    pub records: Vec<Record>,
+    /// Where the intact prefix ends.
+    pub intact_until: u64,
+    /// The file's length.
+    pub size: u64,
+    /// Intact records found after the first bad byte (damage when non-zero).
+    pub after: Vec<Record>,
+    /// Whether the bytes after the intact prefix are damage rather than a torn tail.
+    pub damaged: bool,
+}
+
+impl Scan {
+    fn refuse_damaged(&self, path: &Path) -> Result<(), StoreError> {
+        if !self.damaged {
+            return Ok(());
+        }
+        Err(StoreError::LogDamaged {
+            path: path.display().to_string(),
+            offset: self.intact_until,
+            size: self.size,
+            intact_before: self.records.len(),
+            intact_after: self.after.len(),
+        })
+    }
+
+    fn read(bytes: &[u8]) -> Scan {
+        let (framing, start) = if bytes.starts_with(HEADER) {
+            (Framing::V2, HEADER.len())
+        } else if HEADER.starts_with(bytes) {
+            // empty, or a header whose write was interrupted
+            (Framing::V2, bytes.len())
+        } else {
+            (Framing::V1, 0)
+        };
+        let mut records = Vec::new();
+        let mut pos = start;
+        while let Some((r, end)) = framing.frame_at(bytes, pos) {
+            records.push(r);
+            pos = end;
+        }
+        let mut after = Vec::new();
+        if pos < bytes.len() {
+            let mut q = pos + 1;
+            while q < bytes.len() {
+                match framing.frame_at(bytes, q) {
+                    Some((r, end)) => {
+                        after.push(r);
+                        q = end;
+                    }
+                    None => q += 1,
+                }
+            }
+        }
+        let damaged =
+            pos < bytes.len() && (!after.is_empty() || !framing.looks_torn(&bytes[pos..]));
+        Scan {
+            framing,
+            records,
+            intact_until: pos as u64,
+            size: bytes.len() as u64,
+            after,
+            damaged,
+        }
+    }
+}
+
 /// An open log file positioned at its end.
 pub(crate) struct Wal {
     file: File,
     size: u64,
+    /// A version-1 log: readable, but appended to only after a [`Wal::reset`].
+    legacy: bool,
 }
-
-/// Largest record accepted when reading (guards against a corrupt length).
-const MAX_RECORD: u32 = 1 << 30;
 
 impl Wal {
     /// The log that belongs to a database file.
@@ -54,7 +217,22 @@ impl Wal {
         PathBuf::from(p)
     }
 
-    /// Opens (or creates) the log and returns its intact records.
+    /// Reads a log without changing it (a missing file reads as empty).
+    pub fn scan(path: &Path) -> Result<Scan, StoreError> {
+        match std::fs::read(path) {
+            Ok(bytes) => Ok(Scan::read(&bytes)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Scan::read(&[])),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Fails with [`StoreError::LogDamaged`] when the log is damaged; reads only.
+    pub fn refuse_damaged(path: &Path) -> Result<(), StoreError> {
+        Wal::scan(path)?.refuse_damaged(path)
+    }
+
+    /// Opens (or creates) the log and returns its intact records. A torn tail is
+    /// cut; damage refuses to open and leaves the file as it is.
     pub fn open(path: &Path) -> Result<(Wal, Vec<Record>), StoreError> {
         let mut file = OpenOptions::new()
             .read(true)
@@ -64,34 +242,29 @@ impl Wal {
             .open(path)?;
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes)?;
-        let mut records = Vec::new();
-        let mut pos = 0usize;
-        while bytes.len() - pos >= 8 {
-            let len = u32::from_le_bytes(bytes[pos..pos + 4].try_into().unwrap_or_default());
-            let crc = u32::from_le_bytes(bytes[pos + 4..pos + 8].try_into().unwrap_or_default());
-            let end = pos + 8 + len as usize;
-            if len > MAX_RECORD || end > bytes.len() || crc32fast::hash(&bytes[pos + 8..end]) != crc
-            {
-                break;
-            }
-            match codec::decode::<Record>(&bytes[pos + 8..end]) {
-                Ok(r) => records.push(r),
-                Err(_) => break,
-            }
-            pos = end;
-        }
-        if pos < bytes.len() {
-            tracing::warn!(path = %path.display(), cut = bytes.len() - pos, "cutting a torn write-ahead log tail");
-            file.set_len(pos as u64)?;
+        let scan = Scan::read(&bytes);
+        scan.refuse_damaged(path)?;
+        let mut pos = scan.intact_until;
+        if pos < scan.size {
+            tracing::warn!(path = %path.display(), offset = pos, cut = scan.size - pos, "cutting a torn write-ahead log tail");
+            file.set_len(pos)?;
             file.sync_data()?;
         }
-        file.seek(SeekFrom::Start(pos as u64))?;
+        if scan.framing == Framing::V2 && pos < HEADER.len() as u64 {
+            file.set_len(0)?;
+            file.seek(SeekFrom::Start(0))?;
+            file.write_all(HEADER)?;
+            file.sync_all()?;
+            pos = HEADER.len() as u64;
+        }
+        file.seek(SeekFrom::Start(pos))?;
         Ok((
             Wal {
                 file,
-                size: pos as u64,
+                size: pos,
+                legacy: scan.framing == Framing::V1,
             },
-            records,
+            scan.records,
         ))
     }
 
@@ -106,6 +279,11 @@ impl Wal {
         &mut self,
         frames: impl IntoIterator<Item = &'a [u8]>,
     ) -> Result<(), StoreError> {
+        if self.legacy {
+            return Err(StoreError::Aborted(
+                "the write-ahead log of an older format was not checkpointed yet".into(),
+            ));
+        }
         let mut n = 0;
         for f in frames {
             self.file.write_all(f)?;
@@ -127,8 +305,10 @@ impl Wal {
     pub fn reset(&mut self) -> Result<(), StoreError> {
         self.file.set_len(0)?;
         self.file.seek(SeekFrom::Start(0))?;
+        self.file.write_all(HEADER)?;
         self.file.sync_all()?;
-        self.size = 0;
+        self.size = HEADER.len() as u64;
+        self.legacy = false;
         Ok(())
     }
 
@@ -138,88 +318,337 @@ impl Wal {
     }
 }
 
-/// Encodes a batch as one log frame: `[len][crc32][record]`.
+/// Encodes a batch as one log frame: `[magic][len][crc32 of len and body][body]`.
 pub(crate) fn frame(batch: u64, now: Millis, commands: &[Command]) -> Result<Vec<u8>, StoreError> {
     let body = codec::encode(&RecordRef {
         batch,
         now,
         commands,
     })?;
-    let mut frame = Vec::with_capacity(body.len() + 8);
-    frame.extend_from_slice(&(body.len() as u32).to_le_bytes());
-    frame.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
+    let len = u32::try_from(body.len())
+        .ok()
+        .filter(|l| *l <= MAX_RECORD)
+        .ok_or_else(|| {
+            StoreError::Aborted(format!(
+                "a batch of {} bytes is too large for the log",
+                body.len()
+            ))
+        })?;
+    let mut h = crc32fast::Hasher::new();
+    h.update(&len.to_le_bytes());
+    h.update(&body);
+    let mut frame = Vec::with_capacity(body.len() + FRAME_HEAD);
+    frame.extend_from_slice(&MAGIC);
+    frame.extend_from_slice(&len.to_le_bytes());
+    frame.extend_from_slice(&h.finalize().to_le_bytes());
     frame.extend_from_slice(&body);
     Ok(frame)
+}
+
+/// What the write-ahead log holds, read without changing it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogState {
+    /// The log file.
+    pub path: PathBuf,
+    /// Its length in bytes.
+    pub size: u64,
+    /// Intact records before the first bad byte.
+    pub intact_records: usize,
+    /// Where the intact records end; bytes after it are a torn tail (cut at the
+    /// next open) or, when `damaged`, damage.
+    pub intact_until: u64,
+    /// Whether opening refuses: bytes that are not a torn tail.
+    pub damaged: bool,
+    /// Intact records found after the damage.
+    pub intact_after: usize,
+}
+
+/// What [`salvage`] kept and dropped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Salvage {
+    /// The untouched copy of the damaged log.
+    pub backup: PathBuf,
+    /// Intact records kept (they are replayed at the next open).
+    pub kept: usize,
+    /// Where the damage began (byte offset in the log).
+    pub damaged_at: u64,
+    /// Batch numbers missing between the kept records: their commands are lost.
+    pub missing_batches: Vec<u64>,
+}
+
+/// The operator's explicit repair of a damaged log: copies it to
+/// `LOG.damaged-<millis>`, then rewrites it with every intact record (before and
+/// after the damage) so that the next open replays them. Returns `None` when the
+/// log is not damaged (nothing is changed then).
+pub(crate) fn salvage(path: &Path, now: Millis) -> Result<Option<Salvage>, StoreError> {
+    let scan = Wal::scan(path)?;
+    if !scan.damaged {
+        return Ok(None);
+    }
+    let mut backup = path.as_os_str().to_owned();
+    backup.push(format!(".damaged-{now}"));
+    let backup = PathBuf::from(backup);
+    std::fs::copy(path, &backup)?;
+    File::open(&backup)?.sync_all()?;
+    let mut records: Vec<Record> = scan.records.into_iter().chain(scan.after).collect();
+    records.sort_by_key(|r| r.batch);
+    records.dedup_by_key(|r| r.batch);
+    let mut out = HEADER.to_vec();
+    for r in &records {
+        let f = frame(r.batch, r.now, &r.commands)?;
+        out.extend_from_slice(&f);
+    }
+    let missing_batches = records
+        .windows(2)
+        .flat_map(|w| (w[0].batch + 1)..w[1].batch)
+        .collect();
+    let tmp = path.with_extension("wal.salvage");
+    {
+        let mut f = File::create(&tmp)?;
+        f.write_all(&out)?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        File::open(dir)?.sync_all()?;
+    }
+    tracing::warn!(log = %path.display(), backup = %backup.display(), kept = records.len(), "salvaged a damaged write-ahead log");
+    Ok(Some(Salvage {
+        backup,
+        kept: records.len(),
+        damaged_at: scan.intact_until,
+        missing_batches,
+    }))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    fn record(batch: u64) -> Record {
+        Record {
+            batch,
+            now: 10 * batch,
+            commands: (0..batch % 3).map(|_| Command::Tick).collect(),
+        }
+    }
+
+    /// A log of `n` records and the byte offset where each frame starts.
+    fn log_of(path: &Path, n: u64) -> Vec<u64> {
+        let (mut w, recs) = Wal::open(path).unwrap();
+        assert!(recs.is_empty());
+        let mut starts = Vec::new();
+        for b in 1..=n {
+            starts.push(w.size());
+            w.append(&record(b)).unwrap();
+        }
+        starts.push(w.size());
+        starts
+    }
+
+    fn batches(recs: &[Record]) -> Vec<u64> {
+        recs.iter().map(|r| r.batch).collect()
+    }
 
     #[test]
     fn torn_tail_is_cut_and_intact_records_survive() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("x.wal");
-        {
-            let (mut w, recs) = Wal::open(&path).unwrap();
-            assert!(recs.is_empty());
-            for b in 1..=3 {
-                w.append(&Record {
-                    batch: b,
-                    now: 10 * b,
-                    commands: vec![Command::Tick],
-                })
-                .unwrap();
-            }
-        }
-        // a crash in the middle of the fourth append
+        log_of(&path, 3);
+        // a crash in the middle of the fourth append: a prefix of its frame
+        let f4 = frame(4, 40, &[Command::Tick]).unwrap();
         let mut f = OpenOptions::new().append(true).open(&path).unwrap();
-        f.write_all(&[200, 0, 0, 0, 1, 2, 3, 4, 9, 9]).unwrap();
+        f.write_all(&f4[..f4.len() - 3]).unwrap();
         drop(f);
         let (mut w, recs) = Wal::open(&path).unwrap();
-        assert_eq!(
-            recs.iter().map(|r| (r.batch, r.now)).collect::<Vec<_>>(),
-            vec![(1, 10), (2, 20), (3, 30)]
-        );
-        w.append(&Record {
-            batch: 4,
-            now: 40,
-            commands: vec![],
-        })
-        .unwrap();
+        assert_eq!(batches(&recs), vec![1, 2, 3]);
+        w.append(&record(4)).unwrap();
         drop(w);
         let (mut w, recs) = Wal::open(&path).unwrap();
         assert_eq!(recs.len(), 4, "appends after a cut tail are readable");
         w.reset().unwrap();
-        assert_eq!(w.size(), 0);
+        assert_eq!(w.size(), HEADER.len() as u64);
         drop(w);
         assert!(Wal::open(&path).unwrap().1.is_empty());
     }
 
     #[test]
-    fn a_flipped_bit_ends_the_log_there() {
+    fn zeros_after_the_last_record_are_a_torn_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("z.wal");
+        log_of(&path, 2);
+        let mut f = OpenOptions::new().append(true).open(&path).unwrap();
+        f.write_all(&[0; 4096]).unwrap();
+        drop(f);
+        assert_eq!(batches(&Wal::open(&path).unwrap().1), vec![1, 2]);
+    }
+
+    #[test]
+    fn a_flipped_byte_in_the_middle_refuses_to_open_and_changes_nothing() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("y.wal");
-        {
-            let (mut w, _) = Wal::open(&path).unwrap();
-            w.append(&Record {
-                batch: 1,
-                now: 1,
-                commands: vec![Command::Tick],
-            })
-            .unwrap();
-            w.append(&Record {
-                batch: 2,
-                now: 2,
-                commands: vec![Command::Tick],
-            })
-            .unwrap();
-        }
+        let starts = log_of(&path, 6);
         let mut bytes = std::fs::read(&path).unwrap();
-        let last = bytes.len() - 1;
-        bytes[last] ^= 0x40;
+        let at = starts[2] as usize + FRAME_HEAD + 1;
+        bytes[at] ^= 0x40;
         std::fs::write(&path, &bytes).unwrap();
-        let (_, recs) = Wal::open(&path).unwrap();
-        assert_eq!(recs.len(), 1);
+        let Err(StoreError::LogDamaged {
+            offset,
+            intact_before,
+            intact_after,
+            ..
+        }) = Wal::open(&path)
+        else {
+            panic!("damage in record 3 of 6 must refuse to open");
+        };
+        assert_eq!((offset, intact_before, intact_after), (starts[2], 2, 3));
+        assert_eq!(std::fs::read(&path).unwrap(), bytes, "the log is untouched");
+    }
+
+    #[test]
+    fn an_impossible_length_or_foreign_bytes_are_damage() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("l.wal");
+        let starts = log_of(&path, 3);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let len_at = starts[2] as usize + 4;
+        bytes[len_at..len_at + 4].copy_from_slice(&0xFFFF_FFF0u32.to_le_bytes());
+        std::fs::write(&path, &bytes).unwrap();
+        assert!(matches!(
+            Wal::open(&path),
+            Err(StoreError::LogDamaged {
+                intact_before: 2,
+                intact_after: 0,
+                ..
+            })
+        ));
+        let path = dir.path().join("r.wal");
+        log_of(&path, 3);
+        let mut f = OpenOptions::new().append(true).open(&path).unwrap();
+        f.write_all(&[0x5a; 4096]).unwrap();
+        drop(f);
+        assert!(matches!(
+            Wal::open(&path),
+            Err(StoreError::LogDamaged { .. })
+        ));
+    }
+
+    #[test]
+    fn salvage_keeps_a_copy_and_every_intact_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.wal");
+        let starts = log_of(&path, 5);
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[starts[1] as usize + FRAME_HEAD] ^= 0xff;
+        std::fs::write(&path, &bytes).unwrap();
+        let s = salvage(&path, 77).unwrap().expect("damaged");
+        assert_eq!(s.kept, 4);
+        assert_eq!(s.missing_batches, vec![2]);
+        assert_eq!(s.damaged_at, starts[1]);
+        assert_eq!(
+            std::fs::read(&s.backup).unwrap(),
+            bytes,
+            "the copy is the damaged log"
+        );
+        assert_eq!(batches(&Wal::open(&path).unwrap().1), vec![1, 3, 4, 5]);
+        assert!(
+            salvage(&path, 78).unwrap().is_none(),
+            "an intact log is left alone"
+        );
+    }
+
+    #[test]
+    fn a_log_of_format_1_is_read_and_replaced_at_reset() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v1.wal");
+        let mut bytes = Vec::new();
+        for b in 1..=3 {
+            let body = codec::encode(&record(b)).unwrap();
+            bytes.extend_from_slice(&(body.len() as u32).to_le_bytes());
+            bytes.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
+            bytes.extend_from_slice(&body);
+        }
+        bytes.extend_from_slice(&[200, 0, 0, 0, 1, 2]);
+        std::fs::write(&path, &bytes).unwrap();
+        let (mut w, recs) = Wal::open(&path).unwrap();
+        assert_eq!(batches(&recs), vec![1, 2, 3]);
+        assert!(
+            w.append(&record(4)).is_err(),
+            "no version-2 frame after version-1 ones"
+        );
+        w.reset().unwrap();
+        w.append(&record(4)).unwrap();
+        drop(w);
+        assert_eq!(batches(&Wal::open(&path).unwrap().1), vec![4]);
+    }
+
+    /// What a mutation of a log of `n` records may do to it.
+    #[derive(Debug, Clone)]
+    enum Harm {
+        Flip { at: usize, mask: u8 },
+        Cut { at: usize },
+        Overwrite { at: usize, bytes: Vec<u8> },
+    }
+
+    fn harm() -> impl Strategy<Value = Harm> {
+        prop_oneof![
+            (any::<usize>(), 1..=255u8).prop_map(|(at, mask)| Harm::Flip { at, mask }),
+            any::<usize>().prop_map(|at| Harm::Cut { at }),
+            (
+                any::<usize>(),
+                proptest::collection::vec(any::<u8>(), 1..64)
+            )
+                .prop_map(|(at, bytes)| Harm::Overwrite { at, bytes }),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+        /// Opens with every record up to a torn tail, or refuses; never with less.
+        #[test]
+        fn a_harmed_log_opens_whole_or_refuses(n in 1u64..12, harm in harm()) {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("p.wal");
+            let starts = log_of(&path, n);
+            let original = std::fs::read(&path).unwrap();
+            let mut bytes = original.clone();
+            let len = bytes.len();
+            let at_of = |at: &usize| HEADER.len() + at % (len - HEADER.len());
+            match &harm {
+                Harm::Flip { at, mask } => bytes[at_of(at)] ^= mask,
+                Harm::Cut { at } => bytes.truncate(at_of(at)),
+                Harm::Overwrite { at, bytes: b } => {
+                    let at = at_of(at);
+                    let end = (at + b.len()).min(len);
+                    bytes[at..end].copy_from_slice(&b[..end - at]);
+                }
+            }
+            std::fs::write(&path, &bytes).unwrap();
+            // the first and the last byte that changed (a cut changes all to the end)
+            let changed: Vec<usize> = (0..len)
+                .filter(|i| bytes.get(*i) != original.get(*i))
+                .collect();
+            let (Some(&first), Some(&last)) = (changed.first(), changed.last()) else {
+                return Ok(());
+            };
+            // records that end before the first change are intact
+            let whole = starts.windows(2).filter(|w| w[1] as usize <= first).count();
+            // records that start after the last change are intact too
+            let intact_later = starts[..n as usize].iter().filter(|s| **s as usize > last).count();
+            match Wal::open(&path) {
+                Ok((_, recs)) => {
+                    prop_assert_eq!(batches(&recs), (1..=whole as u64).collect::<Vec<_>>());
+                    // losing records is allowed only where a crash could have torn
+                    // them: at the end, with nothing intact behind them
+                    prop_assert_eq!(intact_later, 0, "opened without records before {} intact ones", intact_later);
+                }
+                Err(StoreError::LogDamaged { offset, .. }) => {
+                    prop_assert_eq!(offset, starts[whole]);
+                }
+                Err(e) => prop_assert!(false, "unexpected error {}", e),
+            }
+        }
     }
 }

@@ -56,6 +56,13 @@ pub fn duration(s: &str) -> Result<Millis, String> {
     if !any {
         return Err(format!("'{s}' is an empty duration"));
     }
+    let max = crate::limits::TIMER.max;
+    if !total.is_finite() || total > max as f64 {
+        return Err(format!(
+            "'{s}' is longer than a timer may be ({})",
+            crate::limits::TIMER.range()
+        ));
+    }
     Ok(total.round() as Millis)
 }
 
@@ -83,9 +90,14 @@ pub fn cycle(s: &str) -> Result<(Option<u32>, Millis), String> {
 pub fn instant(s: &str) -> Result<Millis, String> {
     let t = humantime::parse_rfc3339_weak(s.trim())
         .map_err(|e| format!("'{s}' is not an RFC 3339 date: {e}"))?;
-    t.duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as Millis)
-        .map_err(|_| format!("'{s}' is before 1970"))
+    let ms = t
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_err(|_| format!("'{s}' is before 1970"))?
+        .as_millis();
+    Millis::try_from(ms)
+        .ok()
+        .and_then(|ms| crate::limits::check_instant("timeDate", ms).ok())
+        .ok_or_else(|| format!("'{s}' is after 9999-12-31"))
 }
 
 #[cfg(test)]
@@ -111,5 +123,8 @@ mod tests {
         assert!(cycle("5/PT1S").is_err());
         assert_eq!(instant("2026-01-01T00:00:00Z"), Ok(1_767_225_600_000));
         assert!(instant("tomorrow").is_err());
+        assert!(duration("P10000Y").is_err(), "longer than any timer");
+        assert!(duration("P99999999999999999999Y").is_err());
+        assert!(cycle("R/P1000Y").is_err());
     }
 }

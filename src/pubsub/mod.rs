@@ -344,5 +344,7 @@ fn code(e: &google_cloud_pubsub::Error) -> Option<Code> {
 
 /// Milliseconds since the epoch of a Pub/Sub timestamp.
 pub(crate) fn millis(t: &google_cloud_wkt::Timestamp) -> crate::Millis {
-    (t.seconds().max(0) as u64) * 1000 + (t.nanos().max(0) as u64) / 1_000_000
+    (t.seconds().max(0) as u64)
+        .saturating_mul(1000)
+        .saturating_add((t.nanos().max(0) as u64) / 1_000_000)
 }

@@ -618,6 +618,14 @@ pub async fn run(cli: Cli) -> Result<Output, Failure> {
                 json: None,
             })?;
     }
+    if let Command::Run {
+        listen, token_file, ..
+    } = &cli.command
+    {
+        // refused before anything is written: no database file, no deploy
+        let token = server_token(token_file.as_deref())?;
+        check_exposure(*listen, token.as_deref())?;
+    }
     let mut options = crate::Options::default();
     if let Some(ms) = std::env::var("POSTFACH_CHECKPOINT_MS")
         .ok()
@@ -625,13 +633,25 @@ pub async fn run(cli: Cli) -> Result<Output, Failure> {
     {
         options.checkpoint_every = std::time::Duration::from_millis(ms);
     }
-    let pf = Postfach::open_with(&cli.db, options)?;
-    let result = execute(&pf, cli.command).await;
+    // looking needs no writing: on a full disk or a read-only file system too
+    let looks_only = matches!(
+        cli.command,
+        Command::Instance { .. }
+            | Command::Instances { .. }
+            | Command::Messages { .. }
+            | Command::Jobs { .. }
+    );
+    let pf = if looks_only {
+        Postfach::open_read_only(&cli.db, options)?
+    } else {
+        Postfach::open_with(&cli.db, options)?
+    };
+    let result = execute(&pf, cli.command, Sources::Local).await;
     pf.close();
     result
 }
 
-async fn execute(pf: &Postfach, command: Command) -> Result<Output, Failure> {
+async fn execute(pf: &Postfach, command: Command, sources: Sources<'_>) -> Result<Output, Failure> {
     Ok(match command {
         Command::Demo(_) => unreachable!("handled before the database is opened"),
         Command::Run {
@@ -649,10 +669,11 @@ async fn execute(pf: &Postfach, command: Command) -> Result<Output, Failure> {
             config,
         } => {
             let mut config = match config {
-                Some(p) => {
-                    crate::config::ConfigFile::parse(&p.display().to_string(), &read_file(&p)?)
-                        .map_err(usage)?
-                }
+                Some(p) => crate::config::ConfigFile::parse(
+                    &p.display().to_string(),
+                    &read_bounded(&p, MAX_CONFIG, "configuration file")?,
+                )
+                .map_err(usage)?,
                 None => crate::config::ConfigFile::default(),
             };
             config
@@ -679,7 +700,7 @@ async fn execute(pf: &Postfach, command: Command) -> Result<Output, Failure> {
             for (element, topic) in send_topics(&send_topic)? {
                 keys.insert(crate::model::send_topic_override(&element), topic);
             }
-            let xml = read_file(&file)?;
+            let xml = sources.read(&file)?;
             let name = file.display().to_string();
             let deployed = pf.deploy(&name, &xml, keys).await?;
             let text = deployed
@@ -1141,18 +1162,26 @@ struct ImportLine {
 
 /// Publishes JSON lines from stdin; prints each outcome as a JSON line once durable.
 async fn import(pf: &Postfach, concurrency: usize) -> Result<Output, Failure> {
-    use std::io::{BufRead, Write};
+    use std::io::Write;
     use tokio::sync::mpsc;
-    let (tx, mut rx) = mpsc::channel::<(usize, std::io::Result<String>)>(1024);
+    let (tx, mut rx) = mpsc::channel::<(usize, Result<String, String>)>(1024);
     std::thread::spawn(move || {
-        for (n, line) in std::io::stdin().lock().lines().enumerate() {
-            if tx.blocking_send((n + 1, line)).is_err() {
+        let mut input = std::io::stdin().lock();
+        for n in 1.. {
+            let line = match next_line(&mut input, MAX_LINE) {
+                Ok(None) => break,
+                Ok(Some(l)) => l,
+                Err(e) => Err(e.to_string()),
+            };
+            if tx.blocking_send((n, line)).is_err() {
                 break;
             }
         }
     });
     let mut running = tokio::task::JoinSet::new();
     let (mut accepted, mut failed) = (0usize, 0usize);
+    // the first storage failure ends the import: the next lines would fail alike
+    let mut storage_failed: Option<(usize, Error)> = None;
     let emit = |doc: Value| {
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "{doc}");
@@ -1163,7 +1192,7 @@ async fn import(pf: &Postfach, concurrency: usize) -> Result<Output, Failure> {
         tokio::select! {
             line = rx.recv(), if input_open && running.len() < concurrency => {
                 let Some((n, line)) = line else { input_open = false; continue };
-                let parsed = line.map_err(|e| e.to_string()).and_then(|l| {
+                let parsed = line.and_then(|l| {
                     if l.trim().is_empty() { return Err(String::new()); }
                     let m: ImportLine = serde_json::from_str(&l).map_err(|e| e.to_string())?;
                     let ttl = m.ttl.as_deref().map(|t| limits::MESSAGE_TTL.parse(t)).transpose()?;
@@ -1189,6 +1218,14 @@ async fn import(pf: &Postfach, concurrency: usize) -> Result<Output, Failure> {
                         doc["line"] = json!(n);
                         emit(doc);
                     }
+                    Ok((n, Err(e @ Error::Store(_)))) => {
+                        failed += 1;
+                        input_open = false;
+                        if storage_failed.is_none() {
+                            emit(json!({"line": n, "error": e.to_string()}));
+                            storage_failed = Some((n, e));
+                        }
+                    }
                     Ok((n, Err(e))) => {
                         failed += 1;
                         emit(json!({"line": n, "error": e.to_string()}));
@@ -1197,6 +1234,15 @@ async fn import(pf: &Postfach, concurrency: usize) -> Result<Output, Failure> {
                 }
             }
         }
+    }
+    if let Some((n, e)) = storage_failed {
+        return Err(Failure {
+            code: 1,
+            message: format!(
+                "storage failed at line {n}: {e}; {accepted} message(s) were stored, the rest of the input was not read"
+            ),
+            json: None,
+        });
     }
     if failed > 0 {
         return Err(Failure {
@@ -1210,6 +1256,50 @@ async fn import(pf: &Postfach, concurrency: usize) -> Result<Output, Failure> {
     // stdout carries exactly the outcome lines; the summary goes to stderr
     eprintln!("postfach: {accepted} message(s) published");
     Ok(out(Value::Null, ""))
+}
+
+/// The next line of `input` without its newline; `None` at the end. A line
+/// longer than `cap` bytes is skipped to its end and answered with an error
+/// (memory stays bounded whatever the input), as is one that is not UTF-8.
+fn next_line(
+    input: &mut impl std::io::BufRead,
+    cap: usize,
+) -> std::io::Result<Option<Result<String, String>>> {
+    let mut line = Vec::new();
+    let (mut seen, mut any, mut too_long) = (0usize, false, false);
+    loop {
+        let chunk = input.fill_buf()?;
+        if chunk.is_empty() {
+            if !any {
+                return Ok(None);
+            }
+            break;
+        }
+        any = true;
+        let end = chunk.iter().position(|b| *b == b'\n');
+        let part = &chunk[..end.unwrap_or(chunk.len())];
+        seen += part.len();
+        if !too_long && line.len() + part.len() > cap {
+            too_long = true;
+            line = Vec::new();
+        }
+        if !too_long {
+            line.extend_from_slice(part);
+        }
+        let used = end.map_or(chunk.len(), |e| e + 1);
+        input.consume(used);
+        if end.is_some() {
+            break;
+        }
+    }
+    if too_long {
+        return Ok(Some(Err(format!(
+            "line is longer than {cap} bytes ({seen} read); skipped"
+        ))));
+    }
+    Ok(Some(String::from_utf8(line).map_err(|e| {
+        format!("not UTF-8 at byte {}", e.utf8_error().valid_up_to())
+    })))
 }
 
 fn correlation_keys(pairs: &[String]) -> Result<BTreeMap<String, String>, Failure> {
@@ -1240,12 +1330,101 @@ fn send_topics(pairs: &[String]) -> Result<BTreeMap<String, String>, Failure> {
     Ok(topics)
 }
 
-fn read_file(file: &std::path::Path) -> Result<String, Failure> {
-    std::fs::read_to_string(file).map_err(|e| Failure {
+/// Largest configuration file read.
+const MAX_CONFIG: usize = 1024 * 1024;
+/// Largest token file read.
+const MAX_TOKEN: usize = 4096;
+/// Longest line `import` reads (the HTTP body limit).
+const MAX_LINE: usize = crate::http::MAX_BODY;
+
+/// Reads a file the command line names, refusing it as soon as it passes `cap`
+/// bytes (a device such as /dev/zero never fills memory), and naming the byte
+/// and line where it stops being UTF-8.
+fn read_bounded(file: &std::path::Path, cap: usize, what: &str) -> Result<String, Failure> {
+    use std::io::Read;
+    let fail = |message: String| Failure {
         code: 1,
-        message: format!("cannot read {}: {e}", file.display()),
+        message,
         json: None,
+    };
+    let f = std::fs::File::open(file)
+        .map_err(|e| fail(format!("cannot read {}: {e}", file.display())))?;
+    let mut bytes = Vec::new();
+    f.take(cap as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| fail(format!("cannot read {}: {e}", file.display())))?;
+    if bytes.len() > cap {
+        return Err(fail(format!(
+            "{}: {what} is larger than {cap} bytes; refused without reading further",
+            file.display()
+        )));
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        let at = e.utf8_error().valid_up_to();
+        let line = e.as_bytes()[..at].iter().filter(|b| **b == b'\n').count() + 1;
+        fail(format!(
+            "{}:{line}: not UTF-8 at byte {at}; save the {what} as UTF-8",
+            file.display()
+        ))
     })
+}
+
+/// Where a command's files come from: the local file system, or (inside a
+/// server, for `--server`) the contents the client sent. A server never opens
+/// a path that a caller names.
+pub(crate) enum Sources<'a> {
+    Local,
+    Sent(&'a BTreeMap<String, String>),
+}
+
+impl Sources<'_> {
+    /// A BPMN model by the path the command line gave.
+    fn read(&self, file: &std::path::Path) -> Result<String, Failure> {
+        match self {
+            Sources::Local => read_bounded(file, crate::model::MAX_SIZE, "BPMN model"),
+            Sources::Sent(files) => files
+                .get(&file.display().to_string())
+                .cloned()
+                .ok_or_else(|| {
+                    usage(format!(
+                        "{}: the server does not read files named by a caller; send the content (postfach --server does)",
+                        file.display()
+                    ))
+                }),
+        }
+    }
+}
+
+/// The bearer token of `postfach run`: from --token-file, else $POSTFACH_TOKEN.
+/// One that is empty or only whitespace is refused, never taken as "no token".
+fn server_token(token_file: Option<&std::path::Path>) -> Result<Option<String>, Failure> {
+    let (token, from) = match token_file {
+        Some(p) => (
+            read_bounded(p, MAX_TOKEN, "token file")?,
+            p.display().to_string(),
+        ),
+        None => match std::env::var("POSTFACH_TOKEN") {
+            Ok(t) => (t, "$POSTFACH_TOKEN".to_string()),
+            Err(_) => return Ok(None),
+        },
+    };
+    let token = token.trim();
+    if token.is_empty() {
+        return Err(usage(format!(
+            "{from} is empty: give a bearer token of at least one non-blank character, or drop it"
+        )));
+    }
+    Ok(Some(token.to_string()))
+}
+
+/// A listener reachable from other machines needs a token.
+fn check_exposure(listen: std::net::SocketAddr, token: Option<&str>) -> Result<(), Failure> {
+    if !listen.ip().is_loopback() && token.is_none() {
+        return Err(usage(format!(
+            "--listen {listen} is reachable from other machines: give a bearer token with --token-file PATH or $POSTFACH_TOKEN"
+        )));
+    }
+    Ok(())
 }
 
 /// `postfach run`: deploy, executor, HTTP API, until SIGINT/SIGTERM.
@@ -1262,21 +1441,12 @@ async fn serve(
         message,
         json: None,
     };
-    let xml = read_file(&file)?;
+    let token = server_token(token_file.as_deref())?;
+    check_exposure(listen, token.as_deref())?;
+    let xml = Sources::Local.read(&file)?;
     let deployed = pf
         .deploy(&file.display().to_string(), &xml, config.overrides())
         .await?;
-    let token = match token_file {
-        Some(p) => Some(read_file(&p)?.trim().to_string()),
-        None => std::env::var("POSTFACH_TOKEN")
-            .ok()
-            .filter(|t| !t.trim().is_empty()),
-    };
-    if !listen.ip().is_loopback() && token.is_none() {
-        return Err(usage(format!(
-            "--listen {listen} is reachable from other machines: give a bearer token with --token-file PATH or $POSTFACH_TOKEN"
-        )));
-    }
     if let Some(path) = invoice_ledger {
         let ledger = crate::demo::InvoiceLedger::open(&path)
             .map_err(|e| fail(format!("invoice ledger {}: {e}", path.display())))?;
@@ -1387,7 +1557,11 @@ pub(crate) fn runs_remotely(c: &Command) -> Result<(), String> {
 }
 
 /// Executes a parsed command line against an open database, for a remote caller.
-pub(crate) async fn execute_remote(pf: &Postfach, args: Vec<String>) -> Result<Output, Failure> {
+pub(crate) async fn execute_remote(
+    pf: &Postfach,
+    args: Vec<String>,
+    files: &BTreeMap<String, String>,
+) -> Result<Output, Failure> {
     let cli =
         Cli::try_parse_from(std::iter::once("postfach".to_string()).chain(args)).map_err(|e| {
             usage(
@@ -1399,7 +1573,23 @@ pub(crate) async fn execute_remote(pf: &Postfach, args: Vec<String>) -> Result<O
             )
         })?;
     runs_remotely(&cli.command).map_err(usage)?;
-    execute(pf, cli.command).await
+    execute(pf, cli.command, Sources::Sent(files)).await
+}
+
+/// The files a command line names, read here for a server that never reads a
+/// caller's paths itself: the model of `deploy`.
+fn files_to_send(args: &[String]) -> Result<BTreeMap<String, String>, Failure> {
+    let mut files = BTreeMap::new();
+    let parsed =
+        Cli::try_parse_from(std::iter::once("postfach".to_string()).chain(args.iter().cloned()));
+    if let Ok(Cli {
+        command: Command::Deploy { file, .. },
+        ..
+    }) = parsed
+    {
+        files.insert(file.display().to_string(), Sources::Local.read(&file)?);
+    }
+    Ok(files)
 }
 
 /// Sends the command line to a server and turns its answer back into output.
@@ -1418,8 +1608,9 @@ fn remote(server: &str, args: Vec<String>) -> Result<Output, Failure> {
     if let Ok(token) = std::env::var("POSTFACH_TOKEN") {
         req = req.header("Authorization", &format!("Bearer {}", token.trim()));
     }
+    let files = files_to_send(&args)?;
     let mut resp = req
-        .send_json(json!({ "args": args }))
+        .send_json(json!({ "args": args, "files": files }))
         .map_err(|e| fail(format!("cannot reach {server}: {e}")))?;
     let status = resp.status().as_u16();
     let v: Value = resp

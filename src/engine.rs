@@ -373,15 +373,21 @@ impl<'a, 't> Engine<'a, 't> {
 
     // ---------------------------------------------------------------- deploy
 
-    /// Parses and stores a BPMN file; each process gets a new version unless the
-    /// latest version was deployed from the identical source.
+    /// Stores a BPMN file; each process gets a new version unless the latest
+    /// version was deployed from the identical source. `parsed` is what
+    /// [`model::parse`] made of `xml` (the caller parses off the writer); `None`
+    /// parses here (replay of the log).
     pub fn deploy(
         &mut self,
         file: &str,
         xml: &str,
         overrides: &BTreeMap<String, String>,
+        parsed: Option<Vec<Process>>,
     ) -> R<Vec<Deployed>> {
-        let processes = model::parse(file, xml, overrides)?;
+        let processes = match parsed {
+            Some(p) => p,
+            None => model::parse(file, xml, overrides)?,
+        };
         let fingerprint = fingerprint(xml, overrides);
         let mut out = Vec::new();
         for p in processes {

@@ -21,8 +21,11 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-/// Largest request body accepted.
+/// Largest request body accepted; larger ones get 413 while they are read.
 pub const MAX_BODY: usize = 4 * 1024 * 1024;
+/// Largest body of a request that carries a BPMN model (`/deployments`, `/cli`):
+/// a model at the parser's cap, escaped as a JSON string.
+pub const MAX_MODEL_BODY: usize = 2 * crate::model::MAX_SIZE + 64 * 1024;
 
 #[derive(Clone)]
 struct AppState {
@@ -55,7 +58,10 @@ pub fn router(
         .route("/health/ready", get(ready))
         .route("/metrics", get(metrics))
         .route("/openapi.json", get(openapi))
-        .route("/deployments", post(deploy))
+        .route(
+            "/deployments",
+            post(deploy).layer(DefaultBodyLimit::max(MAX_MODEL_BODY)),
+        )
         .route("/instances", post(start).get(instances))
         .route("/instances/{id}", get(instance))
         .route("/instances/{id}/tokens", post(add_token))
@@ -73,7 +79,10 @@ pub fn router(
         .route("/jobs/{id}/fail", post(fail))
         .route("/jobs/{id}/bpmn-error", post(bpmn_error))
         .route("/jobs/{id}/retry", post(retry))
-        .route("/cli", post(cli))
+        .route(
+            "/cli",
+            post(cli).layer(DefaultBodyLimit::max(MAX_MODEL_BODY)),
+        )
         .layer(middleware::from_fn_with_state(state.clone(), auth))
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .with_state(state)
@@ -104,6 +113,7 @@ fn problem(status: StatusCode, message: String) -> Response {
 enum ApiError {
     Engine(Error),
     BadRequest(String),
+    TooLarge(String),
 }
 
 impl From<Error> for ApiError {
@@ -126,6 +136,7 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let e = match self {
             ApiError::BadRequest(m) => return problem(StatusCode::BAD_REQUEST, m),
+            ApiError::TooLarge(m) => return problem(StatusCode::PAYLOAD_TOO_LARGE, m),
             ApiError::Engine(e) => e,
         };
         let status = match &e {
@@ -151,8 +162,14 @@ type ApiResult = Result<Json<Value>, ApiError>;
 
 /// Unwraps a JSON body or answers 400 naming what is wrong.
 fn body<T>(b: Result<Json<T>, JsonRejection>) -> Result<T, ApiError> {
-    b.map(|Json(v)| v)
-        .map_err(|r| ApiError::BadRequest(format!("request body: {}", r.body_text())))
+    b.map(|Json(v)| v).map_err(|r| {
+        let text = format!("request body: {}", r.body_text());
+        if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::TooLarge(text)
+        } else {
+            ApiError::BadRequest(text)
+        }
+    })
 }
 
 #[utoipa::path(get, path = "/health/ready", responses((status = 200, description = "Database open and serving", body = serde_json::Value)))]
@@ -574,6 +591,10 @@ async fn metrics(State(s): State<AppState>) -> Result<Response, ApiError> {
 #[serde(deny_unknown_fields)]
 struct CliBody {
     args: Vec<String>,
+    /// Contents of the files the command line names, by path as given (the
+    /// server never opens a caller's path).
+    #[serde(default)]
+    files: BTreeMap<String, String>,
 }
 
 /// Runs a command line inside the server, so `postfach --server URL ...` prints
@@ -584,7 +605,7 @@ async fn cli(
     b: Result<Json<CliBody>, JsonRejection>,
 ) -> Result<Response, ApiError> {
     let b = body(b)?;
-    let answer = match crate::cli::execute_remote(&s.pf, b.args).await {
+    let answer = match crate::cli::execute_remote(&s.pf, b.args, &b.files).await {
         Ok(o) => json!({"code": 0, "json": o.json, "text": o.text}),
         Err(f) => json!({"code": f.code, "message": f.message, "json": f.json}),
     };

@@ -251,8 +251,14 @@ reply_as! {
 
 struct Request {
     cmd: Command,
+    /// A deploy's model, parsed and validated by the caller so that the writer
+    /// only stores it (replay parses the logged XML again).
+    parsed: Option<Parsed>,
     reply: oneshot::Sender<Result<Reply, Error>>,
 }
+
+/// The processes of a parsed BPMN file.
+type Parsed = Vec<crate::model::Process>;
 
 struct Inner {
     db: Mutex<Option<Arc<redb::Database>>>,
@@ -265,6 +271,8 @@ struct Inner {
     recovery: Recovery,
     committed: Arc<tokio::sync::Notify>,
     stats: Arc<CommitStats>,
+    /// Opened with [`Postfach::open_read_only`]: every command is refused.
+    read_only: bool,
 }
 
 /// Commit latency (apply + log fsync) and batch size of the writer.
@@ -333,7 +341,8 @@ impl Postfach {
         Wal::refuse_damaged(&Wal::path_for(&path))?;
         let db = Arc::new(store::open_db(&path)?);
         let defs = Arc::new(DefCache::default());
-        let mut wal = Writer::recover(db.clone(), defs.clone(), &options, &path)?;
+        let (log, records) = Wal::open(&Wal::path_for(&path))?;
+        let mut wal = Writer::recover(db.clone(), defs.clone(), &options, Some(log), records)?;
         // this process holds the file lock now, so no earlier lease holder runs
         let released = match wal
             .run_at_open(options.clock.now(), &[Command::ReleaseAllLeases])?
@@ -375,9 +384,56 @@ impl Postfach {
                 recovery,
                 committed,
                 stats,
+                read_only: false,
             }),
         };
         Ok(pf)
+    }
+
+    /// Opens the database for looking only (views, metrics): neither the file
+    /// nor its write-ahead log is changed. redb's recovery after a crash and the
+    /// replay of the log happen in memory, so this works on a full disk or a
+    /// read-only file system. Every command is refused with
+    /// [`StoreError::ReadOnly`]; a torn log tail is left for the next writer to cut.
+    pub fn open_read_only(path: impl AsRef<Path>, options: Options) -> Result<Self, Error> {
+        let path = path.as_ref().to_path_buf();
+        options.config.check()?;
+        let log = Wal::path_for(&path);
+        let scan = Wal::scan(&log)?;
+        scan.refuse_damaged(&log)?;
+        if !path.exists() {
+            return Err(StoreError::Io(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!("database {} does not exist", path.display()),
+            ))
+            .into());
+        }
+        let db = Arc::new(store::open_db_read_only(&path)?);
+        let defs = Arc::new(DefCache::default());
+        let w = Writer::recover(db.clone(), defs.clone(), &options, None, scan.records)?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                db: Mutex::new(Some(db)),
+                path,
+                tx: Mutex::new(None),
+                writer: Mutex::new(None),
+                defs,
+                clock: options.clock,
+                handlers: Handlers::default(),
+                recovery: Recovery {
+                    replayed_batches: w.replayed,
+                    released_leases: 0,
+                },
+                committed: Arc::default(),
+                stats: Arc::default(),
+                read_only: true,
+            }),
+        })
+    }
+
+    /// Whether this handle was opened with [`Postfach::open_read_only`].
+    pub fn is_read_only(&self) -> bool {
+        self.inner.read_only
     }
 
     /// What opening had to repair: replayed log batches, released leases.
@@ -410,17 +466,28 @@ impl Postfach {
         }
     }
 
-    fn send(&self, cmd: Command) -> Result<oneshot::Receiver<Result<Reply, Error>>, Error> {
+    fn send(
+        &self,
+        cmd: Command,
+        parsed: Option<Parsed>,
+    ) -> Result<oneshot::Receiver<Result<Reply, Error>>, Error> {
         let (reply, rx) = oneshot::channel();
         let guard = self.inner.tx.lock().map_err(|_| StoreError::Closed)?;
+        if self.inner.read_only {
+            return Err(StoreError::ReadOnly.into());
+        }
         let tx = guard.as_ref().ok_or(StoreError::Closed)?;
-        tx.send(Request { cmd, reply })
+        tx.send(Request { cmd, parsed, reply })
             .map_err(|_| StoreError::Closed)?;
         Ok(rx)
     }
 
     pub(crate) async fn submit(&self, cmd: Command) -> Result<Reply, Error> {
-        let rx = self.send(cmd)?;
+        self.submit_parsed(cmd, None).await
+    }
+
+    async fn submit_parsed(&self, cmd: Command, parsed: Option<Parsed>) -> Result<Reply, Error> {
+        let rx = self.send(cmd, parsed)?;
         rx.await.map_err(|_| Error::Store(StoreError::Closed))?
     }
 
@@ -434,11 +501,29 @@ impl Postfach {
         xml: &str,
         correlation_keys: BTreeMap<String, String>,
     ) -> Result<Vec<Deployed>, Error> {
-        self.submit(Command::Deploy {
-            file: file.into(),
-            xml: xml.into(),
-            overrides: correlation_keys,
-        })
+        // parse and validate here, off the writer: a large model must not hold up
+        // the publishes queued behind it, and a refused one never reaches the log
+        let (name, text, keys) = (file.to_string(), xml.to_string(), correlation_keys);
+        let parse = move || {
+            let parsed = crate::model::parse(&name, &text, &keys);
+            (parsed, name, text, keys)
+        };
+        let (parsed, file, xml, overrides) = match tokio::runtime::Handle::try_current() {
+            Ok(rt) => rt
+                .spawn_blocking(parse)
+                .await
+                .map_err(|e| Error::Task(e.to_string()))?,
+            Err(_) => parse(),
+        };
+        let parsed = parsed.map_err(EngineError::from)?;
+        self.submit_parsed(
+            Command::Deploy {
+                file,
+                xml,
+                overrides,
+            },
+            Some(parsed),
+        )
         .await?
         .deployed()
     }
@@ -852,13 +937,17 @@ fn unreachable_reply<T>() -> Result<T, Error> {
     Err(Error::Store(StoreError::Closed))
 }
 
-fn apply(e: &mut Engine<'_, '_>, cmd: &Command) -> Result<Reply, EngineError> {
+fn apply(
+    e: &mut Engine<'_, '_>,
+    cmd: &Command,
+    parsed: Option<Parsed>,
+) -> Result<Reply, EngineError> {
     Ok(match cmd {
         Command::Deploy {
             file,
             xml,
             overrides,
-        } => Reply::Deployed(e.deploy(file, xml, overrides)?),
+        } => Reply::Deployed(e.deploy(file, xml, overrides, parsed)?),
         Command::Start {
             process,
             vars,
@@ -971,15 +1060,15 @@ struct PendingBatch {
 }
 
 impl Writer {
-    /// Opens the log next to the database and replays batches newer than the
-    /// last durable one.
+    /// Replays the log's batches newer than the last durable one. `wal` is the
+    /// open log (`None` when opened for reading only: nothing is written then).
     fn recover(
         db: Arc<redb::Database>,
         defs: Arc<DefCache>,
         options: &Options,
-        path: &Path,
+        wal: Option<Wal>,
+        records: Vec<wal::Record>,
     ) -> Result<Self, StoreError> {
-        let (wal, records) = Wal::open(&Wal::path_for(path))?;
         let durable = {
             let r = store::begin_read(&db)?;
             let meta = r.open_table(store::META).map_err(redb::Error::from)?;
@@ -989,7 +1078,7 @@ impl Writer {
             db,
             defs,
             config: options.config.clone(),
-            wal: Some(wal),
+            wal,
             syncer: None,
             batch: durable,
             last_checkpoint: std::time::Instant::now(),
@@ -1001,7 +1090,7 @@ impl Writer {
         let mut replayed = 0;
         for rec in records.into_iter().filter(|r| r.batch > durable) {
             w.batch = rec.batch - 1;
-            w.apply_batch(rec.now, &rec.commands, redb::Durability::None)?;
+            w.apply_batch(rec.now, &rec.commands, Vec::new(), redb::Durability::None)?;
             replayed += 1;
         }
         w.replayed = replayed;
@@ -1018,7 +1107,7 @@ impl Writer {
         now: Millis,
         cmds: &[Command],
     ) -> Result<Vec<Result<Reply, EngineError>>, StoreError> {
-        self.apply_batch(now, cmds, redb::Durability::Immediate)
+        self.apply_batch(now, cmds, Vec::new(), redb::Durability::Immediate)
     }
 
     /// Moves the log into its own thread: from now on the writer applies the next
@@ -1052,6 +1141,7 @@ impl Writer {
         &mut self,
         now: Millis,
         cmds: &[Command],
+        parsed: Vec<Option<Parsed>>,
         replies: Vec<oneshot::Sender<Result<Reply, Error>>>,
         started: std::time::Instant,
     ) {
@@ -1066,7 +1156,7 @@ impl Writer {
                 format!("the write-ahead log failed earlier ({why}); reopen the database"),
             );
         }
-        let results = match self.apply_batch(now, cmds, redb::Durability::None) {
+        let results = match self.apply_batch(now, cmds, parsed, redb::Durability::None) {
             Ok(r) => r,
             Err(e) => {
                 tracing::error!(error = %e, "batch aborted");
@@ -1117,18 +1207,11 @@ impl Writer {
         &mut self,
         now: Millis,
         cmds: &[Command],
+        parsed: Vec<Option<Parsed>>,
         durability: redb::Durability,
     ) -> Result<Vec<Result<Reply, EngineError>>, StoreError> {
         let batch = self.batch + 1;
-        match run_batch(
-            &self.db,
-            &self.defs,
-            &self.config,
-            now,
-            cmds,
-            batch,
-            durability,
-        ) {
+        match run_batch(self, now, cmds, parsed, batch, durability) {
             Ok(r) => {
                 self.batch = batch;
                 Ok(r)
@@ -1191,10 +1274,16 @@ fn writer_loop(
         }
         let started = std::time::Instant::now();
         let now = clock.now();
-        let (cmds, replies): (Vec<Command>, Vec<_>) =
-            batch.into_iter().map(|r| (r.cmd, r.reply)).unzip();
+        let mut cmds = Vec::with_capacity(batch.len());
+        let mut parsed = Vec::with_capacity(batch.len());
+        let mut replies = Vec::with_capacity(batch.len());
+        for r in batch {
+            cmds.push(r.cmd);
+            parsed.push(r.parsed);
+            replies.push(r.reply);
+        }
         stats.batch_size.observe(cmds.len() as f64);
-        w.submit(now, &cmds, replies, started);
+        w.submit(now, &cmds, parsed, replies, started);
     }
     if let Err(e) = w.checkpoint() {
         tracing::error!(error = %e, "checkpoint at close failed; the write-ahead log is replayed at the next open");
@@ -1282,15 +1371,15 @@ fn syncer_loop(
 }
 
 fn run_batch(
-    db: &redb::Database,
-    defs: &DefCache,
-    config: &Config,
+    w: &Writer,
     now: Millis,
     cmds: &[Command],
+    mut parsed: Vec<Option<Parsed>>,
     batch: u64,
     durability: redb::Durability,
 ) -> Result<Vec<Result<Reply, EngineError>>, StoreError> {
-    let mut tx = db.begin_write()?;
+    let (defs, config) = (&*w.defs, &w.config);
+    let mut tx = w.db.begin_write()?;
     tx.set_durability(durability).map_err(redb::Error::from)?;
     let mut results = Vec::with_capacity(cmds.len());
     {
@@ -1299,9 +1388,9 @@ fn run_batch(
         let mut engine = Engine::new(&mut tables, defs, config, now);
         engine.expire(10_000).map_err(technical)?;
         engine.release_expired_leases().map_err(technical)?;
-        for cmd in cmds {
+        for (i, cmd) in cmds.iter().enumerate() {
             let mut engine = Engine::new(&mut tables, defs, config, now);
-            match apply(&mut engine, cmd) {
+            match apply(&mut engine, cmd, parsed.get_mut(i).and_then(Option::take)) {
                 Err(EngineError::Store(e)) => return Err(e),
                 other => results.push(other),
             }

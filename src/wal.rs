@@ -147,7 +147,8 @@ pub(crate) struct Scan {
 }
 
 impl Scan {
-    fn refuse_damaged(&self, path: &Path) -> Result<(), StoreError> {
+    /// Fails with [`StoreError::LogDamaged`] when the scan found damage.
+    pub fn refuse_damaged(&self, path: &Path) -> Result<(), StoreError> {
         if !self.damaged {
             return Ok(());
         }

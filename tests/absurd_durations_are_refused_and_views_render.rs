@@ -24,6 +24,16 @@ fn cli(db: &std::path::Path, args: &[&str]) -> Output {
 fn the_command_line_refuses_absurd_durations_and_stores_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("cli.redb");
+    let o = cli(
+        &db,
+        &[
+            "deploy",
+            "bpmn/auftrag-ausfuehrung.bpmn",
+            "--correlation-key",
+            "AuftragAbgeschlossen=auftragId",
+        ],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let refused = [
         (
             vec![

@@ -31,9 +31,10 @@ pub struct Process {
     pub correlation_keys: BTreeMap<String, String>,
     #[serde(skip)]
     index: HashMap<String, usize>,
-    /// Per element: message names waited for there or anywhere downstream.
+    /// Per element: message names waited for there or anywhere downstream
+    /// (sorted; elements of one cycle, and a chain without catch points, share one set).
     #[serde(skip)]
-    reach: Vec<Vec<String>>,
+    reach: Vec<std::sync::Arc<[String]>>,
 }
 
 /// A flow node.
@@ -235,37 +236,112 @@ impl Process {
             .enumerate()
             .map(|(i, e)| (e.id.clone(), i))
             .collect();
-        self.reach = (0..self.elements.len())
-            .map(|i| self.walk_messages(i))
-            .collect();
+        self.reach = self.reach_sets();
     }
 
-    fn walk_messages(&self, from: usize) -> Vec<String> {
-        let mut seen = vec![false; self.elements.len()];
-        let mut stack = vec![from];
-        let mut out: Vec<String> = Vec::new();
-        while let Some(i) = stack.pop() {
-            if std::mem::replace(&mut seen[i], true) {
+    /// Message names waited for at or downstream of each element, in time linear
+    /// in the graph (times the message names per set): the strongly connected
+    /// components (Tarjan, iteratively, so a chain of 100,000 elements does not
+    /// overflow the stack) come out successors first, and each component's set
+    /// is its own catch points joined with its successors' sets.
+    fn reach_sets(&self) -> Vec<std::sync::Arc<[String]>> {
+        use std::sync::Arc;
+        const UNSEEN: usize = usize::MAX;
+        let n = self.elements.len();
+        let targets = |v: usize| {
+            self.elements[v]
+                .outgoing
+                .iter()
+                .filter_map(|&f| self.flows.get(f).map(|fl| fl.target))
+        };
+        let (mut order, mut low) = (vec![UNSEEN; n], vec![0usize; n]);
+        let (mut on_stack, mut comp) = (vec![false; n], vec![UNSEEN; n]);
+        let mut stack: Vec<usize> = Vec::new();
+        let mut sets: Vec<Arc<[String]>> = Vec::new();
+        let empty: Arc<[String]> = Arc::from(Vec::new());
+        let mut next = 0usize;
+        // (element, how many of its outgoing flows were followed)
+        let mut calls: Vec<(usize, usize)> = Vec::new();
+        for root in 0..n {
+            if order[root] != UNSEEN {
                 continue;
             }
-            if let Some(m) = self.elements[i].kind.waits_for_message()
-                && !out.iter().any(|x| x == m)
-            {
-                out.push(m.to_string());
-            }
-            stack.extend(
-                self.elements[i]
-                    .outgoing
+            order[root] = next;
+            low[root] = next;
+            next += 1;
+            stack.push(root);
+            on_stack[root] = true;
+            calls.push((root, 0));
+            while let Some(&(v, followed)) = calls.last() {
+                if let Some(w) = targets(v).nth(followed) {
+                    if let Some(top) = calls.last_mut() {
+                        top.1 += 1;
+                    }
+                    if order[w] == UNSEEN {
+                        order[w] = next;
+                        low[w] = next;
+                        next += 1;
+                        stack.push(w);
+                        on_stack[w] = true;
+                        calls.push((w, 0));
+                    } else if on_stack[w] {
+                        low[v] = low[v].min(order[w]);
+                    }
+                    continue;
+                }
+                calls.pop();
+                if let Some(&(u, _)) = calls.last() {
+                    low[u] = low[u].min(low[v]);
+                }
+                if low[v] != order[v] {
+                    continue;
+                }
+                let c = sets.len();
+                let mut members = Vec::new();
+                while let Some(w) = stack.pop() {
+                    on_stack[w] = false;
+                    comp[w] = c;
+                    members.push(w);
+                    if w == v {
+                        break;
+                    }
+                }
+                let own: Vec<&str> = members
                     .iter()
-                    .map(|&f| self.flows[f].target),
-            );
+                    .filter_map(|&w| self.elements[w].kind.waits_for_message())
+                    .collect();
+                let mut later: Vec<&Arc<[String]>> = Vec::new();
+                for &w in &members {
+                    for t in targets(w) {
+                        let d = comp[t];
+                        if d != c && d != UNSEEN && !later.iter().any(|s| Arc::ptr_eq(s, &sets[d]))
+                        {
+                            later.push(&sets[d]);
+                        }
+                    }
+                }
+                let set = match (own.is_empty(), later.as_slice()) {
+                    (true, []) => empty.clone(),
+                    (true, [only]) => Arc::clone(only),
+                    _ => {
+                        let mut all: Vec<String> = own.iter().map(|m| m.to_string()).collect();
+                        all.extend(later.iter().flat_map(|s| s.iter().cloned()));
+                        all.sort();
+                        all.dedup();
+                        Arc::from(all)
+                    }
+                };
+                sets.push(set);
+            }
         }
-        out
+        comp.into_iter()
+            .map(|c| sets.get(c).cloned().unwrap_or_else(|| empty.clone()))
+            .collect()
     }
 
     /// Message names a token at element `idx` may still wait for: there or downstream.
     pub fn messages_reachable_from(&self, idx: usize) -> &[String] {
-        self.reach.get(idx).map(Vec::as_slice).unwrap_or(&[])
+        self.reach.get(idx).map(|s| &s[..]).unwrap_or(&[])
     }
 
     /// The element with this id.
@@ -308,5 +384,90 @@ impl Process {
             ElementKind::MessageStart { message } => Some(message.as_str()),
             _ => None,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A process over `n` elements (every third one a message catch) and `edges`.
+    fn graph(n: usize, edges: &[(usize, usize)]) -> Process {
+        let mut elements: Vec<Element> = (0..n)
+            .map(|i| Element {
+                id: format!("e{i}"),
+                name: None,
+                kind: if i % 3 == 0 {
+                    ElementKind::MessageCatch {
+                        message: format!("m{}", i % 7),
+                    }
+                } else {
+                    ElementKind::NoneThrow
+                },
+                incoming: Vec::new(),
+                outgoing: Vec::new(),
+                async_before: false,
+                line: 0,
+                retry: None,
+                boundaries: Vec::new(),
+            })
+            .collect();
+        let flows: Vec<Flow> = edges
+            .iter()
+            .enumerate()
+            .map(|(i, &(s, t))| {
+                elements[s].outgoing.push(i);
+                elements[t].incoming.push(i);
+                Flow {
+                    id: format!("f{i}"),
+                    source: s,
+                    target: t,
+                    condition: None,
+                }
+            })
+            .collect();
+        Process::new("p".into(), None, elements, flows, BTreeMap::new())
+    }
+
+    /// The definition: every message waited for on some path from `from`.
+    fn walk(p: &Process, from: usize) -> Vec<String> {
+        let mut seen = vec![false; p.elements.len()];
+        let mut stack = vec![from];
+        let mut out = Vec::new();
+        while let Some(i) = stack.pop() {
+            if std::mem::replace(&mut seen[i], true) {
+                continue;
+            }
+            out.extend(p.elements[i].kind.waits_for_message().map(str::to_string));
+            stack.extend(p.elements[i].outgoing.iter().map(|&f| p.flows[f].target));
+        }
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    proptest! {
+        #[test]
+        fn reachable_messages_match_a_walk_of_the_graph(
+            (n, edges) in (1usize..40).prop_flat_map(|n| (Just(n), proptest::collection::vec((0..n, 0..n), 0..80)))
+        ) {
+            let p = graph(n, &edges);
+            for i in 0..n {
+                prop_assert_eq!(p.messages_reachable_from(i).to_vec(), walk(&p, i), "from e{}", i);
+            }
+        }
+    }
+
+    #[test]
+    fn a_chain_of_a_hundred_thousand_elements_is_indexed_without_recursion() {
+        let n = 100_000;
+        let edges: Vec<(usize, usize)> = (1..n).map(|i| (i - 1, i)).collect();
+        let p = graph(n, &edges);
+        assert_eq!(
+            p.messages_reachable_from(n - 1),
+            [format!("m{}", (n - 1) % 7)]
+        );
+        assert_eq!(p.messages_reachable_from(0).len(), 7);
     }
 }

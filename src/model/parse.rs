@@ -241,6 +241,12 @@ fn build_tree(file: &str, xml: &str) -> Result<Node, ParseError> {
                     n.text.push_str(&resolved);
                 }
             }
+            Event::DocType(_) => {
+                return Err(xml_err(
+                    before,
+                    "DOCTYPE declarations are refused: BPMN needs none, and their entities can reach files and URLs".into(),
+                ));
+            }
             Event::Eof => break,
             _ => {}
         }
@@ -505,6 +511,8 @@ fn process(
         });
     }
     let mut elements: Vec<Element> = Vec::new();
+    // ids of the elements kept so far: duplicate checks stay linear
+    let mut ids: std::collections::HashSet<String> = std::collections::HashSet::new();
     let mut flow_nodes: Vec<&Node> = Vec::new();
     let mut keys: BTreeMap<String, String> = BTreeMap::new();
     let mut catches: Vec<(String, String, u32, Option<String>)> = Vec::new();
@@ -682,7 +690,7 @@ fn process(
             });
             continue;
         }
-        if elements.iter().any(|e| e.id == n.id()) {
+        if !ids.insert(n.id()) {
             issues.push(Issue {
                 id: n.id(),
                 line: n.line,
@@ -716,7 +724,7 @@ fn process(
         flow_nodes.push(n);
     }
     for (message, id, line, key) in catches {
-        if !elements.iter().any(|e| e.id == id) {
+        if !ids.contains(&id) {
             continue;
         }
         let key = key_overrides
@@ -742,6 +750,13 @@ fn process(
         .enumerate()
         .map(|(i, e)| (e.id.clone(), i))
         .collect();
+    // every id in the process, refused elements included (for the errors below)
+    let known: std::collections::HashSet<String> = p
+        .children
+        .iter()
+        .map(Node::id)
+        .filter(|id| !id.is_empty())
+        .collect();
     let mut flows = Vec::new();
     for f in p.children.iter().filter(|c| c.name == "sequenceFlow") {
         let (src, tgt) = (
@@ -754,11 +769,7 @@ fn process(
             .unwrap_or_else(|| format!("{src}->{tgt}"));
         let (Some(&s), Some(&t)) = (index.get(src), index.get(tgt)) else {
             let missing = if index.contains_key(src) { tgt } else { src };
-            let known = p
-                .children
-                .iter()
-                .any(|c| c.id() == missing && !c.id().is_empty());
-            if !known {
+            if !known.contains(missing) {
                 issues.push(Issue {
                     id,
                     line: f.line,

@@ -1,0 +1,189 @@
+//! An operator must be able to look when writing cannot: looking changes no byte
+//! of the database or its log (crash recovery and replay happen in memory), so it
+//! works on a read-only file system; and `import` on a full disk stops at the
+//! first storage failure with one error and the count stored.
+//!
+//! The file-system scenarios run in a private mount namespace (`unshare -m`,
+//! root): a read-only bind mount, a 16 MiB tmpfs that fills up.
+use postfach::Postfach;
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+fn line(i: usize) -> String {
+    format!("{{\"name\":\"AuftragAbgeschlossen\",\"key\":\"K{i}\",\"id\":\"evt-{i}\"}}\n")
+}
+
+/// Imports until `n` messages are acknowledged, then SIGKILLs the importer: the
+/// database needs redb's recovery and the log holds every acknowledged batch.
+fn crashed_with(db: &Path, n: usize) -> Vec<String> {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_postfach"))
+        .arg("--db")
+        .arg(db)
+        .args(["import", "--concurrency", "16"])
+        .env("POSTFACH_CHECKPOINT_MS", "600000")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        for i in 0..100_000 {
+            if stdin.write_all(line(i).as_bytes()).is_err() {
+                break;
+            }
+        }
+    });
+    let mut acked = Vec::new();
+    for l in BufReader::new(child.stdout.take().unwrap()).lines() {
+        let v: serde_json::Value = serde_json::from_str(&l.unwrap()).unwrap();
+        acked.push(v["message_id"].as_str().unwrap().to_string());
+        if acked.len() == n {
+            child.kill().unwrap();
+            break;
+        }
+    }
+    child.wait().unwrap();
+    let _ = writer.join();
+    acked
+}
+
+fn listed_ids(stdout: &[u8]) -> Vec<String> {
+    let v: serde_json::Value = serde_json::from_slice(stdout).expect("one JSON document");
+    v["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["message_id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn looking_at_a_crashed_database_lists_everything_and_changes_no_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("crashed.redb");
+    let acked = crashed_with(&db, 1500);
+    let log = dir.path().join("crashed.redb.wal");
+    let (db_bytes, log_bytes) = (std::fs::read(&db).unwrap(), std::fs::read(&log).unwrap());
+    assert!(
+        log_bytes.len() > 8,
+        "the acknowledged batches live in the log"
+    );
+
+    let o = Command::new(env!("CARGO_BIN_EXE_postfach"))
+        .arg("--db")
+        .arg(&db)
+        .args(["--json", "messages"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut listed = listed_ids(&o.stdout);
+    listed.sort();
+    let mut expected = acked.clone();
+    expected.sort();
+    assert!(
+        expected.iter().all(|id| listed.binary_search(id).is_ok()),
+        "every acknowledged message is listed"
+    );
+    assert_eq!(
+        std::fs::read(&db).unwrap(),
+        db_bytes,
+        "the database is unchanged"
+    );
+    assert_eq!(
+        std::fs::read(&log).unwrap(),
+        log_bytes,
+        "the log is unchanged"
+    );
+
+    let pf = Postfach::open_read_only(&db, Default::default()).unwrap();
+    assert!(pf.recovery().replayed_batches > 0);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let refused = rt.block_on(pf.tick());
+    assert!(
+        matches!(
+            refused,
+            Err(postfach::Error::Store(
+                postfach::store::StoreError::ReadOnly
+            ))
+        ),
+        "{refused:?}"
+    );
+    pf.close();
+    assert_eq!(std::fs::read(&db).unwrap(), db_bytes);
+}
+
+/// Runs `script` as root in a private mount namespace; `None` when this machine
+/// does not allow one (the scenario then cannot be staged here).
+fn in_mount_namespace(script: &str) -> Option<std::process::Output> {
+    let ok = Command::new("unshare")
+        .args(["-m", "true"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        eprintln!("SKIPPED: no private mount namespace here (needs root and unshare)");
+        return None;
+    }
+    Some(
+        Command::new("unshare")
+            .args(["-m", "sh", "-c", script])
+            .env("POSTFACH", env!("CARGO_BIN_EXE_postfach"))
+            .output()
+            .unwrap(),
+    )
+}
+
+#[test]
+fn on_a_read_only_file_system_messages_still_lists_everything() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("ro.redb");
+    let acked = crashed_with(&db, 800);
+    let d = dir.path().display();
+    let Some(o) = in_mount_namespace(&format!(
+        "mount --bind {d} {d} && mount -o remount,bind,ro {d} && \
+         touch {d}/probe 2>/dev/null && echo 'the bind mount is writable' >&2 && exit 9; \
+         \"$POSTFACH\" --db {d}/ro.redb --json messages"
+    )) else {
+        return;
+    };
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let listed = listed_ids(&o.stdout);
+    assert!(acked.iter().all(|id| listed.contains(id)));
+}
+
+#[test]
+fn import_on_a_full_disk_stops_at_the_first_storage_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.jsonl");
+    let mut f = std::fs::File::create(&input).unwrap();
+    for i in 0..300_000 {
+        f.write_all(line(i).as_bytes()).unwrap();
+    }
+    drop(f);
+    let disk = dir.path().join("disk");
+    std::fs::create_dir(&disk).unwrap();
+    let Some(o) = in_mount_namespace(&format!(
+        "mount -t tmpfs -o size=16m tmpfs {disk} && \"$POSTFACH\" --db {disk}/full.redb import --concurrency 64 < {input}",
+        disk = disk.display(),
+        input = input.display()
+    )) else {
+        return;
+    };
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let errors = stdout.lines().filter(|l| l.contains("\"error\"")).count();
+    let stored = stdout.lines().filter(|l| l.contains("\"outcome\"")).count();
+    assert_eq!(errors, 1, "one error line, not one per remaining line");
+    assert!(stored > 1000, "the disk held some: {stored}");
+    assert!(stored < 300_000);
+    assert!(stderr.contains("storage failed at line"), "{stderr}");
+    assert!(
+        stderr.contains(&format!("{stored} message(s) were stored")),
+        "{stderr}"
+    );
+}

@@ -381,17 +381,70 @@ pub struct Failure {
 
 impl From<Error> for Failure {
     fn from(e: Error) -> Self {
-        let hint = match &e {
-            Error::Store(crate::store::StoreError::LogDamaged { .. }) => {
-                ". See what is intact with `postfach recover`; `postfach recover --discard-damaged` keeps a copy of the log and replays every intact record"
-            }
-            _ => "",
+        let message = match next_step(&e) {
+            Some(step) => format!("{e}: {step}"),
+            None => e.to_string(),
         };
         Failure {
             code: if e.is_rejection() { 3 } else { 1 },
-            message: format!("{e}{hint}"),
+            message,
             json: None,
         }
+    }
+}
+
+/// What to do next, on the command line: the library's errors say only what
+/// happened. Exhaustive, so a new kind of error is placed here deliberately.
+fn next_step(e: &Error) -> Option<String> {
+    use crate::EngineError as E;
+    match e {
+        Error::Engine(engine) => match engine {
+            E::Store(s) => store_step(s),
+            E::UnknownProcess(_) => {
+                Some("deploy its BPMN file first (postfach deploy FILE.bpmn)".into())
+            }
+            E::UnknownInstance(_) => Some("list instances with `postfach instances`".into()),
+            E::UnknownJob(_) => Some("list jobs with `postfach jobs`".into()),
+            E::UnknownMessageId(_) => Some("list messages with `postfach messages`".into()),
+            E::UnknownToken { instance, .. } => Some(format!(
+                "see its tokens with `postfach instance {instance}`"
+            )),
+            E::JobState { job, refusal } => match refusal {
+                crate::JobRefusal::LockedByWorker => {
+                    Some("wait for the worker or its lease to expire".into())
+                }
+                crate::JobRefusal::Incident => {
+                    Some(format!("retry it first (postfach retry {job})"))
+                }
+                crate::JobRefusal::Continuation => Some("run it with `postfach work`".into()),
+                crate::JobRefusal::NotAnIncident => Some("only incidents can be retried".into()),
+                crate::JobRefusal::NotATask => None,
+            },
+            E::RepairRefused { .. } => Some("pass --force to add it anyway".into()),
+            E::Parse(_)
+            | E::NoStartEvent(_)
+            | E::UnknownElement { .. }
+            | E::StaleLease(_)
+            | E::AmbiguousMessageId { .. }
+            | E::NotParked { .. }
+            | E::InstanceEnded(_) => None,
+        },
+        Error::Store(s) => store_step(s),
+        Error::OutOfRange(_) | Error::Task(_) | Error::Rejected { .. } => None,
+    }
+}
+
+fn store_step(e: &crate::store::StoreError) -> Option<String> {
+    use crate::store::StoreError as S;
+    match e {
+        S::Locked { .. } => Some(
+            "talk to the server with --server http://127.0.0.1:7820 (or its --listen address), or stop it and retry".into(),
+        ),
+        S::LogDamaged { .. } => Some(
+            "see what is intact with `postfach recover`; `postfach recover --discard-damaged` keeps a copy of the log and replays every intact record".into(),
+        ),
+        S::ReadOnly => Some("this command changes the database; run it where the file is writable".into()),
+        S::Open { .. } | S::Redb(_) | S::Codec(_) | S::Closed | S::Aborted(_) | S::Io(_) => None,
     }
 }
 

@@ -85,31 +85,25 @@ pub enum EngineError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Parse(#[from] model::ParseError),
-    #[error(
-        "process '{0}' is not deployed: deploy its BPMN file first (postfach deploy FILE.bpmn)"
-    )]
+    #[error("process '{0}' is not deployed")]
     UnknownProcess(String),
     #[error(
         "process '{0}' has no none start event: start it by publishing its start message instead"
     )]
     NoStartEvent(String),
-    #[error("instance {0} does not exist: list instances with `postfach instances`")]
+    #[error("instance {0} does not exist")]
     UnknownInstance(u64),
     #[error("element '{element}' does not exist in process '{process}'")]
     UnknownElement { process: String, element: String },
-    #[error("job {0} does not exist (it may have completed): list jobs with `postfach jobs`")]
+    #[error("job {0} does not exist (it may have completed)")]
     UnknownJob(u64),
-    #[error("job {job} is {state}: {hint}")]
-    JobState {
-        job: u64,
-        state: &'static str,
-        hint: &'static str,
-    },
+    #[error("job {job} {refusal}")]
+    JobState { job: u64, refusal: JobRefusal },
     #[error(
         "job {0}: the lease was lost (expired or taken by another worker); its result is refused, the job runs again"
     )]
     StaleLease(u64),
-    #[error("message '{0}' is not known: list messages with `postfach messages`")]
+    #[error("message '{0}' is not known")]
     UnknownMessageId(String),
     #[error("message id '{id}' is used by several messages ({names}): address it as NAME/ID")]
     AmbiguousMessageId { id: String, names: String },
@@ -118,7 +112,7 @@ pub enum EngineError {
     )]
     NotParked { id: String, state: &'static str },
     #[error(
-        "refused: instance {existing_instance} has a token at '{existing_element}' that waits for or will reach message '{message}' with key '{key}'; a second token would make every completion ambiguous. Pass force to add it anyway"
+        "refused: instance {existing_instance} has a token at '{existing_element}' that waits for or will reach message '{message}' with key '{key}'; a second token would make every completion ambiguous"
     )]
     RepairRefused {
         message: String,
@@ -128,10 +122,35 @@ pub enum EngineError {
     },
     #[error("instance {0} has ended; it can no longer be modified")]
     InstanceEnded(u64),
-    #[error(
-        "instance {instance} has no token {token}: see its tokens with `postfach instance {instance}`"
-    )]
+    #[error("instance {instance} has no token {token}")]
     UnknownToken { instance: u64, token: u64 },
+}
+
+/// Why a job refused what was asked of it (the edges say what to do next).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobRefusal {
+    /// Held by an external worker: only its lease token completes or fails it.
+    LockedByWorker,
+    /// An incident: it runs again only after a retry.
+    Incident,
+    /// An async continuation: the job executor runs it, nobody completes it.
+    Continuation,
+    /// Not an incident, so there is nothing to retry.
+    NotAnIncident,
+    /// Not a task job, so it cannot throw a BPMN error.
+    NotATask,
+}
+
+impl std::fmt::Display for JobRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            JobRefusal::LockedByWorker => "is locked by a worker",
+            JobRefusal::Incident => "is an incident",
+            JobRefusal::Continuation => "is an async continuation, run by the job executor",
+            JobRefusal::NotAnIncident => "is not an incident",
+            JobRefusal::NotATask => "is not a task job: only task workers throw BPMN errors",
+        })
+    }
 }
 
 /// A message to publish or correlate.
@@ -1191,13 +1210,11 @@ impl<'a, 't> Engine<'a, 't> {
             (None, _, JobState::Ready) => Ok(()),
             (None, _, JobState::Locked) => Err(EngineError::JobState {
                 job: job.id,
-                state: "locked by a worker",
-                hint: "wait for the worker or its lease to expire",
+                refusal: JobRefusal::LockedByWorker,
             }),
             (_, _, JobState::Incident) => Err(EngineError::JobState {
                 job: job.id,
-                state: "an incident",
-                hint: "retry it first (postfach retry JOB_ID)",
+                refusal: JobRefusal::Incident,
             }),
             (Some(t), Some(l), JobState::Locked) if l.token == t => Ok(()),
             (Some(_), _, _) => Err(EngineError::StaleLease(job.id)),
@@ -1213,8 +1230,7 @@ impl<'a, 't> Engine<'a, 't> {
         if !matches!(job.kind, JobKind::Task { .. }) {
             return Err(EngineError::JobState {
                 job: id,
-                state: "an async continuation",
-                hint: "run it with `postfach work`",
+                refusal: JobRefusal::Continuation,
             });
         }
         self.load(job.instance)?;
@@ -1330,8 +1346,7 @@ impl<'a, 't> Engine<'a, 't> {
         if job.state != JobState::Incident {
             return Err(EngineError::JobState {
                 job: id,
-                state: "not an incident",
-                hint: "only incidents can be retried",
+                refusal: JobRefusal::NotAnIncident,
             });
         }
         job.state = JobState::Ready;
@@ -1770,8 +1785,7 @@ impl<'a, 't> Engine<'a, 't> {
         if !matches!(job.kind, JobKind::Task { .. }) {
             return Err(EngineError::JobState {
                 job: id,
-                state: "not a task job",
-                hint: "BPMN errors come from service task workers",
+                refusal: JobRefusal::NotATask,
             });
         }
         self.load(job.instance)?;

@@ -139,22 +139,47 @@ impl IntoResponse for ApiError {
             ApiError::TooLarge(m) => return problem(StatusCode::PAYLOAD_TOO_LARGE, m),
             ApiError::Engine(e) => e,
         };
-        let status = match &e {
-            Error::Rejected { .. } => StatusCode::CONFLICT,
-            Error::OutOfRange(_) => StatusCode::BAD_REQUEST,
-            Error::Engine(e) => match e {
-                EngineError::Parse(_) => StatusCode::BAD_REQUEST,
-                EngineError::UnknownProcess(_)
-                | EngineError::UnknownInstance(_)
-                | EngineError::UnknownElement { .. }
-                | EngineError::UnknownJob(_)
-                | EngineError::UnknownMessageId(_) => StatusCode::NOT_FOUND,
-                EngineError::Store(_) => StatusCode::INTERNAL_SERVER_ERROR,
-                _ => StatusCode::CONFLICT,
-            },
-            _ => StatusCode::INTERNAL_SERVER_ERROR,
-        };
-        problem(status, e.to_string())
+        problem(status_of(&e), e.to_string())
+    }
+}
+
+/// The status of an error, by kind. Exhaustive, so a new kind of error gets a
+/// status deliberately: 400 bad input, 404 unknown, 409 refused in the state the
+/// engine is in, 503 not serving now, 500 a fault.
+fn status_of(e: &Error) -> StatusCode {
+    use crate::store::StoreError as S;
+    use EngineError as E;
+    let store = |s: &S| match s {
+        S::Closed | S::ReadOnly | S::Locked { .. } => StatusCode::SERVICE_UNAVAILABLE,
+        S::Open { .. }
+        | S::Redb(_)
+        | S::Codec(_)
+        | S::Aborted(_)
+        | S::Io(_)
+        | S::LogDamaged { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    match e {
+        Error::Rejected { .. } => StatusCode::CONFLICT,
+        Error::OutOfRange(_) => StatusCode::BAD_REQUEST,
+        Error::Task(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        Error::Store(s) => store(s),
+        Error::Engine(engine) => match engine {
+            E::Store(s) => store(s),
+            E::Parse(_) => StatusCode::BAD_REQUEST,
+            E::UnknownProcess(_)
+            | E::UnknownInstance(_)
+            | E::UnknownElement { .. }
+            | E::UnknownJob(_)
+            | E::UnknownMessageId(_)
+            | E::UnknownToken { .. } => StatusCode::NOT_FOUND,
+            E::NoStartEvent(_)
+            | E::JobState { .. }
+            | E::StaleLease(_)
+            | E::AmbiguousMessageId { .. }
+            | E::NotParked { .. }
+            | E::RepairRefused { .. }
+            | E::InstanceEnded(_) => StatusCode::CONFLICT,
+        },
     }
 }
 

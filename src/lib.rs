@@ -46,7 +46,8 @@ mod wal;
 
 pub use clock::{Clock, ManualClock, Millis, SystemClock};
 pub use engine::{
-    Config, Delivery, Deployed, EngineError, LockedJob, Malformed, Outcome, Publish, Repair,
+    Config, Delivery, Deployed, EngineError, JobRefusal, LockedJob, Malformed, Outcome, Publish,
+    Repair,
 };
 pub use jobs::{HandlerError, JobContext};
 pub use runtime::{Error, Options, Postfach, Recovery, WorkReport};

@@ -66,7 +66,7 @@ pub(crate) const LEASES: TableDefinition<(u64, u64), ()> = TableDefinition::new(
 #[non_exhaustive]
 pub enum StoreError {
     #[error(
-        "database {path} is held by another process (a running `postfach run`, or a host application): talk to the server with --server http://127.0.0.1:7820 (or its --listen address), or stop it and retry"
+        "database {path} is held by another process (a running postfach server, or a host application)"
     )]
     Locked { path: String },
     #[error("database {path}: {source}")]

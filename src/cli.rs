@@ -1,4 +1,4 @@
-//! The `postfach` command line (see CLI.md): argument parsing, output in human
+//! The `postfach` command line (see docs/cli.md): argument parsing, output in human
 //! text or one JSON document, and exit codes 0 ok · 1 error · 2 usage · 3 rejection.
 //!
 //! Invariant: the command line is a thin edge over the library API; it holds no

@@ -1,4 +1,4 @@
-//! The command line keeps the contract of CLI.md: JSON shapes, exit codes
+//! The command line keeps the contract of docs/cli.md: JSON shapes, exit codes
 //! (0 ok · 1 error · 2 usage · 3 rejection) and one clear line on stderr.
 use serde_json::Value;
 use std::process::{Command, Output};
@@ -311,4 +311,32 @@ fn log_lines_can_be_json() {
     let v: Value = serde_json::from_str(line).expect("a JSON log line");
     assert_eq!(v["fields"]["signal"], "Tarifwechsel");
     assert_eq!(v["level"], "INFO");
+}
+
+#[test]
+fn every_subcommand_is_in_the_contract_document() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/cli.md"))
+        .expect("docs/cli.md is the contract");
+    let help = Command::new(env!("CARGO_BIN_EXE_postfach"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&help.stdout).to_string();
+    let commands: Vec<&str> = help
+        .split("Commands:")
+        .nth(1)
+        .expect("--help lists the commands")
+        .lines()
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .collect();
+    assert!(commands.len() > 20, "{commands:?}");
+    for c in commands {
+        assert!(
+            doc.contains(&format!("`{c} ")) || doc.contains(&format!("`{c}`")),
+            "docs/cli.md does not list `{c}`"
+        );
+    }
 }

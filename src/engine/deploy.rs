@@ -1,0 +1,92 @@
+//! Deploy: stores parsed processes as new versions and the message catalog.
+//!
+//! Invariant: identical source (fingerprint of XML and key overrides) keeps its
+//! version; a new version replaces what the process means to each message name.
+
+use super::*;
+
+impl<'a, 't> Engine<'a, 't> {
+    /// Stores a BPMN file; each process gets a new version unless the latest
+    /// version was deployed from the identical source. `parsed` is what
+    /// [`model::parse`] made of `xml` (the caller parses off the writer); `None`
+    /// parses here (replay of the log).
+    pub fn deploy(
+        &mut self,
+        file: &str,
+        xml: &str,
+        overrides: &BTreeMap<String, String>,
+        parsed: Option<Vec<Process>>,
+    ) -> R<Vec<Deployed>> {
+        let processes = match parsed {
+            Some(p) => p,
+            None => model::parse(file, xml, overrides)?,
+        };
+        let fingerprint = fingerprint(xml, overrides);
+        let mut out = Vec::new();
+        for p in processes {
+            let latest = self
+                .t
+                .latest
+                .get(p.id.as_str())?
+                .map(|g| g.value())
+                .unwrap_or(0);
+            if latest > 0
+                && let Some(prev) = self.t.definition(&p.id, latest)?
+                && prev.fingerprint == fingerprint
+            {
+                out.push(Deployed {
+                    process: p.id.clone(),
+                    version: latest,
+                    new_version: false,
+                });
+                continue;
+            }
+            let version = latest + 1;
+            let rec = DefinitionRecord {
+                process: p.clone(),
+                version,
+                deployed_at: self.now,
+                file: file.to_string(),
+                fingerprint,
+            };
+            self.t
+                .definitions
+                .insert((p.id.as_str(), version), codec::encode(&rec)?.as_slice())?;
+            self.t.latest.insert(p.id.as_str(), version)?;
+            let mut entries: BTreeMap<&str, CatalogEntry> = BTreeMap::new();
+            for (m, k) in &p.correlation_keys {
+                entries.entry(m).or_default().key_variable = Some(k.clone());
+            }
+            for m in p.start_messages() {
+                entries.entry(m).or_default().starts = true;
+            }
+            // a new version replaces what the process means to each message name
+            let stale: Vec<String> = {
+                let mut v = Vec::new();
+                for row in self.t.catalog.iter()? {
+                    let (k, _) = row?;
+                    let (m, proc_id) = k.value();
+                    if proc_id == p.id && !entries.contains_key(m) {
+                        v.push(m.to_string());
+                    }
+                }
+                v
+            };
+            for m in stale {
+                self.t.catalog.remove((m.as_str(), p.id.as_str()))?;
+            }
+            self.defs.clear_catalog();
+            for (m, e) in entries {
+                self.t
+                    .catalog
+                    .insert((m, p.id.as_str()), codec::encode(&e)?.as_slice())?;
+            }
+            out.push(Deployed {
+                process: p.id.clone(),
+                version,
+                new_version: true,
+            });
+        }
+        Ok(out)
+    }
+}

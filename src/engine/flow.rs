@@ -1,0 +1,480 @@
+//! The token loop: instances start, and tokens arrive at, execute and leave
+//! elements (`Step::Arrive → Execute → Leave`), until they rest or end.
+//!
+//! Invariant: one place per lifecycle phase of an element kind — `execute` is
+//! the activation, `leave` the completion; what a resting token registers is
+//! opened and closed in `waits`.
+
+use super::*;
+
+impl<'a, 't> Engine<'a, 't> {
+    /// Starts an instance of the latest version of `process` at its none start event.
+    pub fn start(&mut self, process: &str, vars: Vars, business_key: Option<String>) -> R<u64> {
+        let version = self
+            .t
+            .latest
+            .get(process)?
+            .map(|g| g.value())
+            .ok_or_else(|| EngineError::UnknownProcess(process.to_string()))?;
+        let def = self.def(process, version)?;
+        let start = def
+            .none_start()
+            .ok_or_else(|| EngineError::NoStartEvent(process.to_string()))?;
+        let start_idx = def.index_of(&start.id).unwrap_or(0);
+        let id = self.create_instance(def, version, vars, business_key, start_idx)?;
+        self.run()?;
+        Ok(id)
+    }
+
+    pub(super) fn create_instance(
+        &mut self,
+        def: Arc<Process>,
+        version: u32,
+        vars: Vars,
+        business_key: Option<String>,
+        start: usize,
+    ) -> R<u64> {
+        let id = self.t.next_seq("instance")?;
+        let rec = InstanceRecord {
+            id,
+            process: def.id.clone(),
+            version,
+            business_key,
+            variables: vars,
+            tokens: vec![Token {
+                id: 1,
+                element: def.at(start).id.clone(),
+                wait: Wait::Incident {
+                    error: "starting".into(),
+                },
+                since: self.now,
+                timers: Vec::new(),
+            }],
+            next_token: 2,
+            activations: 0,
+            history: vec![HistoryEntry {
+                element: def.id.clone(),
+                event: "instance_started".into(),
+                at: self.now,
+            }],
+            started_at: self.now,
+            ended_at: None,
+            cancelled: false,
+            expects: Vec::new(),
+        };
+        self.dirty.insert(
+            id,
+            Dirty {
+                rec,
+                process: def,
+                indexed: Vec::new(),
+            },
+        );
+        self.queue.push_back(Step::Arrive {
+            inst: id,
+            token: 1,
+            element: start,
+            via: None,
+        });
+        Ok(id)
+    }
+
+    /// Runs queued steps until every token rests, then writes dirty instances.
+    pub(super) fn run(&mut self) -> R<()> {
+        let mut guard = 0u64;
+        while let Some(step) = self.queue.pop_front() {
+            guard += 1;
+            if guard > 1_000_000 {
+                // a model that loops without a wait state: stop it visibly
+                let (Step::Arrive {
+                    inst,
+                    token,
+                    element,
+                    ..
+                }
+                | Step::Execute {
+                    inst,
+                    token,
+                    element,
+                }
+                | Step::Leave {
+                    inst,
+                    token,
+                    element,
+                }) = step;
+                let id = self.proc_of(inst).at(element).id.clone();
+                self.incident(
+                    inst,
+                    token,
+                    &id,
+                    "loop without wait state: stopped after 1,000,000 steps".into(),
+                );
+                self.queue.clear();
+                break;
+            }
+            match step {
+                Step::Arrive {
+                    inst,
+                    token,
+                    element,
+                    via,
+                } => self.arrive(inst, token, element, via)?,
+                Step::Execute {
+                    inst,
+                    token,
+                    element,
+                } => self.execute(inst, token, element)?,
+                Step::Leave {
+                    inst,
+                    token,
+                    element,
+                } => self.leave(inst, token, element)?,
+            }
+        }
+        self.flush()
+    }
+
+    pub(super) fn arrive(
+        &mut self,
+        inst: u64,
+        token: u64,
+        idx: usize,
+        via: Option<usize>,
+    ) -> R<()> {
+        let p = self.proc_of(inst);
+        let el = p.at(idx);
+        if el.kind == ElementKind::ParallelGateway && el.incoming.len() > 1 {
+            let flow = via.unwrap_or(usize::MAX);
+            self.set_token(inst, token, &el.id, Wait::Join { flow });
+            let rec = self.inst(inst);
+            let mut take: Vec<u64> = Vec::new();
+            for f in &el.incoming {
+                if let Some(t) = rec.tokens.iter().find(|t| {
+                    t.element == el.id && t.wait == Wait::Join { flow: *f } && !take.contains(&t.id)
+                }) {
+                    take.push(t.id);
+                }
+            }
+            if take.len() == el.incoming.len() {
+                rec.tokens.retain(|t| !take.contains(&t.id));
+                let merged = self.new_token(inst, &el.id);
+                self.history(inst, &el.id, "joined");
+                self.queue.push_back(Step::Leave {
+                    inst,
+                    token: merged,
+                    element: idx,
+                });
+            }
+            return Ok(());
+        }
+        self.history(inst, &el.id, "activated");
+        if el.async_before {
+            let job = self.create_job(inst, token, &el.id, JobKind::Continue)?;
+            self.set_token(inst, token, &el.id, Wait::Job { job });
+            return Ok(());
+        }
+        self.queue.push_back(Step::Execute {
+            inst,
+            token,
+            element: idx,
+        });
+        Ok(())
+    }
+
+    pub(super) fn execute(&mut self, inst: u64, token: u64, idx: usize) -> R<()> {
+        let p = self.proc_of(inst);
+        let el = p.at(idx);
+        if !el.boundaries.is_empty()
+            && matches!(
+                el.kind,
+                ElementKind::ServiceTask { .. }
+                    | ElementKind::Publish { .. }
+                    | ElementKind::ReceiveTask { .. }
+            )
+        {
+            self.start_boundary_timers(inst, token, &p, idx)?;
+        }
+        match &el.kind {
+            ElementKind::TimerCatch { timer } => {
+                let job = self.create_job_at(
+                    inst,
+                    token,
+                    &el.id,
+                    JobKind::Timer {
+                        repetitions_left: None,
+                    },
+                    timer.first_due(self.now),
+                )?;
+                self.set_token(inst, token, &el.id, Wait::Timer { job });
+                self.history(inst, &el.id, "waiting");
+            }
+            ElementKind::EventGateway => self.open_event_gateway(inst, token, idx)?,
+            ElementKind::Boundary { .. } => {
+                self.queue.push_back(Step::Leave {
+                    inst,
+                    token,
+                    element: idx,
+                });
+            }
+            ElementKind::End => {
+                self.history(inst, &el.id, "completed");
+                self.inst(inst).tokens.retain(|t| t.id != token);
+                if self.inst(inst).tokens.is_empty() {
+                    self.complete_instance(inst)?;
+                }
+            }
+            ElementKind::ServiceTask { topic } => {
+                let topic = topic.clone();
+                let job = self.create_job(inst, token, &el.id, JobKind::Task { topic })?;
+                self.set_token(inst, token, &el.id, Wait::Job { job });
+            }
+            ElementKind::Publish { topic } => {
+                let topic = format!("{}{topic}", model::OUTBOX_TOPIC_PREFIX);
+                let job = self.create_job(inst, token, &el.id, JobKind::Task { topic })?;
+                self.set_token(inst, token, &el.id, Wait::Job { job });
+            }
+            ElementKind::ReceiveTask { message } | ElementKind::MessageCatch { message } => {
+                let var = p.correlation_keys.get(message).cloned().unwrap_or_default();
+                let Some(key) = self.inst(inst).variables.get(&var).and_then(key_string) else {
+                    let error = format!(
+                        "correlation key variable '{var}' of message '{message}' is not set: set it (e.g. at start with --var {var}=VALUE) and move the token here again"
+                    );
+                    self.incident(inst, token, &el.id, error);
+                    return Ok(());
+                };
+                if let Some(seq) = self.oldest_buffered(message, &key)? {
+                    self.set_token(
+                        inst,
+                        token,
+                        &el.id,
+                        Wait::Message {
+                            name: message.clone(),
+                            key: key.clone(),
+                        },
+                    );
+                    self.consume_buffered(seq, inst, token)?;
+                } else {
+                    self.t
+                        .subscriptions
+                        .insert((message.as_str(), key.as_str()), (inst, token))?;
+                    self.set_token(
+                        inst,
+                        token,
+                        &el.id,
+                        Wait::Message {
+                            name: message.clone(),
+                            key,
+                        },
+                    );
+                    self.history(inst, &el.id, "waiting");
+                }
+            }
+            ElementKind::SignalCatch { signal } => {
+                self.t.signal_subs.insert(signal.as_str(), (inst, token))?;
+                self.set_token(
+                    inst,
+                    token,
+                    &el.id,
+                    Wait::Signal {
+                        name: signal.clone(),
+                    },
+                );
+                self.history(inst, &el.id, "waiting");
+            }
+            ElementKind::SignalThrow { signal } => {
+                let reached = self.broadcast(signal, &Vars::new())?;
+                self.history(inst, &el.id, &format!("signal_thrown reached={reached}"));
+                self.queue.push_back(Step::Leave {
+                    inst,
+                    token,
+                    element: idx,
+                });
+            }
+            ElementKind::NoneStart
+            | ElementKind::MessageStart { .. }
+            | ElementKind::NoneThrow
+            | ElementKind::SendTask
+            | ElementKind::ExclusiveGateway { .. }
+            | ElementKind::ParallelGateway => {
+                self.queue.push_back(Step::Leave {
+                    inst,
+                    token,
+                    element: idx,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn leave(&mut self, inst: u64, token: u64, idx: usize) -> R<()> {
+        self.clear_boundary_timers(inst, token)?;
+        let p = self.proc_of(inst);
+        let el = p.at(idx);
+        self.history(inst, &el.id, "completed");
+        let vars = self.inst(inst).variables.clone();
+        let mut chosen: Vec<usize> = Vec::new();
+        match &el.kind {
+            ElementKind::ExclusiveGateway { default } => {
+                for &f in &el.outgoing {
+                    if Some(f) == *default {
+                        continue;
+                    }
+                    match &p.flows[f].condition {
+                        None => {
+                            chosen.push(f);
+                            break;
+                        }
+                        Some(c) => match model::eval_bool(c, &vars) {
+                            Ok(true) => {
+                                chosen.push(f);
+                                break;
+                            }
+                            Ok(false) => {}
+                            Err(e) => {
+                                let error = format!("condition of flow '{}': {e}", p.flows[f].id);
+                                self.incident(inst, token, &el.id, error);
+                                return Ok(());
+                            }
+                        },
+                    }
+                }
+                if chosen.is_empty()
+                    && let Some(d) = default
+                {
+                    chosen.push(*d);
+                }
+            }
+            ElementKind::ParallelGateway => chosen = el.outgoing.clone(),
+            // every other element leaves by all its flows whose condition holds
+            ElementKind::NoneStart
+            | ElementKind::MessageStart { .. }
+            | ElementKind::TimerCatch { .. }
+            | ElementKind::EventGateway
+            | ElementKind::Boundary { .. }
+            | ElementKind::End
+            | ElementKind::SendTask
+            | ElementKind::ServiceTask { .. }
+            | ElementKind::ReceiveTask { .. }
+            | ElementKind::MessageCatch { .. }
+            | ElementKind::SignalCatch { .. }
+            | ElementKind::SignalThrow { .. }
+            | ElementKind::NoneThrow
+            | ElementKind::Publish { .. } => {
+                for &f in &el.outgoing {
+                    match &p.flows[f].condition {
+                        None => chosen.push(f),
+                        Some(c) => match model::eval_bool(c, &vars) {
+                            Ok(true) => chosen.push(f),
+                            Ok(false) => {}
+                            Err(e) => {
+                                let error = format!("condition of flow '{}': {e}", p.flows[f].id);
+                                self.incident(inst, token, &el.id, error);
+                                return Ok(());
+                            }
+                        },
+                    }
+                }
+            }
+        }
+        if el.outgoing.is_empty() {
+            // implicit end
+            self.inst(inst).tokens.retain(|t| t.id != token);
+            if self.inst(inst).tokens.is_empty() {
+                self.complete_instance(inst)?;
+            }
+            return Ok(());
+        }
+        if chosen.is_empty() {
+            let error = format!(
+                "no outgoing flow of '{}' can be taken: every condition is false and there is no default flow",
+                el.id
+            );
+            self.incident(inst, token, &el.id, error);
+            return Ok(());
+        }
+        for (i, f) in chosen.into_iter().enumerate() {
+            let target = p.flows[f].target;
+            let tid = if i == 0 {
+                token
+            } else {
+                self.new_token(inst, &el.id)
+            };
+            let target_id = p.at(target).id.clone();
+            self.set_token(
+                inst,
+                tid,
+                &target_id,
+                Wait::Incident {
+                    error: "moving".into(),
+                },
+            );
+            self.queue.push_back(Step::Arrive {
+                inst,
+                token: tid,
+                element: target,
+                via: Some(f),
+            });
+        }
+        Ok(())
+    }
+
+    pub(super) fn complete_instance(&mut self, inst: u64) -> R<()> {
+        let p = self.proc_of(inst);
+        let now = self.now;
+        let rec = self.inst(inst);
+        rec.ended_at = Some(now);
+        rec.history.push(HistoryEntry {
+            element: p.id.clone(),
+            event: "instance_completed".into(),
+            at: now,
+        });
+        let vars = rec.variables.clone();
+        for (m, var) in &p.correlation_keys {
+            if let Some(k) = vars.get(var).and_then(key_string) {
+                self.t.passed.insert((m.as_str(), k.as_str()), inst)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Keeps `expect` equal to the (message, key) pairs this instance may still
+    /// catch: those waited for where its tokens are or downstream of them.
+    pub(super) fn refresh_expect(&mut self, inst: u64) -> R<()> {
+        let p = self.proc_of(inst);
+        let rec = self.inst(inst);
+        let mut desired: Vec<(String, String)> = Vec::new();
+        for t in &rec.tokens {
+            let Some(idx) = p.index_of(&t.element) else {
+                continue;
+            };
+            for m in p.messages_reachable_from(idx) {
+                let var = p.correlation_keys.get(m).map(String::as_str).unwrap_or("");
+                if let Some(k) = rec.variables.get(var).and_then(key_string) {
+                    let e = (m.clone(), k);
+                    if !desired.contains(&e) {
+                        desired.push(e);
+                    }
+                }
+            }
+        }
+        let old = std::mem::replace(&mut rec.expects, desired.clone());
+        for (m, k) in old.iter().filter(|e| !desired.contains(e)) {
+            self.t.expect.remove((m.as_str(), k.as_str()), inst)?;
+        }
+        for (m, k) in desired.iter().filter(|e| !old.contains(e)) {
+            self.t.expect.insert((m.as_str(), k.as_str()), inst)?;
+        }
+        Ok(())
+    }
+
+    /// Moves a token to a given element (the timer target of an event gateway).
+    pub(super) fn force_target(&mut self, inst: u64, token: u64, target: usize) -> usize {
+        let id = self.proc_of(inst).at(target).id.clone();
+        let now = self.now;
+        if let Some(t) = self.inst(inst).tokens.iter_mut().find(|t| t.id == token) {
+            t.element = id;
+            t.since = now;
+        }
+        target
+    }
+}

@@ -1,0 +1,545 @@
+//! Jobs: async continuations, task jobs for handlers and external workers,
+//! timers, leases with fencing tokens, retries, incidents, BPMN errors.
+//!
+//! Invariant: a job's due and lease index rows change with the job record; a
+//! stale lease token is refused; failed attempts end in an incident, never a
+//! silent dead end.
+
+use super::*;
+
+impl<'a, 't> Engine<'a, 't> {
+    pub(super) fn create_job(
+        &mut self,
+        inst: u64,
+        token: u64,
+        element: &str,
+        kind: JobKind,
+    ) -> R<u64> {
+        self.create_job_at(inst, token, element, kind, self.now)
+    }
+
+    pub(super) fn create_job_at(
+        &mut self,
+        inst: u64,
+        token: u64,
+        element: &str,
+        kind: JobKind,
+        due_at: Millis,
+    ) -> R<u64> {
+        let id = self.t.next_seq("job")?;
+        let rec = self.inst(inst);
+        rec.activations += 1;
+        let key = format!("{inst}:{element}:{}", rec.activations);
+        let job = JobRecord {
+            id,
+            instance: inst,
+            token,
+            element: element.to_string(),
+            kind: kind.clone(),
+            state: JobState::Ready,
+            due_at,
+            attempts: 0,
+            last_error: None,
+            idempotency_key: key,
+            created_at: self.now,
+            lease: None,
+            max_attempts: None,
+            history: Vec::new(),
+        };
+        self.t.put_job(&job)?;
+        self.index_ready(&job)?;
+        self.jobs_created.push(id);
+        self.history(inst, element, "job_created");
+        Ok(id)
+    }
+
+    pub(super) fn index_ready(&mut self, job: &JobRecord) -> R<()> {
+        match &job.kind {
+            JobKind::Continue | JobKind::Timer { .. } => {
+                self.t.cont_due.insert((job.due_at, job.id), ())?
+            }
+            JobKind::Task { topic } => self
+                .t
+                .topic_due
+                .insert((topic.as_str(), job.due_at, job.id), ())?,
+        };
+        Ok(())
+    }
+
+    pub(super) fn unindex_ready(&mut self, job: &JobRecord) -> R<()> {
+        match &job.kind {
+            JobKind::Continue | JobKind::Timer { .. } => {
+                self.t.cont_due.remove((job.due_at, job.id))?
+            }
+            JobKind::Task { topic } => {
+                self.t
+                    .topic_due
+                    .remove((topic.as_str(), job.due_at, job.id))?
+            }
+        };
+        Ok(())
+    }
+
+    /// Runs up to `limit` due async continuations; returns how many ran.
+    pub fn run_continuations(&mut self, limit: usize) -> R<usize> {
+        let mut due = Vec::new();
+        for row in self.t.cont_due.range((0u64, 0u64)..=(self.now, u64::MAX))? {
+            let (k, _) = row?;
+            due.push(k.value().1);
+            if due.len() >= limit {
+                break;
+            }
+        }
+        for &id in &due {
+            let Some(job) = self.t.job(id)? else { continue };
+            self.unindex_ready(&job)?;
+            self.t.jobs.remove(id)?;
+            if let JobKind::Timer { .. } = job.kind {
+                self.fire_timer(job)?;
+                continue;
+            }
+            self.load(job.instance)?;
+            let p = self.proc_of(job.instance);
+            let Some(idx) = p.index_of(&job.element) else {
+                continue;
+            };
+            self.history(job.instance, &job.element, "job_executed");
+            self.queue.push_back(Step::Execute {
+                inst: job.instance,
+                token: job.token,
+                element: idx,
+            });
+            self.run()?;
+        }
+        Ok(due.len())
+    }
+
+    /// Locks up to `max` due task jobs of `topic` for `owner` until now + `lease`.
+    pub fn lock_jobs(
+        &mut self,
+        topic: &str,
+        max: usize,
+        owner: &str,
+        lease: Millis,
+        in_process: bool,
+    ) -> R<Vec<LockedJob>> {
+        let mut ids = Vec::new();
+        for row in self
+            .t
+            .topic_due
+            .range((topic, 0u64, 0u64)..=(topic, self.now, u64::MAX))?
+        {
+            ids.push(row?.0.value().2);
+            if ids.len() >= max {
+                break;
+            }
+        }
+        let mut out = Vec::new();
+        for id in ids {
+            let Some(mut job) = self.t.job(id)? else {
+                continue;
+            };
+            self.unindex_ready(&job)?;
+            let token = self.t.next_seq("lease")?;
+            job.state = JobState::Locked;
+            job.lease = Some(Lease {
+                owner: owner.to_string(),
+                token,
+                until: self.now.saturating_add(lease),
+                in_process,
+            });
+            self.t
+                .leases
+                .insert((self.now.saturating_add(lease), id), ())?;
+            self.t.put_job(&job)?;
+            let variables = self
+                .t
+                .instance(job.instance)?
+                .map(|i| i.variables)
+                .unwrap_or_default();
+            out.push(LockedJob {
+                job: id,
+                instance: job.instance,
+                element: job.element.clone(),
+                topic: topic.to_string(),
+                variables,
+                idempotency_key: job.idempotency_key.clone(),
+                lease_token: token,
+                attempt: job.attempts + 1,
+            });
+        }
+        Ok(out)
+    }
+
+    pub(super) fn check_lease(&self, job: &JobRecord, lease_token: Option<u64>) -> R<()> {
+        match (lease_token, &job.lease, job.state) {
+            (None, _, JobState::Ready) => Ok(()),
+            (None, _, JobState::Locked) => Err(EngineError::JobState {
+                job: job.id,
+                refusal: JobRefusal::LockedByWorker,
+            }),
+            (_, _, JobState::Incident) => Err(EngineError::JobState {
+                job: job.id,
+                refusal: JobRefusal::Incident,
+            }),
+            (Some(t), Some(l), JobState::Locked) if l.token == t => Ok(()),
+            (Some(_), _, _) => Err(EngineError::StaleLease(job.id)),
+        }
+    }
+
+    /// Completes a task job: merges `vars` and moves the token on.
+    /// `lease_token` is the one handed out by [`Engine::lock_jobs`]; `None` completes
+    /// an unlocked job by hand.
+    pub fn complete_job(&mut self, id: u64, lease_token: Option<u64>, vars: &Vars) -> R<()> {
+        let job = self.t.job(id)?.ok_or(EngineError::UnknownJob(id))?;
+        self.check_lease(&job, lease_token)?;
+        if !matches!(job.kind, JobKind::Task { .. }) {
+            return Err(EngineError::JobState {
+                job: id,
+                refusal: JobRefusal::Continuation,
+            });
+        }
+        self.load(job.instance)?;
+        self.drop_job(&job)?;
+        self.merge_vars(job.instance, vars)?;
+        let p = self.proc_of(job.instance);
+        let idx = p
+            .index_of(&job.element)
+            .ok_or_else(|| EngineError::UnknownElement {
+                process: p.id.clone(),
+                element: job.element.clone(),
+            })?;
+        self.history(job.instance, &job.element, "job_completed");
+        self.t.bump("job_attempts_completed", 1)?;
+        self.queue.push_back(Step::Leave {
+            inst: job.instance,
+            token: job.token,
+            element: idx,
+        });
+        self.run()
+    }
+
+    pub(super) fn drop_job(&mut self, job: &JobRecord) -> R<()> {
+        if job.state == JobState::Ready {
+            self.unindex_ready(job)?;
+        }
+        if let Some(l) = &job.lease {
+            self.t.leases.remove((l.until, job.id))?;
+        }
+        self.t.jobs.remove(job.id)?;
+        Ok(())
+    }
+
+    /// Records a failed attempt. The job retries after a delay (the element's fixed
+    /// delay, or doubling from `retry_base` up to `retry_cap` with ±10 % jitter)
+    /// until its attempts are used up; then it is an incident.
+    ///
+    /// A worker may say how many more attempts are left (`retries_left`; 0 makes it
+    /// an incident now) and when to retry (`retry_delay`).
+    pub fn fail_job(
+        &mut self,
+        id: u64,
+        lease_token: Option<u64>,
+        error: &str,
+        retries_left: Option<u32>,
+        retry_delay: Option<Millis>,
+    ) -> R<JobState> {
+        let mut job = self.t.job(id)?.ok_or(EngineError::UnknownJob(id))?;
+        self.check_lease(&job, lease_token)?;
+        self.load(job.instance)?;
+        let policy = self
+            .proc_of(job.instance)
+            .element(&job.element)
+            .and_then(|e| e.retry);
+        if job.state == JobState::Ready {
+            self.unindex_ready(&job)?;
+        }
+        if let Some(l) = job.lease.take() {
+            self.t.leases.remove((l.until, id))?;
+        }
+        job.attempts += 1;
+        self.t.bump("job_attempts_failed", 1)?;
+        job.last_error = Some(error.to_string());
+        job.history.push(Attempt {
+            at: self.now,
+            error: error.to_string(),
+        });
+        if let Some(left) = retries_left {
+            job.max_attempts = Some(job.attempts.saturating_add(left));
+        }
+        let limit = job
+            .max_attempts
+            .or(policy.map(|p| p.attempts))
+            .unwrap_or(self.cfg.max_attempts);
+        if job.attempts >= limit {
+            job.state = JobState::Incident;
+            self.history(job.instance, &job.element, "incident");
+            tracing::warn!(job = id, element = %job.element, attempts = job.attempts, error, "job became an incident");
+        } else {
+            job.state = JobState::Ready;
+            let delay = retry_delay
+                .or(policy.and_then(|p| p.delay))
+                .unwrap_or_else(|| backoff(self.cfg, id, job.attempts));
+            job.due_at = self.now.saturating_add(delay);
+            self.index_ready(&job)?;
+        }
+        self.t.put_job(&job)?;
+        self.flush()?;
+        Ok(job.state)
+    }
+
+    /// Extends a worker's lease to now + `by`; refused when the lease was lost.
+    pub fn extend_lease(&mut self, id: u64, lease_token: u64, by: Millis) -> R<Millis> {
+        let mut job = self.t.job(id)?.ok_or(EngineError::UnknownJob(id))?;
+        let Some(lease) = job
+            .lease
+            .as_mut()
+            .filter(|l| l.token == lease_token && job.state == JobState::Locked)
+        else {
+            return Err(EngineError::StaleLease(id));
+        };
+        self.t.leases.remove((lease.until, id))?;
+        lease.until = self.now.saturating_add(by);
+        let until = lease.until;
+        self.t.leases.insert((until, id), ())?;
+        self.t.put_job(&job)?;
+        Ok(until)
+    }
+
+    /// Makes an incident runnable again.
+    pub fn retry_job(&mut self, id: u64) -> R<()> {
+        let mut job = self.t.job(id)?.ok_or(EngineError::UnknownJob(id))?;
+        if job.state != JobState::Incident {
+            return Err(EngineError::JobState {
+                job: id,
+                refusal: JobRefusal::NotAnIncident,
+            });
+        }
+        job.state = JobState::Ready;
+        job.attempts = 0;
+        job.due_at = self.now;
+        self.index_ready(&job)?;
+        self.t.put_job(&job)?;
+        self.load(job.instance)?;
+        self.history(job.instance, &job.element, "incident_retried");
+        self.flush()
+    }
+
+    /// Returns jobs whose lease ran out to the ready queue.
+    pub fn release_expired_leases(&mut self) -> R<usize> {
+        self.release_leases_until(self.now)
+    }
+
+    /// Releases every lease at once: used at open, when this process is the
+    /// database's only owner and no earlier lease holder can still be running.
+    pub fn release_all_leases(&mut self) -> R<usize> {
+        self.release_leases(u64::MAX, true)
+    }
+
+    pub(super) fn release_leases_until(&mut self, until: Millis) -> R<usize> {
+        self.release_leases(until, false)
+    }
+
+    pub(super) fn release_leases(&mut self, until: Millis, only_in_process: bool) -> R<usize> {
+        let mut expired = Vec::new();
+        for row in self.t.leases.range((0u64, 0u64)..=(until, u64::MAX))? {
+            expired.push(row?.0.value());
+        }
+        let mut released = 0;
+        for &(lease_end, id) in &expired {
+            let job = self.t.job(id)?;
+            if only_in_process
+                && !job
+                    .as_ref()
+                    .is_some_and(|j| j.lease.as_ref().is_some_and(|l| l.in_process))
+            {
+                continue;
+            }
+            released += 1;
+            self.t.leases.remove((lease_end, id))?;
+            if let Some(mut job) = job {
+                job.lease = None;
+                job.state = JobState::Ready;
+                job.due_at = self.now;
+                self.index_ready(&job)?;
+                self.t.put_job(&job)?;
+            }
+        }
+        Ok(released)
+    }
+
+    pub(super) fn delete_job(&mut self, id: u64) -> R<()> {
+        if let Some(job) = self.t.job(id)? {
+            self.drop_job(&job)?;
+        }
+        Ok(())
+    }
+
+    /// A due timer job: a timer catch event (possibly behind an event-based
+    /// gateway) or a boundary timer.
+    pub(super) fn fire_timer(&mut self, job: JobRecord) -> R<()> {
+        let inst = job.instance;
+        self.load(inst)?;
+        let p = self.proc_of(inst);
+        let Some(at) = p.index_of(&job.element) else {
+            return Ok(());
+        };
+        let Some(tok) = self
+            .inst(inst)
+            .tokens
+            .iter()
+            .find(|t| t.id == job.token)
+            .cloned()
+        else {
+            return Ok(()); // the token moved on: a stale timer
+        };
+        match &p.at(at).kind {
+            ElementKind::Boundary {
+                host,
+                cancel,
+                trigger: Trigger::Timer(def),
+            } => {
+                if tok.element != p.at(*host).id || !tok.timers.contains(&job.id) {
+                    return Ok(());
+                }
+                self.history(inst, &job.element, "timer_fired");
+                let left = match job.kind {
+                    JobKind::Timer { repetitions_left } => repetitions_left,
+                    _ => Some(1),
+                };
+                if *cancel {
+                    self.interrupt(inst, job.token)?;
+                } else if let (TimerDef::Cycle { every, .. }, false) = (def, left == Some(1)) {
+                    let mut next = job.clone();
+                    next.due_at = self.now.saturating_add(*every);
+                    next.kind = JobKind::Timer {
+                        repetitions_left: left.map(|n| n.saturating_sub(1)),
+                    };
+                    self.t.put_job(&next)?;
+                    self.index_ready(&next)?;
+                } else if let Some(t) = self
+                    .inst(inst)
+                    .tokens
+                    .iter_mut()
+                    .find(|t| t.id == job.token)
+                {
+                    t.timers.retain(|&j| j != job.id);
+                }
+                let new = self.new_token(inst, &job.element);
+                self.queue.push_back(Step::Leave {
+                    inst,
+                    token: new,
+                    element: at,
+                });
+            }
+            ElementKind::TimerCatch { .. } => {
+                let waiting = match &tok.wait {
+                    Wait::Timer { job: j } => *j == job.id,
+                    Wait::Events { timers, .. } => timers.contains(&job.id),
+                    _ => false,
+                };
+                if !waiting {
+                    return Ok(());
+                }
+                let from = self.force_target(inst, job.token, at);
+                self.cancel_wait(inst, job.token)?;
+                self.history(inst, &job.element, "timer_fired");
+                self.queue.push_back(Step::Leave {
+                    inst,
+                    token: job.token,
+                    element: from,
+                });
+            }
+            // a timer job belongs to a timer catch or a timer boundary event;
+            // on anything else (a model changed under a stored job) it is stale
+            ElementKind::Boundary { .. }
+            | ElementKind::NoneStart
+            | ElementKind::MessageStart { .. }
+            | ElementKind::EventGateway
+            | ElementKind::End
+            | ElementKind::ExclusiveGateway { .. }
+            | ElementKind::ParallelGateway
+            | ElementKind::SendTask
+            | ElementKind::ServiceTask { .. }
+            | ElementKind::ReceiveTask { .. }
+            | ElementKind::MessageCatch { .. }
+            | ElementKind::SignalCatch { .. }
+            | ElementKind::SignalThrow { .. }
+            | ElementKind::NoneThrow
+            | ElementKind::Publish { .. } => {}
+        }
+        self.run()
+    }
+
+    /// A worker throws a BPMN error from a task job: an error boundary event on
+    /// the task with a matching code (or none) takes the token; without one the
+    /// job becomes an incident. Returns whether a boundary caught it.
+    pub fn throw_error(
+        &mut self,
+        id: u64,
+        lease_token: Option<u64>,
+        code: &str,
+        message: &str,
+        vars: &Vars,
+    ) -> R<bool> {
+        let mut job = self.t.job(id)?.ok_or(EngineError::UnknownJob(id))?;
+        self.check_lease(&job, lease_token)?;
+        if !matches!(job.kind, JobKind::Task { .. }) {
+            return Err(EngineError::JobState {
+                job: id,
+                refusal: JobRefusal::NotATask,
+            });
+        }
+        self.load(job.instance)?;
+        let inst = job.instance;
+        let p = self.proc_of(inst);
+        let host = p
+            .index_of(&job.element)
+            .ok_or_else(|| EngineError::UnknownElement {
+                process: p.id.clone(),
+                element: job.element.clone(),
+            })?;
+        let catcher = p.at(host).boundaries.iter().copied().find(|&b| {
+            matches!(&p.at(b).kind, ElementKind::Boundary { trigger: Trigger::Error { code: c }, .. } if c.as_deref().is_none_or(|c| c == code))
+        });
+        match catcher {
+            Some(b) => {
+                self.merge_vars(inst, vars)?;
+                self.history(inst, &job.element, &format!("bpmn_error {code}"));
+                self.interrupt(inst, job.token)?;
+                let boundary = p.at(b).id.clone();
+                let new = self.new_token(inst, &boundary);
+                self.queue.push_back(Step::Leave {
+                    inst,
+                    token: new,
+                    element: b,
+                });
+                self.run()?;
+                Ok(true)
+            }
+            None => {
+                if job.state == JobState::Ready {
+                    self.unindex_ready(&job)?;
+                }
+                if let Some(l) = job.lease.take() {
+                    self.t.leases.remove((l.until, id))?;
+                }
+                let error = format!(
+                    "BPMN error '{code}' ({message}) is not caught: '{}' has no error boundary event for it",
+                    job.element
+                );
+                job.attempts += 1;
+                job.state = JobState::Incident;
+                job.last_error = Some(error.clone());
+                job.history.push(Attempt {
+                    at: self.now,
+                    error,
+                });
+                self.history(inst, &job.element, "incident");
+                self.t.put_job(&job)?;
+                self.flush()?;
+                Ok(false)
+            }
+        }
+    }
+}

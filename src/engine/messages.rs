@@ -1,0 +1,414 @@
+//! Messages: accept (dedup, classify, correlate, buffer, park), malformed
+//! payloads, expiry, requeue, discard, and signals.
+//!
+//! Invariant: every accepted message has exactly one record in exactly one
+//! state; expiry parks, it never deletes; a signal is never buffered.
+
+use super::*;
+
+impl<'a, 't> Engine<'a, 't> {
+    pub(super) fn dedup_hit(&self, name: &str, id: &str) -> R<Option<u64>> {
+        if let Some(g) = self.t.dedup.get((id, name))? {
+            let (seq, at) = g.value();
+            if self.now.saturating_sub(at) < self.cfg.dedup_window {
+                return Ok(Some(seq));
+            }
+        }
+        Ok(None)
+    }
+
+    pub(super) fn catalog(&self, name: &str) -> R<CatalogRows> {
+        if let Some(rows) = self.defs.catalog(name) {
+            return Ok(rows);
+        }
+        let mut out = Vec::new();
+        for row in self.t.catalog.range((name, "")..)? {
+            let (k, v) = row?;
+            let (m, p) = k.value();
+            if m != name {
+                break;
+            }
+            out.push((p.to_string(), codec::decode::<CatalogEntry>(v.value())?));
+        }
+        let rows = Arc::new(out);
+        self.defs.put_catalog(name, rows.clone());
+        Ok(rows)
+    }
+
+    /// Decides what a message meets without changing anything.
+    pub(super) fn classify(&self, name: &str, key: &str) -> R<Decision> {
+        let catalog = self.catalog(name)?;
+        if catalog.is_empty() {
+            return Ok(Decision::Park(Reason::UnknownMessage, Vec::new()));
+        }
+        let subs = self.t.subscribers(name, key)?;
+        match subs.len() {
+            1 => return Ok(Decision::Deliver(subs[0].0, subs[0].1)),
+            n if n > 1 => {
+                let mut c: Vec<u64> = subs.iter().map(|s| s.0).collect();
+                c.sort_unstable();
+                c.dedup();
+                return Ok(Decision::Park(Reason::Ambiguous, c));
+            }
+            _ => {}
+        }
+        if let Some((process, _)) = catalog.iter().find(|(_, e)| e.starts) {
+            return Ok(Decision::StartInstance(process.clone()));
+        }
+        if !Tables::multimap_u64(&self.t.expect, name, key)?.is_empty() {
+            return Ok(Decision::Wait);
+        }
+        let passed = Tables::multimap_u64(&self.t.passed, name, key)?;
+        if !passed.is_empty() {
+            return Ok(Decision::Park(Reason::Late, passed));
+        }
+        Ok(Decision::Wait)
+    }
+
+    /// The buffered publish: correlate, buffer, or park; deduplicated by id.
+    pub fn publish(&mut self, msg: &Publish) -> R<Delivery> {
+        self.accept(msg, None, false)
+    }
+
+    /// Synchronous correlation: correlates or rejects; never buffers, never parks.
+    pub fn correlate(&mut self, msg: &Publish) -> R<Delivery> {
+        self.accept(msg, None, true)
+    }
+
+    pub(super) fn accept(
+        &mut self,
+        msg: &Publish,
+        requeue: Option<MessageRecord>,
+        sync: bool,
+    ) -> R<Delivery> {
+        if requeue.is_none()
+            && let Some(id) = &msg.message_id
+            && let Some(seq) = self.dedup_hit(&msg.name, id)?
+        {
+            self.t.bump("messages_duplicate", 1)?;
+            let orig = self.t.message(seq)?;
+            return Ok(Delivery {
+                outcome: Outcome::Duplicate,
+                message_id: id.clone(),
+                instance: orig.as_ref().and_then(|m| m.instance),
+                element: orig.as_ref().and_then(|m| m.element.clone()),
+                reason: None,
+                candidates: Vec::new(),
+                expires_at: None,
+            });
+        }
+        let decision = self.classify(&msg.name, &msg.key)?;
+        if sync {
+            let rejection = match &decision {
+                Decision::Deliver(..) | Decision::StartInstance(_) => None,
+                Decision::Wait => Some((Reason::NoSubscription, Vec::new())),
+                Decision::Park(r, c) => Some((*r, c.clone())),
+            };
+            if let Some((reason, candidates)) = rejection {
+                return Ok(Delivery {
+                    outcome: Outcome::Rejected,
+                    message_id: msg.message_id.clone().unwrap_or_default(),
+                    instance: None,
+                    element: None,
+                    reason: Some(reason),
+                    candidates,
+                    expires_at: None,
+                });
+            }
+        }
+        let mut rec = match requeue {
+            Some(mut r) => {
+                r.requeues += 1;
+                r.reason = None;
+                r.candidates.clear();
+                r
+            }
+            None => {
+                let seq = self.t.next_seq("message")?;
+                let message_id = msg
+                    .message_id
+                    .clone()
+                    .unwrap_or_else(|| format!("pf-{seq}"));
+                self.t
+                    .dedup
+                    .insert((message_id.as_str(), msg.name.as_str()), (seq, self.now))?;
+                MessageRecord {
+                    seq,
+                    message_id,
+                    name: msg.name.clone(),
+                    key: msg.key.clone(),
+                    variables: msg.variables.clone(),
+                    state: MessageState::Buffered,
+                    reason: None,
+                    accepted_at: self.now,
+                    expires_at: None,
+                    candidates: Vec::new(),
+                    instance: None,
+                    element: None,
+                    raw: None,
+                    attributes: msg.attributes.clone(),
+                    settled_at: None,
+                    note: None,
+                    requeues: 0,
+                }
+            }
+        };
+        let ttl = msg
+            .ttl
+            .or_else(|| self.cfg.ttl_per_message.get(&msg.name).copied())
+            .unwrap_or(self.cfg.default_ttl);
+        let decision = match decision {
+            Decision::Wait if ttl == 0 => Decision::Park(Reason::NoSubscription, Vec::new()),
+            d => d,
+        };
+        match decision {
+            Decision::Deliver(inst, token) => {
+                self.load(inst)?;
+                let element = self.deliver(inst, token, &rec.name, &rec.key, &rec.variables)?;
+                rec.state = MessageState::Correlated;
+                rec.instance = Some(inst);
+                rec.element = Some(element);
+                rec.settled_at = Some(self.now);
+                self.t.put_message(&rec)?;
+                self.t.bump("messages_correlated", 1)?;
+                self.run()?;
+            }
+            Decision::StartInstance(process) => {
+                let version = self
+                    .t
+                    .latest
+                    .get(process.as_str())?
+                    .map(|g| g.value())
+                    .unwrap_or(1);
+                let def = self.def(&process, version)?;
+                let start = def
+                    .message_start(&rec.name)
+                    .and_then(|e| def.index_of(&e.id))
+                    .unwrap_or(0);
+                let inst = self.create_instance(
+                    def.clone(),
+                    version,
+                    rec.variables.clone(),
+                    Some(rec.key.clone()),
+                    start,
+                )?;
+                rec.state = MessageState::Correlated;
+                rec.instance = Some(inst);
+                rec.element = Some(def.at(start).id.clone());
+                rec.settled_at = Some(self.now);
+                self.t.put_message(&rec)?;
+                self.t.bump("messages_correlated", 1)?;
+                self.run()?;
+            }
+            Decision::Wait => {
+                let expires = self.now.saturating_add(ttl);
+                rec.state = MessageState::Buffered;
+                rec.expires_at = Some(expires);
+                self.t
+                    .buffer
+                    .insert((rec.name.as_str(), rec.key.as_str(), rec.seq), ())?;
+                self.t.expiry.insert((expires, rec.seq), ())?;
+                self.t.put_message(&rec)?;
+                self.t.bump("messages_buffered", 1)?;
+            }
+            Decision::Park(reason, candidates) => {
+                rec.state = MessageState::Parked;
+                rec.reason = Some(reason);
+                rec.candidates = candidates;
+                rec.settled_at = Some(self.now);
+                self.t.parked.insert(rec.seq, ())?;
+                self.t.put_message(&rec)?;
+                self.t
+                    .bump(&format!("messages_parked_{}", reason.as_str()), 1)?;
+            }
+        }
+        Ok(delivery_of(&rec))
+    }
+
+    /// Parks a payload that could not be decoded, with its raw bytes.
+    pub fn park_malformed(&mut self, m: &Malformed) -> R<Delivery> {
+        if let Some(seq) = self.dedup_hit(&m.name, &m.message_id)? {
+            self.t.bump("messages_duplicate", 1)?;
+            let _ = seq;
+            return Ok(Delivery {
+                outcome: Outcome::Duplicate,
+                message_id: m.message_id.clone(),
+                instance: None,
+                element: None,
+                reason: None,
+                candidates: Vec::new(),
+                expires_at: None,
+            });
+        }
+        let seq = self.t.next_seq("message")?;
+        self.t
+            .dedup
+            .insert((m.message_id.as_str(), m.name.as_str()), (seq, self.now))?;
+        let rec = MessageRecord {
+            seq,
+            message_id: m.message_id.clone(),
+            name: m.name.clone(),
+            key: String::new(),
+            variables: Vars::new(),
+            state: MessageState::Parked,
+            reason: Some(Reason::Malformed),
+            accepted_at: self.now,
+            expires_at: None,
+            candidates: Vec::new(),
+            instance: None,
+            element: None,
+            raw: Some(m.raw.clone()),
+            attributes: m.attributes.clone(),
+            settled_at: Some(self.now),
+            note: Some(m.error.clone()),
+            requeues: 0,
+        };
+        self.t.parked.insert(seq, ())?;
+        self.t.put_message(&rec)?;
+        self.t.bump("messages_parked_malformed", 1)?;
+        Ok(delivery_of(&rec))
+    }
+
+    /// Parks every buffered message whose TTL ran out; returns how many.
+    pub fn expire(&mut self, limit: usize) -> R<usize> {
+        let mut due = Vec::new();
+        for row in self.t.expiry.range((0u64, 0u64)..=(self.now, u64::MAX))? {
+            due.push(row?.0.value());
+            if due.len() >= limit {
+                break;
+            }
+        }
+        for &(at, seq) in &due {
+            self.t.expiry.remove((at, seq))?;
+            let Some(mut msg) = self.t.message(seq)? else {
+                continue;
+            };
+            if msg.state != MessageState::Buffered {
+                continue;
+            }
+            self.t
+                .buffer
+                .remove((msg.name.as_str(), msg.key.as_str(), seq))?;
+            msg.state = MessageState::Parked;
+            msg.reason = Some(Reason::Expired);
+            msg.settled_at = Some(self.now);
+            self.t.parked.insert(seq, ())?;
+            self.t.put_message(&msg)?;
+            self.t.bump("messages_parked_expired", 1)?;
+        }
+        Ok(due.len())
+    }
+
+    pub(super) fn find_message(&self, id: &str) -> R<MessageRecord> {
+        let (name, bare) = match id.split_once('/') {
+            Some((n, i)) => (Some(n), i),
+            None => (None, id),
+        };
+        let mut found = Vec::new();
+        for seq in seqs_by_id(&self.t.dedup, bare)? {
+            if let Some(m) = self.t.message(seq)?
+                && name.is_none_or(|n| n == m.name)
+            {
+                found.push(m);
+            }
+        }
+        match found.len() {
+            0 => Err(EngineError::UnknownMessageId(id.to_string())),
+            1 => Ok(found.remove(0)),
+            _ => Err(EngineError::AmbiguousMessageId {
+                id: id.to_string(),
+                names: found
+                    .iter()
+                    .map(|m| m.name.clone())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            }),
+        }
+    }
+
+    /// Evaluates a parked message again, like a new publish.
+    pub fn requeue(&mut self, id: &str) -> R<Delivery> {
+        let rec = self.find_message(id)?;
+        if rec.state != MessageState::Parked {
+            return Err(EngineError::NotParked {
+                id: id.to_string(),
+                state: rec.state.as_str(),
+            });
+        }
+        if rec.reason == Some(Reason::Malformed) {
+            return Err(EngineError::NotParked {
+                id: id.to_string(),
+                state: "malformed (its payload cannot be decoded; discard it)",
+            });
+        }
+        self.t.parked.remove(rec.seq)?;
+        let publish = Publish {
+            name: rec.name.clone(),
+            key: rec.key.clone(),
+            message_id: Some(rec.message_id.clone()),
+            variables: rec.variables.clone(),
+            ttl: None,
+            attributes: Vec::new(),
+        };
+        self.t.bump("messages_requeued", 1)?;
+        self.accept(&publish, Some(rec), false)
+    }
+
+    /// Ends a parked message explicitly, recording why.
+    pub fn discard(&mut self, id: &str, by: &str, why: &str) -> R<()> {
+        let mut rec = self.find_message(id)?;
+        if rec.state != MessageState::Parked {
+            return Err(EngineError::NotParked {
+                id: id.to_string(),
+                state: rec.state.as_str(),
+            });
+        }
+        self.t.parked.remove(rec.seq)?;
+        rec.state = MessageState::Discarded;
+        rec.note = Some(match rec.note.take() {
+            Some(old) => format!("{old}; discarded by {by}: {why}"),
+            None => format!("discarded by {by}: {why}"),
+        });
+        rec.settled_at = Some(self.now);
+        self.t.put_message(&rec)?;
+        self.t.bump("messages_discarded", 1)?;
+        Ok(())
+    }
+
+    /// Broadcasts a signal to every current subscription; never buffered.
+    pub fn signal(&mut self, name: &str, vars: &Vars) -> R<usize> {
+        let n = self.broadcast(name, vars)?;
+        self.run()?;
+        Ok(n)
+    }
+
+    pub(super) fn broadcast(&mut self, name: &str, vars: &Vars) -> R<usize> {
+        let mut subs = Vec::new();
+        for v in self.t.signal_subs.get(name)? {
+            subs.push(v?.value());
+        }
+        self.t.bump("signals_thrown", 1)?;
+        if subs.is_empty() {
+            self.t.bump("signals_unreached", 1)?;
+            tracing::info!(signal = name, "signal reached no subscription");
+        }
+        for &(inst, token) in &subs {
+            self.load(inst)?;
+            let idx = self.event_target(
+                inst,
+                token,
+                |k| matches!(k, ElementKind::SignalCatch { signal } if signal == name),
+            );
+            self.cancel_wait(inst, token)?;
+            let element = self.proc_of(inst).at(idx).id.clone();
+            self.history(inst, &element, "signal_received");
+            self.merge_vars(inst, vars)?;
+            self.queue.push_back(Step::Leave {
+                inst,
+                token,
+                element: idx,
+            });
+        }
+        Ok(subs.len())
+    }
+}

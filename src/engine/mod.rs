@@ -1,0 +1,587 @@
+//! The deterministic core: every state change of postfach happens here, inside
+//! one redb write transaction, at an instant handed in by the caller.
+//!
+//! Invariants:
+//! - The engine never reads the clock, never does I/O beyond the transaction's
+//!   tables, and never waits: handlers run outside, their results come back as commands.
+//! - A command returns an [`EngineError`] other than `Store` only before its first
+//!   write, so a refused command leaves the batch it shares untouched.
+//! - Correlation looks up and consumes a subscription in the same transaction, so a
+//!   subscription cannot vanish between lookup and delivery (rejection 4 cannot happen).
+//! - For one (message, key) there is never both an open subscription and a buffered
+//!   message after a command: opening a subscription consumes the oldest buffered one.
+//! - Every accepted message has exactly one record in `messages`, in exactly one state.
+
+use crate::Vars;
+use crate::clock::Millis;
+use crate::codec;
+use crate::model::{self, ElementKind, Process, TimerDef, Trigger};
+use crate::store::*;
+use redb::{ReadableMultimapTable, ReadableTable};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+mod deploy;
+mod flow;
+mod jobs;
+mod messages;
+mod repair;
+mod retention;
+mod waits;
+
+/// Engine settings.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// How long a (message name, message id) pair is remembered. Default 31 days,
+    /// longer than Pub/Sub's longest retention, so any redelivery is recognised.
+    pub dedup_window: Millis,
+    /// How long a message waits in the buffer when neither the publish nor the
+    /// per-message setting says otherwise. Default 24 h.
+    pub default_ttl: Millis,
+    /// TTL per message name.
+    pub ttl_per_message: HashMap<String, Millis>,
+    /// Attempts of a task job before it becomes an incident (default 10).
+    pub max_attempts: u32,
+    /// First retry delay; doubles per attempt (default 1 s).
+    pub retry_base: Millis,
+    /// Longest retry delay (default 10 min).
+    pub retry_cap: Millis,
+    /// How long completed instances and settled messages are kept (default 31
+    /// days; never shorter than `dedup_window`).
+    pub retention: Millis,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            dedup_window: 31 * 24 * 3600 * 1000,
+            default_ttl: 24 * 3600 * 1000,
+            ttl_per_message: HashMap::new(),
+            max_attempts: 10,
+            retry_base: 1000,
+            retry_cap: 600_000,
+            retention: 31 * 24 * 3600 * 1000,
+        }
+    }
+}
+
+impl Config {
+    /// Every window and period lies in [`crate::limits::CONFIGURED`].
+    pub fn check(&self) -> Result<(), crate::limits::OutOfRange> {
+        use crate::limits::CONFIGURED;
+        CONFIGURED.named("dedup_window").check(self.dedup_window)?;
+        crate::limits::MESSAGE_TTL
+            .named("default_ttl")
+            .check(self.default_ttl)?;
+        for ttl in self.ttl_per_message.values() {
+            crate::limits::MESSAGE_TTL
+                .named("ttl_per_message")
+                .check(*ttl)?;
+        }
+        CONFIGURED.named("retry_base").check(self.retry_base)?;
+        CONFIGURED.named("retry_cap").check(self.retry_cap)?;
+        CONFIGURED.named("retention").check(self.retention)?;
+        Ok(())
+    }
+}
+
+/// Errors of engine commands. All but `Store` are refusals that changed nothing.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EngineError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Parse(#[from] model::ParseError),
+    #[error("process '{0}' is not deployed")]
+    UnknownProcess(String),
+    #[error(
+        "process '{0}' has no none start event: start it by publishing its start message instead"
+    )]
+    NoStartEvent(String),
+    #[error("instance {0} does not exist")]
+    UnknownInstance(u64),
+    #[error("element '{element}' does not exist in process '{process}'")]
+    UnknownElement { process: String, element: String },
+    #[error("job {0} does not exist (it may have completed)")]
+    UnknownJob(u64),
+    #[error("job {job} {refusal}")]
+    JobState { job: u64, refusal: JobRefusal },
+    #[error(
+        "job {0}: the lease was lost (expired or taken by another worker); its result is refused, the job runs again"
+    )]
+    StaleLease(u64),
+    #[error("message '{0}' is not known")]
+    UnknownMessageId(String),
+    #[error("message id '{id}' is used by several messages ({names}): address it as NAME/ID")]
+    AmbiguousMessageId { id: String, names: String },
+    #[error(
+        "message '{id}' is {state}, not parked: only parked messages can be requeued or discarded"
+    )]
+    NotParked { id: String, state: &'static str },
+    #[error(
+        "refused: instance {existing_instance} has a token at '{existing_element}' that waits for or will reach message '{message}' with key '{key}'; a second token would make every completion ambiguous"
+    )]
+    RepairRefused {
+        message: String,
+        key: String,
+        existing_instance: u64,
+        existing_element: String,
+    },
+    #[error("instance {0} has ended; it can no longer be modified")]
+    InstanceEnded(u64),
+    #[error("instance {instance} has no token {token}")]
+    UnknownToken { instance: u64, token: u64 },
+}
+
+/// Why a job refused what was asked of it (the edges say what to do next).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobRefusal {
+    /// Held by an external worker: only its lease token completes or fails it.
+    LockedByWorker,
+    /// An incident: it runs again only after a retry.
+    Incident,
+    /// An async continuation: the job executor runs it, nobody completes it.
+    Continuation,
+    /// Not an incident, so there is nothing to retry.
+    NotAnIncident,
+    /// Not a task job, so it cannot throw a BPMN error.
+    NotATask,
+}
+
+impl std::fmt::Display for JobRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            JobRefusal::LockedByWorker => "is locked by a worker",
+            JobRefusal::Incident => "is an incident",
+            JobRefusal::Continuation => "is an async continuation, run by the job executor",
+            JobRefusal::NotAnIncident => "is not an incident",
+            JobRefusal::NotATask => "is not a task job: only task workers throw BPMN errors",
+        })
+    }
+}
+
+/// A message to publish or correlate.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct Publish {
+    pub name: String,
+    pub key: String,
+    /// Business message id for deduplication; generated when absent.
+    pub message_id: Option<String>,
+    #[serde(with = "crate::codec::json_text")]
+    pub variables: Vars,
+    /// Buffer TTL; `Some(0)` disables buffering.
+    pub ttl: Option<Millis>,
+    /// Transport attributes kept with the record (Pub/Sub attributes, delivery attempt).
+    pub attributes: Vec<(String, String)>,
+}
+
+/// A payload that could not be decoded, parked as `malformed`.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct Malformed {
+    pub name: String,
+    pub message_id: String,
+    pub raw: Vec<u8>,
+    pub attributes: Vec<(String, String)>,
+    pub error: String,
+}
+
+/// Outcome of a publish or correlate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Correlated,
+    Buffered,
+    Duplicate,
+    Parked,
+    /// Synchronous correlate only: nothing was recorded.
+    Rejected,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Correlated => "correlated",
+            Outcome::Buffered => "buffered",
+            Outcome::Duplicate => "duplicate",
+            Outcome::Parked => "parked",
+            Outcome::Rejected => "rejected",
+        }
+    }
+}
+
+/// What became of a message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivery {
+    pub outcome: Outcome,
+    pub message_id: String,
+    pub instance: Option<u64>,
+    pub element: Option<String>,
+    pub reason: Option<Reason>,
+    pub candidates: Vec<u64>,
+    pub expires_at: Option<Millis>,
+}
+
+/// A deployed process version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Deployed {
+    pub process: String,
+    pub version: u32,
+    /// False when an identical model was already the latest version.
+    pub new_version: bool,
+}
+
+/// A task job handed to a handler or worker under a lease.
+#[derive(Debug, Clone)]
+pub struct LockedJob {
+    pub job: u64,
+    pub instance: u64,
+    pub element: String,
+    pub topic: String,
+    pub variables: Vars,
+    pub idempotency_key: String,
+    pub lease_token: u64,
+    pub attempt: u32,
+}
+
+/// Result of a token repair.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Repair {
+    pub token: u64,
+    /// Jobs the repair created: the work happens when they run, not now.
+    pub jobs_created: Vec<u64>,
+    pub waiting_at: Vec<String>,
+}
+
+/// Definitions by (process, version), shared by reader threads and the writer.
+/// Entries are immutable; the cache is cleared when a batch aborts.
+/// The message catalog (what each message name means to which process) is
+/// cached the same way and dropped whenever a deploy changes it.
+#[derive(Default)]
+pub struct DefCache(
+    Mutex<HashMap<(String, u32), Arc<Process>>>,
+    Mutex<HashMap<String, CatalogRows>>,
+);
+
+type CatalogRows = Arc<Vec<(String, CatalogEntry)>>;
+
+impl DefCache {
+    fn catalog(&self, name: &str) -> Option<CatalogRows> {
+        self.1.lock().ok()?.get(name).cloned()
+    }
+    fn put_catalog(&self, name: &str, rows: CatalogRows) {
+        if let Ok(mut m) = self.1.lock() {
+            m.insert(name.to_string(), rows);
+        }
+    }
+    fn clear_catalog(&self) {
+        if let Ok(mut m) = self.1.lock() {
+            m.clear();
+        }
+    }
+    pub fn get(&self, process: &str, version: u32) -> Option<Arc<Process>> {
+        self.0
+            .lock()
+            .ok()?
+            .get(&(process.to_string(), version))
+            .cloned()
+    }
+    pub fn put(&self, process: &str, version: u32, p: Arc<Process>) {
+        if let Ok(mut m) = self.0.lock() {
+            m.insert((process.to_string(), version), p);
+        }
+    }
+    pub fn clear(&self) {
+        if let Ok(mut m) = self.0.lock() {
+            m.clear();
+        }
+        self.clear_catalog();
+    }
+}
+
+/// Loads a definition through the cache from any table implementing reads.
+pub(crate) fn load_def(
+    cache: &DefCache,
+    table: &impl ReadableTable<(&'static str, u32), &'static [u8]>,
+    process: &str,
+    version: u32,
+) -> Result<Option<Arc<Process>>, StoreError> {
+    if let Some(p) = cache.get(process, version) {
+        return Ok(Some(p));
+    }
+    let Some(g) = table.get((process, version))? else {
+        return Ok(None);
+    };
+    let mut rec: DefinitionRecord = codec::decode(g.value())?;
+    rec.process.build_index();
+    let p = Arc::new(rec.process);
+    cache.put(process, version, p.clone());
+    Ok(Some(p))
+}
+
+/// The string form of a correlation key value.
+pub fn key_string(v: &serde_json::Value) -> Option<String> {
+    match v {
+        serde_json::Value::String(s) => Some(s.clone()),
+        serde_json::Value::Null => None,
+        other => Some(other.to_string()),
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Step {
+    Arrive {
+        inst: u64,
+        token: u64,
+        element: usize,
+        via: Option<usize>,
+    },
+    Execute {
+        inst: u64,
+        token: u64,
+        element: usize,
+    },
+    Leave {
+        inst: u64,
+        token: u64,
+        element: usize,
+    },
+}
+
+struct Dirty {
+    rec: InstanceRecord,
+    process: Arc<Process>,
+    /// Resting places indexed in `tokens_at` when the instance was loaded.
+    indexed: Vec<(String, Millis, u64)>,
+}
+
+/// One engine command application over a transaction's tables.
+pub struct Engine<'a, 't> {
+    t: &'a mut Tables<'t>,
+    defs: &'a DefCache,
+    cfg: &'a Config,
+    now: Millis,
+    dirty: BTreeMap<u64, Dirty>,
+    queue: VecDeque<Step>,
+    jobs_created: Vec<u64>,
+}
+
+type R<T> = Result<T, EngineError>;
+
+impl From<redb::StorageError> for EngineError {
+    fn from(e: redb::StorageError) -> Self {
+        EngineError::Store(e.into())
+    }
+}
+
+impl From<codec::CodecError> for EngineError {
+    fn from(e: codec::CodecError) -> Self {
+        EngineError::Store(e.into())
+    }
+}
+
+impl<'a, 't> Engine<'a, 't> {
+    pub(crate) fn new(
+        t: &'a mut Tables<'t>,
+        defs: &'a DefCache,
+        cfg: &'a Config,
+        now: Millis,
+    ) -> Self {
+        Self {
+            t,
+            defs,
+            cfg,
+            now,
+            dirty: BTreeMap::new(),
+            queue: VecDeque::new(),
+            jobs_created: Vec::new(),
+        }
+    }
+
+    fn def(&self, process: &str, version: u32) -> R<Arc<Process>> {
+        load_def(self.defs, &self.t.definitions, process, version)?
+            .ok_or_else(|| EngineError::UnknownProcess(format!("{process} (version {version})")))
+    }
+
+    fn load(&mut self, id: u64) -> R<()> {
+        if self.dirty.contains_key(&id) {
+            return Ok(());
+        }
+        let rec = self
+            .t
+            .instance(id)?
+            .ok_or(EngineError::UnknownInstance(id))?;
+        let process = self.def(&rec.process, rec.version)?;
+        let indexed = rec
+            .tokens
+            .iter()
+            .map(|t| (t.element.clone(), t.since, t.id))
+            .collect();
+        self.dirty.insert(
+            id,
+            Dirty {
+                rec,
+                process,
+                indexed,
+            },
+        );
+        Ok(())
+    }
+
+    fn inst(&mut self, id: u64) -> &mut InstanceRecord {
+        &mut self
+            .dirty
+            .get_mut(&id)
+            .expect("instance loaded before use")
+            .rec
+    }
+
+    fn proc_of(&self, id: u64) -> Arc<Process> {
+        self.dirty[&id].process.clone()
+    }
+
+    fn history(&mut self, inst: u64, element: &str, event: &str) {
+        let at = self.now;
+        self.inst(inst).history.push(HistoryEntry {
+            element: element.to_string(),
+            event: event.to_string(),
+            at,
+        });
+    }
+
+    fn set_token(&mut self, inst: u64, token: u64, element: &str, wait: Wait) {
+        let now = self.now;
+        let rec = self.inst(inst);
+        if let Some(t) = rec.tokens.iter_mut().find(|t| t.id == token) {
+            if t.element != element
+                || std::mem::discriminant(&t.wait) != std::mem::discriminant(&wait)
+            {
+                t.since = now;
+            }
+            t.element = element.to_string();
+            t.wait = wait;
+        }
+    }
+
+    fn new_token(&mut self, inst: u64, element: &str) -> u64 {
+        let now = self.now;
+        let rec = self.inst(inst);
+        let id = rec.next_token;
+        rec.next_token += 1;
+        rec.tokens.push(Token {
+            id,
+            element: element.to_string(),
+            wait: Wait::Incident {
+                error: "moving".into(),
+            },
+            since: now,
+            timers: Vec::new(),
+        });
+        id
+    }
+
+    fn incident(&mut self, inst: u64, token: u64, element: &str, error: String) {
+        tracing::warn!(instance = inst, element, %error, "incident");
+        self.history(inst, element, "incident");
+        self.set_token(inst, token, element, Wait::Incident { error });
+    }
+
+    fn merge_vars(&mut self, inst: u64, vars: &Vars) -> R<()> {
+        if vars.is_empty() {
+            return Ok(());
+        }
+        let rec = self.inst(inst);
+        for (k, v) in vars {
+            rec.variables.insert(k.clone(), v.clone());
+        }
+        Ok(())
+    }
+
+    /// Writes every touched instance and keeps `tokens_at` in step with its tokens.
+    fn flush(&mut self) -> R<()> {
+        let ids: Vec<u64> = self.dirty.keys().copied().collect();
+        for id in ids {
+            self.refresh_expect(id)?;
+        }
+        let dirty = std::mem::take(&mut self.dirty);
+        for (_, d) in dirty {
+            let now_resting: Vec<(String, Millis, u64)> = d
+                .rec
+                .tokens
+                .iter()
+                .map(|t| (t.element.clone(), t.since, t.id))
+                .collect();
+            for (e, since, tok) in d.indexed.iter().filter(|x| !now_resting.contains(x)) {
+                self.t
+                    .tokens_at
+                    .remove((e.as_str(), *since, d.rec.id, *tok))?;
+            }
+            for (e, since, tok) in now_resting.iter().filter(|x| !d.indexed.contains(x)) {
+                self.t
+                    .tokens_at
+                    .insert((e.as_str(), *since, d.rec.id, *tok), ())?;
+            }
+            self.t.put_instance(&d.rec)?;
+        }
+        Ok(())
+    }
+}
+
+enum Decision {
+    Deliver(u64, u64),
+    StartInstance(String),
+    Wait,
+    Park(Reason, Vec<u64>),
+}
+
+fn delivery_of(rec: &MessageRecord) -> Delivery {
+    Delivery {
+        outcome: match rec.state {
+            MessageState::Buffered => Outcome::Buffered,
+            MessageState::Parked | MessageState::Discarded => Outcome::Parked,
+            MessageState::Correlated => Outcome::Correlated,
+        },
+        message_id: rec.message_id.clone(),
+        instance: rec.instance,
+        element: rec.element.clone(),
+        reason: rec.reason,
+        candidates: rec.candidates.clone(),
+        expires_at: rec
+            .expires_at
+            .filter(|_| rec.state == MessageState::Buffered),
+    }
+}
+
+/// Delay before attempt `attempts + 1`: `retry_base · 2^(attempts-1)`, capped,
+/// with ±10 % jitter derived from the job id so that replay computes the same.
+pub fn backoff(cfg: &Config, job: u64, attempts: u32) -> Millis {
+    let shift = attempts.saturating_sub(1).min(40);
+    let raw = cfg
+        .retry_base
+        .saturating_mul(1u64 << shift)
+        .min(cfg.retry_cap);
+    let mut h =
+        job.wrapping_mul(0x9E3779B97F4A7C15) ^ (attempts as u64).wrapping_mul(0xC2B2AE3D27D4EB4F);
+    h ^= h >> 29;
+    let frac = (h % 2001) as f64 / 1000.0 - 1.0; // -1.0 ..= 1.0
+    (raw as f64 * (1.0 + 0.1 * frac)).round() as Millis
+}
+
+fn fingerprint(xml: &str, overrides: &BTreeMap<String, String>) -> u64 {
+    // FNV-1a: stable across builds, unlike std's hasher
+    let mut h: u64 = 0xcbf29ce484222325;
+    let mut feed = |b: &[u8]| {
+        for &x in b {
+            h ^= x as u64;
+            h = h.wrapping_mul(0x100000001b3);
+        }
+    };
+    feed(xml.as_bytes());
+    for (k, v) in overrides {
+        feed(k.as_bytes());
+        feed(b"=");
+        feed(v.as_bytes());
+        feed(b";");
+    }
+    h
+}

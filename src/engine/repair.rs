@@ -1,0 +1,159 @@
+//! Guarded token repair: add, move and cancel tokens.
+//!
+//! Invariant: a repair that would make a second token wait for (or reach) a
+//! (message, key) already waited for is refused unless forced.
+
+use super::*;
+
+impl<'a, 't> Engine<'a, 't> {
+    /// Adds a token before `element` of instance `inst`. Refused when the token
+    /// would open a second subscription for a (message, key) that is already
+    /// subscribed, or that another token will subscribe once its pending work runs
+    /// (the article's trap: an async repair looks like it did nothing), unless `force`.
+    pub fn add_token(&mut self, inst: u64, element: &str, force: bool) -> R<Repair> {
+        let idx = self.repair_target(inst, element)?;
+        if !force {
+            self.repair_guard(inst, idx, None)?;
+        }
+        let token = self.new_token(inst, element);
+        self.history(
+            inst,
+            element,
+            if force {
+                "token_added_forced"
+            } else {
+                "token_added"
+            },
+        );
+        self.place(inst, token, idx)
+    }
+
+    /// Moves a token to before `element`; guarded like [`Engine::add_token`].
+    pub fn move_token(&mut self, inst: u64, token: u64, element: &str, force: bool) -> R<Repair> {
+        let idx = self.repair_target(inst, element)?;
+        let from = self.existing_token(inst, token)?;
+        if !force {
+            self.repair_guard(inst, idx, Some(token))?;
+        }
+        self.cancel_wait(inst, token)?;
+        self.clear_boundary_timers(inst, token)?;
+        self.history(inst, &from, &format!("token_moved_to {element}"));
+        self.place(inst, token, idx)
+    }
+
+    /// Removes a token. Removing the last one ends the instance as cancelled.
+    pub fn cancel_token(&mut self, inst: u64, token: u64) -> R<Repair> {
+        self.repair_target(inst, "")?;
+        let at = self.existing_token(inst, token)?;
+        self.interrupt(inst, token)?;
+        self.history(inst, &at, "token_cancelled");
+        if self.inst(inst).tokens.is_empty() {
+            self.inst(inst).cancelled = true;
+            self.complete_instance(inst)?;
+        }
+        self.flush()?;
+        Ok(Repair {
+            token,
+            jobs_created: Vec::new(),
+            waiting_at: self.waiting(inst)?,
+        })
+    }
+
+    /// The element of a token named by an operator, or a refusal that changed nothing.
+    pub(super) fn existing_token(&mut self, inst: u64, token: u64) -> R<String> {
+        match self.inst(inst).tokens.iter().find(|t| t.id == token) {
+            Some(t) => Ok(t.element.clone()),
+            None => {
+                self.dirty.remove(&inst);
+                Err(EngineError::UnknownToken {
+                    instance: inst,
+                    token,
+                })
+            }
+        }
+    }
+
+    /// Loads an active instance for a repair; resolves `element` ("" for none).
+    pub(super) fn repair_target(&mut self, inst: u64, element: &str) -> R<usize> {
+        self.load(inst)?;
+        let p = self.proc_of(inst);
+        if self.inst(inst).ended_at.is_some() {
+            self.dirty.remove(&inst);
+            return Err(EngineError::InstanceEnded(inst));
+        }
+        if element.is_empty() {
+            return Ok(0);
+        }
+        p.index_of(element).ok_or_else(|| {
+            self.dirty.remove(&inst);
+            EngineError::UnknownElement {
+                process: p.id.clone(),
+                element: element.to_string(),
+            }
+        })
+    }
+
+    /// Refuses a repair that would make a second token wait for a (message, key)
+    /// some token (other than `moving`) already waits for or will reach.
+    pub(super) fn repair_guard(&mut self, inst: u64, target: usize, moving: Option<u64>) -> R<()> {
+        let p = self.proc_of(inst);
+        for m in p.messages_reachable_from(target).to_vec() {
+            let var = p.correlation_keys.get(&m).cloned().unwrap_or_default();
+            let Some(key) = self.inst(inst).variables.get(&var).and_then(key_string) else {
+                continue;
+            };
+            for other in Tables::multimap_u64(&self.t.expect, &m, &key)? {
+                let rec = if other == inst {
+                    Some(self.inst(inst).clone())
+                } else {
+                    self.t.instance(other)?
+                };
+                let Some(rec) = rec else { continue };
+                let op = self.def(&rec.process, rec.version)?;
+                let holder = rec.tokens.iter().find(|t| {
+                    !(other == inst && Some(t.id) == moving)
+                        && op
+                            .index_of(&t.element)
+                            .is_some_and(|i| op.messages_reachable_from(i).contains(&m))
+                });
+                if let Some(t) = holder {
+                    let existing_element = t.element.clone();
+                    self.dirty.remove(&inst);
+                    return Err(EngineError::RepairRefused {
+                        message: m,
+                        key,
+                        existing_instance: other,
+                        existing_element,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Lets a repaired token arrive at `idx` and reports what that scheduled.
+    pub(super) fn place(&mut self, inst: u64, token: u64, idx: usize) -> R<Repair> {
+        let before = self.jobs_created.len();
+        self.queue.push_back(Step::Arrive {
+            inst,
+            token,
+            element: idx,
+            via: None,
+        });
+        self.run()?;
+        let jobs_created = self.jobs_created[before..].to_vec();
+        Ok(Repair {
+            token,
+            jobs_created,
+            waiting_at: self.waiting(inst)?,
+        })
+    }
+
+    pub(super) fn waiting(&self, inst: u64) -> R<Vec<String>> {
+        Ok(self
+            .t
+            .instance(inst)?
+            .map(|r| r.tokens.iter().map(|t| t.element.clone()).collect())
+            .unwrap_or_default())
+    }
+}

@@ -1,0 +1,304 @@
+//! Waits: what a resting token registers (message subscription, signal
+//! subscription, job, timer, the branches of an event-based gateway, boundary
+//! timers) is opened and closed here.
+//!
+//! Invariant: per (message, key) an open subscription xor a buffered message;
+//! `cancel_wait` removes every registration of a token together.
+
+use super::*;
+
+impl<'a, 't> Engine<'a, 't> {
+    pub(super) fn oldest_buffered(&self, name: &str, key: &str) -> R<Option<u64>> {
+        let mut range = self
+            .t
+            .buffer
+            .range((name, key, 0u64)..=(name, key, u64::MAX))?;
+        Ok(match range.next() {
+            Some(row) => Some(row?.0.value().2),
+            None => None,
+        })
+    }
+
+    /// Delivers buffered message `seq` to a token already set to wait for it.
+    pub(super) fn consume_buffered(&mut self, seq: u64, inst: u64, token: u64) -> R<()> {
+        let mut msg = self
+            .t
+            .message(seq)?
+            .ok_or(EngineError::UnknownMessageId(seq.to_string()))?;
+        self.t
+            .buffer
+            .remove((msg.name.as_str(), msg.key.as_str(), seq))?;
+        if let Some(exp) = msg.expires_at {
+            self.t.expiry.remove((exp, seq))?;
+        }
+        let element = self.deliver(inst, token, &msg.name, &msg.key, &msg.variables)?;
+        msg.state = MessageState::Correlated;
+        msg.instance = Some(inst);
+        msg.element = Some(element);
+        msg.settled_at = Some(self.now);
+        self.t.put_message(&msg)?;
+        self.t.bump("messages_correlated_from_buffer", 1)?;
+        Ok(())
+    }
+
+    /// Moves a token waiting for message `name` on (at a catch event, a receive
+    /// task or an event-based gateway); returns the element it caught it at.
+    pub(super) fn deliver(
+        &mut self,
+        inst: u64,
+        token: u64,
+        name: &str,
+        key: &str,
+        vars: &Vars,
+    ) -> R<String> {
+        let idx = self.event_target(inst, token, |k| k.waits_for_message() == Some(name));
+        self.cancel_wait(inst, token)?;
+        let element = self.proc_of(inst).at(idx).id.clone();
+        self.history(inst, &element, "message_correlated");
+        self.t.passed.insert((name, key), inst)?;
+        self.merge_vars(inst, vars)?;
+        self.queue.push_back(Step::Leave {
+            inst,
+            token,
+            element: idx,
+        });
+        Ok(element)
+    }
+
+    /// Where a waiting token leaves from when an event arrives: its own element,
+    /// or, at an event-based gateway, the first target the event matches (the
+    /// token moves there).
+    pub(super) fn event_target(
+        &mut self,
+        inst: u64,
+        token: u64,
+        matches: impl Fn(&ElementKind) -> bool,
+    ) -> usize {
+        let p = self.proc_of(inst);
+        let Some(at) = self
+            .inst(inst)
+            .tokens
+            .iter()
+            .find(|t| t.id == token)
+            .and_then(|t| p.index_of(&t.element))
+        else {
+            return 0;
+        };
+        if p.at(at).kind != ElementKind::EventGateway {
+            return at;
+        }
+        let Some(target) = p
+            .at(at)
+            .outgoing
+            .iter()
+            .map(|&f| p.flows[f].target)
+            .find(|&t| matches(&p.at(t).kind))
+        else {
+            return at;
+        };
+        let (id, now) = (p.at(target).id.clone(), self.now);
+        if let Some(t) = self.inst(inst).tokens.iter_mut().find(|t| t.id == token) {
+            t.element = id;
+            t.since = now;
+        }
+        target
+    }
+
+    /// Removes every registration of a waiting token: subscriptions, signal
+    /// subscriptions, its job or timers. The token itself stays.
+    pub(super) fn cancel_wait(&mut self, inst: u64, token: u64) -> R<()> {
+        let Some(wait) = self
+            .inst(inst)
+            .tokens
+            .iter()
+            .find(|t| t.id == token)
+            .map(|t| t.wait.clone())
+        else {
+            return Ok(());
+        };
+        match wait {
+            Wait::Message { name, key } => {
+                self.t
+                    .subscriptions
+                    .remove((name.as_str(), key.as_str()), (inst, token))?;
+                // the instance is past this catch point: a later message is late
+                self.t.passed.insert((name.as_str(), key.as_str()), inst)?;
+            }
+            Wait::Signal { name } => {
+                self.t.signal_subs.remove(name.as_str(), (inst, token))?;
+            }
+            Wait::Job { job } | Wait::Timer { job } => self.delete_job(job)?,
+            Wait::Events {
+                messages,
+                signals,
+                timers,
+            } => {
+                for (name, key) in messages {
+                    self.t
+                        .subscriptions
+                        .remove((name.as_str(), key.as_str()), (inst, token))?;
+                    self.t.passed.insert((name.as_str(), key.as_str()), inst)?;
+                }
+                for name in signals {
+                    self.t.signal_subs.remove(name.as_str(), (inst, token))?;
+                }
+                for job in timers {
+                    self.delete_job(job)?;
+                }
+            }
+            Wait::Join { .. } | Wait::Incident { .. } => {}
+        }
+        if let Some(t) = self.inst(inst).tokens.iter_mut().find(|t| t.id == token) {
+            t.wait = Wait::Incident {
+                error: "moving".into(),
+            };
+        }
+        Ok(())
+    }
+
+    /// Starts the timers of the boundary events of the activity a token enters.
+    pub(super) fn start_boundary_timers(
+        &mut self,
+        inst: u64,
+        token: u64,
+        p: &Process,
+        host: usize,
+    ) -> R<()> {
+        for &b in &p.at(host).boundaries {
+            if let ElementKind::Boundary {
+                trigger: Trigger::Timer(def),
+                ..
+            } = &p.at(b).kind
+            {
+                let repetitions_left = match def {
+                    TimerDef::Cycle { repetitions, .. } => *repetitions,
+                    _ => Some(1),
+                };
+                let job = self.create_job_at(
+                    inst,
+                    token,
+                    &p.at(b).id,
+                    JobKind::Timer { repetitions_left },
+                    def.first_due(self.now),
+                )?;
+                if let Some(t) = self.inst(inst).tokens.iter_mut().find(|t| t.id == token) {
+                    t.timers.push(job);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Cancels the boundary timers of a token leaving its activity.
+    pub(super) fn clear_boundary_timers(&mut self, inst: u64, token: u64) -> R<()> {
+        let timers = match self.inst(inst).tokens.iter_mut().find(|t| t.id == token) {
+            Some(t) => std::mem::take(&mut t.timers),
+            None => return Ok(()),
+        };
+        for job in timers {
+            self.delete_job(job)?;
+        }
+        Ok(())
+    }
+
+    /// Ends the activity a token is in (interrupting boundary event).
+    pub(super) fn interrupt(&mut self, inst: u64, token: u64) -> R<()> {
+        self.cancel_wait(inst, token)?;
+        self.clear_boundary_timers(inst, token)?;
+        self.inst(inst).tokens.retain(|t| t.id != token);
+        Ok(())
+    }
+
+    /// At an event-based gateway: take a buffered message at once if one waits
+    /// for a target, else register every target event and wait for the first.
+    pub(super) fn open_event_gateway(&mut self, inst: u64, token: u64, idx: usize) -> R<()> {
+        let p = self.proc_of(inst);
+        let gateway = p.at(idx).id.clone();
+        let targets: Vec<usize> = p
+            .at(idx)
+            .outgoing
+            .iter()
+            .map(|&f| p.flows[f].target)
+            .collect();
+        let mut messages = Vec::new();
+        for &t in &targets {
+            if let Some(m) = p.at(t).kind.waits_for_message() {
+                let var = p.correlation_keys.get(m).map(String::as_str).unwrap_or("");
+                let Some(key) = self.inst(inst).variables.get(var).and_then(key_string) else {
+                    let error =
+                        format!("correlation key variable '{var}' of message '{m}' is not set");
+                    self.incident(inst, token, &gateway, error);
+                    return Ok(());
+                };
+                if let Some(seq) = self.oldest_buffered(m, &key)? {
+                    let target = p.at(t).id.clone();
+                    self.set_token(
+                        inst,
+                        token,
+                        &target,
+                        Wait::Message {
+                            name: m.to_string(),
+                            key: key.clone(),
+                        },
+                    );
+                    return self.consume_buffered(seq, inst, token);
+                }
+                messages.push((m.to_string(), key));
+            }
+        }
+        let mut signals = Vec::new();
+        let mut timers = Vec::new();
+        for &t in &targets {
+            match &p.at(t).kind {
+                ElementKind::SignalCatch { signal } => {
+                    self.t.signal_subs.insert(signal.as_str(), (inst, token))?;
+                    signals.push(signal.clone());
+                }
+                ElementKind::TimerCatch { timer } => {
+                    let target = p.at(t).id.clone();
+                    timers.push(self.create_job_at(
+                        inst,
+                        token,
+                        &target,
+                        JobKind::Timer {
+                            repetitions_left: None,
+                        },
+                        timer.first_due(self.now),
+                    )?);
+                }
+                // message branches were registered above
+                ElementKind::MessageCatch { .. } | ElementKind::ReceiveTask { .. } => {}
+                // the parser refuses any other element after an event-based gateway
+                ElementKind::NoneStart
+                | ElementKind::MessageStart { .. }
+                | ElementKind::EventGateway
+                | ElementKind::Boundary { .. }
+                | ElementKind::End
+                | ElementKind::ExclusiveGateway { .. }
+                | ElementKind::ParallelGateway
+                | ElementKind::SendTask
+                | ElementKind::ServiceTask { .. }
+                | ElementKind::SignalThrow { .. }
+                | ElementKind::NoneThrow
+                | ElementKind::Publish { .. } => {}
+            }
+        }
+        for (m, k) in &messages {
+            self.t
+                .subscriptions
+                .insert((m.as_str(), k.as_str()), (inst, token))?;
+        }
+        self.set_token(
+            inst,
+            token,
+            &gateway,
+            Wait::Events {
+                messages,
+                signals,
+                timers,
+            },
+        );
+        self.history(inst, &gateway, "waiting");
+        Ok(())
+    }
+}

@@ -25,13 +25,18 @@
 //! # Ok(()) }
 //! ```
 
+#[cfg(feature = "server")]
 pub mod alarms;
+#[cfg(feature = "server")]
 pub mod cli;
 pub mod clock;
 pub mod codec;
+#[cfg(feature = "server")]
 pub mod config;
+#[cfg(feature = "server")]
 pub mod demo;
 pub mod engine;
+#[cfg(feature = "server")]
 pub mod http;
 pub mod ingress;
 pub mod jobs;

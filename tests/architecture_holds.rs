@@ -114,3 +114,52 @@ fn core_errors_name_no_command_or_flag() {
     }
     assert!(checked > 20, "the error attributes were found ({checked})");
 }
+
+/// Modules behind the `server` feature, and the crates only it pulls in.
+const SERVER_ONLY: &[&str] = &[
+    "crate::cli",
+    "crate::http",
+    "crate::demo",
+    "crate::alarms",
+    "crate::config",
+    "axum::",
+    "clap::",
+    "ureq::",
+    "utoipa::",
+    "toml::",
+    "tracing_subscriber::",
+    "tempfile::",
+];
+
+/// Files compiled only with the `server` or `pubsub` feature.
+fn behind_a_feature(file: &str) -> bool {
+    [
+        "cli.rs",
+        "main.rs",
+        "http.rs",
+        "demo.rs",
+        "alarms.rs",
+        "config.rs",
+    ]
+    .contains(&file)
+        || file.starts_with("demo/")
+        || file.starts_with("pubsub/")
+}
+
+#[test]
+fn the_embeddable_engine_needs_no_server_code() {
+    // what `default-features = false` compiles must not reach the server side
+    for (file, text) in crate_files() {
+        if behind_a_feature(&file) {
+            continue;
+        }
+        // test modules may use dev-dependencies
+        let code = text.split("#[cfg(test)]").next().unwrap_or("");
+        for name in SERVER_ONLY {
+            assert!(
+                !code.contains(name),
+                "src/{file} uses {name}, which only the server feature compiles"
+            );
+        }
+    }
+}

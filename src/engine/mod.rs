@@ -27,6 +27,8 @@ mod jobs;
 mod messages;
 mod repair;
 mod retention;
+#[cfg(test)]
+mod tests;
 mod waits;
 
 /// Engine settings.

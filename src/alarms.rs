@@ -45,9 +45,7 @@ impl Condition {
             }
             Condition::Parked {
                 reason: Some(r), ..
-            } if Reason::parse(r).is_none() => Err(format!(
-                "reason '{r}' is not one of ambiguous, late, expired, malformed, no_subscription, unknown_message"
-            )),
+            } => Reason::parse_or_list(r).map(|_| ()),
             _ => Ok(()),
         }
     }

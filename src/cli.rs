@@ -924,9 +924,9 @@ async fn execute(pf: &Postfach, command: Command, sources: Sources<'_>) -> Resul
             reason,
         } => {
             let reason = match reason {
-                Some(r) => Some(Reason::parse(&r).ok_or_else(|| {
-                    usage(format!("--reason '{r}' is not one of ambiguous, late, expired, malformed, no_subscription, unknown_message"))
-                })?),
+                Some(r) => {
+                    Some(Reason::parse_or_list(&r).map_err(|e| usage(format!("--reason: {e}")))?)
+                }
                 None => None,
             };
             let list = pf.reader()?.messages(&MessageFilter {

@@ -306,16 +306,9 @@ fn summary(
     }
     let invoices: u32 = issued.values().sum();
     let twice_invoiced = issued.values().filter(|&&v| v > 1).count();
-    let reasons = [
-        "ambiguous",
-        "late",
-        "expired",
-        "malformed",
-        "no_subscription",
-        "unknown_message",
-    ];
-    let parked: serde_json::Map<String, Value> = reasons
+    let parked: serde_json::Map<String, Value> = crate::Reason::ALL
         .iter()
+        .map(|r| r.as_str())
         .map(|k| (k.to_string(), json!(get(&format!("messages_parked_{k}")))))
         .filter(|(_, v)| v.as_u64() != Some(0))
         .collect();

@@ -390,13 +390,9 @@ async fn messages(
     State(s): State<AppState>,
     Query(q): Query<MessagesQuery>,
 ) -> Result<Response, ApiError> {
-    let reason = match q.reason.as_deref().map(|r| (r, Reason::parse(r))) {
-        Some((r, None)) => {
-            return Err(ApiError::BadRequest(format!(
-                "reason '{r}' is not one of ambiguous, late, expired, malformed, no_subscription, unknown_message"
-            )));
-        }
-        Some((_, r)) => r,
+    let reason = match q.reason.as_deref().map(Reason::parse_or_list) {
+        Some(Err(e)) => return Err(ApiError::BadRequest(e)),
+        Some(Ok(r)) => Some(r),
         None => None,
     };
     let list = s.pf.reader()?.messages(&MessageFilter {

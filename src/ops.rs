@@ -498,14 +498,7 @@ pub fn prometheus(r: &Reader) -> Result<String, StoreError> {
             count(key)
         );
     }
-    for reason in [
-        "ambiguous",
-        "late",
-        "expired",
-        "malformed",
-        "no_subscription",
-        "unknown_message",
-    ] {
+    for reason in Reason::ALL.map(Reason::as_str) {
         let _ = writeln!(
             s,
             "postfach_messages_total{{outcome=\"parked\",reason=\"{reason}\"}} {}",
@@ -527,14 +520,7 @@ pub fn prometheus(r: &Reader) -> Result<String, StoreError> {
         "# HELP postfach_messages_parked Parked messages waiting for an operator, by reason.\n# TYPE postfach_messages_parked gauge"
     );
     let parked = r.parked_by_reason()?;
-    for reason in [
-        "ambiguous",
-        "late",
-        "expired",
-        "malformed",
-        "no_subscription",
-        "unknown_message",
-    ] {
+    for reason in Reason::ALL.map(Reason::as_str) {
         let _ = writeln!(
             s,
             "postfach_messages_parked{{reason=\"{reason}\"}} {}",

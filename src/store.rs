@@ -241,6 +241,18 @@ pub enum Reason {
 }
 
 impl Reason {
+    /// Every reason, in the order views list them. Metrics, alarms, the HTTP
+    /// listing and the command line iterate this list instead of spelling it.
+    pub const ALL: [Reason; 6] = [
+        Reason::Ambiguous,
+        Reason::Late,
+        Reason::Expired,
+        Reason::Malformed,
+        Reason::NoSubscription,
+        Reason::UnknownMessage,
+    ];
+
+    /// The name in JSON, metrics and flags.
     pub fn as_str(self) -> &'static str {
         match self {
             Reason::Ambiguous => "ambiguous",
@@ -251,17 +263,17 @@ impl Reason {
             Reason::UnknownMessage => "unknown_message",
         }
     }
+    /// The reason of a name, if it is one.
     pub fn parse(s: &str) -> Option<Self> {
-        [
-            Reason::Ambiguous,
-            Reason::Late,
-            Reason::Expired,
-            Reason::Malformed,
-            Reason::NoSubscription,
-            Reason::UnknownMessage,
-        ]
-        .into_iter()
-        .find(|r| r.as_str() == s)
+        Reason::ALL.into_iter().find(|r| r.as_str() == s)
+    }
+
+    /// The reason of a name, or an error listing every name.
+    pub fn parse_or_list(s: &str) -> Result<Self, String> {
+        Reason::parse(s).ok_or_else(|| {
+            let names: Vec<&str> = Reason::ALL.iter().map(|r| r.as_str()).collect();
+            format!("reason '{s}' is not one of {}", names.join(", "))
+        })
     }
 }
 

@@ -31,6 +31,7 @@ pub mod alarms;
 pub mod cli;
 pub mod clock;
 pub mod codec;
+mod commit;
 #[cfg(feature = "server")]
 pub mod config;
 #[cfg(feature = "server")]
@@ -47,9 +48,9 @@ pub mod ops;
 pub mod pubsub;
 pub mod runtime;
 pub mod store;
-mod wal;
 
 pub use clock::{Clock, ManualClock, Millis, SystemClock};
+pub use commit::wal::{LogState, Salvage as LogSalvage};
 pub use engine::{
     Config, Delivery, Deployed, EngineError, JobRefusal, LockedJob, Malformed, Outcome, Publish,
     Repair,
@@ -57,7 +58,6 @@ pub use engine::{
 pub use jobs::{HandlerError, JobContext};
 pub use runtime::{Error, Options, Postfach, Recovery, WorkReport};
 pub use store::{JobState, MessageState, Reason};
-pub use wal::{LogState, Salvage as LogSalvage};
 
 /// Process variables: a JSON object.
 pub type Vars = serde_json::Map<String, serde_json::Value>;

@@ -24,9 +24,9 @@
 //!   operator step, keeps a copy and drops what is damaged.
 //! - Replay applies records in batch order and skips those already durable in redb.
 
+use super::Command;
 use crate::clock::Millis;
 use crate::codec;
-use crate::runtime::Command;
 use crate::store::StoreError;
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};

@@ -4,21 +4,10 @@
 //! database").
 mod common;
 
-use common::{Env, MESSAGE, T0, completion, server::Server};
+use common::{Env, MESSAGE, T0, cli, completion, server::Server};
 use postfach::{Error, ManualClock, Options, Postfach, limits};
 use proptest::prelude::*;
 use serde_json::json;
-use std::process::{Command, Output};
-
-fn cli(db: &std::path::Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_postfach"))
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("binary runs")
-}
 
 #[test]
 fn the_command_line_refuses_absurd_durations_and_stores_nothing() {

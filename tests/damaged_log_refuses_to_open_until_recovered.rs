@@ -2,64 +2,16 @@
 //! the acknowledged records behind it: opening refuses, naming file and offset,
 //! and changes nothing; `postfach recover --discard-damaged` keeps a copy and
 //! replays every intact record.
+mod common;
+use common::cli;
+
 use postfach::Postfach;
-use std::io::{BufRead, BufReader, Write};
-use std::path::Path;
-use std::process::{Command, Output, Stdio};
-
-fn cli(db: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_postfach"))
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("binary runs")
-}
-
-/// Imports completions until `n` are acknowledged, then SIGKILLs the importer:
-/// everything acknowledged lives only in the log. Returns the acknowledged ids.
-fn acknowledged_then_killed(db: &Path, n: usize) -> Vec<String> {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_postfach"))
-        .arg("--db")
-        .arg(db)
-        .args(["import", "--concurrency", "16"])
-        .env("POSTFACH_CHECKPOINT_MS", "600000")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let writer = std::thread::spawn(move || {
-        for i in 0..100_000 {
-            let line = format!(
-                "{{\"name\":\"AuftragAbgeschlossen\",\"key\":\"K{i}\",\"id\":\"evt-{i}\"}}\n"
-            );
-            if stdin.write_all(line.as_bytes()).is_err() {
-                break;
-            }
-        }
-    });
-    let mut acked = Vec::new();
-    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
-        let v: serde_json::Value = serde_json::from_str(&line.unwrap()).unwrap();
-        acked.push(v["message_id"].as_str().unwrap().to_string());
-        if acked.len() == n {
-            child.kill().unwrap();
-            break;
-        }
-    }
-    child.wait().unwrap();
-    let _ = writer.join();
-    acked
-}
 
 #[test]
 fn a_flipped_byte_mid_log_refuses_to_open_and_recover_replays_every_intact_record() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("damaged.redb");
-    let acked = acknowledged_then_killed(&db, 2000);
+    let acked = common::import_then_kill(&db, 2000);
     let log = dir.path().join("damaged.redb.wal");
     let state = Postfach::inspect_log(&db).unwrap();
     assert!(!state.damaged);

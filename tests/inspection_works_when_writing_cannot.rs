@@ -5,48 +5,15 @@
 //!
 //! The file-system scenarios run in a private mount namespace (`unshare -m`,
 //! root): a read-only bind mount, a 16 MiB tmpfs that fills up.
+mod common;
+
 use postfach::Postfach;
-use std::io::{BufRead, BufReader, Write};
-use std::path::Path;
-use std::process::{Command, Stdio};
+use std::io::Write;
+
+use std::process::Command;
 
 fn line(i: usize) -> String {
     format!("{{\"name\":\"AuftragAbgeschlossen\",\"key\":\"K{i}\",\"id\":\"evt-{i}\"}}\n")
-}
-
-/// Imports until `n` messages are acknowledged, then SIGKILLs the importer: the
-/// database needs redb's recovery and the log holds every acknowledged batch.
-fn crashed_with(db: &Path, n: usize) -> Vec<String> {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_postfach"))
-        .arg("--db")
-        .arg(db)
-        .args(["import", "--concurrency", "16"])
-        .env("POSTFACH_CHECKPOINT_MS", "600000")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let writer = std::thread::spawn(move || {
-        for i in 0..100_000 {
-            if stdin.write_all(line(i).as_bytes()).is_err() {
-                break;
-            }
-        }
-    });
-    let mut acked = Vec::new();
-    for l in BufReader::new(child.stdout.take().unwrap()).lines() {
-        let v: serde_json::Value = serde_json::from_str(&l.unwrap()).unwrap();
-        acked.push(v["message_id"].as_str().unwrap().to_string());
-        if acked.len() == n {
-            child.kill().unwrap();
-            break;
-        }
-    }
-    child.wait().unwrap();
-    let _ = writer.join();
-    acked
 }
 
 fn listed_ids(stdout: &[u8]) -> Vec<String> {
@@ -63,7 +30,7 @@ fn listed_ids(stdout: &[u8]) -> Vec<String> {
 fn looking_at_a_crashed_database_lists_everything_and_changes_no_byte() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("crashed.redb");
-    let acked = crashed_with(&db, 1500);
+    let acked = common::import_then_kill(&db, 1500);
     let log = dir.path().join("crashed.redb.wal");
     let (db_bytes, log_bytes) = (std::fs::read(&db).unwrap(), std::fs::read(&log).unwrap());
     assert!(
@@ -141,7 +108,7 @@ fn in_mount_namespace(script: &str) -> Option<std::process::Output> {
 fn on_a_read_only_file_system_messages_still_lists_everything() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("ro.redb");
-    let acked = crashed_with(&db, 800);
+    let acked = common::import_then_kill(&db, 800);
     let d = dir.path().display();
     let Some(o) = in_mount_namespace(&format!(
         "mount --bind {d} {d} && mount -o remount,bind,ro {d} && \

@@ -163,3 +163,56 @@ pub fn completion(auftrag: &str, id: &str) -> Publish {
 pub fn no_vars() -> Vars {
     Vars::new()
 }
+
+/// Imports completions (`evt-N`, key `KN`) through the `postfach import` binary
+/// until `n` are acknowledged, then SIGKILLs it: everything acknowledged lives only
+/// in the write-ahead log (no checkpoint ran) and redb needs its crash recovery.
+/// Returns the acknowledged message ids.
+pub fn import_then_kill(db: &std::path::Path, n: usize) -> Vec<String> {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_postfach"))
+        .arg("--db")
+        .arg(db)
+        .args(["import", "--concurrency", "16"])
+        .env("POSTFACH_CHECKPOINT_MS", "600000")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        for i in 0..100_000 {
+            let line = format!(
+                "{{\"name\":\"AuftragAbgeschlossen\",\"key\":\"K{i}\",\"id\":\"evt-{i}\"}}\n"
+            );
+            if stdin.write_all(line.as_bytes()).is_err() {
+                break; // the child is gone
+            }
+        }
+    });
+    let mut acked = Vec::new();
+    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+        let v: serde_json::Value = serde_json::from_str(&line.unwrap()).unwrap();
+        acked.push(v["message_id"].as_str().unwrap().to_string());
+        if acked.len() == n {
+            child.kill().unwrap(); // SIGKILL
+            break;
+        }
+    }
+    child.wait().unwrap();
+    let _ = writer.join();
+    acked
+}
+
+/// Runs the `postfach` binary on `db` with `args` (from the crate root).
+pub fn cli(db: &std::path::Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_postfach"))
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("binary runs")
+}

@@ -5,6 +5,8 @@
 //! engine logic and prints exactly one JSON document with `--json`.
 
 use crate::clock::rfc3339;
+pub use crate::contract::Output;
+use crate::contract::{delivery_json, locked_job_json, repair_json};
 use crate::limits;
 use crate::ops::{InstanceFilter, MessageFilter};
 use crate::{Delivery, Error, Outcome, Postfach, Publish, Reason, Vars};
@@ -584,18 +586,6 @@ pub fn parse_vars(pairs: &[String]) -> Result<Vars, String> {
     Ok(out)
 }
 
-pub(crate) fn delivery_json(d: &Delivery) -> Value {
-    json!({
-        "outcome": d.outcome.as_str(),
-        "message_id": d.message_id,
-        "instance": d.instance.map(|i| i.to_string()),
-        "element": d.element,
-        "reason": d.reason.map(Reason::as_str),
-        "candidates": d.candidates.iter().map(u64::to_string).collect::<Vec<_>>(),
-        "expires_at": d.expires_at.map(rfc3339),
-    })
-}
-
 fn delivery_text(d: &Delivery) -> String {
     let mut s = format!("{} {}", d.message_id, d.outcome.as_str());
     if let (Some(i), Some(e)) = (d.instance, &d.element) {
@@ -618,12 +608,6 @@ fn delivery_text(d: &Delivery) -> String {
         s.push_str(&format!(" until {}", rfc3339(x)));
     }
     s
-}
-
-/// What a command prints: one JSON document and its human form.
-pub struct Output {
-    pub json: Value,
-    pub text: String,
 }
 
 fn out(json: Value, text: impl Into<String>) -> Output {
@@ -1717,19 +1701,4 @@ fn repair_output(instance: u64, verb: &str, r: &crate::Repair) -> Output {
         )
     };
     out(repair_json(instance, r), text)
-}
-
-/// A job handed to an external worker, as JSON.
-pub(crate) fn locked_job_json(j: &crate::LockedJob) -> Value {
-    json!({"job": j.job.to_string(), "instance": j.instance.to_string(), "element": j.element, "topic": j.topic,
-        "lease_token": j.lease_token, "idempotency_key": j.idempotency_key, "attempt": j.attempt, "variables": j.variables})
-}
-
-/// What a repair did, as JSON.
-pub(crate) fn repair_json(instance: u64, r: &crate::Repair) -> Value {
-    json!({
-        "instance": instance.to_string(), "token": r.token,
-        "jobs_created": r.jobs_created.iter().map(u64::to_string).collect::<Vec<_>>(),
-        "waiting_at": r.waiting_at,
-    })
 }

@@ -140,7 +140,7 @@ fn database_path(args: &DemoArgs, dir: &tempfile::TempDir) -> Result<std::path::
 }
 
 /// Runs the demo and returns the summary (JSON and text).
-pub async fn run(args: &DemoArgs, json_out: bool) -> Result<crate::cli::Output, Error> {
+pub async fn run(args: &DemoArgs, json_out: bool) -> Result<crate::contract::Output, Error> {
     if args.pubsub {
         #[cfg(feature = "pubsub")]
         return pubsub::run(args, json_out).await;
@@ -286,7 +286,7 @@ fn summary(
     ledger_path: &std::path::Path,
     elapsed: std::time::Duration,
     extra: (&str, Value),
-) -> Result<crate::cli::Output, Error> {
+) -> Result<crate::contract::Output, Error> {
     let r = pf.reader()?;
     let c = r.counters()?;
     let get = |k: &str| c.get(k).copied().unwrap_or(0);
@@ -371,7 +371,7 @@ fn summary(
     for (k, v) in rows {
         text.push_str(&format!("  {k:<40} {v}\n"));
     }
-    Ok(crate::cli::Output {
+    Ok(crate::contract::Output {
         json: summary,
         text,
     })

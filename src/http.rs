@@ -307,7 +307,7 @@ async fn add_token(
 ) -> Result<Response, ApiError> {
     let b = body(b)?;
     let r = s.pf.add_token(id, &b.element, b.force).await?;
-    Ok(Json(crate::cli::repair_json(id, &r)).into_response())
+    Ok(Json(crate::contract::repair_json(id, &r)).into_response())
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]
@@ -352,7 +352,7 @@ async fn publish(
 ) -> Result<Response, ApiError> {
     let p = body(b)?.into_publish()?;
     let d = s.pf.publish(p).await?;
-    Ok(Json(crate::cli::delivery_json(&d)).into_response())
+    Ok(Json(crate::contract::delivery_json(&d)).into_response())
 }
 
 #[utoipa::path(post, path = "/messages/correlate", request_body = MessageBody, responses((status = 200, description = "Correlate synchronously; 409 with the reason when rejected", body = serde_json::Value)))]
@@ -363,7 +363,7 @@ async fn correlate(
     let p = body(b)?.into_publish()?;
     let id = p.message_id.clone().unwrap_or_default();
     match s.pf.correlate(p).await {
-        Ok(d) => Ok(Json(crate::cli::delivery_json(&d)).into_response()),
+        Ok(d) => Ok(Json(crate::contract::delivery_json(&d)).into_response()),
         Err(Error::Rejected { reason, candidates, .. }) => Ok((
             StatusCode::CONFLICT,
             Json(json!({
@@ -406,7 +406,7 @@ async fn messages(
 #[utoipa::path(post, path = "/messages/{id}/requeue", params(("id" = String, Path, description = "message id (or NAME/ID)")), responses((status = 200, description = "Evaluate a parked message again", body = serde_json::Value)))]
 async fn requeue(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult {
     let d = s.pf.requeue(&id).await?;
-    Ok(Json(crate::cli::delivery_json(&d)))
+    Ok(Json(crate::contract::delivery_json(&d)))
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]
@@ -486,7 +486,7 @@ async fn acquire(
     let jobs =
         s.pf.lock_jobs(&b.topic, b.max.max(1), &b.worker, b.lease_ms)
             .await?;
-    let list: Vec<Value> = jobs.iter().map(crate::cli::locked_job_json).collect();
+    let list: Vec<Value> = jobs.iter().map(crate::contract::locked_job_json).collect();
     Ok(Json(json!({"jobs": list})).into_response())
 }
 
@@ -641,13 +641,13 @@ async fn move_token(
 ) -> Result<Response, ApiError> {
     let b = body(b)?;
     let r = s.pf.move_token(id, token, &b.element, b.force).await?;
-    Ok(Json(crate::cli::repair_json(id, &r)).into_response())
+    Ok(Json(crate::contract::repair_json(id, &r)).into_response())
 }
 
 #[utoipa::path(post, path = "/instances/{id}/tokens/{token}/cancel", params(("id" = u64, Path, description = "instance or job id"), ("token" = u64, Path, description = "token id")), responses((status = 200, description = "Repair: remove a token (the last one cancels the instance)", body = serde_json::Value)))]
 async fn cancel_token(State(s): State<AppState>, Path((id, token)): Path<(u64, u64)>) -> ApiResult {
     let r = s.pf.cancel_token(id, token).await?;
-    Ok(Json(crate::cli::repair_json(id, &r)))
+    Ok(Json(crate::contract::repair_json(id, &r)))
 }
 
 /// The OpenAPI document of this API, generated from the handlers above.

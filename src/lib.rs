@@ -35,6 +35,8 @@ mod commit;
 #[cfg(feature = "server")]
 pub mod config;
 #[cfg(feature = "server")]
+pub mod contract;
+#[cfg(feature = "server")]
 pub mod demo;
 pub mod engine;
 #[cfg(feature = "server")]

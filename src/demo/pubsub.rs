@@ -39,7 +39,7 @@ fn completion(order: &str, event_id: &str) -> Message {
         .set_attributes([("eventId", event_id)])
 }
 
-pub(super) async fn run(args: &DemoArgs, json_out: bool) -> Result<crate::cli::Output, Error> {
+pub(super) async fn run(args: &DemoArgs, json_out: bool) -> Result<crate::contract::Output, Error> {
     // the emulator: the one at $PUBSUB_EMULATOR_HOST, or our own for this run
     let external = std::env::var("PUBSUB_EMULATOR_HOST")
         .ok()

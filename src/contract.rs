@@ -1,0 +1,43 @@
+//! The JSON shapes of docs/cli.md, shared by the command line and the HTTP API
+//! (and what a command prints: one JSON document and its human form).
+//!
+//! Invariant: one builder per shape; the command line and the API never build
+//! the same document twice.
+
+use crate::clock::rfc3339;
+use crate::{Delivery, Reason};
+use serde_json::{Value, json};
+
+/// What a command prints: one JSON document and its human form.
+pub struct Output {
+    pub json: Value,
+    pub text: String,
+}
+
+/// A publish or correlate outcome, as JSON.
+pub fn delivery_json(d: &Delivery) -> Value {
+    json!({
+        "outcome": d.outcome.as_str(),
+        "message_id": d.message_id,
+        "instance": d.instance.map(|i| i.to_string()),
+        "element": d.element,
+        "reason": d.reason.map(Reason::as_str),
+        "candidates": d.candidates.iter().map(u64::to_string).collect::<Vec<_>>(),
+        "expires_at": d.expires_at.map(rfc3339),
+    })
+}
+
+/// A job handed to an external worker, as JSON.
+pub fn locked_job_json(j: &crate::LockedJob) -> Value {
+    json!({"job": j.job.to_string(), "instance": j.instance.to_string(), "element": j.element, "topic": j.topic,
+        "lease_token": j.lease_token, "idempotency_key": j.idempotency_key, "attempt": j.attempt, "variables": j.variables})
+}
+
+/// What a repair did, as JSON.
+pub fn repair_json(instance: u64, r: &crate::Repair) -> Value {
+    json!({
+        "instance": instance.to_string(), "token": r.token,
+        "jobs_created": r.jobs_created.iter().map(u64::to_string).collect::<Vec<_>>(),
+        "waiting_at": r.waiting_at,
+    })
+}

@@ -1086,7 +1086,7 @@ async fn execute(pf: &Postfach, command: Command, sources: Sources<'_>) -> Resul
             invoice_delay,
         } => {
             if let Some(path) = invoice_ledger {
-                let ledger = crate::demo::InvoiceLedger::open(&path).map_err(|e| Failure {
+                let ledger = crate::reference::InvoiceLedger::open(&path).map_err(|e| Failure {
                     code: 1,
                     message: format!("invoice ledger {}: {e}", path.display()),
                     json: None,
@@ -1094,7 +1094,7 @@ async fn execute(pf: &Postfach, command: Command, sources: Sources<'_>) -> Resul
                 let delay = std::time::Duration::from_millis(invoice_delay.unwrap_or(0));
                 pf.register_handler(
                     "rechnungStellen",
-                    crate::demo::invoice_handler(ledger, delay),
+                    crate::reference::invoice_handler(ledger, delay),
                 );
             }
             let total = if until_idle {
@@ -1485,11 +1485,11 @@ async fn serve(
         .deploy(&file.display().to_string(), &xml, config.overrides())
         .await?;
     if let Some(path) = invoice_ledger {
-        let ledger = crate::demo::InvoiceLedger::open(&path)
+        let ledger = crate::reference::InvoiceLedger::open(&path)
             .map_err(|e| fail(format!("invoice ledger {}: {e}", path.display())))?;
         pf.register_handler(
             "rechnungStellen",
-            crate::demo::invoice_handler(ledger, std::time::Duration::ZERO),
+            crate::reference::invoice_handler(ledger, std::time::Duration::ZERO),
         );
     }
     let listener = tokio::net::TcpListener::bind(listen)

@@ -48,6 +48,7 @@ pub mod model;
 pub mod ops;
 #[cfg(feature = "pubsub")]
 pub mod pubsub;
+pub mod reference;
 pub mod runtime;
 pub mod store;
 

@@ -2,7 +2,7 @@
 //! (its lease is released at open, not after it expires), and the invoice it had
 //! already issued is not issued twice: the ledger is keyed by the job's
 //! idempotency key.
-use postfach::demo::InvoiceLedger;
+use postfach::reference::InvoiceLedger;
 use postfach::{Postfach, Publish, vars};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

@@ -158,7 +158,7 @@ async fn five_kills_at_random_moments_lose_no_message_and_invoice_nothing_twice(
         let limit = Duration::from_secs(600);
         let end = std::time::Instant::now() + limit;
         let invoiced = || {
-            postfach::demo::InvoiceLedger::entries(&ledger)
+            postfach::reference::InvoiceLedger::entries(&ledger)
                 .unwrap()
                 .len()
         };
@@ -220,7 +220,7 @@ async fn five_kills_at_random_moments_lose_no_message_and_invoice_nothing_twice(
     assert_eq!(outcomes.get("parked"), Some(&malformed));
 
     let mut invoices: HashMap<String, usize> = HashMap::new();
-    for (_, order) in postfach::demo::InvoiceLedger::entries(&ledger).unwrap() {
+    for (_, order) in postfach::reference::InvoiceLedger::entries(&ledger).unwrap() {
         *invoices.entry(order).or_default() += 1;
     }
     assert_eq!(invoices.len(), orders, "every order invoiced");

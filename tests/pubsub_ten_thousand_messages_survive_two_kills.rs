@@ -99,7 +99,7 @@ async fn every_message_is_accounted_for_across_two_kills() {
     let server = launch_with(dir.path(), &broker, COMPLETIONS_CONFIG, &[]);
     let ledger = dir.path().join("invoices.tsv");
     wait("every order is invoiced", Duration::from_secs(300), || {
-        postfach::demo::InvoiceLedger::entries(&ledger)
+        postfach::reference::InvoiceLedger::entries(&ledger)
             .unwrap()
             .len()
             >= ORDERS
@@ -152,7 +152,7 @@ async fn every_message_is_accounted_for_across_two_kills() {
 
     let mut invoices: HashMap<String, usize> = HashMap::new();
     for (_, order) in
-        postfach::demo::InvoiceLedger::entries(&dir.path().join("invoices.tsv")).unwrap()
+        postfach::reference::InvoiceLedger::entries(&dir.path().join("invoices.tsv")).unwrap()
     {
         *invoices.entry(order).or_default() += 1;
     }

@@ -114,7 +114,8 @@ async fn incident_expired_completion_refused_repair_retry_requeue_one_invoice() 
 
     // invoice through the idempotent ledger, with a crash-like retry in between
     let dir = tempfile::tempdir().unwrap();
-    let ledger = postfach::demo::InvoiceLedger::open(&dir.path().join("invoices.tsv")).unwrap();
+    let ledger =
+        postfach::reference::InvoiceLedger::open(&dir.path().join("invoices.tsv")).unwrap();
     env.pf.run_continuations(10).await.unwrap();
     let first = env
         .lock("rechnungStellen", 1, "rechnung", 60_000)
@@ -146,7 +147,7 @@ async fn incident_expired_completion_refused_repair_retry_requeue_one_invoice() 
 
     assert_eq!(env.state(id), "completed");
     assert_eq!(
-        postfach::demo::InvoiceLedger::entries(&dir.path().join("invoices.tsv"))
+        postfach::reference::InvoiceLedger::entries(&dir.path().join("invoices.tsv"))
             .unwrap()
             .len(),
         1

@@ -7,10 +7,11 @@
 //! Invariant: as in the embedded demo, the summary is read back from the
 //! database and the ledger; the simulator only counts what it published.
 
-use super::{DemoArgs, InvoiceLedger, Rng, auftrag, database_path, invoice_handler, progress};
+use super::{DemoArgs, Rng, auftrag, database_path, progress};
 use crate::ingress::SubscriptionConfig;
 use crate::pubsub::consumer::ConsumerOptions;
 use crate::pubsub::{Connection, Consumer, Emulator, PubsubConfig, SubscriptionOptions, outbox};
+use crate::reference::{InvoiceLedger, invoice_handler};
 use crate::{Error, Postfach};
 use google_cloud_pubsub::client::Publisher;
 use google_cloud_pubsub::model::Message;

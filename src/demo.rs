@@ -10,6 +10,7 @@
 mod pubsub;
 
 use crate::reference::{InvoiceLedger, invoice_handler};
+use crate::store::Counter;
 use crate::{Error, Postfach, Publish, vars};
 use clap::Args;
 use serde_json::{Value, json};
@@ -289,10 +290,10 @@ fn summary(
 ) -> Result<crate::contract::Output, Error> {
     let r = pf.reader()?;
     let c = r.counters()?;
-    let get = |k: &str| c.get(k).copied().unwrap_or(0);
+    let get = |k: Counter| c.get(k.name().as_ref()).copied().unwrap_or(0);
     let states = r.message_counts()?;
     let stored: u64 = states.values().sum();
-    let duplicates = get("messages_duplicate");
+    let duplicates = get(Counter::MessagesDuplicate);
     let lost = (published as u64).saturating_sub(stored + duplicates);
     let completed = r
         .instances(&crate::ops::InstanceFilter {
@@ -307,17 +308,21 @@ fn summary(
     let invoices: u32 = issued.values().sum();
     let twice_invoiced = issued.values().filter(|&&v| v > 1).count();
     let parked: serde_json::Map<String, Value> = crate::Reason::ALL
-        .iter()
-        .map(|r| r.as_str())
-        .map(|k| (k.to_string(), json!(get(&format!("messages_parked_{k}")))))
+        .into_iter()
+        .map(|r| {
+            (
+                r.as_str().to_string(),
+                json!(get(Counter::MessagesParked(r))),
+            )
+        })
         .filter(|(_, v)| v.as_u64() != Some(0))
         .collect();
     let secs = elapsed.as_secs_f64().max(1e-9);
     let mut summary = json!({
         "orders": n,
         "completions_published": published,
-        "correlated_directly": get("messages_correlated"),
-        "correlated_from_buffer": get("messages_correlated_from_buffer"),
+        "correlated_directly": get(Counter::MessagesCorrelated),
+        "correlated_from_buffer": get(Counter::MessagesCorrelatedFromBuffer),
         "duplicates_recognised": duplicates,
         "parked": parked,
         "orders_completed": completed,
@@ -342,11 +347,11 @@ fn summary(
         ("completions published", published.to_string()),
         (
             "correlated directly",
-            get("messages_correlated").to_string(),
+            get(Counter::MessagesCorrelated).to_string(),
         ),
         (
             "waited in the buffer, then correlated",
-            get("messages_correlated_from_buffer").to_string(),
+            get(Counter::MessagesCorrelatedFromBuffer).to_string(),
         ),
         ("duplicates recognised", duplicates.to_string()),
         ("parked (visible, repairable)", parked_text),

@@ -481,16 +481,20 @@ pub fn prometheus(r: &Reader) -> Result<String, StoreError> {
     use std::fmt::Write;
     let mut s = String::new();
     let c = r.counters()?;
-    let count = |k: &str| c.get(k).copied().unwrap_or(0);
+    let count = |k: crate::store::Counter| c.get(k.name().as_ref()).copied().unwrap_or(0);
     let _ = writeln!(
         s,
         "# HELP postfach_messages_total Messages accepted, by outcome.\n# TYPE postfach_messages_total counter"
     );
+    use crate::store::Counter;
     for (outcome, key) in [
-        ("correlated", "messages_correlated"),
-        ("correlated_from_buffer", "messages_correlated_from_buffer"),
-        ("buffered", "messages_buffered"),
-        ("duplicate", "messages_duplicate"),
+        ("correlated", Counter::MessagesCorrelated),
+        (
+            "correlated_from_buffer",
+            Counter::MessagesCorrelatedFromBuffer,
+        ),
+        ("buffered", Counter::MessagesBuffered),
+        ("duplicate", Counter::MessagesDuplicate),
     ] {
         let _ = writeln!(
             s,
@@ -498,11 +502,12 @@ pub fn prometheus(r: &Reader) -> Result<String, StoreError> {
             count(key)
         );
     }
-    for reason in Reason::ALL.map(Reason::as_str) {
+    for reason in Reason::ALL {
         let _ = writeln!(
             s,
-            "postfach_messages_total{{outcome=\"parked\",reason=\"{reason}\"}} {}",
-            count(&format!("messages_parked_{reason}"))
+            "postfach_messages_total{{outcome=\"parked\",reason=\"{}\"}} {}",
+            reason.as_str(),
+            count(Counter::MessagesParked(reason))
         );
     }
     let buffered = redb::ReadableTableMetadata::len(&r.table(BUFFER)?)?;
@@ -572,7 +577,7 @@ pub fn prometheus(r: &Reader) -> Result<String, StoreError> {
     let _ = writeln!(
         s,
         "# TYPE postfach_signals_unreached_total counter\npostfach_signals_unreached_total {}",
-        count("signals_unreached")
+        count(Counter::SignalsUnreached)
     );
     let _ = writeln!(
         s,
@@ -581,12 +586,12 @@ pub fn prometheus(r: &Reader) -> Result<String, StoreError> {
     let _ = writeln!(
         s,
         "postfach_job_attempts_total{{result=\"completed\"}} {}",
-        count("job_attempts_completed")
+        count(Counter::JobAttemptsCompleted)
     );
     let _ = writeln!(
         s,
         "postfach_job_attempts_total{{result=\"failed\"}} {}",
-        count("job_attempts_failed")
+        count(Counter::JobAttemptsFailed)
     );
     Ok(s)
 }

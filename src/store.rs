@@ -277,6 +277,60 @@ impl Reason {
     }
 }
 
+/// An event counter, kept in `meta` under `count:NAME`. The names are stored
+/// (and exported as metrics): renaming one is a format change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Counter {
+    /// A message went straight into a waiting subscription.
+    MessagesCorrelated,
+    /// A buffered message was taken by a subscription that opened.
+    MessagesCorrelatedFromBuffer,
+    /// A message was buffered.
+    MessagesBuffered,
+    /// A (name, id) seen before was recognised.
+    MessagesDuplicate,
+    /// A message was parked, by reason.
+    MessagesParked(Reason),
+    /// A parked message was evaluated again.
+    MessagesRequeued,
+    /// A parked message was ended by an operator.
+    MessagesDiscarded,
+    /// A signal was broadcast.
+    SignalsThrown,
+    /// A signal reached no subscription.
+    SignalsUnreached,
+    /// A job attempt completed.
+    JobAttemptsCompleted,
+    /// A job attempt failed.
+    JobAttemptsFailed,
+    /// Completed instances removed by retention.
+    RetentionInstancesRemoved,
+    /// Settled messages removed by retention.
+    RetentionMessagesRemoved,
+}
+
+impl Counter {
+    /// The stored name (`messages_parked_late`).
+    pub fn name(self) -> std::borrow::Cow<'static, str> {
+        use std::borrow::Cow::Borrowed;
+        match self {
+            Counter::MessagesCorrelated => Borrowed("messages_correlated"),
+            Counter::MessagesCorrelatedFromBuffer => Borrowed("messages_correlated_from_buffer"),
+            Counter::MessagesBuffered => Borrowed("messages_buffered"),
+            Counter::MessagesDuplicate => Borrowed("messages_duplicate"),
+            Counter::MessagesParked(r) => format!("messages_parked_{}", r.as_str()).into(),
+            Counter::MessagesRequeued => Borrowed("messages_requeued"),
+            Counter::MessagesDiscarded => Borrowed("messages_discarded"),
+            Counter::SignalsThrown => Borrowed("signals_thrown"),
+            Counter::SignalsUnreached => Borrowed("signals_unreached"),
+            Counter::JobAttemptsCompleted => Borrowed("job_attempts_completed"),
+            Counter::JobAttemptsFailed => Borrowed("job_attempts_failed"),
+            Counter::RetentionInstancesRemoved => Borrowed("retention_instances_removed"),
+            Counter::RetentionMessagesRemoved => Borrowed("retention_messages_removed"),
+        }
+    }
+}
+
 /// An accepted message and its outcome.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct MessageRecord {
@@ -450,8 +504,8 @@ impl<'t> Tables<'t> {
     }
 
     /// Adds to an event counter.
-    pub fn bump(&mut self, counter: &str, by: u64) -> Result<(), StoreError> {
-        self.add(&format!("{COUNTER_PREFIX}{counter}"), by)
+    pub fn bump(&mut self, counter: Counter, by: u64) -> Result<(), StoreError> {
+        self.add(&format!("{COUNTER_PREFIX}{}", counter.name()), by)
             .map(|_| ())
     }
 

@@ -210,7 +210,7 @@ impl<'a, 't> Engine<'a, 't> {
                 element: job.element.clone(),
             })?;
         self.history(job.instance, &job.element, "job_completed");
-        self.t.bump("job_attempts_completed", 1)?;
+        self.t.bump(Counter::JobAttemptsCompleted, 1)?;
         self.queue.push_back(Step::Leave {
             inst: job.instance,
             token: job.token,
@@ -258,7 +258,7 @@ impl<'a, 't> Engine<'a, 't> {
             self.t.leases.remove((l.until, id))?;
         }
         job.attempts += 1;
-        self.t.bump("job_attempts_failed", 1)?;
+        self.t.bump(Counter::JobAttemptsFailed, 1)?;
         job.last_error = Some(error.to_string());
         job.history.push(Attempt {
             at: self.now,

@@ -85,7 +85,7 @@ impl<'a, 't> Engine<'a, 't> {
             && let Some(id) = &msg.message_id
             && let Some(seq) = self.dedup_hit(&msg.name, id)?
         {
-            self.t.bump("messages_duplicate", 1)?;
+            self.t.bump(Counter::MessagesDuplicate, 1)?;
             let orig = self.t.message(seq)?;
             return Ok(Delivery {
                 outcome: Outcome::Duplicate,
@@ -170,7 +170,7 @@ impl<'a, 't> Engine<'a, 't> {
                 rec.element = Some(element);
                 rec.settled_at = Some(self.now);
                 self.t.put_message(&rec)?;
-                self.t.bump("messages_correlated", 1)?;
+                self.t.bump(Counter::MessagesCorrelated, 1)?;
                 self.run()?;
             }
             Decision::StartInstance(process) => {
@@ -197,7 +197,7 @@ impl<'a, 't> Engine<'a, 't> {
                 rec.element = Some(def.at(start).id.clone());
                 rec.settled_at = Some(self.now);
                 self.t.put_message(&rec)?;
-                self.t.bump("messages_correlated", 1)?;
+                self.t.bump(Counter::MessagesCorrelated, 1)?;
                 self.run()?;
             }
             Decision::Wait => {
@@ -209,7 +209,7 @@ impl<'a, 't> Engine<'a, 't> {
                     .insert((rec.name.as_str(), rec.key.as_str(), rec.seq), ())?;
                 self.t.expiry.insert((expires, rec.seq), ())?;
                 self.t.put_message(&rec)?;
-                self.t.bump("messages_buffered", 1)?;
+                self.t.bump(Counter::MessagesBuffered, 1)?;
             }
             Decision::Park(reason, candidates) => {
                 rec.state = MessageState::Parked;
@@ -218,8 +218,7 @@ impl<'a, 't> Engine<'a, 't> {
                 rec.settled_at = Some(self.now);
                 self.t.parked.insert(rec.seq, ())?;
                 self.t.put_message(&rec)?;
-                self.t
-                    .bump(&format!("messages_parked_{}", reason.as_str()), 1)?;
+                self.t.bump(Counter::MessagesParked(reason), 1)?;
             }
         }
         Ok(delivery_of(&rec))
@@ -228,7 +227,7 @@ impl<'a, 't> Engine<'a, 't> {
     /// Parks a payload that could not be decoded, with its raw bytes.
     pub fn park_malformed(&mut self, m: &Malformed) -> R<Delivery> {
         if let Some(seq) = self.dedup_hit(&m.name, &m.message_id)? {
-            self.t.bump("messages_duplicate", 1)?;
+            self.t.bump(Counter::MessagesDuplicate, 1)?;
             let _ = seq;
             return Ok(Delivery {
                 outcome: Outcome::Duplicate,
@@ -265,7 +264,7 @@ impl<'a, 't> Engine<'a, 't> {
         };
         self.t.parked.insert(seq, ())?;
         self.t.put_message(&rec)?;
-        self.t.bump("messages_parked_malformed", 1)?;
+        self.t.bump(Counter::MessagesParked(Reason::Malformed), 1)?;
         Ok(delivery_of(&rec))
     }
 
@@ -294,7 +293,7 @@ impl<'a, 't> Engine<'a, 't> {
             msg.settled_at = Some(self.now);
             self.t.parked.insert(seq, ())?;
             self.t.put_message(&msg)?;
-            self.t.bump("messages_parked_expired", 1)?;
+            self.t.bump(Counter::MessagesParked(Reason::Expired), 1)?;
         }
         Ok(due.len())
     }
@@ -350,7 +349,7 @@ impl<'a, 't> Engine<'a, 't> {
             ttl: None,
             attributes: Vec::new(),
         };
-        self.t.bump("messages_requeued", 1)?;
+        self.t.bump(Counter::MessagesRequeued, 1)?;
         self.accept(&publish, Some(rec), false)
     }
 
@@ -371,7 +370,7 @@ impl<'a, 't> Engine<'a, 't> {
         });
         rec.settled_at = Some(self.now);
         self.t.put_message(&rec)?;
-        self.t.bump("messages_discarded", 1)?;
+        self.t.bump(Counter::MessagesDiscarded, 1)?;
         Ok(())
     }
 
@@ -387,9 +386,9 @@ impl<'a, 't> Engine<'a, 't> {
         for v in self.t.signal_subs.get(name)? {
             subs.push(v?.value());
         }
-        self.t.bump("signals_thrown", 1)?;
+        self.t.bump(Counter::SignalsThrown, 1)?;
         if subs.is_empty() {
-            self.t.bump("signals_unreached", 1)?;
+            self.t.bump(Counter::SignalsUnreached, 1)?;
             tracing::info!(signal = name, "signal reached no subscription");
         }
         for &(inst, token) in &subs {

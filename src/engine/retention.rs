@@ -85,10 +85,12 @@ impl<'a, 't> Engine<'a, 't> {
             .meta
             .insert("retention_cursor_instances", next_inst)?;
         if !old_instances.is_empty() || !old_messages.is_empty() {
+            self.t.bump(
+                Counter::RetentionInstancesRemoved,
+                old_instances.len() as u64,
+            )?;
             self.t
-                .bump("retention_instances_removed", old_instances.len() as u64)?;
-            self.t
-                .bump("retention_messages_removed", old_messages.len() as u64)?;
+                .bump(Counter::RetentionMessagesRemoved, old_messages.len() as u64)?;
         }
         Ok((
             old_instances.len(),

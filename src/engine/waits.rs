@@ -37,7 +37,7 @@ impl<'a, 't> Engine<'a, 't> {
         msg.element = Some(element);
         msg.settled_at = Some(self.now);
         self.t.put_message(&msg)?;
-        self.t.bump("messages_correlated_from_buffer", 1)?;
+        self.t.bump(Counter::MessagesCorrelatedFromBuffer, 1)?;
         Ok(())
     }
 

@@ -153,10 +153,12 @@ impl Postfach {
         let path = path.as_ref().to_path_buf();
         options.config.check()?;
         // a damaged log refuses before redb's own recovery writes to the file
-        Wal::refuse_damaged(&Wal::path_for(&path))?;
+        let log_path = Wal::path_for(&path);
+        let scan = Wal::scan(&log_path)?;
+        scan.refuse_damaged(&log_path)?;
         let db = Arc::new(store::open_db(&path)?);
         let defs = Arc::new(DefCache::default());
-        let (log, records) = Wal::open(&Wal::path_for(&path))?;
+        let (log, records) = Wal::open_scanned(&log_path, Some(scan))?;
         let mut wal = Writer::recover(db.clone(), defs.clone(), &options, Some(log), records)?;
         // this process holds the file lock now, so no earlier lease holder runs
         let released = match wal

@@ -227,23 +227,35 @@ impl Wal {
         }
     }
 
-    /// Fails with [`StoreError::LogDamaged`] when the log is damaged; reads only.
-    pub fn refuse_damaged(path: &Path) -> Result<(), StoreError> {
-        Wal::scan(path)?.refuse_damaged(path)
-    }
-
     /// Opens (or creates) the log and returns its intact records. A torn tail is
     /// cut; damage refuses to open and leaves the file as it is.
+    #[cfg(test)]
     pub fn open(path: &Path) -> Result<(Wal, Vec<Record>), StoreError> {
+        Wal::open_scanned(path, None)
+    }
+
+    /// [`Wal::open`] reusing a scan read before the database was locked, as
+    /// long as the file still has the length it had then (the log is read once
+    /// at open, not twice).
+    pub fn open_scanned(
+        path: &Path,
+        earlier: Option<Scan>,
+    ) -> Result<(Wal, Vec<Record>), StoreError> {
         let mut file = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
             .open(path)?;
-        let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes)?;
-        let scan = Scan::read(&bytes);
+        let len = file.metadata()?.len();
+        let scan = match earlier {
+            Some(scan) if scan.size == len => scan,
+            _ => {
+                let mut bytes = Vec::new();
+                file.read_to_end(&mut bytes)?;
+                Scan::read(&bytes)
+            }
+        };
         scan.refuse_damaged(path)?;
         let mut pos = scan.intact_until;
         if pos < scan.size {

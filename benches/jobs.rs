@@ -109,7 +109,7 @@ fn external_worker(c: &mut Criterion) {
                         for j in jobs {
                             let pf = pf.clone();
                             set.spawn(async move {
-                                pf.complete_job(j.job, Some(j.lease_token), Vars::new())
+                                pf.complete_job(j.task.job, Some(j.lease_token), Vars::new())
                                     .await
                                     .unwrap()
                             });

@@ -1003,7 +1003,11 @@ async fn execute(pf: &Postfach, command: Command, sources: Sources<'_>) -> Resul
                     .map(|j| {
                         format!(
                             "job {} (instance {}, {}) lease token {} key {}",
-                            j.job, j.instance, j.element, j.lease_token, j.idempotency_key
+                            j.task.job,
+                            j.task.instance,
+                            j.task.element,
+                            j.lease_token,
+                            j.task.idempotency_key
                         )
                     })
                     .collect::<Vec<_>>()

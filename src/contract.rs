@@ -29,8 +29,9 @@ pub fn delivery_json(d: &Delivery) -> Value {
 
 /// A job handed to an external worker, as JSON.
 pub fn locked_job_json(j: &crate::LockedJob) -> Value {
-    json!({"job": j.job.to_string(), "instance": j.instance.to_string(), "element": j.element, "topic": j.topic,
-        "lease_token": j.lease_token, "idempotency_key": j.idempotency_key, "attempt": j.attempt, "variables": j.variables})
+    let t = &j.task;
+    json!({"job": t.job.to_string(), "instance": t.instance.to_string(), "element": t.element, "topic": t.topic,
+        "lease_token": j.lease_token, "idempotency_key": t.idempotency_key, "attempt": t.attempt, "variables": t.variables})
 }
 
 /// What a repair did, as JSON.

@@ -15,18 +15,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
-/// What a handler is given.
-#[derive(Debug, Clone)]
-pub struct JobContext {
-    pub job: u64,
-    pub instance: u64,
-    pub element: String,
-    pub topic: String,
-    pub variables: Vars,
-    /// `instance:element:activation` — the same for every attempt of this job.
-    pub idempotency_key: String,
-    pub attempt: u32,
-}
+pub use crate::engine::JobContext;
 
 /// Why a handler did not complete its job.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -286,34 +275,20 @@ async fn run_handler(
     handler: Arc<dyn Handler>,
     job: crate::LockedJob,
 ) -> Result<bool, Error> {
-    let ctx = JobContext {
-        job: job.job,
-        instance: job.instance,
-        element: job.element.clone(),
-        topic: job.topic.clone(),
-        variables: job.variables.clone(),
-        idempotency_key: job.idempotency_key.clone(),
-        attempt: job.attempt,
-    };
-    let outcome = match tokio::spawn(handler.call(ctx)).await {
+    let (id, lease) = (job.task.job, job.lease_token);
+    let outcome = match tokio::spawn(handler.call(job.task)).await {
         Ok(r) => r,
         Err(e) => Err(HandlerError::Failed(format!("handler panicked: {e}"))),
     };
     match outcome {
-        Ok(vars) => pf
-            .complete_job(job.job, Some(job.lease_token), vars)
-            .await
-            .map(|_| true),
-        Err(HandlerError::Failed(e)) => pf
-            .fail_job(job.job, Some(job.lease_token), &e)
-            .await
-            .map(|_| false),
+        Ok(vars) => pf.complete_job(id, Some(lease), vars).await.map(|_| true),
+        Err(HandlerError::Failed(e)) => pf.fail_job(id, Some(lease), &e).await.map(|_| false),
         Err(HandlerError::Bpmn {
             code,
             message,
             variables,
         }) => {
-            pf.throw_error(job.job, Some(job.lease_token), &code, &message, variables)
+            pf.throw_error(id, Some(lease), &code, &message, variables)
                 .await
         }
     }

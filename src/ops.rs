@@ -321,7 +321,13 @@ impl Reader {
         process: &str,
         version: u32,
     ) -> Result<Option<Arc<crate::model::Process>>, RErr> {
-        load_def(&self.defs, &self.table(DEFINITIONS)?, process, version)
+        let table = self.table(DEFINITIONS)?;
+        load_def(&self.defs, process, version, || {
+            Ok(match table.get((process, version))? {
+                Some(g) => Some(crate::codec::decode(g.value())?),
+                None => None,
+            })
+        })
     }
 }
 

@@ -193,12 +193,12 @@ proptest! {
                 assert_eq!(l.len(), 1, "the invoice job is due and was locked");
             }
             if let Some(job) = locked.and_then(|l| l.into_iter().next()) {
-                let r = env.pf.extend_lease(job.job, job.lease_token, by).await;
+                let r = env.pf.extend_lease(job.task.job, job.lease_token, by).await;
                 match r {
                     Err(Error::Engine(postfach::EngineError::StaleLease(_))) => {}
                     r => { refused_or_ok(limits::LEASE_EXTENSION, by, r); }
                 }
-                let r = env.pf.fail_job_with(job.job, Some(job.lease_token), "down", None, Some(delay)).await;
+                let r = env.pf.fail_job_with(job.task.job, Some(job.lease_token), "down", None, Some(delay)).await;
                 match r {
                     Err(Error::Engine(postfach::EngineError::StaleLease(_))) => {}
                     r => { refused_or_ok(limits::RETRY_DELAY, delay, r); }

@@ -45,25 +45,18 @@ fn library_modules_do_not_import_the_command_line() {
     }
 }
 
-/// Files that name redb today. The rule is "only the store"; this list may only
-/// shrink (the restructure moves the engine's and the views' table access into
-/// the store).
-const NAMES_REDB: &[&str] = &[
-    "store.rs",
-    "engine/mod.rs",
-    "runtime.rs",
-    "commit/mod.rs",
-    "ops.rs",
-];
+/// Files outside the store that name redb today. The rule is "only the
+/// store"; this list may only shrink. The engine is off it: it sees records
+/// and questions through `store::Tables`, never a table.
+const NAMES_REDB: &[&str] = &["runtime.rs", "commit/mod.rs", "ops.rs"];
 
 #[test]
 fn no_new_module_names_redb() {
     for (file, text) in crate_files() {
-        // engine-level tests set up an in-memory redb themselves
-        if file.ends_with("/tests.rs") {
+        if file.starts_with("store/") {
             continue;
         }
-        if text.contains("redb::") {
+        if text.contains("redb::") || text.contains("use redb") {
             assert!(
                 NAMES_REDB.contains(&file.as_str()),
                 "src/{file} names redb; storage goes through the store"

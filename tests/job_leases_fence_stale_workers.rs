@@ -44,7 +44,7 @@ async fn an_expired_lease_frees_the_job_and_the_late_worker_is_refused() {
         "the expired lease made the job available again"
     );
     assert_eq!(
-        fresh[0].idempotency_key, slow[0].idempotency_key,
+        fresh[0].task.idempotency_key, slow[0].task.idempotency_key,
         "same key for the second attempt"
     );
 
@@ -140,7 +140,7 @@ async fn the_schedule_is_kept_under_an_injected_clock_until_the_incident() {
     for attempt in 1..=4u32 {
         let l = env.lock("rechnungStellen", 1, "w", 60_000).await;
         assert_eq!(l.len(), 1, "attempt {attempt} is due");
-        assert_eq!(l[0].attempt, attempt);
+        assert_eq!(l[0].task.attempt, attempt);
         let state = env
             .pf
             .fail_job(job, Some(l[0].lease_token), &format!("down {attempt}"))
@@ -224,7 +224,7 @@ async fn flowable_retry_time_cycle_sets_attempts_and_fixed_delay() {
         let l = env.lock("call", 1, "w", 60_000).await.remove(0);
         states.push(
             env.pf
-                .fail_job(l.job, Some(l.lease_token), "no")
+                .fail_job(l.task.job, Some(l.lease_token), "no")
                 .await
                 .unwrap(),
         );

@@ -49,7 +49,7 @@ async fn incident_expired_completion_refused_repair_retry_requeue_one_invoice() 
             .await
             .remove(0);
         env.pf
-            .fail_job(j.job, Some(j.lease_token), "provider API 503")
+            .fail_job(j.task.job, Some(j.lease_token), "provider API 503")
             .await
             .unwrap();
         env.advance(Duration::from_secs(2));
@@ -95,7 +95,7 @@ async fn incident_expired_completion_refused_repair_retry_requeue_one_invoice() 
         .await
         .remove(0);
     env.pf
-        .complete_job(j.job, Some(j.lease_token), Vars::new())
+        .complete_job(j.task.job, Some(j.lease_token), Vars::new())
         .await
         .unwrap();
     assert_eq!(env.waiting_at(id), vec!["warteAufAbschluss"]);
@@ -121,10 +121,10 @@ async fn incident_expired_completion_refused_repair_retry_requeue_one_invoice() 
         .lock("rechnungStellen", 1, "rechnung", 60_000)
         .await
         .remove(0);
-    assert!(ledger.issue(&first.idempotency_key, "4711").unwrap());
+    assert!(ledger.issue(&first.task.idempotency_key, "4711").unwrap());
     env.pf
         .fail_job(
-            first.job,
+            first.task.job,
             Some(first.lease_token),
             "timeout after the invoice was written",
         )
@@ -135,13 +135,13 @@ async fn incident_expired_completion_refused_repair_retry_requeue_one_invoice() 
         .lock("rechnungStellen", 1, "rechnung", 60_000)
         .await
         .remove(0);
-    assert_eq!(again.idempotency_key, first.idempotency_key);
+    assert_eq!(again.task.idempotency_key, first.task.idempotency_key);
     assert!(
-        !ledger.issue(&again.idempotency_key, "4711").unwrap(),
+        !ledger.issue(&again.task.idempotency_key, "4711").unwrap(),
         "the retry does not invoice again"
     );
     env.pf
-        .complete_job(again.job, Some(again.lease_token), Vars::new())
+        .complete_job(again.task.job, Some(again.lease_token), Vars::new())
         .await
         .unwrap();
 

@@ -33,7 +33,7 @@ async fn old_completed_work_goes_and_everything_an_operator_needs_stays() {
     env.pf.run_continuations(10).await.unwrap();
     let j = env.lock("rechnungStellen", 1, "w", 60_000).await.remove(0);
     env.pf
-        .complete_job(j.job, Some(j.lease_token), postfach::Vars::new())
+        .complete_job(j.task.job, Some(j.lease_token), postfach::Vars::new())
         .await
         .unwrap();
     assert_eq!(env.state(done), "completed");
@@ -45,7 +45,7 @@ async fn old_completed_work_goes_and_everything_an_operator_needs_stays() {
     env.pf.run_continuations(10).await.unwrap();
     let j = env.lock("rechnungStellen", 1, "w", 60_000).await.remove(0);
     env.pf
-        .fail_job(j.job, Some(j.lease_token), "invoice system down")
+        .fail_job(j.task.job, Some(j.lease_token), "invoice system down")
         .await
         .unwrap();
     // parked (late) and discarded messages

@@ -241,7 +241,7 @@ async fn a_bpmn_error_takes_the_error_boundary_and_an_uncaught_one_is_an_inciden
     let caught = env
         .pf
         .throw_error(
-            job.job,
+            job.task.job,
             Some(job.lease_token),
             "POSITIONEN_FEHLEN",
             "3 Positionen fehlen",
@@ -273,7 +273,7 @@ async fn a_bpmn_error_takes_the_error_boundary_and_an_uncaught_one_is_an_inciden
     let caught = env
         .pf
         .throw_error(
-            job.job,
+            job.task.job,
             Some(job.lease_token),
             "UNBEKANNT",
             "?",

@@ -671,7 +671,7 @@ fn run_batch(
     let mut results = Vec::with_capacity(cmds.len());
     {
         let mut tables = Tables::open(&tx)?;
-        tables.meta.insert(WAL_BATCH, batch)?;
+        tables.set_cursor(WAL_BATCH, batch)?;
         let mut engine = Engine::new(&mut tables, defs, config, now);
         engine.expire(10_000).map_err(technical)?;
         engine.release_expired_leases().map_err(technical)?;

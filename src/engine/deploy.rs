@@ -24,12 +24,7 @@ impl<'a, 't> Engine<'a, 't> {
         let fingerprint = fingerprint(xml, overrides);
         let mut out = Vec::new();
         for p in processes {
-            let latest = self
-                .t
-                .latest
-                .get(p.id.as_str())?
-                .map(|g| g.value())
-                .unwrap_or(0);
+            let latest = self.t.latest_version(&p.id)?;
             if latest > 0
                 && let Some(prev) = self.t.definition(&p.id, latest)?
                 && prev.fingerprint == fingerprint
@@ -49,10 +44,7 @@ impl<'a, 't> Engine<'a, 't> {
                 file: file.to_string(),
                 fingerprint,
             };
-            self.t
-                .definitions
-                .insert((p.id.as_str(), version), codec::encode(&rec)?.as_slice())?;
-            self.t.latest.insert(p.id.as_str(), version)?;
+            self.t.put_definition(&rec)?;
             let mut entries: BTreeMap<&str, CatalogEntry> = BTreeMap::new();
             for (m, k) in &p.correlation_keys {
                 entries.entry(m).or_default().key_variable = Some(k.clone());
@@ -61,26 +53,8 @@ impl<'a, 't> Engine<'a, 't> {
                 entries.entry(m).or_default().starts = true;
             }
             // a new version replaces what the process means to each message name
-            let stale: Vec<String> = {
-                let mut v = Vec::new();
-                for row in self.t.catalog.iter()? {
-                    let (k, _) = row?;
-                    let (m, proc_id) = k.value();
-                    if proc_id == p.id && !entries.contains_key(m) {
-                        v.push(m.to_string());
-                    }
-                }
-                v
-            };
-            for m in stale {
-                self.t.catalog.remove((m.as_str(), p.id.as_str()))?;
-            }
+            self.t.set_catalog(&p.id, &entries)?;
             self.defs.clear_catalog();
-            for (m, e) in entries {
-                self.t
-                    .catalog
-                    .insert((m, p.id.as_str()), codec::encode(&e)?.as_slice())?;
-            }
             out.push(Deployed {
                 process: p.id.clone(),
                 version,

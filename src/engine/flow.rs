@@ -10,12 +10,10 @@ use super::*;
 impl<'a, 't> Engine<'a, 't> {
     /// Starts an instance of the latest version of `process` at its none start event.
     pub fn start(&mut self, process: &str, vars: Vars, business_key: Option<String>) -> R<u64> {
-        let version = self
-            .t
-            .latest
-            .get(process)?
-            .map(|g| g.value())
-            .ok_or_else(|| EngineError::UnknownProcess(process.to_string()))?;
+        let version = match self.t.latest_version(process)? {
+            0 => return Err(EngineError::UnknownProcess(process.to_string())),
+            v => v,
+        };
         let def = self.def(process, version)?;
         let start = def
             .none_start()
@@ -67,7 +65,7 @@ impl<'a, 't> Engine<'a, 't> {
             Dirty {
                 rec,
                 process: def,
-                indexed: Vec::new(),
+                before: Resting::default(),
             },
         );
         self.queue.push_back(Step::Arrive {
@@ -234,15 +232,17 @@ impl<'a, 't> Engine<'a, 't> {
                 self.set_token(inst, token, &el.id, Wait::Job { job });
             }
             ElementKind::ReceiveTask { message } | ElementKind::MessageCatch { message } => {
-                let var = p.correlation_keys.get(message).cloned().unwrap_or_default();
-                let Some(key) = self.inst(inst).variables.get(&var).and_then(key_string) else {
-                    let error = format!(
-                        "correlation key variable '{var}' of message '{message}' is not set: set it (e.g. at start with --var {var}=VALUE) and move the token here again"
-                    );
-                    self.incident(inst, token, &el.id, error);
-                    return Ok(());
+                let key = match p.correlation_key(message, &self.inst(inst).variables) {
+                    Ok(key) => key,
+                    Err(var) => {
+                        let error = format!(
+                            "correlation key variable '{var}' of message '{message}' is not set: set the variable and move the token here again"
+                        );
+                        self.incident(inst, token, &el.id, error);
+                        return Ok(());
+                    }
                 };
-                if let Some(seq) = self.oldest_buffered(message, &key)? {
+                if let Some(seq) = self.t.oldest_buffered(message, &key)? {
                     self.set_token(
                         inst,
                         token,
@@ -254,9 +254,7 @@ impl<'a, 't> Engine<'a, 't> {
                     );
                     self.consume_buffered(seq, inst, token)?;
                 } else {
-                    self.t
-                        .subscriptions
-                        .insert((message.as_str(), key.as_str()), (inst, token))?;
+                    self.t.subscribe(message, &key, inst, token)?;
                     self.set_token(
                         inst,
                         token,
@@ -270,7 +268,7 @@ impl<'a, 't> Engine<'a, 't> {
                 }
             }
             ElementKind::SignalCatch { signal } => {
-                self.t.signal_subs.insert(signal.as_str(), (inst, token))?;
+                self.t.subscribe_signal(signal, inst, token)?;
                 self.set_token(
                     inst,
                     token,
@@ -429,10 +427,8 @@ impl<'a, 't> Engine<'a, 't> {
             at: now,
         });
         let vars = rec.variables.clone();
-        for (m, var) in &p.correlation_keys {
-            if let Some(k) = vars.get(var).and_then(key_string) {
-                self.t.passed.insert((m.as_str(), k.as_str()), inst)?;
-            }
+        for (m, k) in p.correlation_pairs(&vars) {
+            self.t.set_passed(m, &k, inst, true)?;
         }
         Ok(())
     }
@@ -448,8 +444,7 @@ impl<'a, 't> Engine<'a, 't> {
                 continue;
             };
             for m in p.messages_reachable_from(idx) {
-                let var = p.correlation_keys.get(m).map(String::as_str).unwrap_or("");
-                if let Some(k) = rec.variables.get(var).and_then(key_string) {
+                if let Ok(k) = p.correlation_key(m, &rec.variables) {
                     let e = (m.clone(), k);
                     if !desired.contains(&e) {
                         desired.push(e);
@@ -457,13 +452,7 @@ impl<'a, 't> Engine<'a, 't> {
                 }
             }
         }
-        let old = std::mem::replace(&mut rec.expects, desired.clone());
-        for (m, k) in old.iter().filter(|e| !desired.contains(e)) {
-            self.t.expect.remove((m.as_str(), k.as_str()), inst)?;
-        }
-        for (m, k) in desired.iter().filter(|e| !old.contains(e)) {
-            self.t.expect.insert((m.as_str(), k.as_str()), inst)?;
-        }
+        rec.expects = desired;
         Ok(())
     }
 

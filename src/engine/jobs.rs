@@ -47,53 +47,17 @@ impl<'a, 't> Engine<'a, 't> {
             history: Vec::new(),
         };
         self.t.put_job(&job)?;
-        self.index_ready(&job)?;
         self.jobs_created.push(id);
         self.history(inst, element, "job_created");
         Ok(id)
     }
 
-    pub(super) fn index_ready(&mut self, job: &JobRecord) -> R<()> {
-        match &job.kind {
-            JobKind::Continue | JobKind::Timer { .. } => {
-                self.t.cont_due.insert((job.due_at, job.id), ())?
-            }
-            JobKind::Task { topic } => self
-                .t
-                .topic_due
-                .insert((topic.as_str(), job.due_at, job.id), ())?,
-        };
-        Ok(())
-    }
-
-    pub(super) fn unindex_ready(&mut self, job: &JobRecord) -> R<()> {
-        match &job.kind {
-            JobKind::Continue | JobKind::Timer { .. } => {
-                self.t.cont_due.remove((job.due_at, job.id))?
-            }
-            JobKind::Task { topic } => {
-                self.t
-                    .topic_due
-                    .remove((topic.as_str(), job.due_at, job.id))?
-            }
-        };
-        Ok(())
-    }
-
     /// Runs up to `limit` due async continuations; returns how many ran.
     pub fn run_continuations(&mut self, limit: usize) -> R<usize> {
-        let mut due = Vec::new();
-        for row in self.t.cont_due.range((0u64, 0u64)..=(self.now, u64::MAX))? {
-            let (k, _) = row?;
-            due.push(k.value().1);
-            if due.len() >= limit {
-                break;
-            }
-        }
+        let due = self.t.due_continuations(self.now, limit)?;
         for &id in &due {
             let Some(job) = self.t.job(id)? else { continue };
-            self.unindex_ready(&job)?;
-            self.t.jobs.remove(id)?;
+            self.t.remove_job(&job)?;
             if let JobKind::Timer { .. } = job.kind {
                 self.fire_timer(job)?;
                 continue;
@@ -123,23 +87,12 @@ impl<'a, 't> Engine<'a, 't> {
         lease: Millis,
         in_process: bool,
     ) -> R<Vec<LockedJob>> {
-        let mut ids = Vec::new();
-        for row in self
-            .t
-            .topic_due
-            .range((topic, 0u64, 0u64)..=(topic, self.now, u64::MAX))?
-        {
-            ids.push(row?.0.value().2);
-            if ids.len() >= max {
-                break;
-            }
-        }
+        let ids = self.t.due_tasks(topic, self.now, max)?;
         let mut out = Vec::new();
         for id in ids {
             let Some(mut job) = self.t.job(id)? else {
                 continue;
             };
-            self.unindex_ready(&job)?;
             let token = self.t.next_seq("lease")?;
             job.state = JobState::Locked;
             job.lease = Some(Lease {
@@ -148,9 +101,6 @@ impl<'a, 't> Engine<'a, 't> {
                 until: self.now.saturating_add(lease),
                 in_process,
             });
-            self.t
-                .leases
-                .insert((self.now.saturating_add(lease), id), ())?;
             self.t.put_job(&job)?;
             let variables = self
                 .t
@@ -158,14 +108,16 @@ impl<'a, 't> Engine<'a, 't> {
                 .map(|i| i.variables)
                 .unwrap_or_default();
             out.push(LockedJob {
-                job: id,
-                instance: job.instance,
-                element: job.element.clone(),
-                topic: topic.to_string(),
-                variables,
-                idempotency_key: job.idempotency_key.clone(),
+                task: JobContext {
+                    job: id,
+                    instance: job.instance,
+                    element: job.element.clone(),
+                    topic: topic.to_string(),
+                    variables,
+                    idempotency_key: job.idempotency_key.clone(),
+                    attempt: job.attempts + 1,
+                },
                 lease_token: token,
-                attempt: job.attempts + 1,
             });
         }
         Ok(out)
@@ -200,7 +152,7 @@ impl<'a, 't> Engine<'a, 't> {
             });
         }
         self.load(job.instance)?;
-        self.drop_job(&job)?;
+        self.t.remove_job(&job)?;
         self.merge_vars(job.instance, vars)?;
         let p = self.proc_of(job.instance);
         let idx = p
@@ -217,17 +169,6 @@ impl<'a, 't> Engine<'a, 't> {
             element: idx,
         });
         self.run()
-    }
-
-    pub(super) fn drop_job(&mut self, job: &JobRecord) -> R<()> {
-        if job.state == JobState::Ready {
-            self.unindex_ready(job)?;
-        }
-        if let Some(l) = &job.lease {
-            self.t.leases.remove((l.until, job.id))?;
-        }
-        self.t.jobs.remove(job.id)?;
-        Ok(())
     }
 
     /// Records a failed attempt. The job retries after a delay (the element's fixed
@@ -251,19 +192,8 @@ impl<'a, 't> Engine<'a, 't> {
             .proc_of(job.instance)
             .element(&job.element)
             .and_then(|e| e.retry);
-        if job.state == JobState::Ready {
-            self.unindex_ready(&job)?;
-        }
-        if let Some(l) = job.lease.take() {
-            self.t.leases.remove((l.until, id))?;
-        }
-        job.attempts += 1;
+        job.attempt_failed(self.now, error.to_string());
         self.t.bump(Counter::JobAttemptsFailed, 1)?;
-        job.last_error = Some(error.to_string());
-        job.history.push(Attempt {
-            at: self.now,
-            error: error.to_string(),
-        });
         if let Some(left) = retries_left {
             job.max_attempts = Some(job.attempts.saturating_add(left));
         }
@@ -281,7 +211,6 @@ impl<'a, 't> Engine<'a, 't> {
                 .or(policy.and_then(|p| p.delay))
                 .unwrap_or_else(|| backoff(self.cfg, id, job.attempts));
             job.due_at = self.now.saturating_add(delay);
-            self.index_ready(&job)?;
         }
         self.t.put_job(&job)?;
         self.flush()?;
@@ -298,10 +227,8 @@ impl<'a, 't> Engine<'a, 't> {
         else {
             return Err(EngineError::StaleLease(id));
         };
-        self.t.leases.remove((lease.until, id))?;
         lease.until = self.now.saturating_add(by);
         let until = lease.until;
-        self.t.leases.insert((until, id), ())?;
         self.t.put_job(&job)?;
         Ok(until)
     }
@@ -318,7 +245,6 @@ impl<'a, 't> Engine<'a, 't> {
         job.state = JobState::Ready;
         job.attempts = 0;
         job.due_at = self.now;
-        self.index_ready(&job)?;
         self.t.put_job(&job)?;
         self.load(job.instance)?;
         self.history(job.instance, &job.element, "incident_retried");
@@ -341,36 +267,30 @@ impl<'a, 't> Engine<'a, 't> {
     }
 
     pub(super) fn release_leases(&mut self, until: Millis, only_in_process: bool) -> R<usize> {
-        let mut expired = Vec::new();
-        for row in self.t.leases.range((0u64, 0u64)..=(until, u64::MAX))? {
-            expired.push(row?.0.value());
-        }
         let mut released = 0;
-        for &(lease_end, id) in &expired {
-            let job = self.t.job(id)?;
-            if only_in_process
-                && !job
-                    .as_ref()
-                    .is_some_and(|j| j.lease.as_ref().is_some_and(|l| l.in_process))
-            {
+        for (lease_end, id) in self.t.leases_until(until)? {
+            let mut job = match self.t.job(id)? {
+                Some(j) if j.lease.as_ref().is_some_and(|l| l.until == lease_end) => j,
+                _ => {
+                    self.t.drop_orphan_lease(lease_end, id)?;
+                    continue;
+                }
+            };
+            if only_in_process && !job.lease.as_ref().is_some_and(|l| l.in_process) {
                 continue;
             }
             released += 1;
-            self.t.leases.remove((lease_end, id))?;
-            if let Some(mut job) = job {
-                job.lease = None;
-                job.state = JobState::Ready;
-                job.due_at = self.now;
-                self.index_ready(&job)?;
-                self.t.put_job(&job)?;
-            }
+            job.lease = None;
+            job.state = JobState::Ready;
+            job.due_at = self.now;
+            self.t.put_job(&job)?;
         }
         Ok(released)
     }
 
     pub(super) fn delete_job(&mut self, id: u64) -> R<()> {
         if let Some(job) = self.t.job(id)? {
-            self.drop_job(&job)?;
+            self.t.remove_job(&job)?;
         }
         Ok(())
     }
@@ -416,7 +336,6 @@ impl<'a, 't> Engine<'a, 't> {
                         repetitions_left: left.map(|n| n.saturating_sub(1)),
                     };
                     self.t.put_job(&next)?;
-                    self.index_ready(&next)?;
                 } else if let Some(t) = self
                     .inst(inst)
                     .tokens
@@ -518,23 +437,12 @@ impl<'a, 't> Engine<'a, 't> {
                 Ok(true)
             }
             None => {
-                if job.state == JobState::Ready {
-                    self.unindex_ready(&job)?;
-                }
-                if let Some(l) = job.lease.take() {
-                    self.t.leases.remove((l.until, id))?;
-                }
                 let error = format!(
                     "BPMN error '{code}' ({message}) is not caught: '{}' has no error boundary event for it",
                     job.element
                 );
-                job.attempts += 1;
+                job.attempt_failed(self.now, error);
                 job.state = JobState::Incident;
-                job.last_error = Some(error.clone());
-                job.history.push(Attempt {
-                    at: self.now,
-                    error,
-                });
                 self.history(inst, &job.element, "incident");
                 self.t.put_job(&job)?;
                 self.flush()?;

@@ -8,11 +8,10 @@ use super::*;
 
 impl<'a, 't> Engine<'a, 't> {
     pub(super) fn dedup_hit(&self, name: &str, id: &str) -> R<Option<u64>> {
-        if let Some(g) = self.t.dedup.get((id, name))? {
-            let (seq, at) = g.value();
-            if self.now.saturating_sub(at) < self.cfg.dedup_window {
-                return Ok(Some(seq));
-            }
+        if let Some((seq, at)) = self.t.dedup(id, name)?
+            && self.now.saturating_sub(at) < self.cfg.dedup_window
+        {
+            return Ok(Some(seq));
         }
         Ok(None)
     }
@@ -21,16 +20,7 @@ impl<'a, 't> Engine<'a, 't> {
         if let Some(rows) = self.defs.catalog(name) {
             return Ok(rows);
         }
-        let mut out = Vec::new();
-        for row in self.t.catalog.range((name, "")..)? {
-            let (k, v) = row?;
-            let (m, p) = k.value();
-            if m != name {
-                break;
-            }
-            out.push((p.to_string(), codec::decode::<CatalogEntry>(v.value())?));
-        }
-        let rows = Arc::new(out);
+        let rows = Arc::new(self.t.catalog_of(name)?);
         self.defs.put_catalog(name, rows.clone());
         Ok(rows)
     }
@@ -55,10 +45,10 @@ impl<'a, 't> Engine<'a, 't> {
         if let Some((process, _)) = catalog.iter().find(|(_, e)| e.starts) {
             return Ok(Decision::StartInstance(process.clone()));
         }
-        if !Tables::multimap_u64(&self.t.expect, name, key)?.is_empty() {
+        if !self.t.expecting(name, key)?.is_empty() {
             return Ok(Decision::Wait);
         }
-        let passed = Tables::multimap_u64(&self.t.passed, name, key)?;
+        let passed = self.t.passed(name, key)?;
         if !passed.is_empty() {
             return Ok(Decision::Park(Reason::Late, passed));
         }
@@ -129,9 +119,6 @@ impl<'a, 't> Engine<'a, 't> {
                     .message_id
                     .clone()
                     .unwrap_or_else(|| format!("pf-{seq}"));
-                self.t
-                    .dedup
-                    .insert((message_id.as_str(), msg.name.as_str()), (seq, self.now))?;
                 MessageRecord {
                     seq,
                     message_id,
@@ -174,12 +161,7 @@ impl<'a, 't> Engine<'a, 't> {
                 self.run()?;
             }
             Decision::StartInstance(process) => {
-                let version = self
-                    .t
-                    .latest
-                    .get(process.as_str())?
-                    .map(|g| g.value())
-                    .unwrap_or(1);
+                let version = self.t.latest_version(&process)?.max(1);
                 let def = self.def(&process, version)?;
                 let start = def
                     .message_start(&rec.name)
@@ -204,10 +186,6 @@ impl<'a, 't> Engine<'a, 't> {
                 let expires = self.now.saturating_add(ttl);
                 rec.state = MessageState::Buffered;
                 rec.expires_at = Some(expires);
-                self.t
-                    .buffer
-                    .insert((rec.name.as_str(), rec.key.as_str(), rec.seq), ())?;
-                self.t.expiry.insert((expires, rec.seq), ())?;
                 self.t.put_message(&rec)?;
                 self.t.bump(Counter::MessagesBuffered, 1)?;
             }
@@ -216,7 +194,6 @@ impl<'a, 't> Engine<'a, 't> {
                 rec.reason = Some(reason);
                 rec.candidates = candidates;
                 rec.settled_at = Some(self.now);
-                self.t.parked.insert(rec.seq, ())?;
                 self.t.put_message(&rec)?;
                 self.t.bump(Counter::MessagesParked(reason), 1)?;
             }
@@ -240,9 +217,6 @@ impl<'a, 't> Engine<'a, 't> {
             });
         }
         let seq = self.t.next_seq("message")?;
-        self.t
-            .dedup
-            .insert((m.message_id.as_str(), m.name.as_str()), (seq, self.now))?;
         let rec = MessageRecord {
             seq,
             message_id: m.message_id.clone(),
@@ -262,7 +236,6 @@ impl<'a, 't> Engine<'a, 't> {
             note: Some(m.error.clone()),
             requeues: 0,
         };
-        self.t.parked.insert(seq, ())?;
         self.t.put_message(&rec)?;
         self.t.bump(Counter::MessagesParked(Reason::Malformed), 1)?;
         Ok(delivery_of(&rec))
@@ -270,28 +243,18 @@ impl<'a, 't> Engine<'a, 't> {
 
     /// Parks every buffered message whose TTL ran out; returns how many.
     pub fn expire(&mut self, limit: usize) -> R<usize> {
-        let mut due = Vec::new();
-        for row in self.t.expiry.range((0u64, 0u64)..=(self.now, u64::MAX))? {
-            due.push(row?.0.value());
-            if due.len() >= limit {
-                break;
-            }
-        }
+        let due = self.t.expired(self.now, limit)?;
         for &(at, seq) in &due {
-            self.t.expiry.remove((at, seq))?;
-            let Some(mut msg) = self.t.message(seq)? else {
-                continue;
+            let mut msg = match self.t.message(seq)? {
+                Some(m) if m.state == MessageState::Buffered && m.expires_at == Some(at) => m,
+                _ => {
+                    self.t.drop_orphan_expiry(at, seq)?;
+                    continue;
+                }
             };
-            if msg.state != MessageState::Buffered {
-                continue;
-            }
-            self.t
-                .buffer
-                .remove((msg.name.as_str(), msg.key.as_str(), seq))?;
             msg.state = MessageState::Parked;
             msg.reason = Some(Reason::Expired);
             msg.settled_at = Some(self.now);
-            self.t.parked.insert(seq, ())?;
             self.t.put_message(&msg)?;
             self.t.bump(Counter::MessagesParked(Reason::Expired), 1)?;
         }
@@ -304,7 +267,7 @@ impl<'a, 't> Engine<'a, 't> {
             None => (None, id),
         };
         let mut found = Vec::new();
-        for seq in seqs_by_id(&self.t.dedup, bare)? {
+        for seq in self.t.seqs_by_id(bare)? {
             if let Some(m) = self.t.message(seq)?
                 && name.is_none_or(|n| n == m.name)
             {
@@ -340,7 +303,6 @@ impl<'a, 't> Engine<'a, 't> {
                 state: "malformed (its payload cannot be decoded; discard it)",
             });
         }
-        self.t.parked.remove(rec.seq)?;
         let publish = Publish {
             name: rec.name.clone(),
             key: rec.key.clone(),
@@ -362,7 +324,6 @@ impl<'a, 't> Engine<'a, 't> {
                 state: rec.state.as_str(),
             });
         }
-        self.t.parked.remove(rec.seq)?;
         rec.state = MessageState::Discarded;
         rec.note = Some(match rec.note.take() {
             Some(old) => format!("{old}; discarded by {by}: {why}"),
@@ -382,10 +343,7 @@ impl<'a, 't> Engine<'a, 't> {
     }
 
     pub(super) fn broadcast(&mut self, name: &str, vars: &Vars) -> R<usize> {
-        let mut subs = Vec::new();
-        for v in self.t.signal_subs.get(name)? {
-            subs.push(v?.value());
-        }
+        let subs = self.t.signal_subscribers(name)?;
         self.t.bump(Counter::SignalsThrown, 1)?;
         if subs.is_empty() {
             self.t.bump(Counter::SignalsUnreached, 1)?;

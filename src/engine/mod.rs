@@ -17,7 +17,6 @@ use crate::clock::Millis;
 use crate::codec;
 use crate::model::{self, ElementKind, Process, TimerDef, Trigger};
 use crate::store::*;
-use redb::{ReadableMultimapTable, ReadableTable};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
@@ -233,17 +232,32 @@ pub struct Deployed {
     pub new_version: bool,
 }
 
-/// A task job handed to a handler or worker under a lease.
+/// What a handler or worker is given to do a task job.
+#[derive(Debug, Clone)]
+pub struct JobContext {
+    /// The job's id.
+    pub job: u64,
+    /// The instance the job belongs to.
+    pub instance: u64,
+    /// The element (service task, send task …) the job runs for.
+    pub element: String,
+    /// The topic workers fetch it by.
+    pub topic: String,
+    /// The instance's variables when the job was locked.
+    pub variables: Vars,
+    /// `instance:element:activation` — the same for every attempt of this job.
+    pub idempotency_key: String,
+    /// Which attempt this is (1 for the first).
+    pub attempt: u32,
+}
+
+/// A task job locked for a handler or worker: the work and the lease it is held under.
 #[derive(Debug, Clone)]
 pub struct LockedJob {
-    pub job: u64,
-    pub instance: u64,
-    pub element: String,
-    pub topic: String,
-    pub variables: Vars,
-    pub idempotency_key: String,
+    /// The work.
+    pub task: JobContext,
+    /// The fencing token of the lease: only a result that carries it is accepted.
     pub lease_token: u64,
-    pub attempt: u32,
 }
 
 /// Result of a token repair.
@@ -301,33 +315,24 @@ impl DefCache {
     }
 }
 
-/// Loads a definition through the cache from any table implementing reads.
+/// Loads a definition through the cache; `fetch` reads it from whichever
+/// transaction the caller holds.
 pub(crate) fn load_def(
     cache: &DefCache,
-    table: &impl ReadableTable<(&'static str, u32), &'static [u8]>,
     process: &str,
     version: u32,
+    fetch: impl FnOnce() -> Result<Option<DefinitionRecord>, StoreError>,
 ) -> Result<Option<Arc<Process>>, StoreError> {
     if let Some(p) = cache.get(process, version) {
         return Ok(Some(p));
     }
-    let Some(g) = table.get((process, version))? else {
+    let Some(mut rec) = fetch()? else {
         return Ok(None);
     };
-    let mut rec: DefinitionRecord = codec::decode(g.value())?;
     rec.process.build_index();
     let p = Arc::new(rec.process);
     cache.put(process, version, p.clone());
     Ok(Some(p))
-}
-
-/// The string form of a correlation key value.
-pub fn key_string(v: &serde_json::Value) -> Option<String> {
-    match v {
-        serde_json::Value::String(s) => Some(s.clone()),
-        serde_json::Value::Null => None,
-        other => Some(other.to_string()),
-    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -353,8 +358,9 @@ enum Step {
 struct Dirty {
     rec: InstanceRecord,
     process: Arc<Process>,
-    /// Resting places indexed in `tokens_at` when the instance was loaded.
-    indexed: Vec<(String, Millis, u64)>,
+    /// Where its tokens rested when the instance was loaded: the store moves
+    /// the index rows from there when it is written.
+    before: Resting,
 }
 
 /// One engine command application over a transaction's tables.
@@ -369,12 +375,6 @@ pub struct Engine<'a, 't> {
 }
 
 type R<T> = Result<T, EngineError>;
-
-impl From<redb::StorageError> for EngineError {
-    fn from(e: redb::StorageError) -> Self {
-        EngineError::Store(e.into())
-    }
-}
 
 impl From<codec::CodecError> for EngineError {
     fn from(e: codec::CodecError) -> Self {
@@ -401,8 +401,10 @@ impl<'a, 't> Engine<'a, 't> {
     }
 
     fn def(&self, process: &str, version: u32) -> R<Arc<Process>> {
-        load_def(self.defs, &self.t.definitions, process, version)?
-            .ok_or_else(|| EngineError::UnknownProcess(format!("{process} (version {version})")))
+        load_def(self.defs, process, version, || {
+            self.t.definition(process, version)
+        })?
+        .ok_or_else(|| EngineError::UnknownProcess(format!("{process} (version {version})")))
     }
 
     fn load(&mut self, id: u64) -> R<()> {
@@ -414,17 +416,13 @@ impl<'a, 't> Engine<'a, 't> {
             .instance(id)?
             .ok_or(EngineError::UnknownInstance(id))?;
         let process = self.def(&rec.process, rec.version)?;
-        let indexed = rec
-            .tokens
-            .iter()
-            .map(|t| (t.element.clone(), t.since, t.id))
-            .collect();
+        let before = Resting::of(&rec);
         self.dirty.insert(
             id,
             Dirty {
                 rec,
                 process,
-                indexed,
+                before,
             },
         );
         Ok(())
@@ -499,31 +497,14 @@ impl<'a, 't> Engine<'a, 't> {
         Ok(())
     }
 
-    /// Writes every touched instance and keeps `tokens_at` in step with its tokens.
+    /// Writes every touched instance; the store moves its index rows.
     fn flush(&mut self) -> R<()> {
         let ids: Vec<u64> = self.dirty.keys().copied().collect();
         for id in ids {
             self.refresh_expect(id)?;
         }
-        let dirty = std::mem::take(&mut self.dirty);
-        for (_, d) in dirty {
-            let now_resting: Vec<(String, Millis, u64)> = d
-                .rec
-                .tokens
-                .iter()
-                .map(|t| (t.element.clone(), t.since, t.id))
-                .collect();
-            for (e, since, tok) in d.indexed.iter().filter(|x| !now_resting.contains(x)) {
-                self.t
-                    .tokens_at
-                    .remove((e.as_str(), *since, d.rec.id, *tok))?;
-            }
-            for (e, since, tok) in now_resting.iter().filter(|x| !d.indexed.contains(x)) {
-                self.t
-                    .tokens_at
-                    .insert((e.as_str(), *since, d.rec.id, *tok), ())?;
-            }
-            self.t.put_instance(&d.rec)?;
+        for (_, d) in std::mem::take(&mut self.dirty) {
+            self.t.put_instance(&d.rec, &d.before)?;
         }
         Ok(())
     }

@@ -98,11 +98,10 @@ impl<'a, 't> Engine<'a, 't> {
     pub(super) fn repair_guard(&mut self, inst: u64, target: usize, moving: Option<u64>) -> R<()> {
         let p = self.proc_of(inst);
         for m in p.messages_reachable_from(target).to_vec() {
-            let var = p.correlation_keys.get(&m).cloned().unwrap_or_default();
-            let Some(key) = self.inst(inst).variables.get(&var).and_then(key_string) else {
+            let Ok(key) = p.correlation_key(&m, &self.inst(inst).variables) else {
                 continue;
             };
-            for other in Tables::multimap_u64(&self.t.expect, &m, &key)? {
+            for other in self.t.expecting(&m, &key)? {
                 let rec = if other == inst {
                     Some(self.inst(inst).clone())
                 } else {

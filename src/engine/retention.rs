@@ -19,22 +19,12 @@ impl<'a, 't> Engine<'a, 't> {
         let cutoff = self.now.saturating_sub(keep);
         let limit = limit.max(1);
 
-        let from = self
-            .t
-            .meta
-            .get("retention_cursor_messages")?
-            .map(|g| g.value())
-            .unwrap_or(0);
+        let from = self.t.cursor("retention_cursor_messages")?;
+        let (scanned, mut next_msg) = self.t.messages_from(from, limit)?;
         let mut old_messages = Vec::new();
-        let mut next_msg = 0; // 0: this pass is done
-        for (n, row) in self.t.messages.range(from..)?.enumerate() {
-            let (k, v) = row?;
-            if n == limit {
-                next_msg = k.value();
-                break;
-            }
-            let m: MessageRecord = codec::decode(v.value())?;
+        for m in scanned {
             if m.accepted_at >= cutoff {
+                next_msg = None; // younger from here on: this pass is done
                 break;
             }
             let settled = matches!(m.state, MessageState::Correlated | MessageState::Discarded);
@@ -43,29 +33,17 @@ impl<'a, 't> Engine<'a, 't> {
             }
         }
         for m in &old_messages {
-            self.t.messages.remove(m.seq)?;
-            self.t
-                .dedup
-                .remove((m.message_id.as_str(), m.name.as_str()))?;
+            self.t.remove_message(m)?;
         }
-        self.t.meta.insert("retention_cursor_messages", next_msg)?;
+        let next_msg = next_msg.unwrap_or(0); // 0: this pass is done
+        self.t.set_cursor("retention_cursor_messages", next_msg)?;
 
-        let from = self
-            .t
-            .meta
-            .get("retention_cursor_instances")?
-            .map(|g| g.value())
-            .unwrap_or(0);
+        let from = self.t.cursor("retention_cursor_instances")?;
+        let (scanned, mut next_inst) = self.t.instances_from(from, limit)?;
         let mut old_instances = Vec::new();
-        let mut next_inst = 0;
-        for (n, row) in self.t.instances.range(from..)?.enumerate() {
-            let (k, v) = row?;
-            if n == limit {
-                next_inst = k.value();
-                break;
-            }
-            let i: InstanceRecord = codec::decode(v.value())?;
+        for i in scanned {
             if i.started_at >= cutoff {
+                next_inst = None;
                 break;
             }
             if i.ended_at.is_some_and(|t| t < cutoff) {
@@ -74,16 +52,13 @@ impl<'a, 't> Engine<'a, 't> {
         }
         for i in &old_instances {
             let p = self.def(&i.process, i.version)?;
-            for (m, var) in &p.correlation_keys {
-                if let Some(k) = i.variables.get(var).and_then(key_string) {
-                    self.t.passed.remove((m.as_str(), k.as_str()), i.id)?;
-                }
+            for (m, k) in p.correlation_pairs(&i.variables) {
+                self.t.set_passed(m, &k, i.id, false)?;
             }
-            self.t.instances.remove(i.id)?;
+            self.t.remove_instance(i)?;
         }
-        self.t
-            .meta
-            .insert("retention_cursor_instances", next_inst)?;
+        let next_inst = next_inst.unwrap_or(0);
+        self.t.set_cursor("retention_cursor_instances", next_inst)?;
         if !old_instances.is_empty() || !old_messages.is_empty() {
             self.t.bump(
                 Counter::RetentionInstancesRemoved,

@@ -3,9 +3,8 @@
 //! step is what one writer batch does (TTL sweep, lease release, the command).
 
 use super::*;
-use crate::store::{self, BUFFER, MESSAGES, SUBSCRIPTIONS};
+use crate::store::MemoryStore;
 use proptest::prelude::*;
-use redb::ReadableDatabase;
 
 const REFERENCE: &str = include_str!("../../bpmn/auftrag-ausfuehrung.bpmn");
 const MSG: &str = "AuftragAbgeschlossen";
@@ -13,7 +12,7 @@ const MSG: &str = "AuftragAbgeschlossen";
 const T0: Millis = 1_767_225_600_000;
 
 struct Harness {
-    db: redb::Database,
+    db: MemoryStore,
     defs: DefCache,
     cfg: Config,
     now: Millis,
@@ -22,12 +21,8 @@ struct Harness {
 impl Harness {
     /// An empty in-memory database with the reference model deployed.
     fn reference() -> Self {
-        let db = redb::Database::builder()
-            .create_with_backend(redb::backends::InMemoryBackend::new())
-            .unwrap();
-        store::init(&db).unwrap();
         let mut h = Harness {
-            db,
+            db: MemoryStore::new(),
             defs: DefCache::default(),
             cfg: Config::default(),
             now: T0,
@@ -40,20 +35,14 @@ impl Harness {
 
     /// One batch: the TTL sweep and lease release every batch does, then `f`.
     fn step<T>(&mut self, f: impl FnOnce(&mut Engine<'_, '_>) -> R<T>) -> R<T> {
-        let mut tx = self.db.begin_write().unwrap();
-        tx.set_durability(redb::Durability::None).unwrap();
-        let out = {
-            let mut tables = Tables::open(&tx).unwrap();
-            let mut e = Engine::new(&mut tables, &self.defs, &self.cfg, self.now);
+        let (defs, cfg, now) = (&self.defs, &self.cfg, self.now);
+        self.db.write(|tables| {
+            let mut e = Engine::new(tables, defs, cfg, now);
             e.expire(10_000).unwrap();
             e.release_expired_leases().unwrap();
-            let mut e = Engine::new(&mut tables, &self.defs, &self.cfg, self.now);
-            let out = f(&mut e);
-            tables.finish().unwrap();
-            out
-        };
-        tx.commit().unwrap();
-        out
+            let mut e = Engine::new(tables, defs, cfg, now);
+            f(&mut e)
+        })
     }
 
     fn start(&mut self, key: &str) -> u64 {
@@ -84,52 +73,18 @@ impl Harness {
 
     /// Every message record, by sequence.
     fn messages(&self) -> Vec<MessageRecord> {
-        let r = self.db.begin_read().unwrap();
-        let t = r.open_table(MESSAGES).unwrap();
-        t.iter()
-            .unwrap()
-            .map(|row| codec::decode(row.unwrap().1.value()).unwrap())
-            .collect()
+        self.db.messages()
     }
 
-    /// The invariants every step must keep, read back from the tables.
+    /// The invariants every step must keep, read back from the tables: every
+    /// index row belongs to a record and every record has its rows (buffer,
+    /// expiry, parked, dedup, job due and lease rows, tokens_at, expect,
+    /// subscriptions of waiting tokens); per (message, key) an open
+    /// subscription xor a buffered message; a correlated message names its instance.
     fn check_invariants(&self) {
-        let r = self.db.begin_read().unwrap();
-        let buffer = r.open_table(BUFFER).unwrap();
-        let subs = r.open_multimap_table(SUBSCRIPTIONS).unwrap();
-        let messages = self.messages();
-        // per (message, key): an open subscription xor a buffered message
-        for row in subs.iter().unwrap() {
-            let (k, _) = row.unwrap();
-            let (name, key) = k.value();
-            let waiting = buffer
-                .range((name, key, 0)..=(name, key, u64::MAX))
-                .unwrap()
-                .count();
-            assert_eq!(
-                waiting, 0,
-                "({name}, {key}) has a subscription and a buffered message"
-            );
-        }
-        // the buffer index holds exactly the buffered messages
-        let mut buffered: Vec<u64> = messages
-            .iter()
-            .filter(|m| m.state == MessageState::Buffered)
-            .map(|m| m.seq)
-            .collect();
-        let mut indexed: Vec<u64> = buffer
-            .iter()
-            .unwrap()
-            .map(|row| row.unwrap().0.value().2)
-            .collect();
-        buffered.sort_unstable();
-        indexed.sort_unstable();
-        assert_eq!(
-            buffered, indexed,
-            "buffer index and buffered records differ"
-        );
-        // a correlated message names its instance
-        for m in &messages {
+        let problems = self.db.verify();
+        assert!(problems.is_empty(), "{problems:#?}");
+        for m in &self.messages() {
             if m.state == MessageState::Correlated {
                 assert!(m.instance.is_some(), "{m:?}");
             }
@@ -203,6 +158,12 @@ enum Op {
     Publish(u8, u8),
     Advance(u32),
     Requeue(u8),
+    /// A worker locks due invoice jobs for 30 s.
+    Lock,
+    /// The worker completes (true) or fails (false) the i-th job it locked.
+    Finish(u8, bool),
+    /// An operator retries job i (an incident, or refused).
+    Retry(u8),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -212,19 +173,24 @@ fn op() -> impl Strategy<Value = Op> {
         (0..4u8, 0..6u8).prop_map(|(k, id)| Op::Publish(k, id)),
         (0..172_800u32).prop_map(Op::Advance),
         (0..6u8).prop_map(Op::Requeue),
+        Just(Op::Lock),
+        (0..4u8, any::<bool>()).prop_map(|(i, ok)| Op::Finish(i, ok)),
+        (0..12u8).prop_map(Op::Retry),
     ]
 }
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
-    /// After every step of any sequence: one subscription xor a buffered message
-    /// per (message, key), the buffer index equals the buffered records, and every
-    /// message id has exactly one record.
+    /// After every step of any sequence of starts, publishes, requeues, clock
+    /// advances and worker actions: every index row matches its record (see
+    /// `check_invariants`), and every message id has exactly one record.
     #[test]
     fn every_step_keeps_the_engine_invariants(ops in proptest::collection::vec(op(), 1..40)) {
         let mut h = Harness::reference();
+        h.cfg.max_attempts = 2;
         let mut ids = std::collections::BTreeSet::new();
+        let mut locked: Vec<(u64, u64)> = Vec::new();
         for op in ops {
             match op {
                 Op::Start(k) => { h.start(&k.to_string()); }
@@ -240,6 +206,25 @@ proptest! {
                 }
                 Op::Requeue(id) => {
                     let _ = h.step(|e| e.requeue(&format!("evt-{id}")));
+                }
+                Op::Lock => {
+                    let jobs = h
+                        .step(|e| e.lock_jobs("rechnungStellen", 2, "w", 30_000, false))
+                        .unwrap();
+                    locked.extend(jobs.iter().map(|j| (j.task.job, j.lease_token)));
+                }
+                Op::Finish(i, ok) => {
+                    if let Some(&(job, lease)) = locked.get(usize::from(i)) {
+                        // a stale lease (expired, relocked) is refused, which is fine
+                        let _ = h.step(|e| if ok {
+                            e.complete_job(job, Some(lease), &Vars::new())
+                        } else {
+                            e.fail_job(job, Some(lease), "boom", None, None).map(|_| ())
+                        });
+                    }
+                }
+                Op::Retry(job) => {
+                    let _ = h.step(|e| e.retry_job(u64::from(job)));
                 }
             }
             h.check_invariants();

@@ -8,29 +8,12 @@
 use super::*;
 
 impl<'a, 't> Engine<'a, 't> {
-    pub(super) fn oldest_buffered(&self, name: &str, key: &str) -> R<Option<u64>> {
-        let mut range = self
-            .t
-            .buffer
-            .range((name, key, 0u64)..=(name, key, u64::MAX))?;
-        Ok(match range.next() {
-            Some(row) => Some(row?.0.value().2),
-            None => None,
-        })
-    }
-
     /// Delivers buffered message `seq` to a token already set to wait for it.
     pub(super) fn consume_buffered(&mut self, seq: u64, inst: u64, token: u64) -> R<()> {
         let mut msg = self
             .t
             .message(seq)?
             .ok_or(EngineError::UnknownMessageId(seq.to_string()))?;
-        self.t
-            .buffer
-            .remove((msg.name.as_str(), msg.key.as_str(), seq))?;
-        if let Some(exp) = msg.expires_at {
-            self.t.expiry.remove((exp, seq))?;
-        }
         let element = self.deliver(inst, token, &msg.name, &msg.key, &msg.variables)?;
         msg.state = MessageState::Correlated;
         msg.instance = Some(inst);
@@ -55,7 +38,7 @@ impl<'a, 't> Engine<'a, 't> {
         self.cancel_wait(inst, token)?;
         let element = self.proc_of(inst).at(idx).id.clone();
         self.history(inst, &element, "message_correlated");
-        self.t.passed.insert((name, key), inst)?;
+        self.t.set_passed(name, key, inst, true)?;
         self.merge_vars(inst, vars)?;
         self.queue.push_back(Step::Leave {
             inst,
@@ -118,15 +101,11 @@ impl<'a, 't> Engine<'a, 't> {
         };
         match wait {
             Wait::Message { name, key } => {
-                self.t
-                    .subscriptions
-                    .remove((name.as_str(), key.as_str()), (inst, token))?;
+                self.t.unsubscribe(&name, &key, inst, token)?;
                 // the instance is past this catch point: a later message is late
-                self.t.passed.insert((name.as_str(), key.as_str()), inst)?;
+                self.t.set_passed(&name, &key, inst, true)?;
             }
-            Wait::Signal { name } => {
-                self.t.signal_subs.remove(name.as_str(), (inst, token))?;
-            }
+            Wait::Signal { name } => self.t.unsubscribe_signal(&name, inst, token)?,
             Wait::Job { job } | Wait::Timer { job } => self.delete_job(job)?,
             Wait::Events {
                 messages,
@@ -134,13 +113,11 @@ impl<'a, 't> Engine<'a, 't> {
                 timers,
             } => {
                 for (name, key) in messages {
-                    self.t
-                        .subscriptions
-                        .remove((name.as_str(), key.as_str()), (inst, token))?;
-                    self.t.passed.insert((name.as_str(), key.as_str()), inst)?;
+                    self.t.unsubscribe(&name, &key, inst, token)?;
+                    self.t.set_passed(&name, &key, inst, true)?;
                 }
                 for name in signals {
-                    self.t.signal_subs.remove(name.as_str(), (inst, token))?;
+                    self.t.unsubscribe_signal(&name, inst, token)?;
                 }
                 for job in timers {
                     self.delete_job(job)?;
@@ -223,14 +200,16 @@ impl<'a, 't> Engine<'a, 't> {
         let mut messages = Vec::new();
         for &t in &targets {
             if let Some(m) = p.at(t).kind.waits_for_message() {
-                let var = p.correlation_keys.get(m).map(String::as_str).unwrap_or("");
-                let Some(key) = self.inst(inst).variables.get(var).and_then(key_string) else {
-                    let error =
-                        format!("correlation key variable '{var}' of message '{m}' is not set");
-                    self.incident(inst, token, &gateway, error);
-                    return Ok(());
+                let key = match p.correlation_key(m, &self.inst(inst).variables) {
+                    Ok(key) => key,
+                    Err(var) => {
+                        let error =
+                            format!("correlation key variable '{var}' of message '{m}' is not set");
+                        self.incident(inst, token, &gateway, error);
+                        return Ok(());
+                    }
                 };
-                if let Some(seq) = self.oldest_buffered(m, &key)? {
+                if let Some(seq) = self.t.oldest_buffered(m, &key)? {
                     let target = p.at(t).id.clone();
                     self.set_token(
                         inst,
@@ -251,7 +230,7 @@ impl<'a, 't> Engine<'a, 't> {
         for &t in &targets {
             match &p.at(t).kind {
                 ElementKind::SignalCatch { signal } => {
-                    self.t.signal_subs.insert(signal.as_str(), (inst, token))?;
+                    self.t.subscribe_signal(signal, inst, token)?;
                     signals.push(signal.clone());
                 }
                 ElementKind::TimerCatch { timer } => {
@@ -284,9 +263,7 @@ impl<'a, 't> Engine<'a, 't> {
             }
         }
         for (m, k) in &messages {
-            self.t
-                .subscriptions
-                .insert((m.as_str(), k.as_str()), (inst, token))?;
+            self.t.subscribe(m, k, inst, token)?;
         }
         self.set_token(
             inst,

@@ -373,6 +373,31 @@ impl Process {
             .find(|e| matches!(&e.kind, ElementKind::MessageStart { message: m } if m == message))
     }
 
+    /// The correlation key of `message` in `vars`: the value of its key
+    /// variable as a string, or `Err(variable)` when that variable is not set.
+    pub fn correlation_key<'p>(
+        &'p self,
+        message: &str,
+        vars: &crate::Vars,
+    ) -> Result<String, &'p str> {
+        let var = self
+            .correlation_keys
+            .get(message)
+            .map(String::as_str)
+            .unwrap_or("");
+        vars.get(var).and_then(key_string).ok_or(var)
+    }
+
+    /// Every (message, key) that `vars` hold a correlation key for.
+    pub fn correlation_pairs<'p>(
+        &'p self,
+        vars: &'p crate::Vars,
+    ) -> impl Iterator<Item = (&'p str, String)> + 'p {
+        self.correlation_keys
+            .iter()
+            .filter_map(|(m, var)| Some((m.as_str(), vars.get(var).and_then(key_string)?)))
+    }
+
     /// Message names this process waits for at catch events and receive tasks.
     pub fn caught_messages(&self) -> impl Iterator<Item = &str> {
         self.correlation_keys.keys().map(String::as_str)
@@ -384,6 +409,15 @@ impl Process {
             ElementKind::MessageStart { message } => Some(message.as_str()),
             _ => None,
         })
+    }
+}
+
+/// The string form of a correlation key value (`null` is no key).
+pub fn key_string(v: &serde_json::Value) -> Option<String> {
+    match v {
+        serde_json::Value::String(s) => Some(s.clone()),
+        serde_json::Value::Null => None,
+        other => Some(other.to_string()),
     }
 }
 

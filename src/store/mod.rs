@@ -24,10 +24,7 @@ use crate::Vars;
 use crate::clock::Millis;
 use crate::codec::{self, CodecError, json_text};
 use crate::model::Process;
-use redb::{
-    MultimapTable, MultimapTableDefinition, ReadableDatabase, ReadableMultimapTable, ReadableTable,
-    Table, TableDefinition, WriteTransaction,
-};
+use redb::{MultimapTableDefinition, ReadableDatabase, ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
 
 pub(crate) const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
@@ -111,6 +108,15 @@ from_redb!(
     redb::TransactionError,
     redb::CommitError
 );
+
+mod overlay;
+mod tables;
+#[cfg(test)]
+mod verify;
+
+pub(crate) use tables::{Resting, Tables};
+#[cfg(test)]
+pub(crate) use verify::MemoryStore;
 
 // ---------- records ----------
 
@@ -410,6 +416,17 @@ pub struct JobRecord {
     pub history: Vec<Attempt>,
 }
 
+impl JobRecord {
+    /// Records a failed attempt: counts it, keeps its error as the last one and
+    /// in the history. The lease, if any, is given up (the attempt is over).
+    pub fn attempt_failed(&mut self, at: Millis, error: String) {
+        self.attempts += 1;
+        self.lease = None;
+        self.last_error = Some(error.clone());
+        self.history.push(Attempt { at, error });
+    }
+}
+
 /// One failed attempt of a job.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Attempt {
@@ -446,152 +463,11 @@ pub(crate) fn seqs_by_id(
     Ok(out)
 }
 
-/// All tables of one write transaction, opened once per batch.
-pub(crate) struct Tables<'t> {
-    /// Sequences and counters are kept here during a batch and written to `meta`
-    /// once, by [`Tables::finish`]: one `meta` write per batch instead of per command.
-    pending: std::collections::BTreeMap<String, u64>,
-    pub meta: Table<'t, &'static str, u64>,
-    pub definitions: Table<'t, (&'static str, u32), &'static [u8]>,
-    pub latest: Table<'t, &'static str, u32>,
-    pub catalog: Table<'t, (&'static str, &'static str), &'static [u8]>,
-    pub instances: Table<'t, u64, &'static [u8]>,
-    pub tokens_at: Table<'t, (&'static str, u64, u64, u64), ()>,
-    pub subscriptions: MultimapTable<'t, (&'static str, &'static str), (u64, u64)>,
-    pub signal_subs: MultimapTable<'t, &'static str, (u64, u64)>,
-    pub expect: MultimapTable<'t, (&'static str, &'static str), u64>,
-    pub passed: MultimapTable<'t, (&'static str, &'static str), u64>,
-    pub messages: Table<'t, u64, &'static [u8]>,
-    pub dedup: Table<'t, (&'static str, &'static str), (u64, u64)>,
-    pub buffer: Table<'t, (&'static str, &'static str, u64), ()>,
-    pub expiry: Table<'t, (u64, u64), ()>,
-    pub parked: Table<'t, u64, ()>,
-    pub jobs: Table<'t, u64, &'static [u8]>,
-    pub cont_due: Table<'t, (u64, u64), ()>,
-    pub topic_due: Table<'t, (&'static str, u64, u64), ()>,
-    pub leases: Table<'t, (u64, u64), ()>,
-}
-
-impl<'t> Tables<'t> {
-    pub fn open(tx: &'t WriteTransaction) -> Result<Self, StoreError> {
-        Ok(Self {
-            pending: Default::default(),
-            meta: tx.open_table(META)?,
-            definitions: tx.open_table(DEFINITIONS)?,
-            latest: tx.open_table(LATEST)?,
-            catalog: tx.open_table(CATALOG)?,
-            instances: tx.open_table(INSTANCES)?,
-            tokens_at: tx.open_table(TOKENS_AT)?,
-            subscriptions: tx.open_multimap_table(SUBSCRIPTIONS)?,
-            signal_subs: tx.open_multimap_table(SIGNAL_SUBS)?,
-            expect: tx.open_multimap_table(EXPECT)?,
-            passed: tx.open_multimap_table(PASSED)?,
-            messages: tx.open_table(MESSAGES)?,
-            dedup: tx.open_table(DEDUP)?,
-            buffer: tx.open_table(BUFFER)?,
-            expiry: tx.open_table(EXPIRY)?,
-            parked: tx.open_table(PARKED)?,
-            jobs: tx.open_table(JOBS)?,
-            cont_due: tx.open_table(CONT_DUE)?,
-            topic_due: tx.open_table(TOPIC_DUE)?,
-            leases: tx.open_table(LEASES)?,
-        })
-    }
-
-    /// Takes the next value of a named sequence (starting at 1).
-    pub fn next_seq(&mut self, name: &'static str) -> Result<u64, StoreError> {
-        self.add(name, 1)
-    }
-
-    /// Adds to an event counter.
-    pub fn bump(&mut self, counter: Counter, by: u64) -> Result<(), StoreError> {
-        self.add(&format!("{COUNTER_PREFIX}{}", counter.name()), by)
-            .map(|_| ())
-    }
-
-    fn add(&mut self, key: &str, by: u64) -> Result<u64, StoreError> {
-        let v = match self.pending.get_mut(key) {
-            Some(v) => v,
-            None => {
-                let stored = self.meta.get(key)?.map(|g| g.value()).unwrap_or(0);
-                self.pending.entry(key.to_string()).or_insert(stored)
-            }
-        };
-        *v += by;
-        Ok(*v)
-    }
-
-    /// Writes sequences and counters of this batch; call once before commit.
-    pub fn finish(&mut self) -> Result<(), StoreError> {
-        for (k, v) in std::mem::take(&mut self.pending) {
-            self.meta.insert(k.as_str(), v)?;
-        }
-        Ok(())
-    }
-
-    pub fn instance(&self, id: u64) -> Result<Option<InstanceRecord>, StoreError> {
-        get_record(&self.instances, id)
-    }
-    pub fn put_instance(&mut self, rec: &InstanceRecord) -> Result<(), StoreError> {
-        self.instances
-            .insert(rec.id, codec::encode(rec)?.as_slice())?;
-        Ok(())
-    }
-    pub fn message(&self, seq: u64) -> Result<Option<MessageRecord>, StoreError> {
-        get_record(&self.messages, seq)
-    }
-    pub fn put_message(&mut self, rec: &MessageRecord) -> Result<(), StoreError> {
-        self.messages
-            .insert(rec.seq, codec::encode(rec)?.as_slice())?;
-        Ok(())
-    }
-    pub fn job(&self, id: u64) -> Result<Option<JobRecord>, StoreError> {
-        get_record(&self.jobs, id)
-    }
-    pub fn put_job(&mut self, rec: &JobRecord) -> Result<(), StoreError> {
-        self.jobs.insert(rec.id, codec::encode(rec)?.as_slice())?;
-        Ok(())
-    }
-    pub fn definition(
-        &self,
-        process: &str,
-        version: u32,
-    ) -> Result<Option<DefinitionRecord>, StoreError> {
-        match self.definitions.get((process, version))? {
-            Some(g) => Ok(Some(codec::decode(g.value())?)),
-            None => Ok(None),
-        }
-    }
-    /// Pairs (instance, token) subscribed to a (message, key).
-    pub fn subscribers(&self, name: &str, key: &str) -> Result<Vec<(u64, u64)>, StoreError> {
-        let mut out = Vec::new();
-        for v in self.subscriptions.get((name, key))? {
-            out.push(v?.value());
-        }
-        Ok(out)
-    }
-    pub fn multimap_u64(
-        table: &MultimapTable<'t, (&'static str, &'static str), u64>,
-        name: &str,
-        key: &str,
-    ) -> Result<Vec<u64>, StoreError> {
-        let mut out = Vec::new();
-        for v in table.get((name, key))? {
-            out.push(v?.value());
-        }
-        Ok(out)
-    }
-}
-
 /// Creates every table so that read transactions find them, and stamps the format version.
 pub(crate) fn init(db: &redb::Database) -> Result<(), StoreError> {
     let tx = db.begin_write()?;
     {
-        let mut t = Tables::open(&tx)?;
-        if t.meta.get("format_version")?.is_none() {
-            t.meta
-                .insert("format_version", codec::FORMAT_VERSION as u64)?;
-        }
+        Tables::open(&tx)?.stamp_format()?;
     }
     tx.commit()?;
     Ok(())
@@ -618,7 +494,7 @@ pub(crate) fn open_db(path: &std::path::Path) -> Result<redb::Database, StoreErr
 
 /// Opens the database file for looking only: nothing is ever written to it.
 /// redb's own recovery after a crash, and the replay of the write-ahead log,
-/// happen in a copy-on-write overlay in memory ([`Overlay`]), so this works on a
+/// happen in a copy-on-write overlay in memory ([`overlay::Overlay`]), so this works on a
 /// full disk and on a read-only file system. Refused while another process
 /// holds the file as its writer.
 pub(crate) fn open_db_read_only(path: &std::path::Path) -> Result<redb::Database, StoreError> {
@@ -632,144 +508,13 @@ pub(crate) fn open_db_read_only(path: &std::path::Path) -> Result<redb::Database
     let file = std::fs::File::open(path).map_err(StoreError::Io)?;
     let db = redb::Database::builder()
         .set_cache_size(64 * 1024 * 1024)
-        .create_with_backend(Overlay::new(file)?)
+        .create_with_backend(overlay::Overlay::new(file)?)
         .map_err(|source| StoreError::Open {
             path: shown,
             source,
         })?;
     init(&db)?;
     Ok(db)
-}
-
-/// A storage backend that reads a file and keeps every write in memory, in
-/// blocks of [`Overlay::BLOCK`] bytes: the file itself is never changed.
-#[derive(Debug)]
-struct Overlay {
-    file: std::fs::File,
-    state: std::sync::Mutex<OverlayState>,
-}
-
-#[derive(Debug)]
-struct OverlayState {
-    /// The storage's length as redb sees it.
-    len: u64,
-    /// Bytes of the file below this offset are still valid (a shrink cuts it).
-    file_valid: u64,
-    /// Written blocks by block number.
-    blocks: std::collections::HashMap<u64, Box<[u8]>>,
-}
-
-impl Overlay {
-    const BLOCK: u64 = 4096;
-
-    fn new(file: std::fs::File) -> Result<Self, StoreError> {
-        let len = file.metadata()?.len();
-        Ok(Self {
-            file,
-            state: std::sync::Mutex::new(OverlayState {
-                len,
-                file_valid: len,
-                blocks: std::collections::HashMap::new(),
-            }),
-        })
-    }
-
-    fn state(&self) -> Result<std::sync::MutexGuard<'_, OverlayState>, std::io::Error> {
-        self.state
-            .lock()
-            .map_err(|_| std::io::Error::other("overlay lock poisoned"))
-    }
-
-    /// Block `b` as it reads now: written, or from the file (zeros past its valid end).
-    fn load(&self, st: &OverlayState, b: u64) -> Result<Box<[u8]>, std::io::Error> {
-        if let Some(block) = st.blocks.get(&b) {
-            return Ok(block.clone());
-        }
-        let mut block = vec![0u8; Self::BLOCK as usize].into_boxed_slice();
-        let start = b * Self::BLOCK;
-        if start < st.file_valid {
-            let n = (st.file_valid - start).min(Self::BLOCK) as usize;
-            std::os::unix::fs::FileExt::read_exact_at(&self.file, &mut block[..n], start)?;
-        }
-        Ok(block)
-    }
-}
-
-impl redb::StorageBackend for Overlay {
-    fn len(&self) -> Result<u64, std::io::Error> {
-        Ok(self.state()?.len)
-    }
-
-    fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), std::io::Error> {
-        let st = self.state()?;
-        if offset + out.len() as u64 > st.len {
-            return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof));
-        }
-        let mut done = 0usize;
-        while done < out.len() {
-            let at = offset + done as u64;
-            let (b, within) = (at / Self::BLOCK, (at % Self::BLOCK) as usize);
-            let n = (Self::BLOCK as usize - within).min(out.len() - done);
-            match st.blocks.get(&b) {
-                Some(block) => out[done..done + n].copy_from_slice(&block[within..within + n]),
-                None if at + n as u64 <= st.file_valid => {
-                    std::os::unix::fs::FileExt::read_exact_at(
-                        &self.file,
-                        &mut out[done..done + n],
-                        at,
-                    )?;
-                }
-                None => {
-                    let block = self.load(&st, b)?;
-                    out[done..done + n].copy_from_slice(&block[within..within + n]);
-                }
-            }
-            done += n;
-        }
-        Ok(())
-    }
-
-    fn set_len(&self, len: u64) -> Result<(), std::io::Error> {
-        let mut st = self.state()?;
-        if len < st.len {
-            // what lies past the new end reads as zeros if the storage grows again
-            let last = len / Self::BLOCK;
-            if !len.is_multiple_of(Self::BLOCK) {
-                let mut block = self.load(&st, last)?;
-                block[(len % Self::BLOCK) as usize..].fill(0);
-                st.blocks.insert(last, block);
-            }
-            st.blocks.retain(|b, _| *b * Self::BLOCK < len);
-            st.file_valid = st.file_valid.min(len);
-        }
-        st.len = len;
-        Ok(())
-    }
-
-    fn sync_data(&self) -> Result<(), std::io::Error> {
-        Ok(())
-    }
-
-    fn write(&self, offset: u64, data: &[u8]) -> Result<(), std::io::Error> {
-        let mut st = self.state()?;
-        if offset + data.len() as u64 > st.len {
-            return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof));
-        }
-        let mut done = 0usize;
-        while done < data.len() {
-            let at = offset + done as u64;
-            let (b, within) = (at / Self::BLOCK, (at % Self::BLOCK) as usize);
-            let n = (Self::BLOCK as usize - within).min(data.len() - done);
-            let mut block = match st.blocks.remove(&b) {
-                Some(block) => block,
-                None => self.load(&st, b)?,
-            };
-            block[within..within + n].copy_from_slice(&data[done..done + n]);
-            st.blocks.insert(b, block);
-            done += n;
-        }
-        Ok(())
-    }
 }
 
 /// A read-only snapshot.

@@ -1,0 +1,785 @@
+//! Write access to every table of one transaction, for the engine.
+//!
+//! Invariant: the store owns its index rows. A record written through
+//! [`Tables`] derives its index rows from the record before and after the
+//! write — a message's `dedup`, `buffer`, `expiry` and `parked` rows, a job's
+//! `cont_due`, `topic_due` and `leases` rows, an instance's `tokens_at` rows —
+//! so no engine code path can forget one. The tables themselves are private:
+//! the engine sees records, questions and registrations, never a redb table.
+
+use super::*;
+use redb::{MultimapTable, ReadableMultimapTable, ReadableTable, Table, WriteTransaction};
+
+/// All tables of one write transaction, opened once per batch.
+pub(crate) struct Tables<'t> {
+    /// Sequences and counters are kept here during a batch and written to `meta`
+    /// once, by [`Tables::finish`]: one `meta` write per batch instead of per command.
+    pending: std::collections::BTreeMap<String, u64>,
+    meta: Table<'t, &'static str, u64>,
+    definitions: Table<'t, (&'static str, u32), &'static [u8]>,
+    latest: Table<'t, &'static str, u32>,
+    catalog: Table<'t, (&'static str, &'static str), &'static [u8]>,
+    instances: Table<'t, u64, &'static [u8]>,
+    tokens_at: Table<'t, (&'static str, u64, u64, u64), ()>,
+    subscriptions: MultimapTable<'t, (&'static str, &'static str), (u64, u64)>,
+    signal_subs: MultimapTable<'t, &'static str, (u64, u64)>,
+    expect: MultimapTable<'t, (&'static str, &'static str), u64>,
+    passed: MultimapTable<'t, (&'static str, &'static str), u64>,
+    messages: Table<'t, u64, &'static [u8]>,
+    dedup: Table<'t, (&'static str, &'static str), (u64, u64)>,
+    buffer: Table<'t, (&'static str, &'static str, u64), ()>,
+    expiry: Table<'t, (u64, u64), ()>,
+    parked: Table<'t, u64, ()>,
+    jobs: Table<'t, u64, &'static [u8]>,
+    cont_due: Table<'t, (u64, u64), ()>,
+    topic_due: Table<'t, (&'static str, u64, u64), ()>,
+    leases: Table<'t, (u64, u64), ()>,
+}
+
+/// What an instance had indexed: where its tokens rest (`tokens_at`) and which
+/// (message, key) pairs it will still catch (`expect`). Taken when an instance
+/// is loaded and handed back when it is written, so the store changes exactly
+/// the rows that moved.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Resting {
+    tokens: Vec<(String, Millis, u64)>,
+    expects: Vec<(String, String)>,
+}
+
+impl Resting {
+    /// The indexed state of `rec`.
+    pub fn of(rec: &InstanceRecord) -> Self {
+        Resting {
+            tokens: rec
+                .tokens
+                .iter()
+                .map(|t| (t.element.clone(), t.since, t.id))
+                .collect(),
+            expects: rec.expects.clone(),
+        }
+    }
+}
+
+/// The index rows a message record owns besides `dedup` (which lives as long
+/// as the record).
+#[derive(PartialEq)]
+struct MessageRows {
+    buffered: bool,
+    expiry: Option<Millis>,
+    parked: bool,
+}
+
+impl MessageRows {
+    fn of(m: &MessageRecord) -> Self {
+        let buffered = m.state == MessageState::Buffered;
+        MessageRows {
+            buffered,
+            expiry: m.expires_at.filter(|_| buffered),
+            parked: m.state == MessageState::Parked,
+        }
+    }
+}
+
+/// The index rows a job record owns.
+#[derive(PartialEq)]
+enum DueRow {
+    None,
+    Continuation(Millis),
+    Topic(String, Millis),
+}
+
+fn due_row(j: &JobRecord) -> DueRow {
+    if j.state != JobState::Ready {
+        return DueRow::None;
+    }
+    match &j.kind {
+        JobKind::Continue | JobKind::Timer { .. } => DueRow::Continuation(j.due_at),
+        JobKind::Task { topic } => DueRow::Topic(topic.clone(), j.due_at),
+    }
+}
+
+fn lease_row(j: &JobRecord) -> Option<Millis> {
+    j.lease.as_ref().map(|l| l.until)
+}
+
+impl<'t> Tables<'t> {
+    /// Opens every table of `tx`.
+    pub fn open(tx: &'t WriteTransaction) -> Result<Self, StoreError> {
+        Ok(Self {
+            pending: Default::default(),
+            meta: tx.open_table(META)?,
+            definitions: tx.open_table(DEFINITIONS)?,
+            latest: tx.open_table(LATEST)?,
+            catalog: tx.open_table(CATALOG)?,
+            instances: tx.open_table(INSTANCES)?,
+            tokens_at: tx.open_table(TOKENS_AT)?,
+            subscriptions: tx.open_multimap_table(SUBSCRIPTIONS)?,
+            signal_subs: tx.open_multimap_table(SIGNAL_SUBS)?,
+            expect: tx.open_multimap_table(EXPECT)?,
+            passed: tx.open_multimap_table(PASSED)?,
+            messages: tx.open_table(MESSAGES)?,
+            dedup: tx.open_table(DEDUP)?,
+            buffer: tx.open_table(BUFFER)?,
+            expiry: tx.open_table(EXPIRY)?,
+            parked: tx.open_table(PARKED)?,
+            jobs: tx.open_table(JOBS)?,
+            cont_due: tx.open_table(CONT_DUE)?,
+            topic_due: tx.open_table(TOPIC_DUE)?,
+            leases: tx.open_table(LEASES)?,
+        })
+    }
+
+    // ---------- sequences, counters, cursors ----------
+
+    /// Takes the next value of a named sequence (starting at 1).
+    pub fn next_seq(&mut self, name: &'static str) -> Result<u64, StoreError> {
+        self.add(name, 1)
+    }
+
+    /// Adds to an event counter.
+    pub fn bump(&mut self, counter: Counter, by: u64) -> Result<(), StoreError> {
+        self.add(&format!("{COUNTER_PREFIX}{}", counter.name()), by)
+            .map(|_| ())
+    }
+
+    fn add(&mut self, key: &str, by: u64) -> Result<u64, StoreError> {
+        let v = match self.pending.get_mut(key) {
+            Some(v) => v,
+            None => {
+                let stored = self.meta.get(key)?.map(|g| g.value()).unwrap_or(0);
+                self.pending.entry(key.to_string()).or_insert(stored)
+            }
+        };
+        *v += by;
+        Ok(*v)
+    }
+
+    /// Writes sequences and counters of this batch; call once before commit.
+    pub fn finish(&mut self) -> Result<(), StoreError> {
+        for (k, v) in std::mem::take(&mut self.pending) {
+            self.meta.insert(k.as_str(), v)?;
+        }
+        Ok(())
+    }
+
+    /// A named cursor in `meta` (0 when never set).
+    pub fn cursor(&self, name: &str) -> Result<u64, StoreError> {
+        Ok(self.meta.get(name)?.map(|g| g.value()).unwrap_or(0))
+    }
+
+    /// Sets a named cursor.
+    pub fn set_cursor(&mut self, name: &str, value: u64) -> Result<(), StoreError> {
+        self.meta.insert(name, value)?;
+        Ok(())
+    }
+
+    /// Stamps the format version of a new database.
+    pub(super) fn stamp_format(&mut self) -> Result<(), StoreError> {
+        if self.meta.get("format_version")?.is_none() {
+            self.meta
+                .insert("format_version", codec::FORMAT_VERSION as u64)?;
+        }
+        Ok(())
+    }
+
+    // ---------- definitions and the message catalog ----------
+
+    /// A stored process version.
+    pub fn definition(
+        &self,
+        process: &str,
+        version: u32,
+    ) -> Result<Option<DefinitionRecord>, StoreError> {
+        match self.definitions.get((process, version))? {
+            Some(g) => Ok(Some(codec::decode(g.value())?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The latest version of a process (0 when it was never deployed).
+    pub fn latest_version(&self, process: &str) -> Result<u32, StoreError> {
+        Ok(self.latest.get(process)?.map(|g| g.value()).unwrap_or(0))
+    }
+
+    /// Stores a process version and makes it the latest.
+    pub fn put_definition(&mut self, rec: &DefinitionRecord) -> Result<(), StoreError> {
+        let id = rec.process.id.as_str();
+        self.definitions
+            .insert((id, rec.version), codec::encode(rec)?.as_slice())?;
+        self.latest.insert(id, rec.version)?;
+        Ok(())
+    }
+
+    /// What message `name` means to each process: (process, entry).
+    pub fn catalog_of(&self, name: &str) -> Result<Vec<(String, CatalogEntry)>, StoreError> {
+        let mut out = Vec::new();
+        for row in self.catalog.range((name, "")..)? {
+            let (k, v) = row?;
+            let (m, p) = k.value();
+            if m != name {
+                break;
+            }
+            out.push((p.to_string(), codec::decode::<CatalogEntry>(v.value())?));
+        }
+        Ok(out)
+    }
+
+    /// Replaces what the messages mean to `process` with `entries`.
+    pub fn set_catalog(
+        &mut self,
+        process: &str,
+        entries: &std::collections::BTreeMap<&str, CatalogEntry>,
+    ) -> Result<(), StoreError> {
+        let mut stale = Vec::new();
+        for row in self.catalog.iter()? {
+            let (k, _) = row?;
+            let (m, p) = k.value();
+            if p == process && !entries.contains_key(m) {
+                stale.push(m.to_string());
+            }
+        }
+        for m in stale {
+            self.catalog.remove((m.as_str(), process))?;
+        }
+        for (m, e) in entries {
+            self.catalog
+                .insert((*m, process), codec::encode(e)?.as_slice())?;
+        }
+        Ok(())
+    }
+
+    // ---------- instances ----------
+
+    /// An instance record.
+    pub fn instance(&self, id: u64) -> Result<Option<InstanceRecord>, StoreError> {
+        get_record(&self.instances, id)
+    }
+
+    /// Writes an instance; its `tokens_at` and `expect` rows move from
+    /// `before` ([`Resting::of`] the record as loaded; the default for a new one).
+    pub fn put_instance(
+        &mut self,
+        rec: &InstanceRecord,
+        before: &Resting,
+    ) -> Result<(), StoreError> {
+        let after = Resting::of(rec);
+        if after != *before {
+            self.instance_rows(rec.id, before, &after, false)?;
+            self.instance_rows(rec.id, &after, before, true)?;
+        }
+        self.instances
+            .insert(rec.id, codec::encode(rec)?.as_slice())?;
+        Ok(())
+    }
+
+    /// Inserts (or removes) the rows of `rows` that `other` does not have.
+    fn instance_rows(
+        &mut self,
+        id: u64,
+        rows: &Resting,
+        other: &Resting,
+        insert: bool,
+    ) -> Result<(), StoreError> {
+        for (e, since, tok) in rows.tokens.iter().filter(|x| !other.tokens.contains(x)) {
+            let k = (e.as_str(), *since, id, *tok);
+            if insert {
+                self.tokens_at.insert(k, ())?;
+            } else {
+                self.tokens_at.remove(k)?;
+            }
+        }
+        for (m, key) in rows.expects.iter().filter(|x| !other.expects.contains(x)) {
+            self.set_expect(m, key, id, insert)?;
+        }
+        Ok(())
+    }
+
+    /// Removes an instance with its `tokens_at` and `expect` rows.
+    pub fn remove_instance(&mut self, rec: &InstanceRecord) -> Result<(), StoreError> {
+        self.instance_rows(rec.id, &Resting::of(rec), &Resting::default(), false)?;
+        self.instances.remove(rec.id)?;
+        Ok(())
+    }
+
+    /// Up to `limit` instances from id `from` on, and the id to continue from
+    /// (`None` when the table ends).
+    pub fn instances_from(
+        &self,
+        from: u64,
+        limit: usize,
+    ) -> Result<(Vec<InstanceRecord>, Option<u64>), StoreError> {
+        scan(&self.instances, from, limit)
+    }
+
+    // ---------- messages ----------
+
+    /// A message record by accept sequence.
+    pub fn message(&self, seq: u64) -> Result<Option<MessageRecord>, StoreError> {
+        get_record(&self.messages, seq)
+    }
+
+    /// The (seq, accepted_at) recorded for (message id, name), if any.
+    pub fn dedup(&self, message_id: &str, name: &str) -> Result<Option<(u64, Millis)>, StoreError> {
+        Ok(self.dedup.get((message_id, name))?.map(|g| g.value()))
+    }
+
+    /// Accept sequences of every message recorded under this message id (any name).
+    pub fn seqs_by_id(&self, message_id: &str) -> Result<Vec<u64>, StoreError> {
+        seqs_by_id(&self.dedup, message_id)
+    }
+
+    /// Writes a message record and brings its index rows in line with its state.
+    pub fn put_message(&mut self, rec: &MessageRecord) -> Result<(), StoreError> {
+        match self.message(rec.seq)? {
+            None => {
+                self.dedup.insert(
+                    (rec.message_id.as_str(), rec.name.as_str()),
+                    (rec.seq, rec.accepted_at),
+                )?;
+                self.message_rows(rec, &MessageRows::of(rec), true)?;
+            }
+            Some(before) => {
+                let (old, new) = (MessageRows::of(&before), MessageRows::of(rec));
+                if old != new {
+                    self.message_rows(&before, &old, false)?;
+                    self.message_rows(rec, &new, true)?;
+                }
+            }
+        }
+        self.messages
+            .insert(rec.seq, codec::encode(rec)?.as_slice())?;
+        Ok(())
+    }
+
+    fn message_rows(
+        &mut self,
+        m: &MessageRecord,
+        rows: &MessageRows,
+        insert: bool,
+    ) -> Result<(), StoreError> {
+        let buffer_key = (m.name.as_str(), m.key.as_str(), m.seq);
+        if rows.buffered {
+            if insert {
+                self.buffer.insert(buffer_key, ())?;
+            } else {
+                self.buffer.remove(buffer_key)?;
+            }
+        }
+        if let Some(at) = rows.expiry {
+            if insert {
+                self.expiry.insert((at, m.seq), ())?;
+            } else {
+                self.expiry.remove((at, m.seq))?;
+            }
+        }
+        if rows.parked {
+            if insert {
+                self.parked.insert(m.seq, ())?;
+            } else {
+                self.parked.remove(m.seq)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes a message record with all its index rows, `dedup` included.
+    pub fn remove_message(&mut self, rec: &MessageRecord) -> Result<(), StoreError> {
+        self.message_rows(rec, &MessageRows::of(rec), false)?;
+        self.dedup
+            .remove((rec.message_id.as_str(), rec.name.as_str()))?;
+        self.messages.remove(rec.seq)?;
+        Ok(())
+    }
+
+    /// Up to `limit` messages from seq `from` on, and the seq to continue from.
+    pub fn messages_from(
+        &self,
+        from: u64,
+        limit: usize,
+    ) -> Result<(Vec<MessageRecord>, Option<u64>), StoreError> {
+        scan(&self.messages, from, limit)
+    }
+
+    /// The oldest message buffered for (name, key).
+    pub fn oldest_buffered(&self, name: &str, key: &str) -> Result<Option<u64>, StoreError> {
+        let mut range = self
+            .buffer
+            .range((name, key, 0u64)..=(name, key, u64::MAX))?;
+        Ok(match range.next() {
+            Some(row) => Some(row?.0.value().2),
+            None => None,
+        })
+    }
+
+    /// Up to `limit` buffered messages whose TTL ran out by `now`, as (expires_at, seq).
+    pub fn expired(&self, now: Millis, limit: usize) -> Result<Vec<(Millis, u64)>, StoreError> {
+        let mut due = Vec::new();
+        for row in self.expiry.range((0u64, 0u64)..=(now, u64::MAX))? {
+            due.push(row?.0.value());
+            if due.len() >= limit {
+                break;
+            }
+        }
+        Ok(due)
+    }
+
+    /// Drops an `expiry` row whose message is gone or no longer buffered (a
+    /// database written before the store derived its rows may hold one).
+    pub fn drop_orphan_expiry(&mut self, at: Millis, seq: u64) -> Result<(), StoreError> {
+        self.expiry.remove((at, seq))?;
+        Ok(())
+    }
+
+    // ---------- jobs ----------
+
+    /// A job record.
+    pub fn job(&self, id: u64) -> Result<Option<JobRecord>, StoreError> {
+        get_record(&self.jobs, id)
+    }
+
+    /// Writes a job record and brings its due and lease rows in line with it.
+    pub fn put_job(&mut self, rec: &JobRecord) -> Result<(), StoreError> {
+        let before = self.job(rec.id)?;
+        let (due, lease) = (due_row(rec), lease_row(rec));
+        match &before {
+            Some(b) => {
+                let (old_due, old_lease) = (due_row(b), lease_row(b));
+                if old_due != due {
+                    self.due_rows(rec.id, &old_due, false)?;
+                    self.due_rows(rec.id, &due, true)?;
+                }
+                if old_lease != lease {
+                    self.lease_rows(rec.id, old_lease, false)?;
+                    self.lease_rows(rec.id, lease, true)?;
+                }
+            }
+            None => {
+                self.due_rows(rec.id, &due, true)?;
+                self.lease_rows(rec.id, lease, true)?;
+            }
+        }
+        self.jobs.insert(rec.id, codec::encode(rec)?.as_slice())?;
+        Ok(())
+    }
+
+    /// Removes a job with its due and lease rows.
+    pub fn remove_job(&mut self, rec: &JobRecord) -> Result<(), StoreError> {
+        self.due_rows(rec.id, &due_row(rec), false)?;
+        self.lease_rows(rec.id, lease_row(rec), false)?;
+        self.jobs.remove(rec.id)?;
+        Ok(())
+    }
+
+    fn due_rows(&mut self, id: u64, row: &DueRow, insert: bool) -> Result<(), StoreError> {
+        match row {
+            DueRow::None => {}
+            DueRow::Continuation(at) if insert => {
+                self.cont_due.insert((*at, id), ())?;
+            }
+            DueRow::Continuation(at) => {
+                self.cont_due.remove((*at, id))?;
+            }
+            DueRow::Topic(topic, at) if insert => {
+                self.topic_due.insert((topic.as_str(), *at, id), ())?;
+            }
+            DueRow::Topic(topic, at) => {
+                self.topic_due.remove((topic.as_str(), *at, id))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn lease_rows(
+        &mut self,
+        id: u64,
+        until: Option<Millis>,
+        insert: bool,
+    ) -> Result<(), StoreError> {
+        match until {
+            Some(u) if insert => {
+                self.leases.insert((u, id), ())?;
+            }
+            Some(u) => {
+                self.leases.remove((u, id))?;
+            }
+            None => {}
+        }
+        Ok(())
+    }
+
+    /// Up to `limit` continuation and timer jobs due by `now`, oldest first.
+    pub fn due_continuations(&self, now: Millis, limit: usize) -> Result<Vec<u64>, StoreError> {
+        let mut due = Vec::new();
+        for row in self.cont_due.range((0u64, 0u64)..=(now, u64::MAX))? {
+            due.push(row?.0.value().1);
+            if due.len() >= limit {
+                break;
+            }
+        }
+        Ok(due)
+    }
+
+    /// Up to `limit` task jobs of `topic` due by `now`, oldest first.
+    pub fn due_tasks(
+        &self,
+        topic: &str,
+        now: Millis,
+        limit: usize,
+    ) -> Result<Vec<u64>, StoreError> {
+        let mut ids = Vec::new();
+        for row in self
+            .topic_due
+            .range((topic, 0u64, 0u64)..=(topic, now, u64::MAX))?
+        {
+            ids.push(row?.0.value().2);
+            if ids.len() >= limit {
+                break;
+            }
+        }
+        Ok(ids)
+    }
+
+    /// Leases that run out by `until`, as (until, job).
+    pub fn leases_until(&self, until: Millis) -> Result<Vec<(Millis, u64)>, StoreError> {
+        let mut out = Vec::new();
+        for row in self.leases.range((0u64, 0u64)..=(until, u64::MAX))? {
+            out.push(row?.0.value());
+        }
+        Ok(out)
+    }
+
+    /// Drops a `leases` row whose job is gone (see [`Tables::drop_orphan_expiry`]).
+    pub fn drop_orphan_lease(&mut self, until: Millis, id: u64) -> Result<(), StoreError> {
+        self.leases.remove((until, id))?;
+        Ok(())
+    }
+
+    // ---------- registrations of waiting tokens ----------
+
+    /// Pairs (instance, token) subscribed to a (message, key).
+    pub fn subscribers(&self, name: &str, key: &str) -> Result<Vec<(u64, u64)>, StoreError> {
+        let mut out = Vec::new();
+        for v in self.subscriptions.get((name, key))? {
+            out.push(v?.value());
+        }
+        Ok(out)
+    }
+
+    /// A token waits for (message, key).
+    pub fn subscribe(
+        &mut self,
+        name: &str,
+        key: &str,
+        inst: u64,
+        token: u64,
+    ) -> Result<(), StoreError> {
+        self.subscriptions.insert((name, key), (inst, token))?;
+        Ok(())
+    }
+
+    /// A token no longer waits for (message, key).
+    pub fn unsubscribe(
+        &mut self,
+        name: &str,
+        key: &str,
+        inst: u64,
+        token: u64,
+    ) -> Result<(), StoreError> {
+        self.subscriptions.remove((name, key), (inst, token))?;
+        Ok(())
+    }
+
+    /// Pairs (instance, token) waiting for signal `name`.
+    pub fn signal_subscribers(&self, name: &str) -> Result<Vec<(u64, u64)>, StoreError> {
+        let mut out = Vec::new();
+        for v in self.signal_subs.get(name)? {
+            out.push(v?.value());
+        }
+        Ok(out)
+    }
+
+    /// A token waits for signal `name`.
+    pub fn subscribe_signal(
+        &mut self,
+        name: &str,
+        inst: u64,
+        token: u64,
+    ) -> Result<(), StoreError> {
+        self.signal_subs.insert(name, (inst, token))?;
+        Ok(())
+    }
+
+    /// A token no longer waits for signal `name`.
+    pub fn unsubscribe_signal(
+        &mut self,
+        name: &str,
+        inst: u64,
+        token: u64,
+    ) -> Result<(), StoreError> {
+        self.signal_subs.remove(name, (inst, token))?;
+        Ok(())
+    }
+
+    /// Active instances that will still catch (message, key).
+    pub fn expecting(&self, name: &str, key: &str) -> Result<Vec<u64>, StoreError> {
+        multimap_u64(&self.expect, name, key)
+    }
+
+    fn set_expect(&mut self, name: &str, key: &str, inst: u64, on: bool) -> Result<(), StoreError> {
+        if on {
+            self.expect.insert((name, key), inst)?;
+        } else {
+            self.expect.remove((name, key), inst)?;
+        }
+        Ok(())
+    }
+
+    /// Instances that caught (message, key) or ended: a later one is late.
+    pub fn passed(&self, name: &str, key: &str) -> Result<Vec<u64>, StoreError> {
+        multimap_u64(&self.passed, name, key)
+    }
+
+    /// Instance `inst` is past (message, key) (`on`), or forgotten by retention.
+    pub fn set_passed(
+        &mut self,
+        name: &str,
+        key: &str,
+        inst: u64,
+        on: bool,
+    ) -> Result<(), StoreError> {
+        if on {
+            self.passed.insert((name, key), inst)?;
+        } else {
+            self.passed.remove((name, key), inst)?;
+        }
+        Ok(())
+    }
+}
+
+fn multimap_u64(
+    table: &MultimapTable<'_, (&'static str, &'static str), u64>,
+    name: &str,
+    key: &str,
+) -> Result<Vec<u64>, StoreError> {
+    let mut out = Vec::new();
+    for v in table.get((name, key))? {
+        out.push(v?.value());
+    }
+    Ok(out)
+}
+
+/// Up to `limit` records of a u64-keyed table from `from` on, and the key to
+/// continue from when more follow.
+fn scan<T: serde::de::DeserializeOwned>(
+    table: &impl ReadableTable<u64, &'static [u8]>,
+    from: u64,
+    limit: usize,
+) -> Result<(Vec<T>, Option<u64>), StoreError> {
+    let mut out = Vec::new();
+    for row in table.range(from..)? {
+        let (k, v) = row?;
+        if out.len() == limit {
+            return Ok((out, Some(k.value())));
+        }
+        out.push(codec::decode(v.value())?);
+    }
+    Ok((out, None))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::MemoryStore;
+
+    fn message(seq: u64, state: MessageState) -> MessageRecord {
+        MessageRecord {
+            seq,
+            message_id: format!("m{seq}"),
+            name: "Done".into(),
+            key: "k".into(),
+            variables: Default::default(),
+            state,
+            reason: None,
+            accepted_at: 5,
+            expires_at: Some(100),
+            candidates: Vec::new(),
+            instance: None,
+            element: None,
+            raw: None,
+            attributes: Vec::new(),
+            settled_at: None,
+            note: None,
+            requeues: 0,
+        }
+    }
+
+    #[test]
+    fn a_record_written_around_the_store_is_found_by_the_check() {
+        let db = MemoryStore::new();
+        db.write(|t| {
+            let rec = message(1, MessageState::Buffered);
+            t.messages
+                .insert(1, codec::encode(&rec).unwrap().as_slice())
+                .unwrap();
+        });
+        let problems = db.verify();
+        assert!(
+            problems.iter().any(|p| p.starts_with("buffer:"))
+                && problems.iter().any(|p| p.starts_with("expiry:"))
+                && problems.iter().any(|p| p.starts_with("dedup:")),
+            "{problems:?}"
+        );
+    }
+
+    #[test]
+    fn message_and_job_rows_follow_every_state_change() {
+        let db = MemoryStore::new();
+        db.write(|t| {
+            let mut m = message(1, MessageState::Buffered);
+            t.put_message(&m).unwrap();
+            m.state = MessageState::Parked;
+            t.put_message(&m).unwrap();
+            t.put_message(&message(2, MessageState::Buffered)).unwrap();
+        });
+        assert_eq!(db.verify(), Vec::<String>::new());
+        db.write(|t| {
+            let m = t.message(2).unwrap().unwrap();
+            t.remove_message(&m).unwrap();
+            let mut job = JobRecord {
+                id: 7,
+                instance: 1,
+                token: 1,
+                element: "e".into(),
+                kind: JobKind::Task { topic: "t".into() },
+                state: JobState::Ready,
+                due_at: 10,
+                attempts: 0,
+                last_error: None,
+                idempotency_key: "1:e:1".into(),
+                created_at: 0,
+                lease: None,
+                max_attempts: None,
+                history: Vec::new(),
+            };
+            t.put_job(&job).unwrap();
+            assert_eq!(t.due_tasks("t", 10, 5).unwrap(), vec![7]);
+            job.state = JobState::Locked;
+            job.lease = Some(Lease {
+                owner: "w".into(),
+                token: 1,
+                until: 50,
+                in_process: false,
+            });
+            t.put_job(&job).unwrap();
+            assert_eq!(t.due_tasks("t", 10, 5).unwrap(), Vec::<u64>::new());
+            assert_eq!(t.leases_until(50).unwrap(), vec![(50, 7)]);
+            job.attempt_failed(20, "boom".into());
+            job.state = JobState::Ready;
+            job.due_at = 30;
+            t.put_job(&job).unwrap();
+            assert_eq!(t.leases_until(u64::MAX).unwrap(), Vec::new());
+            assert_eq!(t.due_tasks("t", 30, 5).unwrap(), vec![7]);
+        });
+        assert_eq!(db.verify(), Vec::<String>::new());
+    }
+}

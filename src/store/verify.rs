@@ -1,0 +1,249 @@
+//! The store's own consistency check: every index row recomputed from the
+//! records and compared with what the index tables hold.
+//!
+//! Invariant: on a database written only through [`super::Tables`], [`verify`]
+//! finds nothing. The engine-level tests run it after every step of random
+//! command sequences (test builds only).
+
+use super::*;
+use redb::{ReadTransaction, ReadableMultimapTable, ReadableTable};
+use std::collections::BTreeSet;
+
+/// Every disagreement between records and index rows, in words (empty when
+/// the database is consistent).
+pub(crate) fn verify(r: &ReadTransaction) -> Result<Vec<String>, StoreError> {
+    let mut problems = Vec::new();
+    let mut want = Rows::default();
+
+    for row in r.open_table(MESSAGES)?.iter()? {
+        let m: MessageRecord = codec::decode(row?.1.value())?;
+        want.dedup
+            .insert((m.message_id.clone(), m.name.clone(), m.seq, m.accepted_at));
+        if m.state == MessageState::Buffered {
+            want.buffer.insert((m.name.clone(), m.key.clone(), m.seq));
+            if let Some(at) = m.expires_at {
+                want.expiry.insert((at, m.seq));
+            }
+        }
+        if m.state == MessageState::Parked {
+            want.parked.insert(m.seq);
+        }
+    }
+    for row in r.open_table(JOBS)?.iter()? {
+        let j: JobRecord = codec::decode(row?.1.value())?;
+        if j.state == JobState::Ready {
+            match &j.kind {
+                JobKind::Continue | JobKind::Timer { .. } => {
+                    want.cont_due.insert((j.due_at, j.id));
+                }
+                JobKind::Task { topic } => {
+                    want.topic_due.insert((topic.clone(), j.due_at, j.id));
+                }
+            }
+        }
+        if let Some(l) = &j.lease {
+            want.leases.insert((l.until, j.id));
+        }
+    }
+    for row in r.open_table(INSTANCES)?.iter()? {
+        let i: InstanceRecord = codec::decode(row?.1.value())?;
+        for t in &i.tokens {
+            want.tokens_at
+                .insert((t.element.clone(), t.since, i.id, t.id));
+        }
+        for (m, k) in &i.expects {
+            want.expect.insert((m.clone(), k.clone(), i.id));
+        }
+        for t in &i.tokens {
+            let sub = |n: &str, k: &str| (n.to_string(), k.to_string(), i.id, t.id);
+            match &t.wait {
+                Wait::Message { name, key } => {
+                    want.subscriptions.insert(sub(name, key));
+                }
+                Wait::Signal { name } => {
+                    want.signal_subs.insert(sub(name, ""));
+                }
+                Wait::Events {
+                    messages, signals, ..
+                } => {
+                    for (name, key) in messages {
+                        want.subscriptions.insert(sub(name, key));
+                    }
+                    for name in signals {
+                        want.signal_subs.insert(sub(name, ""));
+                    }
+                }
+                Wait::Job { .. }
+                | Wait::Timer { .. }
+                | Wait::Join { .. }
+                | Wait::Incident { .. } => {}
+            }
+        }
+    }
+
+    let mut have = Rows::default();
+    for row in r.open_table(DEDUP)?.iter()? {
+        let (k, v) = row?;
+        let ((id, name), (seq, at)) = (k.value(), v.value());
+        have.dedup.insert((id.into(), name.into(), seq, at));
+    }
+    for row in r.open_table(BUFFER)?.iter()? {
+        let row = row?;
+        let (n, k, s) = row.0.value();
+        have.buffer.insert((n.into(), k.into(), s));
+    }
+    for row in r.open_table(EXPIRY)?.iter()? {
+        have.expiry.insert(row?.0.value());
+    }
+    for row in r.open_table(PARKED)?.iter()? {
+        have.parked.insert(row?.0.value());
+    }
+    for row in r.open_table(CONT_DUE)?.iter()? {
+        have.cont_due.insert(row?.0.value());
+    }
+    for row in r.open_table(TOPIC_DUE)?.iter()? {
+        let row = row?;
+        let (t, d, j) = row.0.value();
+        have.topic_due.insert((t.into(), d, j));
+    }
+    for row in r.open_table(LEASES)?.iter()? {
+        have.leases.insert(row?.0.value());
+    }
+    for row in r.open_table(TOKENS_AT)?.iter()? {
+        let row = row?;
+        let (e, s, i, t) = row.0.value();
+        have.tokens_at.insert((e.into(), s, i, t));
+    }
+    for row in r.open_multimap_table(EXPECT)?.iter()? {
+        let (k, vals) = row?;
+        let (m, key) = k.value();
+        for v in vals {
+            have.expect.insert((m.into(), key.into(), v?.value()));
+        }
+    }
+
+    for row in r.open_multimap_table(SUBSCRIPTIONS)?.iter()? {
+        let (k, vals) = row?;
+        let (m, key) = k.value();
+        for v in vals {
+            let (i, t) = v?.value();
+            have.subscriptions.insert((m.into(), key.into(), i, t));
+        }
+    }
+    for row in r.open_multimap_table(SIGNAL_SUBS)?.iter()? {
+        let (k, vals) = row?;
+        let name = k.value();
+        for v in vals {
+            let (i, t) = v?.value();
+            have.signal_subs.insert((name.into(), String::new(), i, t));
+        }
+    }
+
+    compare("dedup", &want.dedup, &have.dedup, &mut problems);
+    compare("buffer", &want.buffer, &have.buffer, &mut problems);
+    compare("expiry", &want.expiry, &have.expiry, &mut problems);
+    compare("parked", &want.parked, &have.parked, &mut problems);
+    compare("cont_due", &want.cont_due, &have.cont_due, &mut problems);
+    compare("topic_due", &want.topic_due, &have.topic_due, &mut problems);
+    compare("leases", &want.leases, &have.leases, &mut problems);
+    compare("tokens_at", &want.tokens_at, &have.tokens_at, &mut problems);
+    compare("expect", &want.expect, &have.expect, &mut problems);
+    compare(
+        "subscriptions",
+        &want.subscriptions,
+        &have.subscriptions,
+        &mut problems,
+    );
+    compare(
+        "signal_subs",
+        &want.signal_subs,
+        &have.signal_subs,
+        &mut problems,
+    );
+
+    // per (message, key): an open subscription xor a buffered message
+    for (name, key, _, _) in &have.subscriptions {
+        if want.buffer.iter().any(|(n, k, _)| n == name && k == key) {
+            problems.push(format!(
+                "({name}, {key}) has a subscription and a buffered message"
+            ));
+        }
+    }
+    Ok(problems)
+}
+
+#[derive(Default)]
+struct Rows {
+    dedup: BTreeSet<(String, String, u64, Millis)>,
+    buffer: BTreeSet<(String, String, u64)>,
+    expiry: BTreeSet<(Millis, u64)>,
+    parked: BTreeSet<u64>,
+    cont_due: BTreeSet<(Millis, u64)>,
+    topic_due: BTreeSet<(String, Millis, u64)>,
+    leases: BTreeSet<(Millis, u64)>,
+    tokens_at: BTreeSet<(String, Millis, u64, u64)>,
+    expect: BTreeSet<(String, String, u64)>,
+    /// (message or signal, key or "", instance, token)
+    subscriptions: BTreeSet<(String, String, u64, u64)>,
+    signal_subs: BTreeSet<(String, String, u64, u64)>,
+}
+
+fn compare<T: Ord + std::fmt::Debug>(
+    table: &str,
+    want: &BTreeSet<T>,
+    have: &BTreeSet<T>,
+    problems: &mut Vec<String>,
+) {
+    for missing in want.difference(have) {
+        problems.push(format!("{table}: row {missing:?} is missing"));
+    }
+    for extra in have.difference(want) {
+        problems.push(format!("{table}: row {extra:?} belongs to no record"));
+    }
+}
+
+/// An in-memory database for engine-level tests: no file, no fsync.
+pub(crate) struct MemoryStore {
+    db: redb::Database,
+}
+
+impl MemoryStore {
+    /// An empty database with every table created.
+    pub fn new() -> Self {
+        let db = redb::Database::builder()
+            .create_with_backend(redb::backends::InMemoryBackend::new())
+            .expect("in-memory database");
+        init(&db).expect("tables created");
+        MemoryStore { db }
+    }
+
+    /// One write transaction over every table; committed when `f` returns.
+    pub fn write<T>(&self, f: impl FnOnce(&mut Tables<'_>) -> T) -> T {
+        let mut tx = self.db.begin_write().expect("write transaction");
+        tx.set_durability(redb::Durability::None)
+            .expect("durability");
+        let out = {
+            let mut tables = Tables::open(&tx).expect("tables");
+            let out = f(&mut tables);
+            tables.finish().expect("counters written");
+            out
+        };
+        tx.commit().expect("commit");
+        out
+    }
+
+    /// Every message record, by sequence.
+    pub fn messages(&self) -> Vec<MessageRecord> {
+        let r = self.db.begin_read().expect("read transaction");
+        let t = r.open_table(MESSAGES).expect("messages");
+        t.iter()
+            .expect("scan")
+            .map(|row| codec::decode(row.expect("row").1.value()).expect("record"))
+            .collect()
+    }
+
+    /// What [`verify`] finds.
+    pub fn verify(&self) -> Vec<String> {
+        verify(&self.db.begin_read().expect("read transaction")).expect("verify")
+    }
+}

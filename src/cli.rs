@@ -706,12 +706,12 @@ async fn execute(pf: &Postfach, command: Command, sources: Sources<'_>) -> Resul
             config,
         } => {
             let mut config = match config {
-                Some(p) => crate::config::ConfigFile::parse(
+                Some(p) => crate::server::config::ConfigFile::parse(
                     &p.display().to_string(),
                     &read_bounded(&p, MAX_CONFIG, "configuration file")?,
                 )
                 .map_err(usage)?,
-                None => crate::config::ConfigFile::default(),
+                None => crate::server::config::ConfigFile::default(),
             };
             config
                 .correlation_keys
@@ -1376,7 +1376,7 @@ const MAX_CONFIG: usize = 1024 * 1024;
 /// Largest token file read.
 const MAX_TOKEN: usize = 4096;
 /// Longest line `import` reads (the HTTP body limit).
-const MAX_LINE: usize = crate::http::MAX_BODY;
+const MAX_LINE: usize = crate::server::http::MAX_BODY;
 
 /// Reads a file the command line names, refusing it as soon as it passes `cap`
 /// bytes (a device such as /dev/zero never fills memory), and naming the byte
@@ -1475,7 +1475,7 @@ async fn serve(
     listen: std::net::SocketAddr,
     token_file: Option<PathBuf>,
     invoice_ledger: Option<PathBuf>,
-    config: crate::config::ConfigFile,
+    config: crate::server::config::ConfigFile,
 ) -> Result<Output, Failure> {
     let fail = |message: String| Failure {
         code: 1,
@@ -1496,70 +1496,42 @@ async fn serve(
             crate::reference::invoice_handler(ledger, std::time::Duration::ZERO),
         );
     }
-    let listener = tokio::net::TcpListener::bind(listen)
-        .await
-        .map_err(|e| fail(format!("cannot listen on {listen}: {e}")))?;
-    let bound = listener.local_addr().map_err(|e| fail(e.to_string()))?;
     for d in &deployed {
         eprintln!("postfach: {} version {} deployed", d.process, d.version);
     }
-    let consumers = crate::ingress::Consumers::default();
-    #[cfg(feature = "pubsub")]
-    let edge = crate::pubsub::Edge::start(pf, &config, &consumers)
-        .await
-        .map_err(|e| fail(e.to_string()))?;
-    #[cfg(not(feature = "pubsub"))]
-    let edge = {
-        if !config.subscriptions.is_empty() || !config.send_topics.is_empty() {
-            return Err(usage(
-                "this postfach was built without the `pubsub` feature: rebuild with default features to consume subscriptions or publish send tasks".into(),
-            ));
-        }
-        NoEdge
-    };
-    eprintln!(
-        "postfach: HTTP API on http://{bound} (database {})",
-        pf.path().display()
-    );
-    let exec = pf.start_executor(crate::jobs::ExecutorConfig::default());
-    let alarms = std::sync::Arc::new(crate::alarms::Alarms::new(config.alarms));
-    let watcher = {
-        let (pf, alarms) = (pf.clone(), alarms.clone());
-        tokio::spawn(async move {
-            loop {
-                if let Ok(r) = pf.reader() {
-                    let _ = alarms.evaluate(&r);
-                }
-                // retention in small batches, each its own commit
-                while let Ok((_, _, true)) = pf.cleanup(1000).await {}
-                tokio::time::sleep(std::time::Duration::from_secs(5)).await;
-            }
-        })
-    };
     // first SIGINT/SIGTERM: stop pulling, finish in-flight deliveries (commit,
     // then ack), stop the API and the executor; a second one exits at once
     // (Pub/Sub redelivers whatever was not acked)
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let (mut stop_http, mut stop_edge) = (stop_rx.clone(), stop_rx);
+    let (first_tx, first_rx) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(async move {
         shutdown_signal().await;
         eprintln!("postfach: stopping (a second signal exits at once)");
-        let _ = stop_tx.send(true);
+        let _ = first_tx.send(());
         shutdown_signal().await;
         eprintln!("postfach: second signal, exiting now");
         std::process::exit(130);
     });
-    let app = crate::http::router(pf.clone(), token, alarms, consumers);
-    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
-        let _ = stop_http.changed().await;
-    });
-    let (http, ()) = tokio::join!(std::future::IntoFuture::into_future(server), async move {
-        let _ = stop_edge.changed().await;
-        edge.stop().await;
-    });
-    http.map_err(|e| fail(format!("HTTP server: {e}")))?;
-    watcher.abort();
-    let report = exec.stop().await?;
+    let db = pf.path().display().to_string();
+    let report = crate::server::run(
+        pf,
+        config,
+        crate::server::Listen { addr: listen, token },
+        async move {
+            let _ = first_rx.await;
+        },
+        |bound| eprintln!("postfach: HTTP API on http://{bound} (database {db})"),
+    )
+    .await
+    .map_err(|e| match e {
+        crate::server::ServerError::Engine(e) => Failure::from(e),
+        crate::server::ServerError::NoPubsub => usage(format!(
+            "{e}: rebuild with default features, or drop [[subscriptions]] and [send_topics] from the configuration"
+        )),
+        crate::server::ServerError::Exposed(addr) => usage(format!(
+            "--listen {addr} is reachable from other machines: give a bearer token with --token-file PATH or $POSTFACH_TOKEN"
+        )),
+        other => fail(other.to_string()),
+    })?;
     Ok(out(
         json!({"stopped": true, "tasks_completed": report.tasks_completed}),
         format!(
@@ -1567,13 +1539,6 @@ async fn serve(
             report.tasks_completed
         ),
     ))
-}
-
-#[cfg(not(feature = "pubsub"))]
-struct NoEdge;
-#[cfg(not(feature = "pubsub"))]
-impl NoEdge {
-    async fn stop(self) {}
 }
 
 /// Whether a command can run inside a server for a remote command line.

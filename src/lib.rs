@@ -26,21 +26,15 @@
 //! ```
 
 #[cfg(feature = "server")]
-pub mod alarms;
-#[cfg(feature = "server")]
 pub mod cli;
 pub mod clock;
 pub mod codec;
 mod commit;
 #[cfg(feature = "server")]
-pub mod config;
-#[cfg(feature = "server")]
 pub mod contract;
 #[cfg(feature = "server")]
 pub mod demo;
 pub mod engine;
-#[cfg(feature = "server")]
-pub mod http;
 pub mod ingress;
 pub mod jobs;
 pub mod limits;
@@ -50,6 +44,8 @@ pub mod ops;
 pub mod pubsub;
 pub mod reference;
 pub mod runtime;
+#[cfg(feature = "server")]
+pub mod server;
 pub mod store;
 
 pub use clock::{Clock, ManualClock, Millis, SystemClock};

@@ -3,8 +3,8 @@
 //! any incident.
 mod common;
 use common::*;
-use postfach::alarms::{Alarms, Change};
-use postfach::config::ConfigFile;
+use postfach::server::alarms::{Alarms, Change};
+use postfach::server::config::ConfigFile;
 use std::time::Duration;
 
 const CONFIG: &str = r#"

@@ -13,7 +13,7 @@ pub mod consumer;
 pub mod emulator;
 pub mod outbox;
 
-pub use crate::config::PubsubConfig;
+pub use crate::server::config::PubsubConfig;
 use google_cloud_gax::error::rpc::Code;
 use google_cloud_pubsub::client::{Publisher, Subscriber, SubscriptionAdmin, TopicAdmin};
 
@@ -274,7 +274,7 @@ impl Edge {
     /// kill the process between commit and ack with it).
     pub async fn start(
         pf: &crate::Postfach,
-        config: &crate::config::ConfigFile,
+        config: &crate::server::config::ConfigFile,
         registry: &crate::ingress::Consumers,
     ) -> Result<Self, PubsubError> {
         if config.subscriptions.is_empty() && config.send_topics.is_empty() {

@@ -31,7 +31,7 @@ pub const MAX_MODEL_BODY: usize = 2 * crate::model::MAX_SIZE + 64 * 1024;
 struct AppState {
     pf: Postfach,
     token: Option<Arc<String>>,
-    alarms: Arc<crate::alarms::Alarms>,
+    alarms: Arc<crate::server::alarms::Alarms>,
     consumers: crate::ingress::Consumers,
 }
 
@@ -41,7 +41,7 @@ struct AppState {
 pub fn router(
     pf: Postfach,
     token: Option<String>,
-    alarms: Arc<crate::alarms::Alarms>,
+    alarms: Arc<crate::server::alarms::Alarms>,
     consumers: crate::ingress::Consumers,
 ) -> Router {
     let state = AppState {

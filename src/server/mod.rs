@@ -1,0 +1,147 @@
+//! The standalone server: its composition root [`run`] wires an open
+//! [`Postfach`] to the HTTP API, the Pub/Sub edge, the job executor, alarms and
+//! retention; beside it its configuration (postfach.toml) and alarms.
+//!
+//! Invariants:
+//! - Nothing here changes state but through the [`Postfach`] facade: the server
+//!   is I/O around the engine, never a second path into it.
+//! - On shutdown the edge stops pulling and finishes its in-flight deliveries
+//!   (commit, then ack) before [`run`] returns; whatever was not acked is
+//!   redelivered by Pub/Sub.
+//! - The server never reads a caller's paths: models and files come in as content.
+
+pub mod alarms;
+pub mod config;
+pub mod http;
+
+use crate::runtime::{Error, Postfach};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+/// How the server listens.
+#[derive(Debug, Clone)]
+pub struct Listen {
+    /// Address of the HTTP API.
+    pub addr: SocketAddr,
+    /// Bearer token the API requires (none: only a loopback address is allowed).
+    pub token: Option<String>,
+}
+
+/// Why the server could not start or stopped with an error.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServerError {
+    /// A non-loopback address without a token.
+    #[error("{0} is reachable from other machines and no bearer token was given")]
+    Exposed(SocketAddr),
+    /// The address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address asked for.
+        addr: SocketAddr,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+    /// The configuration names subscriptions or send topics, but this build has no Pub/Sub.
+    #[error(
+        "the configuration consumes subscriptions or publishes send tasks, but this build has no Pub/Sub support (feature `pubsub`)"
+    )]
+    NoPubsub,
+    /// The Pub/Sub edge could not start.
+    #[error("Pub/Sub: {0}")]
+    Pubsub(String),
+    /// The HTTP server failed.
+    #[error("HTTP server: {0}")]
+    Http(std::io::Error),
+    /// The engine failed while stopping.
+    #[error(transparent)]
+    Engine(#[from] Error),
+}
+
+/// What the server did while it ran.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Report {
+    /// Jobs the in-process executor completed.
+    pub tasks_completed: usize,
+}
+
+/// Runs the server on `pf` until `shutdown` resolves: HTTP API on
+/// `listen`, the Pub/Sub subscriptions and send topics of `config`, the job
+/// executor, alarms and retention every 5 s. `ready` is told the bound address
+/// once the API accepts connections. Deploy models and register handlers
+/// before calling it.
+pub async fn run(
+    pf: &Postfach,
+    config: config::ConfigFile,
+    listen: Listen,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    ready: impl FnOnce(SocketAddr),
+) -> Result<Report, ServerError> {
+    if !listen.addr.ip().is_loopback() && listen.token.is_none() {
+        return Err(ServerError::Exposed(listen.addr));
+    }
+    let listener = tokio::net::TcpListener::bind(listen.addr)
+        .await
+        .map_err(|source| ServerError::Bind {
+            addr: listen.addr,
+            source,
+        })?;
+    let bound = listener.local_addr().map_err(ServerError::Http)?;
+    let consumers = crate::ingress::Consumers::default();
+    #[cfg(feature = "pubsub")]
+    let edge = crate::pubsub::Edge::start(pf, &config, &consumers)
+        .await
+        .map_err(|e| ServerError::Pubsub(e.to_string()))?;
+    #[cfg(not(feature = "pubsub"))]
+    let edge = {
+        if !config.subscriptions.is_empty() || !config.send_topics.is_empty() {
+            return Err(ServerError::NoPubsub);
+        }
+        NoEdge
+    };
+    let exec = pf.start_executor(crate::jobs::ExecutorConfig::default());
+    let alarms = Arc::new(alarms::Alarms::new(config.alarms));
+    let watcher = {
+        let (pf, alarms) = (pf.clone(), alarms.clone());
+        tokio::spawn(async move {
+            loop {
+                if let Ok(r) = pf.reader() {
+                    let _ = alarms.evaluate(&r);
+                }
+                // retention in small batches, each its own commit
+                while let Ok((_, _, true)) = pf.cleanup(1000).await {}
+                tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+            }
+        })
+    };
+    // one shutdown for both: the API stops accepting, the edge stops pulling
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let (mut stop_http, mut stop_edge) = (stop_rx.clone(), stop_rx);
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = stop_tx.send(true);
+    });
+    let app = http::router(pf.clone(), listen.token, alarms, consumers);
+    ready(bound);
+    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
+        let _ = stop_http.changed().await;
+    });
+    let (served, ()) = tokio::join!(std::future::IntoFuture::into_future(server), async move {
+        let _ = stop_edge.changed().await;
+        edge.stop().await;
+    });
+    watcher.abort();
+    let report = exec.stop().await?;
+    served.map_err(ServerError::Http)?;
+    Ok(Report {
+        tasks_completed: report.tasks_completed,
+    })
+}
+
+#[cfg(not(feature = "pubsub"))]
+struct NoEdge;
+#[cfg(not(feature = "pubsub"))]
+impl NoEdge {
+    async fn stop(self) {}
+}

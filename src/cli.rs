@@ -423,8 +423,20 @@ fn next_step(e: &Error) -> Option<String> {
                 crate::JobRefusal::NotATask => None,
             },
             E::RepairRefused { .. } => Some("pass --force to add it anyway".into()),
-            E::Parse(_)
-            | E::NoStartEvent(_)
+            E::Parse(p) => {
+                let missing = p.missing_keys();
+                (!missing.is_empty()).then(|| {
+                    let flags: Vec<String> = missing
+                        .iter()
+                        .map(|m| format!("--correlation-key {m}=VARIABLE"))
+                        .collect();
+                    format!(
+                        "deploy with {} (or set [correlation_keys] in postfach.toml)",
+                        flags.join(" ")
+                    )
+                })
+            }
+            E::NoStartEvent(_)
             | E::UnknownElement { .. }
             | E::StaleLease(_)
             | E::AmbiguousMessageId { .. }

@@ -132,6 +132,15 @@ fn bad_input_is_400_naming_the_field_and_unknown_things_are_404() {
     );
     let (status, body) = srv.json("GET", "/messages?reason=whatever", None);
     assert_eq!(status, 400, "{body}");
+    // a model without its correlation key: the answer says how this API gives one
+    let xml = include_str!("../bpmn/auftrag-ausfuehrung.bpmn");
+    let (status, body) = srv.json("POST", "/deployments", Some(json!({"xml": xml})));
+    assert_eq!(status, 400, "{body}");
+    let error = body["error"].as_str().unwrap();
+    assert!(
+        error.contains(r#""correlation_keys": {"AuftragAbgeschlossen": "VARIABLE"}"#),
+        "{error}"
+    );
     srv.stop();
 }
 

@@ -28,11 +28,31 @@ fn a_catch_without_key_says_how_to_add_one() {
     let err = parse("auftrag-ausfuehrung.bpmn", REFERENCE, &BTreeMap::new()).unwrap_err();
     let text = err.to_string();
     assert!(text.contains("warteAufAbschluss"), "{text}");
-    assert!(
-        text.contains("--correlation-key AuftragAbgeschlossen=VARIABLE"),
-        "{text}"
-    );
     assert!(text.contains("postfach:correlationKey"), "{text}");
+    // the library names the message; each edge says how its deploy gives a key
+    assert_eq!(err.missing_keys(), vec!["AuftragAbgeschlossen"]);
+    assert!(
+        !text.contains("--"),
+        "a library error names no flag: {text}"
+    );
+}
+
+#[test]
+fn the_command_line_says_which_flag_gives_the_missing_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_postfach"))
+        .arg("--db")
+        .arg(dir.path().join("db.redb"))
+        .args(["deploy", "bpmn/auftrag-ausfuehrung.bpmn"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("--correlation-key AuftragAbgeschlossen=VARIABLE"),
+        "{stderr}"
+    );
 }
 
 const MODELER: &str = r#"<?xml version="1.0" encoding="UTF-8"?>

@@ -26,9 +26,15 @@ pub struct Unsupported {
 /// A problem with a supported element (missing key, dangling reference, ...).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Issue {
+    /// The element the problem is at.
     pub id: String,
+    /// Its line in the file.
     pub line: u32,
+    /// What is wrong, in words.
     pub message: String,
+    /// Set when the problem is a message without a correlation key: that
+    /// message's name (an edge can say how its deploy gives one).
+    pub missing_key_for: Option<String>,
 }
 
 /// Why a BPMN file does not deploy.
@@ -65,6 +71,20 @@ pub enum ParseError {
     },
     #[error("{file}: {}", list_issues(issues))]
     Invalid { file: String, issues: Vec<Issue> },
+}
+
+impl ParseError {
+    /// Names of messages that have no correlation key, for an edge to say how
+    /// its deploy gives one.
+    pub fn missing_keys(&self) -> Vec<&str> {
+        match self {
+            ParseError::Invalid { issues, .. } => issues
+                .iter()
+                .filter_map(|i| i.missing_key_for.as_deref())
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
 }
 
 fn list_unsupported(items: &[Unsupported]) -> String {
@@ -408,6 +428,7 @@ pub fn parse(
                 message: format!(
                     "--send-topic binds '{element}', but this file has no sendTask with that id"
                 ),
+                missing_key_for: None,
             });
         }
     }
@@ -508,6 +529,7 @@ fn process(
             id: "<process>".into(),
             line: p.line,
             message: "process has no id".into(),
+            missing_key_for: None,
         });
     }
     let mut elements: Vec<Element> = Vec::new();
@@ -571,6 +593,7 @@ fn process(
                                     id: n.id(),
                                     line: n.line,
                                     message,
+                                    missing_key_for: None,
                                 });
                                 continue;
                             }
@@ -612,6 +635,7 @@ fn process(
                                 id: n.id(),
                                 line: n.line,
                                 message,
+                                missing_key_for: None,
                             });
                             continue;
                         }
@@ -687,6 +711,7 @@ fn process(
                 id: format!("<{name}>"),
                 line: n.line,
                 message: "flow node has no id".into(),
+                missing_key_for: None,
             });
             continue;
         }
@@ -695,6 +720,7 @@ fn process(
                 id: n.id(),
                 line: n.line,
                 message: "id is used twice".into(),
+                missing_key_for: None,
             });
             continue;
         }
@@ -706,6 +732,7 @@ fn process(
                     id: n.id(),
                     line: n.line,
                     message,
+                    missing_key_for: None,
                 });
                 None
             }
@@ -740,8 +767,9 @@ fn process(
                 id: id.clone(),
                 line,
                 message: format!(
-                    "waits for message '{message}' but no correlation key is defined: add postfach:correlationKey=\"VARIABLE\" (xmlns:postfach=\"https://postfach.dev/bpmn\") to its <message>, or deploy with --correlation-key {message}=VARIABLE"
+                    "waits for message '{message}' but no correlation key is defined: add postfach:correlationKey=\"VARIABLE\" (xmlns:postfach=\"https://postfach.dev/bpmn\") to its <message>, or give one for '{message}' at deploy time"
                 ),
+                missing_key_for: Some(message.clone()),
             }),
         }
     }
@@ -774,6 +802,7 @@ fn process(
                     id,
                     line: f.line,
                     message: format!("sequence flow refers to '{missing}', which is not a flow node of process '{pid}'"),
+                    missing_key_for: None,
                 });
             }
             continue;
@@ -790,6 +819,7 @@ fn process(
                         id: id.clone(),
                         line: f.line,
                         message: m,
+                        missing_key_for: None,
                     });
                     None
                 }
@@ -828,6 +858,7 @@ fn process(
                     id: n.id(),
                     line: n.line,
                     message: format!("attachedToRef '{host_id}' is not a service, send or receive task of this process"),
+                    missing_key_for: None,
                 }),
             }
         }
@@ -845,6 +876,7 @@ fn process(
                         id: n.id(),
                         line: n.line,
                         message: format!("event-based gateway leads to '{}', which is not a message, timer or signal catch event", t.id),
+                        missing_key_for: None,
                     });
                 }
             }
@@ -863,6 +895,7 @@ fn process(
                     id: n.id(),
                     line: n.line,
                     message: format!("default flow '{d}' is not an outgoing flow of this gateway"),
+                    missing_key_for: None,
                 }),
             }
         }
@@ -877,6 +910,7 @@ fn process(
             id: pid.clone(),
             line: p.line,
             message: "process has no start event".into(),
+            missing_key_for: None,
         });
     }
     let _ = &p.prefix;

@@ -139,7 +139,21 @@ impl IntoResponse for ApiError {
             ApiError::TooLarge(m) => return problem(StatusCode::PAYLOAD_TOO_LARGE, m),
             ApiError::Engine(e) => e,
         };
-        problem(status_of(&e), e.to_string())
+        let mut text = e.to_string();
+        if let Error::Engine(EngineError::Parse(p)) = &e {
+            let missing = p.missing_keys();
+            if !missing.is_empty() {
+                let pairs: Vec<String> = missing
+                    .iter()
+                    .map(|m| format!("\"{m}\": \"VARIABLE\""))
+                    .collect();
+                text.push_str(&format!(
+                    " (give the key in the request: \"correlation_keys\": {{{}}})",
+                    pairs.join(", ")
+                ));
+            }
+        }
+        problem(status_of(&e), text)
     }
 }
 

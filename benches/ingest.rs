@@ -85,7 +85,16 @@ impl Contender for Null {
         self.stats.acked.load(Ordering::Relaxed)
     }
     fn latency_buckets(&self) -> Vec<u64> {
-        buckets(&self.stats.ack_latency.prometheus("x", "x"), "x_bucket")
+        // cumulative counts of the bounded buckets, as the server's /metrics shows them
+        let (per_bucket, _) = self.stats.ack_latency.buckets();
+        per_bucket
+            .iter()
+            .filter(|(bound, _)| *bound < f64::MAX)
+            .scan(0, |sum, (_, n)| {
+                *sum += n;
+                Some(*sum)
+            })
+            .collect()
     }
 }
 

@@ -451,52 +451,6 @@ impl Consumers {
             })
             .collect()
     }
-
-    /// Prometheus text of all consumers.
-    pub fn prometheus(&self) -> String {
-        let all = self.all();
-        if all.is_empty() {
-            return String::new();
-        }
-        let mut out = String::from(
-            "# HELP postfach_pubsub_consumer_up Whether the consumer of a subscription is consuming.\n# TYPE postfach_pubsub_consumer_up gauge\n",
-        );
-        for c in &all {
-            out.push_str(&format!(
-                "postfach_pubsub_consumer_up{{subscription=\"{}\"}} {}\n",
-                c.subscription,
-                u8::from(c.state() == ConsumerState::Running)
-            ));
-        }
-        out.push_str("# HELP postfach_pubsub_deliveries_total Deliveries by what was done with them.\n# TYPE postfach_pubsub_deliveries_total counter\n");
-        for c in &all {
-            let s = &c.subscription;
-            let [cor, buf, dup, park] = c.outcomes();
-            for (what, v) in [
-                ("received", c.received.load(Ordering::Relaxed)),
-                ("acked", c.acked.load(Ordering::Relaxed)),
-                ("nacked", c.nacked.load(Ordering::Relaxed)),
-                ("correlated", cor),
-                ("buffered", buf),
-                ("duplicate", dup),
-                ("parked", park),
-            ] {
-                out.push_str(&format!(
-                    "postfach_pubsub_deliveries_total{{subscription=\"{s}\",result=\"{what}\"}} {v}\n"
-                ));
-            }
-        }
-        // one latency histogram over all subscriptions
-        let merged = Histogram::new(ACK_LATENCY_BOUNDS);
-        for c in &all {
-            merged.add(&c.ack_latency);
-        }
-        out.push_str(&merged.prometheus(
-            "postfach_pubsub_ack_latency_seconds",
-            "Broker publish time to ack, per delivery.",
-        ));
-        out
-    }
 }
 
 #[cfg(test)]

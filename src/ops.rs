@@ -467,6 +467,31 @@ impl Reader {
         Ok(out)
     }
 
+    /// How many messages wait in the buffer.
+    pub fn buffered_count(&self) -> Result<u64, RErr> {
+        Ok(redb::ReadableTableMetadata::len(&self.table(BUFFER)?)?)
+    }
+
+    /// Jobs due now and not taken yet, and incidents.
+    pub fn job_counts(&self) -> Result<(u64, u64), RErr> {
+        let (mut due, mut incidents) = (0u64, 0u64);
+        for row in self.table(JOBS)?.iter()? {
+            let (_, v) = row?;
+            let j: JobRecord = codec::decode(v.value())?;
+            match j.state {
+                JobState::Ready if j.due_at <= self.now => due += 1,
+                JobState::Incident => incidents += 1,
+                JobState::Ready | JobState::Locked => {}
+            }
+        }
+        Ok((due, incidents))
+    }
+
+    /// The instant this snapshot was taken at.
+    pub fn now(&self) -> Millis {
+        self.now
+    }
+
     /// Parked messages per reason.
     pub fn parked_by_reason(&self) -> Result<BTreeMap<&'static str, u64>, RErr> {
         let messages = self.table(MESSAGES)?;
@@ -482,134 +507,9 @@ impl Reader {
     }
 }
 
-/// The metrics in Prometheus text format.
-pub fn prometheus(r: &Reader) -> Result<String, StoreError> {
-    use std::fmt::Write;
-    let mut s = String::new();
-    let c = r.counters()?;
-    let count = |k: crate::store::Counter| c.get(k.name().as_ref()).copied().unwrap_or(0);
-    let _ = writeln!(
-        s,
-        "# HELP postfach_messages_total Messages accepted, by outcome.\n# TYPE postfach_messages_total counter"
-    );
-    use crate::store::Counter;
-    for (outcome, key) in [
-        ("correlated", Counter::MessagesCorrelated),
-        (
-            "correlated_from_buffer",
-            Counter::MessagesCorrelatedFromBuffer,
-        ),
-        ("buffered", Counter::MessagesBuffered),
-        ("duplicate", Counter::MessagesDuplicate),
-    ] {
-        let _ = writeln!(
-            s,
-            "postfach_messages_total{{outcome=\"{outcome}\"}} {}",
-            count(key)
-        );
-    }
-    for reason in Reason::ALL {
-        let _ = writeln!(
-            s,
-            "postfach_messages_total{{outcome=\"parked\",reason=\"{}\"}} {}",
-            reason.as_str(),
-            count(Counter::MessagesParked(reason))
-        );
-    }
-    let buffered = redb::ReadableTableMetadata::len(&r.table(BUFFER)?)?;
-    let _ = writeln!(
-        s,
-        "# TYPE postfach_messages_buffered gauge\npostfach_messages_buffered {buffered}"
-    );
-    let _ = writeln!(
-        s,
-        "# TYPE postfach_oldest_buffered_age_seconds gauge\npostfach_oldest_buffered_age_seconds {}",
-        r.oldest_buffered_age()?.unwrap_or(0) as f64 / 1000.0
-    );
-    let _ = writeln!(
-        s,
-        "# HELP postfach_messages_parked Parked messages waiting for an operator, by reason.\n# TYPE postfach_messages_parked gauge"
-    );
-    let parked = r.parked_by_reason()?;
-    for reason in Reason::ALL.map(Reason::as_str) {
-        let _ = writeln!(
-            s,
-            "postfach_messages_parked{{reason=\"{reason}\"}} {}",
-            parked.get(reason).copied().unwrap_or(0)
-        );
-    }
-    let _ = writeln!(
-        s,
-        "# HELP postfach_instances_waiting Tokens resting at each element.\n# TYPE postfach_instances_waiting gauge"
-    );
-    let waiting = r.waiting_summary()?;
-    for (element, n, _) in &waiting {
-        let _ = writeln!(
-            s,
-            "postfach_instances_waiting{{element=\"{}\"}} {n}",
-            escape(element)
-        );
-    }
-    let _ = writeln!(
-        s,
-        "# HELP postfach_oldest_wait_age_seconds Age of the oldest token resting at each element.\n# TYPE postfach_oldest_wait_age_seconds gauge"
-    );
-    for (element, _, since) in &waiting {
-        let _ = writeln!(
-            s,
-            "postfach_oldest_wait_age_seconds{{element=\"{}\"}} {}",
-            escape(element),
-            r.now.saturating_sub(*since) as f64 / 1000.0
-        );
-    }
-    let (mut due, mut incidents) = (0u64, 0u64);
-    for row in r.table(JOBS)?.iter()? {
-        let (_, v) = row?;
-        let j: JobRecord = codec::decode(v.value())?;
-        match j.state {
-            JobState::Ready if j.due_at <= r.now => due += 1,
-            JobState::Incident => incidents += 1,
-            _ => {}
-        }
-    }
-    let _ = writeln!(
-        s,
-        "# HELP postfach_jobs_due Jobs due now and not taken yet.\n# TYPE postfach_jobs_due gauge\npostfach_jobs_due {due}"
-    );
-    let _ = writeln!(
-        s,
-        "# TYPE postfach_incidents gauge\npostfach_incidents {incidents}"
-    );
-    let _ = writeln!(
-        s,
-        "# TYPE postfach_signals_unreached_total counter\npostfach_signals_unreached_total {}",
-        count(Counter::SignalsUnreached)
-    );
-    let _ = writeln!(
-        s,
-        "# HELP postfach_job_attempts_total Handler and worker attempts, by result.\n# TYPE postfach_job_attempts_total counter"
-    );
-    let _ = writeln!(
-        s,
-        "postfach_job_attempts_total{{result=\"completed\"}} {}",
-        count(Counter::JobAttemptsCompleted)
-    );
-    let _ = writeln!(
-        s,
-        "postfach_job_attempts_total{{result=\"failed\"}} {}",
-        count(Counter::JobAttemptsFailed)
-    );
-    Ok(s)
-}
-
-fn escape(label: &str) -> String {
-    label
-        .replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
-}
-
-/// A Prometheus histogram with fixed buckets, safe to update from any thread.
+/// Observations counted in fixed buckets, safe to update from any thread: the
+/// data of a Prometheus histogram (the server's metrics module encodes it) and
+/// the quantiles the demo and benchmarks report.
 #[derive(Debug)]
 pub struct Histogram {
     bounds: &'static [f64],
@@ -680,21 +580,17 @@ impl Histogram {
         self.bounds.last().copied()
     }
 
-    /// The histogram in Prometheus text format.
-    pub fn prometheus(&self, name: &str, help: &str) -> String {
+    /// (upper bound, observations in that bucket) per bucket, the last one
+    /// unbounded (`f64::MAX`), and the sum of all observations.
+    pub fn buckets(&self) -> (Vec<(f64, u64)>, f64) {
         use std::sync::atomic::Ordering;
-        let mut out = format!("# HELP {name} {help}\n# TYPE {name} histogram\n");
-        let mut cumulative = 0;
-        for (i, b) in self.bounds.iter().enumerate() {
-            cumulative += self.counts[i].load(Ordering::Relaxed);
-            out.push_str(&format!("{name}_bucket{{le=\"{b}\"}} {cumulative}\n"));
-        }
-        cumulative += self.counts[self.bounds.len()].load(Ordering::Relaxed);
-        out.push_str(&format!("{name}_bucket{{le=\"+Inf\"}} {cumulative}\n"));
-        out.push_str(&format!(
-            "{name}_sum {}\n{name}_count {cumulative}\n",
-            self.sum.lock().map(|s| *s).unwrap_or(0.0)
-        ));
-        out
+        let buckets = self
+            .bounds
+            .iter()
+            .copied()
+            .chain([f64::MAX])
+            .zip(self.counts.iter().map(|c| c.load(Ordering::Relaxed)))
+            .collect();
+        (buckets, self.sum.lock().map(|s| *s).unwrap_or(0.0))
     }
 }

@@ -215,7 +215,13 @@ proptest! {
             }
             serde_json::to_string(&(messages, jobs, instances)).unwrap();
             r.waiting_at("warteAufAbschluss").unwrap();
-            postfach::ops::prometheus(&r).unwrap();
+            postfach::server::metrics::render(
+                &r,
+                &postfach::server::alarms::Alarms::new(Default::default()),
+                env.pf.commit_stats(),
+                &Default::default(),
+            )
+            .unwrap();
         });
     }
 }

@@ -46,18 +46,30 @@ async fn a_stuck_order_fires_after_two_days_and_clears_when_its_completion_arriv
     env.advance(Duration::from_secs(1));
     assert_eq!(eval(&env), vec!["+stuck_orders"]);
     assert!(eval(&env).is_empty(), "fires once, not at every evaluation");
+    let metrics = postfach::server::metrics::render(
+        &env.pf.reader().unwrap(),
+        &alarms,
+        env.pf.commit_stats(),
+        &Default::default(),
+    )
+    .unwrap();
     assert!(
-        alarms
-            .prometheus()
-            .contains("alarm_active{name=\"stuck_orders\"} 1")
+        metrics.contains("alarm_active{name=\"stuck_orders\"} 1"),
+        "{metrics}"
     );
 
     env.pf.publish(completion("4711", "evt-1")).await.unwrap();
     assert_eq!(eval(&env), vec!["-stuck_orders"]);
+    let metrics = postfach::server::metrics::render(
+        &env.pf.reader().unwrap(),
+        &alarms,
+        env.pf.commit_stats(),
+        &Default::default(),
+    )
+    .unwrap();
     assert!(
-        alarms
-            .prometheus()
-            .contains("alarm_active{name=\"stuck_orders\"} 0")
+        metrics.contains("alarm_active{name=\"stuck_orders\"} 0"),
+        "{metrics}"
     );
 }
 

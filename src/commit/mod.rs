@@ -208,18 +208,6 @@ impl Default for CommitStats {
     }
 }
 
-impl CommitStats {
-    /// Both histograms in Prometheus text format.
-    pub fn prometheus(&self) -> String {
-        self.latency_seconds.prometheus(
-            "postfach_commit_latency_seconds",
-            "Time to apply a batch and sync it to the log.",
-        ) + &self
-            .batch_size
-            .prometheus("postfach_commit_batch_size", "Commands committed together.")
-    }
-}
-
 pub(crate) fn unreachable_reply<T>() -> Result<T, Error> {
     Err(Error::Store(StoreError::Closed))
 }

@@ -141,19 +141,11 @@ impl Alarms {
         Ok(changes)
     }
 
-    /// `alarm_active{name}` gauges in Prometheus text.
-    pub fn prometheus(&self) -> String {
-        let mut s = String::from(
-            "# HELP alarm_active Whether a configured alarm is firing.\n# TYPE alarm_active gauge\n",
-        );
-        if let Ok(active) = self.active.lock() {
-            for (name, on) in active.iter() {
-                s.push_str(&format!(
-                    "alarm_active{{name=\"{name}\"}} {}\n",
-                    u8::from(*on)
-                ));
-            }
-        }
-        s
+    /// Every configured alarm and whether it is firing.
+    pub fn active(&self) -> Vec<(String, bool)> {
+        self.active
+            .lock()
+            .map(|a| a.iter().map(|(k, v)| (k.clone(), *v)).collect())
+            .unwrap_or_default()
     }
 }

@@ -615,11 +615,13 @@ async fn retry(State(s): State<AppState>, Path(id): Path<u64>) -> ApiResult {
 
 #[utoipa::path(get, path = "/metrics", responses((status = 200, description = "Prometheus metrics", body = serde_json::Value)))]
 async fn metrics(State(s): State<AppState>) -> Result<Response, ApiError> {
-    let mut text = crate::ops::prometheus(&s.pf.reader()?)?;
-    text.push_str(&s.alarms.prometheus());
-    text.push_str(&s.pf.commit_stats().prometheus());
-    text.push_str(&s.consumers.prometheus());
-    Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response())
+    let text = super::metrics::render(
+        &s.pf.reader()?,
+        &s.alarms,
+        s.pf.commit_stats(),
+        &s.consumers,
+    )?;
+    Ok(([(header::CONTENT_TYPE, super::metrics::CONTENT_TYPE)], text).into_response())
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]

@@ -13,6 +13,7 @@
 pub mod alarms;
 pub mod config;
 pub mod http;
+pub mod metrics;
 
 use crate::runtime::{Error, Postfach};
 use std::future::Future;

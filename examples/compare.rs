@@ -135,6 +135,8 @@ struct Args {
     burst: Option<usize>,
     burst_limit: Duration,
     merge: Option<PathBuf>,
+    /// Draw compare.svg from this compare.json and run nothing.
+    chart_only: Option<PathBuf>,
 }
 
 fn args() -> Args {
@@ -154,6 +156,7 @@ fn args() -> Args {
         burst: None,
         burst_limit: Duration::from_secs(180),
         merge: None,
+        chart_only: None,
     };
     let v: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -174,6 +177,7 @@ fn args() -> Args {
                 a.burst_limit = Duration::from_secs(val.parse().expect("--burst-limit SECONDS"))
             }
             "--merge" => a.merge = Some(val.into()),
+            "--chart-only" => a.chart_only = Some(val.into()),
             "--bench" => {
                 i += 1;
                 continue;
@@ -1326,41 +1330,89 @@ fn table(rows: &[Value]) -> String {
     md
 }
 
-/// Two bar charts side by side: throughput and lost messages per contender.
+/// Two bar charts side by side: throughput under the backlog and lost
+/// messages per contender, drawn by plotters.
 fn svg(rows: &[Value]) -> String {
-    let w = 900.0;
-    let bar_h = 22.0;
-    let top = 40.0;
-    let h = top + rows.len() as f64 * (bar_h + 8.0) + 30.0;
-    let max_t = rows
+    use plotters::prelude::*;
+    let names: Vec<String> = rows
         .iter()
-        .filter_map(|r| r["burst_per_s"].as_f64())
-        .fold(1.0, f64::max);
-    let max_l = rows
-        .iter()
-        .filter_map(|r| r["lost"].as_f64())
-        .fold(1.0, f64::max);
-    let mut s = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n<text x=\"150\" y=\"20\" font-weight=\"bold\">completions correlated per second (backlog)</text>\n<text x=\"560\" y=\"20\" font-weight=\"bold\">messages lost</text>\n"
-    );
-    for (i, r) in rows.iter().enumerate() {
-        let y = top + i as f64 * (bar_h + 8.0);
-        let t = r["burst_per_s"].as_f64().unwrap_or(0.0);
-        let l = r["lost"].as_f64().unwrap_or(0.0);
-        let tw = 250.0 * t / max_t;
-        let lw = 250.0 * l / max_l;
-        s.push_str(&format!(
-            "<text x=\"140\" y=\"{}\" text-anchor=\"end\">{}</text>\n<rect x=\"150\" y=\"{y}\" width=\"{tw:.1}\" height=\"{bar_h}\" fill=\"#3b7dd8\"/>\n<text x=\"{:.1}\" y=\"{}\">{t:.0}</text>\n<rect x=\"560\" y=\"{y}\" width=\"{lw:.1}\" height=\"{bar_h}\" fill=\"#d8453b\"/>\n<text x=\"{:.1}\" y=\"{}\">{l:.0}</text>\n",
-            y + 15.0,
-            r["contender"].as_str().unwrap_or(""),
-            155.0 + tw,
-            y + 15.0,
-            565.0 + lw,
-            y + 15.0,
-        ));
+        .map(|r| r["contender"].as_str().unwrap_or("").to_string())
+        .collect();
+    let height = 70 + 30 * rows.len() as u32;
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, (900, height)).into_drawing_area();
+        root.fill(&WHITE).expect("svg");
+        let (left, right) = root.split_horizontally(520);
+        let panels = [
+            (
+                &left,
+                "completions correlated per second (backlog)",
+                "burst_per_s",
+                RGBColor(0x3b, 0x7d, 0xd8),
+                150,
+            ),
+            (
+                &right,
+                "messages lost",
+                "lost",
+                RGBColor(0xd8, 0x45, 0x3b),
+                10,
+            ),
+        ];
+        for (area, title, field, color, label_width) in panels {
+            let values: Vec<f64> = rows
+                .iter()
+                .map(|r| r[field].as_f64().unwrap_or(0.0))
+                .collect();
+            let max = values.iter().copied().fold(1.0, f64::max) * 1.2;
+            let mut chart = ChartBuilder::on(area)
+                .caption(title, ("sans-serif", 14))
+                .margin(8)
+                .x_label_area_size(20)
+                .y_label_area_size(label_width)
+                .build_cartesian_2d(0.0..max, (0..rows.len()).into_segmented())
+                .expect("chart");
+            let shown = names.clone();
+            chart
+                .configure_mesh()
+                .disable_y_mesh()
+                .y_labels(rows.len())
+                .y_label_formatter(&move |v| match v {
+                    SegmentValue::CenterOf(i) if label_width > 10 => {
+                        shown.get(*i).cloned().unwrap_or_default()
+                    }
+                    _ => String::new(),
+                })
+                .x_label_formatter(&|x| format!("{x:.0}"))
+                .draw()
+                .expect("mesh");
+            chart
+                .draw_series(values.iter().enumerate().map(|(i, v)| {
+                    let mut bar = Rectangle::new(
+                        [
+                            (0.0, SegmentValue::Exact(i)),
+                            (*v, SegmentValue::Exact(i + 1)),
+                        ],
+                        color.filled(),
+                    );
+                    bar.set_margin(4, 4, 0, 0);
+                    bar
+                }))
+                .expect("bars");
+            chart
+                .draw_series(values.iter().enumerate().map(|(i, v)| {
+                    Text::new(
+                        format!(" {v:.0}"),
+                        (*v, SegmentValue::CenterOf(i)),
+                        ("sans-serif", 12),
+                    )
+                }))
+                .expect("values");
+        }
+        root.present().expect("svg");
     }
-    s.push_str("</svg>\n");
-    s
+    out
 }
 
 /// The rows of an earlier run's compare.json (same orders, seed and burst),
@@ -1390,6 +1442,16 @@ fn merge(file: &Path, args: &Args, rows: Vec<Value>) -> Vec<Value> {
 
 fn main() {
     let args = args();
+    if let Some(file) = &args.chart_only {
+        let text =
+            std::fs::read_to_string(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        let doc: Value =
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        let rows = doc["contenders"].as_array().cloned().unwrap_or_default();
+        std::fs::create_dir_all(&args.out).unwrap();
+        std::fs::write(args.out.join("compare.svg"), svg(&rows)).unwrap();
+        return;
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -60,6 +60,7 @@ pub fn render(
         }
         merged.buckets()
     });
+    let (jobs_due, incidents) = r.job_counts()?;
     let scrape = Scrape {
         counters: r.counters()?,
         buffered: r.buffered_count()?,
@@ -70,8 +71,8 @@ pub fn render(
             .into_iter()
             .map(|(e, n, since)| (e, n, r.now().saturating_sub(since) as f64 / 1000.0))
             .collect(),
-        jobs_due: r.job_counts()?.0,
-        incidents: r.job_counts()?.1,
+        jobs_due,
+        incidents,
         alarms: alarms.active(),
         commit_latency: commits.latency_seconds.buckets(),
         commit_batch: commits.batch_size.buckets(),

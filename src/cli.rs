@@ -4,13 +4,13 @@
 //! Invariant: the command line is a thin edge over the library API; it holds no
 //! engine logic and prints exactly one JSON document with `--json`.
 
-use crate::clock::rfc3339;
-pub use crate::contract::Output;
-use crate::contract::{delivery_json, locked_job_json, repair_json};
-use crate::limits;
-use crate::ops::{InstanceFilter, MessageFilter};
-use crate::{Delivery, Error, Outcome, Postfach, Publish, Reason, Vars};
 use clap::{Args, Parser, Subcommand};
+use postfach::clock::rfc3339;
+pub use postfach::contract::Output;
+use postfach::contract::{delivery_json, locked_job_json, repair_json};
+use postfach::limits;
+use postfach::ops::{InstanceFilter, MessageFilter};
+use postfach::{Delivery, Error, Outcome, Postfach, Publish, Reason, Vars};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -59,7 +59,7 @@ pub enum Command {
     /// Run the reference scenario end to end on an embedded database and print a summary.
     ///
     /// Example: postfach demo --orders 1000
-    Demo(crate::demo::DemoArgs),
+    Demo(postfach::demo::DemoArgs),
     /// Parse, validate and store a BPMN file as a new version.
     ///
     /// Example: postfach deploy bpmn/auftrag-ausfuehrung.bpmn --correlation-key AuftragAbgeschlossen=auftragId
@@ -398,7 +398,7 @@ impl From<Error> for Failure {
 /// What to do next, on the command line: the library's errors say only what
 /// happened. Exhaustive, so a new kind of error is placed here deliberately.
 fn next_step(e: &Error) -> Option<String> {
-    use crate::EngineError as E;
+    use postfach::EngineError as E;
     match e {
         Error::Engine(engine) => match engine {
             E::Store(s) => store_step(s),
@@ -412,15 +412,15 @@ fn next_step(e: &Error) -> Option<String> {
                 "see its tokens with `postfach instance {instance}`"
             )),
             E::JobState { job, refusal } => match refusal {
-                crate::JobRefusal::LockedByWorker => {
+                postfach::JobRefusal::LockedByWorker => {
                     Some("wait for the worker or its lease to expire".into())
                 }
-                crate::JobRefusal::Incident => {
+                postfach::JobRefusal::Incident => {
                     Some(format!("retry it first (postfach retry {job})"))
                 }
-                crate::JobRefusal::Continuation => Some("run it with `postfach work`".into()),
-                crate::JobRefusal::NotAnIncident => Some("only incidents can be retried".into()),
-                crate::JobRefusal::NotATask => None,
+                postfach::JobRefusal::Continuation => Some("run it with `postfach work`".into()),
+                postfach::JobRefusal::NotAnIncident => Some("only incidents can be retried".into()),
+                postfach::JobRefusal::NotATask => None,
             },
             E::RepairRefused { .. } => Some("pass --force to add it anyway".into()),
             E::Parse(p) => {
@@ -448,8 +448,8 @@ fn next_step(e: &Error) -> Option<String> {
     }
 }
 
-fn store_step(e: &crate::store::StoreError) -> Option<String> {
-    use crate::store::StoreError as S;
+fn store_step(e: &postfach::store::StoreError) -> Option<String> {
+    use postfach::store::StoreError as S;
     match e {
         S::Locked { .. } => Some(
             "talk to the server with --server http://127.0.0.1:7820 (or its --listen address), or stop it and retry".into(),
@@ -508,7 +508,7 @@ fn recover(db: &std::path::Path, discard_damaged: bool) -> Result<Output, Failur
             json: Some(described),
         });
     }
-    let Some(s) = Postfach::recover_damaged_log(db, crate::Options::default())? else {
+    let Some(s) = Postfach::recover_damaged_log(db, postfach::Options::default())? else {
         return Ok(out(described, text));
     };
     let missing = s
@@ -538,8 +538,8 @@ fn recover(db: &std::path::Path, discard_damaged: bool) -> Result<Output, Failur
     ))
 }
 
-impl From<crate::store::StoreError> for Failure {
-    fn from(e: crate::store::StoreError) -> Self {
+impl From<postfach::store::StoreError> for Failure {
+    fn from(e: postfach::store::StoreError) -> Self {
         Error::from(e).into()
     }
 }
@@ -632,7 +632,7 @@ fn out(json: Value, text: impl Into<String>) -> Output {
 /// Runs a parsed command line.
 pub async fn run(cli: Cli) -> Result<Output, Failure> {
     if let Command::Demo(args) = &cli.command {
-        return crate::demo::run(args, cli.json)
+        return postfach::demo::run(args, cli.json)
             .await
             .map_err(Failure::from);
     }
@@ -675,7 +675,7 @@ pub async fn run(cli: Cli) -> Result<Output, Failure> {
         let token = server_token(token_file.as_deref())?;
         check_exposure(*listen, token.as_deref())?;
     }
-    let mut options = crate::Options::default();
+    let mut options = postfach::Options::default();
     if let Some(ms) = std::env::var("POSTFACH_CHECKPOINT_MS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -718,19 +718,19 @@ async fn execute(pf: &Postfach, command: Command, sources: Sources<'_>) -> Resul
             config,
         } => {
             let mut config = match config {
-                Some(p) => crate::server::config::ConfigFile::parse(
+                Some(p) => postfach::server::config::ConfigFile::parse(
                     &p.display().to_string(),
                     &read_bounded(&p, MAX_CONFIG, "configuration file")?,
                 )
                 .map_err(usage)?,
-                None => crate::server::config::ConfigFile::default(),
+                None => postfach::server::config::ConfigFile::default(),
             };
             config
                 .correlation_keys
                 .extend(correlation_keys(&correlation_key)?);
             config.send_topics.extend(send_topics(&send_topic)?);
             if let (Some(sub), Some(message), Some(key)) = (subscription, message, key_from) {
-                let mut s = crate::ingress::SubscriptionConfig::new(&sub, &message, &key);
+                let mut s = postfach::ingress::SubscriptionConfig::new(&sub, &message, &key);
                 if let Some(id) = id_from {
                     s.message_id = id;
                 }
@@ -747,7 +747,7 @@ async fn execute(pf: &Postfach, command: Command, sources: Sources<'_>) -> Resul
         } => {
             let mut keys = correlation_keys(&correlation_key)?;
             for (element, topic) in send_topics(&send_topic)? {
-                keys.insert(crate::model::send_topic_override(&element), topic);
+                keys.insert(postfach::model::send_topic_override(&element), topic);
             }
             let xml = sources.read(&file)?;
             let name = file.display().to_string();
@@ -860,7 +860,7 @@ async fn execute(pf: &Postfach, command: Command, sources: Sources<'_>) -> Resul
             let v = pf
                 .reader()?
                 .instance(id)?
-                .ok_or_else(|| Error::from(crate::EngineError::UnknownInstance(id)))?;
+                .ok_or_else(|| Error::from(postfach::EngineError::UnknownInstance(id)))?;
             let mut text = format!(
                 "instance {} of {} v{}: {}\nwaiting at: {}\nvariables: {}\n",
                 v.instance,
@@ -1049,7 +1049,7 @@ async fn execute(pf: &Postfach, command: Command, sources: Sources<'_>) -> Resul
                 .fail_job_with(job_id, lease_token, &error, retries, retry_delay)
                 .await?;
             let s = match state {
-                crate::JobState::Incident => "incident",
+                postfach::JobState::Incident => "incident",
                 _ => "ready",
             };
             out(
@@ -1102,21 +1102,22 @@ async fn execute(pf: &Postfach, command: Command, sources: Sources<'_>) -> Resul
             invoice_delay,
         } => {
             if let Some(path) = invoice_ledger {
-                let ledger = crate::reference::InvoiceLedger::open(&path).map_err(|e| Failure {
-                    code: 1,
-                    message: format!("invoice ledger {}: {e}", path.display()),
-                    json: None,
-                })?;
+                let ledger =
+                    postfach::reference::InvoiceLedger::open(&path).map_err(|e| Failure {
+                        code: 1,
+                        message: format!("invoice ledger {}: {e}", path.display()),
+                        json: None,
+                    })?;
                 let delay = std::time::Duration::from_millis(invoice_delay.unwrap_or(0));
                 pf.register_handler(
                     "rechnungStellen",
-                    crate::reference::invoice_handler(ledger, delay),
+                    postfach::reference::invoice_handler(ledger, delay),
                 );
             }
             let total = if until_idle {
                 pf.work_until_idle().await?
             } else {
-                let exec = pf.start_executor(crate::jobs::ExecutorConfig::default());
+                let exec = pf.start_executor(postfach::jobs::ExecutorConfig::default());
                 shutdown_signal().await;
                 exec.stop().await?
             };
@@ -1388,7 +1389,7 @@ const MAX_CONFIG: usize = 1024 * 1024;
 /// Largest token file read.
 const MAX_TOKEN: usize = 4096;
 /// Longest line `import` reads (the HTTP body limit).
-const MAX_LINE: usize = crate::server::http::MAX_BODY;
+const MAX_LINE: usize = postfach::server::http::MAX_BODY;
 
 /// Reads a file the command line names, refusing it as soon as it passes `cap`
 /// bytes (a device such as /dev/zero never fills memory), and naming the byte
@@ -1434,7 +1435,7 @@ impl Sources<'_> {
     /// A BPMN model by the path the command line gave.
     fn read(&self, file: &std::path::Path) -> Result<String, Failure> {
         match self {
-            Sources::Local => read_bounded(file, crate::model::MAX_SIZE, "BPMN model"),
+            Sources::Local => read_bounded(file, postfach::model::MAX_SIZE, "BPMN model"),
             Sources::Sent(files) => files
                 .get(&file.display().to_string())
                 .cloned()
@@ -1487,7 +1488,7 @@ async fn serve(
     listen: std::net::SocketAddr,
     token_file: Option<PathBuf>,
     invoice_ledger: Option<PathBuf>,
-    config: crate::server::config::ConfigFile,
+    config: postfach::server::config::ConfigFile,
 ) -> Result<Output, Failure> {
     let fail = |message: String| Failure {
         code: 1,
@@ -1501,11 +1502,11 @@ async fn serve(
         .deploy(&file.display().to_string(), &xml, config.overrides())
         .await?;
     if let Some(path) = invoice_ledger {
-        let ledger = crate::reference::InvoiceLedger::open(&path)
+        let ledger = postfach::reference::InvoiceLedger::open(&path)
             .map_err(|e| fail(format!("invoice ledger {}: {e}", path.display())))?;
         pf.register_handler(
             "rechnungStellen",
-            crate::reference::invoice_handler(ledger, std::time::Duration::ZERO),
+            postfach::reference::invoice_handler(ledger, std::time::Duration::ZERO),
         );
     }
     for d in &deployed {
@@ -1524,10 +1525,14 @@ async fn serve(
         std::process::exit(130);
     });
     let db = pf.path().display().to_string();
-    let report = crate::server::run(
+    let report = postfach::server::run(
         pf,
         config,
-        crate::server::Listen { addr: listen, token },
+        postfach::server::Listen {
+            addr: listen,
+            token,
+            remote_cli: Some(remote_cli()),
+        },
         async move {
             let _ = first_rx.await;
         },
@@ -1535,11 +1540,11 @@ async fn serve(
     )
     .await
     .map_err(|e| match e {
-        crate::server::ServerError::Engine(e) => Failure::from(e),
-        crate::server::ServerError::NoPubsub => usage(format!(
+        postfach::server::ServerError::Engine(e) => Failure::from(e),
+        postfach::server::ServerError::NoPubsub => usage(format!(
             "{e}: rebuild with default features, or drop [[subscriptions]] and [send_topics] from the configuration"
         )),
-        crate::server::ServerError::Exposed(addr) => usage(format!(
+        postfach::server::ServerError::Exposed(addr) => usage(format!(
             "--listen {addr} is reachable from other machines: give a bearer token with --token-file PATH or $POSTFACH_TOKEN"
         )),
         other => fail(other.to_string()),
@@ -1572,6 +1577,18 @@ pub(crate) fn runs_remotely(c: &Command) -> Result<(), String> {
         ),
         _ => Ok(()),
     }
+}
+
+/// The command line as the server's `/cli` runs it.
+fn remote_cli() -> postfach::server::RemoteCli {
+    std::sync::Arc::new(|pf, args, files| {
+        Box::pin(async move {
+            match execute_remote(&pf, args, &files).await {
+                Ok(o) => json!({"code": 0, "json": o.json, "text": o.text}),
+                Err(f) => json!({"code": f.code, "message": f.message, "json": f.json}),
+            }
+        })
+    })
 }
 
 /// Executes a parsed command line against an open database, for a remote caller.
@@ -1663,7 +1680,7 @@ fn remote(server: &str, args: Vec<String>) -> Result<Output, Failure> {
 }
 
 /// What a repair did, saying plainly when it only scheduled async work.
-fn repair_output(instance: u64, verb: &str, r: &crate::Repair) -> Output {
+fn repair_output(instance: u64, verb: &str, r: &postfach::Repair) -> Output {
     let text = if r.jobs_created.is_empty() {
         format!(
             "token {} {verb}; instance {instance} now waits at {}",

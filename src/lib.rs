@@ -25,8 +25,6 @@
 //! # Ok(()) }
 //! ```
 
-#[cfg(feature = "server")]
-pub mod cli;
 pub mod clock;
 pub mod codec;
 mod commit;

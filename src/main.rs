@@ -1,11 +1,16 @@
+//! The `postfach` command line: see docs/cli.md for its contract.
+
 use clap::Parser;
-use postfach::cli::{Cli, run};
+
+mod cli;
+
+use cli::{Cli, run};
 
 fn main() {
     let cli = Cli::parse();
     let filter = tracing_subscriber::EnvFilter::try_from_env("POSTFACH_LOG").unwrap_or_else(|_| {
         // a server reports its alarms and recoveries; one-shot commands stay quiet
-        let level = if matches!(cli.command, postfach::cli::Command::Run { .. }) {
+        let level = if matches!(cli.command, cli::Command::Run { .. }) {
             "info"
         } else {
             "warn"
@@ -16,8 +21,8 @@ fn main() {
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
     match cli.log_format {
-        postfach::cli::LogFormat::Json => logs.json().init(),
-        postfach::cli::LogFormat::Human => logs.init(),
+        cli::LogFormat::Json => logs.json().init(),
+        cli::LogFormat::Human => logs.init(),
     }
     let json = cli.json;
     let runtime = match tokio::runtime::Builder::new_multi_thread()

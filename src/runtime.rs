@@ -28,7 +28,8 @@ use tokio::sync::oneshot;
 
 /// Errors of the public API.
 #[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
+// exhaustive on purpose: each edge (CLI hints, HTTP status) places every
+// kind deliberately; a new kind is a breaking change and versioned as one
 pub enum Error {
     #[error(transparent)]
     Engine(#[from] EngineError),

@@ -88,7 +88,8 @@ impl Config {
 
 /// Errors of engine commands. All but `Store` are refusals that changed nothing.
 #[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
+// exhaustive on purpose: each edge (CLI hints, HTTP status) places every
+// kind deliberately; a new kind is a breaking change and versioned as one
 pub enum EngineError {
     #[error(transparent)]
     Store(#[from] StoreError),

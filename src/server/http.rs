@@ -33,22 +33,26 @@ struct AppState {
     token: Option<Arc<String>>,
     alarms: Arc<crate::server::alarms::Alarms>,
     consumers: crate::ingress::Consumers,
+    remote_cli: Option<super::RemoteCli>,
 }
 
 /// The API as an axum router. `token`: required bearer token, if any; `alarms`:
 /// configured alarms whose state `/metrics` reports; `consumers`: the Pub/Sub
-/// consumers whose state `/health/ready` and `/metrics` report.
+/// consumers whose state `/health/ready` and `/metrics` report; `remote_cli`:
+/// what `/cli` runs (none: `/cli` answers 501).
 pub fn router(
     pf: Postfach,
     token: Option<String>,
     alarms: Arc<crate::server::alarms::Alarms>,
     consumers: crate::ingress::Consumers,
+    remote_cli: Option<super::RemoteCli>,
 ) -> Router {
     let state = AppState {
         pf,
         token: token.map(Arc::new),
         alarms,
         consumers,
+        remote_cli,
     };
     Router::new()
         .route(
@@ -642,11 +646,14 @@ async fn cli(
     b: Result<Json<CliBody>, JsonRejection>,
 ) -> Result<Response, ApiError> {
     let b = body(b)?;
-    let answer = match crate::cli::execute_remote(&s.pf, b.args, &b.files).await {
-        Ok(o) => json!({"code": 0, "json": o.json, "text": o.text}),
-        Err(f) => json!({"code": f.code, "message": f.message, "json": f.json}),
+    let Some(remote) = &s.remote_cli else {
+        return Ok(problem(
+            StatusCode::NOT_IMPLEMENTED,
+            "this server runs no command line: it was started by a host, not by `postfach run`"
+                .into(),
+        ));
     };
-    Ok(Json(answer).into_response())
+    Ok(Json(remote(s.pf.clone(), b.args, b.files).await).into_response())
 }
 
 #[utoipa::path(post, path = "/instances/{id}/tokens/{token}/move", request_body = TokenBody, params(("id" = u64, Path, description = "instance or job id"), ("token" = u64, Path, description = "token id")), responses((status = 200, description = "Repair: move a token; 409 if it would duplicate a subscription", body = serde_json::Value)))]

@@ -20,13 +20,29 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+/// Runs a command line inside the server for `postfach --server URL …`: given
+/// the database, the arguments and the contents of the files they name, it
+/// answers `{"code", "json", "text" | "message"}`. The `postfach` binary
+/// provides it; a host that runs the server itself usually has none.
+pub type RemoteCli = Arc<
+    dyn Fn(
+            Postfach,
+            Vec<String>,
+            std::collections::BTreeMap<String, String>,
+        ) -> std::pin::Pin<Box<dyn Future<Output = serde_json::Value> + Send>>
+        + Send
+        + Sync,
+>;
+
 /// How the server listens.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Listen {
     /// Address of the HTTP API.
     pub addr: SocketAddr,
     /// Bearer token the API requires (none: only a loopback address is allowed).
     pub token: Option<String>,
+    /// What `POST /cli` runs (none: it answers 501).
+    pub remote_cli: Option<RemoteCli>,
 }
 
 /// Why the server could not start or stopped with an error.
@@ -123,7 +139,13 @@ pub async fn run(
         shutdown.await;
         let _ = stop_tx.send(true);
     });
-    let app = http::router(pf.clone(), listen.token, alarms, consumers);
+    let app = http::router(
+        pf.clone(),
+        listen.token,
+        alarms,
+        consumers,
+        listen.remote_cli,
+    );
     ready(bound);
     let server = axum::serve(listener, app).with_graceful_shutdown(async move {
         let _ = stop_http.changed().await;

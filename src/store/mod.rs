@@ -60,7 +60,8 @@ pub(crate) const LEASES: TableDefinition<(u64, u64), ()> = TableDefinition::new(
 /// Storage failures. All of them are technical: retrying the operation, or
 /// redelivering the message that caused it, is the right reaction.
 #[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
+// exhaustive on purpose: each edge (CLI hints, HTTP status) places every
+// kind deliberately; a new kind is a breaking change and versioned as one
 pub enum StoreError {
     #[error(
         "database {path} is held by another process (a running postfach server, or a host application)"

@@ -19,10 +19,10 @@
 mod support;
 
 use google_cloud_pubsub::model::Message;
-use postfach::engine::{Delivery, Malformed, Publish};
 use postfach::ingress::{ACK_LATENCY_BOUNDS, ConsumerStats, SubscriptionConfig};
 use postfach::pubsub::consumer::{ConsumerOptions, Sink};
 use postfach::pubsub::{Connection, Consumer, Emulator, SubscriptionOptions};
+use postfach::{Delivery, Malformed, Publish};
 use postfach::{Error, Outcome};
 use serde_json::json;
 use std::io::{BufRead, BufReader};

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), postfach::Error> {
     let dir = std::env::temp_dir().join(format!("postfach-embedded-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(postfach::store::StoreError::Io)?;
+    std::fs::create_dir_all(&dir).map_err(postfach::StoreError::Io)?;
     let pf = Postfach::open(dir.join("orders.redb"))?;
 
     let xml = include_str!("../bpmn/auftrag-ausfuehrung.bpmn");

@@ -448,8 +448,8 @@ fn next_step(e: &Error) -> Option<String> {
     }
 }
 
-fn store_step(e: &postfach::store::StoreError) -> Option<String> {
-    use postfach::store::StoreError as S;
+fn store_step(e: &postfach::StoreError) -> Option<String> {
+    use postfach::StoreError as S;
     match e {
         S::Locked { .. } => Some(
             "talk to the server with --server http://127.0.0.1:7820 (or its --listen address), or stop it and retry".into(),
@@ -538,8 +538,8 @@ fn recover(db: &std::path::Path, discard_damaged: bool) -> Result<Output, Failur
     ))
 }
 
-impl From<postfach::store::StoreError> for Failure {
-    fn from(e: postfach::store::StoreError) -> Self {
+impl From<postfach::StoreError> for Failure {
+    fn from(e: postfach::StoreError) -> Self {
         Error::from(e).into()
     }
 }

@@ -18,7 +18,10 @@ pub enum CodecError {
     #[error(
         "stored record has format version {found}, this build reads version {FORMAT_VERSION}: open the database with the release that wrote it"
     )]
-    UnknownVersion { found: u8 },
+    UnknownVersion {
+        /// The version byte found.
+        found: u8,
+    },
     /// The record is empty or cut short.
     #[error("stored record is empty: the database file may be damaged")]
     Empty,

@@ -10,7 +10,9 @@ use serde_json::{Value, json};
 
 /// What a command prints: one JSON document and its human form.
 pub struct Output {
+    /// The JSON document (`--json`).
     pub json: Value,
+    /// The text for people.
     pub text: String,
 }
 

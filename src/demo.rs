@@ -20,6 +20,7 @@ use std::time::Instant;
 /// The reference model, shipped with the binary.
 pub const REFERENCE_BPMN: &str = include_str!("../bpmn/auftrag-ausfuehrung.bpmn");
 
+/// What the demo runs: how many orders, which share arrives early, how it is seeded.
 #[derive(Debug, Clone, Args)]
 pub struct DemoArgs {
     /// Number of orders.
@@ -50,6 +51,7 @@ pub struct DemoArgs {
 /// comparison benchmark so both draw the same workload from the same seed.
 pub struct Rng(pub u64);
 impl Rng {
+    /// The next pseudo-random number.
     pub fn next_u64(&mut self) -> u64 {
         // splitmix64
         self.0 = self.0.wrapping_add(0x9E3779B97F4A7C15);

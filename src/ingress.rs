@@ -23,7 +23,9 @@ use std::sync::{Arc, Mutex};
 /// into the payload such as `/auftragId`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Source {
+    /// A Pub/Sub attribute of this name.
     Attribute(String),
+    /// A JSON pointer into the payload.
     Pointer(String),
 }
 
@@ -185,7 +187,9 @@ impl SubscriptionConfig {
 /// One delivery as the transport hands it over.
 #[derive(Debug, Clone, Default)]
 pub struct Incoming {
+    /// The payload.
     pub data: Vec<u8>,
+    /// The Pub/Sub attributes.
     pub attributes: BTreeMap<String, String>,
     /// The broker's id of the message (Pub/Sub message_id).
     pub broker_id: String,
@@ -198,7 +202,9 @@ pub struct Incoming {
 /// What a delivery becomes.
 #[derive(Debug, Clone)]
 pub enum Decoded {
+    /// A message to publish into the engine.
     Publish(Publish),
+    /// A payload that could not be decoded, to be parked.
     Malformed(Malformed),
 }
 
@@ -345,19 +351,27 @@ impl AckDecision {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
 pub enum ConsumerState {
+    /// Connecting.
     Starting = 0,
+    /// Receiving deliveries.
     Running = 1,
+    /// Retrying after an error.
     Failing = 2,
+    /// Stopped.
     Stopped = 3,
 }
 
 /// Counters of one consumer, shared with `/metrics` and `/health/ready`.
 pub struct ConsumerStats {
+    /// The subscription consumed.
     pub subscription: String,
     state: AtomicU8,
     last_error: Mutex<Option<String>>,
+    /// Deliveries received.
     pub received: AtomicU64,
+    /// Deliveries acked (after their outcome was stored).
     pub acked: AtomicU64,
+    /// Deliveries nacked (storage failed: redelivered later).
     pub nacked: AtomicU64,
     outcomes: [AtomicU64; 4],
     /// Broker publish time → ack handed to the client, seconds.
@@ -371,6 +385,7 @@ pub const ACK_LATENCY_BOUNDS: &[f64] = &[
 ];
 
 impl ConsumerStats {
+    /// Counters of a new consumer of `subscription`.
     pub fn new(subscription: &str) -> Arc<Self> {
         Arc::new(Self {
             subscription: subscription.into(),
@@ -384,6 +399,7 @@ impl ConsumerStats {
         })
     }
 
+    /// Where the consumer stands.
     pub fn state(&self) -> ConsumerState {
         match self.state.load(Ordering::Relaxed) {
             0 => ConsumerState::Starting,
@@ -393,6 +409,7 @@ impl ConsumerStats {
         }
     }
 
+    /// Records a new state and its error, if any.
     pub fn set_state(&self, s: ConsumerState, error: Option<String>) {
         self.state.store(s as u8, Ordering::Relaxed);
         if let Ok(mut e) = self.last_error.lock() {
@@ -400,6 +417,7 @@ impl ConsumerStats {
         }
     }
 
+    /// The error of the last failure, if any.
     pub fn last_error(&self) -> Option<String> {
         self.last_error.lock().ok().and_then(|e| e.clone())
     }
@@ -430,12 +448,14 @@ pub struct Consumers {
 }
 
 impl Consumers {
+    /// Adds a consumer.
     pub fn add(&self, s: Arc<ConsumerStats>) {
         if let Ok(mut l) = self.list.lock() {
             l.push(s);
         }
     }
 
+    /// Every consumer.
     pub fn all(&self) -> Vec<Arc<ConsumerStats>> {
         self.list.lock().map(|l| l.clone()).unwrap_or_default()
     }

@@ -28,8 +28,11 @@ pub enum HandlerError {
     /// the task takes the token; without one the job becomes an incident.
     #[error("BPMN error {code}: {message}")]
     Bpmn {
+        /// The error code an error boundary event catches.
         code: String,
+        /// What went wrong, for people.
         message: String,
+        /// Variables merged into the instance when a boundary catches it.
         variables: Vars,
     },
 }
@@ -61,6 +64,7 @@ pub type HandlerFuture = Pin<Box<dyn Future<Output = Result<Vars, HandlerError>>
 
 /// A service task implementation; any `Fn(JobContext) -> impl Future<Output = Result<Vars, HandlerError>>`.
 pub trait Handler: Send + Sync + 'static {
+    /// Runs the job; the result completes it, fails it or throws a BPMN error.
     fn call(&self, ctx: JobContext) -> HandlerFuture;
 }
 

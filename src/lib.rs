@@ -5,6 +5,26 @@
 //! message ends in exactly one recorded outcome. Everything lives in one redb
 //! file, and every call that changes state returns after a durable commit.
 //!
+//! # The public face
+//!
+//! - [`Postfach`], opened with [`Options`], is the whole embedding API:
+//!   deploy, start, publish and correlate, jobs and handlers, repair, readers.
+//! - Its errors: [`Error`], with [`EngineError`] and [`StoreError`] inside.
+//! - Messages and jobs: [`Publish`], [`Delivery`], [`Outcome`], [`Reason`],
+//!   [`JobContext`], [`LockedJob`], [`HandlerError`]; [`clock`] for injected time.
+//! - Readers and views for operators: [`ops`]; BPMN models: [`model`];
+//!   documented ranges of every configurable value: [`limits`].
+//!
+//! # Cargo features
+//!
+//! - `server` (default): the HTTP API, `postfach.toml`, alarms and metrics
+//!   (module `server`), the demo and the `postfach` binary.
+//! - `pubsub` (default, implies `server`): the Pub/Sub ingress and outbox.
+//!
+//! `default-features = false` compiles the embeddable engine alone (tokio,
+//! redb, serde, bincode, quick-xml, tracing, thiserror); see
+//! `examples/embedded.rs`.
+//!
 //! ```no_run
 //! use postfach::{Postfach, Publish, vars};
 //! # async fn run() -> Result<(), postfach::Error> {
@@ -25,14 +45,16 @@
 //! # Ok(()) }
 //! ```
 
+#![deny(missing_docs)]
+
 pub mod clock;
-pub mod codec;
+mod codec;
 mod commit;
 #[cfg(feature = "server")]
 pub mod contract;
 #[cfg(feature = "server")]
 pub mod demo;
-pub mod engine;
+mod engine;
 pub mod ingress;
 pub mod jobs;
 pub mod limits;
@@ -41,20 +63,21 @@ pub mod ops;
 #[cfg(feature = "pubsub")]
 pub mod pubsub;
 pub mod reference;
-pub mod runtime;
+mod runtime;
 #[cfg(feature = "server")]
 pub mod server;
-pub mod store;
+mod store;
 
 pub use clock::{Clock, ManualClock, Millis, SystemClock};
+pub use codec::CodecError;
 pub use commit::wal::{LogState, Salvage as LogSalvage};
 pub use engine::{
     Config, Delivery, Deployed, EngineError, JobRefusal, LockedJob, Malformed, Outcome, Publish,
-    Repair,
+    Repair, backoff,
 };
 pub use jobs::{HandlerError, JobContext};
-pub use runtime::{Error, Options, Postfach, Recovery, WorkReport};
-pub use store::{JobState, MessageState, Reason};
+pub use runtime::{CommitStats, Error, Options, Postfach, Recovery, WorkReport};
+pub use store::{JobState, MessageState, Reason, StoreError};
 
 /// Process variables: a JSON object.
 pub type Vars = serde_json::Map<String, serde_json::Value>;

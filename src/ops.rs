@@ -18,64 +18,99 @@ use std::sync::Arc;
 /// One history line.
 #[derive(Debug, Clone, Serialize)]
 pub struct HistoryView {
+    /// The element (or process) it happened at.
     pub element: String,
+    /// What happened (`waiting`, `message_correlated`, `job_created` …).
     pub event: String,
+    /// When (RFC 3339).
     pub at: String,
 }
 
 /// An instance as operators see it.
 #[derive(Debug, Clone, Serialize)]
 pub struct InstanceView {
+    /// Instance id (a string: JSON numbers lose precision past 2^53).
     pub instance: String,
+    /// Process id.
     pub process: String,
+    /// Process version the instance runs.
     pub version: u32,
+    /// `active`, `completed` or `cancelled`.
     pub state: &'static str,
+    /// Business key, when started with one.
     pub business_key: Option<String>,
+    /// Elements its tokens rest at.
     pub waiting_at: Vec<String>,
     /// Every token: id, element, what it waits for, since when.
     pub tokens: Vec<TokenView>,
+    /// Errors of tokens that stopped at an incident.
     pub incidents: Vec<String>,
+    /// Process variables.
     pub variables: Vars,
+    /// Start (RFC 3339).
     pub started_at: String,
+    /// End (RFC 3339), once ended.
     pub ended_at: Option<String>,
+    /// What happened, oldest first.
     pub history: Vec<HistoryView>,
 }
 
 /// A token of an instance.
 #[derive(Debug, Clone, Serialize)]
 pub struct TokenView {
+    /// Token id within the instance.
     pub token: u64,
+    /// Element it rests at.
     pub element: String,
+    /// What it waits for, in words.
     pub waits_for: String,
+    /// Since when (RFC 3339).
     pub since: String,
 }
 
 /// A token waiting at an element, with its age.
 #[derive(Debug, Clone, Serialize)]
 pub struct WaitingView {
+    /// Instance id.
     pub instance: String,
+    /// Element it rests at.
     pub element: String,
+    /// Since when (RFC 3339).
     pub since: String,
+    /// How long it has waited, in milliseconds.
     pub age_ms: u64,
 }
 
 /// A message in the buffer or parked (or settled).
 #[derive(Debug, Clone, Serialize)]
 pub struct MessageView {
+    /// Message id.
     pub message_id: String,
+    /// Message name.
     pub name: String,
+    /// Correlation key.
     pub key: String,
+    /// `buffered`, `parked`, `correlated` or `discarded`.
     pub state: &'static str,
+    /// Why it was parked.
     pub reason: Option<&'static str>,
+    /// When it was accepted (RFC 3339).
     pub accepted_at: String,
+    /// When a buffered message expires (RFC 3339).
     pub expires_at: Option<String>,
+    /// Instances that could have taken it (ambiguous, late).
     pub candidates: Vec<String>,
+    /// Instance it was correlated into.
     pub instance: Option<String>,
+    /// Element that caught it.
     pub element: Option<String>,
+    /// Decoding error, or why it was discarded.
     pub note: Option<String>,
+    /// Transport attributes.
     pub attributes: BTreeMap<String, String>,
     /// Raw payload of a malformed message, as (lossy) text.
     pub raw: Option<String>,
+    /// How often an operator requeued it.
     pub requeues: u32,
     /// When it was correlated or discarded.
     pub settled_at: Option<String>,
@@ -84,41 +119,60 @@ pub struct MessageView {
 /// A job or incident.
 #[derive(Debug, Clone, Serialize)]
 pub struct JobView {
+    /// Job id.
     pub job: String,
+    /// Instance id.
     pub instance: String,
+    /// Element the job runs for.
     pub element: String,
+    /// `continuation`, `task` or `timer`.
     pub kind: &'static str,
+    /// Topic of a task job.
     pub topic: Option<String>,
+    /// `ready`, `locked` or `incident`.
     pub state: &'static str,
+    /// Failed attempts so far.
     pub attempts: u32,
+    /// Error of the last failed attempt.
     pub error: Option<String>,
+    /// When it is due (RFC 3339).
     pub due_at: String,
+    /// `instance:element:activation`, the same for every attempt.
     pub idempotency_key: String,
     /// Failed attempts, oldest first.
     pub history: Vec<AttemptView>,
+    /// Who holds its lease.
     pub lease_owner: Option<String>,
+    /// Until when (RFC 3339).
     pub lease_until: Option<String>,
 }
 
 /// One failed attempt.
 #[derive(Debug, Clone, Serialize)]
 pub struct AttemptView {
+    /// When (RFC 3339).
     pub at: String,
+    /// What the handler or worker reported.
     pub error: String,
 }
 
 /// Which instances to list.
 #[derive(Debug, Clone, Default)]
 pub struct InstanceFilter {
+    /// Only instances with a token at this element.
     pub waiting_at: Option<String>,
+    /// Only instances in this state (`active`, `completed`, `cancelled`).
     pub state: Option<String>,
 }
 
 /// Which messages to list; both flags false lists buffered and parked.
 #[derive(Debug, Clone, Default)]
 pub struct MessageFilter {
+    /// List buffered messages.
     pub buffered: bool,
+    /// List parked messages.
     pub parked: bool,
+    /// Only parked messages with this reason.
     pub reason: Option<Reason>,
 }
 
@@ -518,6 +572,7 @@ pub struct Histogram {
 }
 
 impl Histogram {
+    /// Empty, with these upper bucket bounds (ascending).
     pub fn new(bounds: &'static [f64]) -> Self {
         Self {
             bounds,
@@ -526,6 +581,7 @@ impl Histogram {
         }
     }
 
+    /// Counts one observation.
     pub fn observe(&self, v: f64) {
         use std::sync::atomic::Ordering;
         let i = self

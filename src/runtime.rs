@@ -31,22 +31,31 @@ use tokio::sync::oneshot;
 // exhaustive on purpose: each edge (CLI hints, HTTP status) places every
 // kind deliberately; a new kind is a breaking change and versioned as one
 pub enum Error {
+    /// The engine refused the command or failed.
     #[error(transparent)]
     Engine(#[from] EngineError),
+    /// Storage failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// A value given was outside its documented range.
     #[error(transparent)]
     OutOfRange(#[from] crate::limits::OutOfRange),
+    /// A background task of the runtime failed.
     #[error("a runtime task failed: {0}")]
     Task(String),
     #[error(
         "message '{name}' with key '{key}' cannot be correlated: {reason}{}",
         if candidates.is_empty() { String::new() } else { format!(" (candidate instances: {})", candidates.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")) }
     )]
+    /// A synchronous correlation found no single waiting instance.
     Rejected {
+        /// The message name.
         name: String,
+        /// The correlation key.
         key: String,
+        /// Why (a park reason's name).
         reason: &'static str,
+        /// Instances that could have taken it.
         candidates: Vec<u64>,
     },
 }
@@ -70,7 +79,9 @@ impl From<redb::Error> for Error {
 /// Settings of an open database.
 #[derive(Clone)]
 pub struct Options {
+    /// Engine settings (TTLs, dedup window, retries, retention).
     pub config: Config,
+    /// The clock every instant comes from (inject a manual one in tests).
     pub clock: Arc<dyn Clock>,
     /// Most commands committed together.
     pub max_batch: usize,
@@ -103,8 +114,11 @@ pub struct Recovery {
 /// Counts from one pass of the job runner.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct WorkReport {
+    /// Async continuations and timers run.
     pub continuations: usize,
+    /// Task jobs whose handler succeeded.
     pub tasks_completed: usize,
+    /// Task jobs whose handler failed.
     pub tasks_failed: usize,
 }
 

@@ -164,3 +164,19 @@ fn the_embeddable_engine_needs_no_server_code() {
         }
     }
 }
+
+/// The public face stays small: the engine, the store, the codec, the log and
+/// the runtime are internal (their types are re-exported where a host needs
+/// them), and every public item is documented.
+#[test]
+fn the_public_face_is_small_and_documented() {
+    let lib =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs")).unwrap();
+    assert!(lib.contains("#![deny(missing_docs)]"));
+    for internal in ["engine", "store", "codec", "commit", "runtime"] {
+        assert!(
+            !lib.contains(&format!("pub mod {internal};")),
+            "lib.rs makes `{internal}` public; re-export what a host needs instead"
+        );
+    }
+}

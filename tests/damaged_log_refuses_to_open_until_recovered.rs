@@ -34,7 +34,7 @@ fn a_flipped_byte_mid_log_refuses_to_open_and_recover_replays_every_intact_recor
         matches!(
             Postfach::open(&db),
             Err(postfach::Error::Store(
-                postfach::store::StoreError::LogDamaged { .. }
+                postfach::StoreError::LogDamaged { .. }
             ))
         ),
         "the library refuses too"

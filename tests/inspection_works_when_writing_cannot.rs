@@ -74,9 +74,7 @@ fn looking_at_a_crashed_database_lists_everything_and_changes_no_byte() {
     assert!(
         matches!(
             refused,
-            Err(postfach::Error::Store(
-                postfach::store::StoreError::ReadOnly
-            ))
+            Err(postfach::Error::Store(postfach::StoreError::ReadOnly))
         ),
         "{refused:?}"
     );

@@ -3,7 +3,7 @@
 //! extended; failures retry on a schedule and end as incidents, never silently.
 mod common;
 use common::*;
-use postfach::engine::{Config, EngineError, backoff};
+use postfach::{Config, EngineError, backoff};
 use postfach::{Error, JobState, Vars};
 use std::time::Duration;
 

@@ -7,11 +7,11 @@ mod common;
 
 use common::pubsub::{Broker, eventually};
 use common::{Env, MESSAGE};
-use postfach::engine::{Delivery, Malformed, Publish};
+use postfach::StoreError;
 use postfach::ingress::SubscriptionConfig;
 use postfach::pubsub::consumer::{ConsumerOptions, Sink};
 use postfach::pubsub::{Consumer, SubscriptionOptions};
-use postfach::store::StoreError;
+use postfach::{Delivery, Malformed, Publish};
 use postfach::{Error, Postfach};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -191,7 +191,9 @@ pub(crate) type Parsed = Vec<crate::model::Process>;
 /// Commit latency (apply + log fsync) and batch size of the writer.
 #[derive(Debug)]
 pub struct CommitStats {
+    /// Seconds from taking a batch to its log fsync.
     pub latency_seconds: crate::ops::Histogram,
+    /// Commands per committed batch.
     pub batch_size: crate::ops::Histogram,
 }
 

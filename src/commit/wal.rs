@@ -376,7 +376,7 @@ pub struct LogState {
     pub intact_after: usize,
 }
 
-/// What [`salvage`] kept and dropped.
+/// What salvaging a damaged log (`Postfach::recover_damaged_log`) kept and dropped.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Salvage {
     /// The untouched copy of the damaged log.

@@ -91,49 +91,93 @@ impl Config {
 // exhaustive on purpose: each edge (CLI hints, HTTP status) places every
 // kind deliberately; a new kind is a breaking change and versioned as one
 pub enum EngineError {
+    /// Storage failed; the command may be retried.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The BPMN file does not deploy.
     #[error(transparent)]
     Parse(#[from] model::ParseError),
+    /// No version of this process is deployed.
     #[error("process '{0}' is not deployed")]
     UnknownProcess(String),
     #[error(
         "process '{0}' has no none start event: start it by publishing its start message instead"
     )]
+    /// The process starts only by a message.
     NoStartEvent(String),
+    /// No instance has this id.
     #[error("instance {0} does not exist")]
     UnknownInstance(u64),
+    /// The element is not part of the instance's process version.
     #[error("element '{element}' does not exist in process '{process}'")]
-    UnknownElement { process: String, element: String },
+    UnknownElement {
+        /// The process id.
+        process: String,
+        /// The element id asked for.
+        element: String,
+    },
+    /// No job has this id.
     #[error("job {0} does not exist (it may have completed)")]
     UnknownJob(u64),
+    /// The job is not in a state that allows this.
     #[error("job {job} {refusal}")]
-    JobState { job: u64, refusal: JobRefusal },
+    JobState {
+        /// The job id.
+        job: u64,
+        /// Why it refused.
+        refusal: JobRefusal,
+    },
     #[error(
         "job {0}: the lease was lost (expired or taken by another worker); its result is refused, the job runs again"
     )]
+    /// The lease token is not the job's current one.
     StaleLease(u64),
+    /// No message was accepted under this id.
     #[error("message '{0}' is not known")]
     UnknownMessageId(String),
+    /// Several messages (of different names) share this id.
     #[error("message id '{id}' is used by several messages ({names}): address it as NAME/ID")]
-    AmbiguousMessageId { id: String, names: String },
+    AmbiguousMessageId {
+        /// The id as given.
+        id: String,
+        /// The names that use it.
+        names: String,
+    },
     #[error(
         "message '{id}' is {state}, not parked: only parked messages can be requeued or discarded"
     )]
-    NotParked { id: String, state: &'static str },
+    /// Only parked messages can be requeued or discarded.
+    NotParked {
+        /// The id as given.
+        id: String,
+        /// The state it is in.
+        state: &'static str,
+    },
     #[error(
         "refused: instance {existing_instance} has a token at '{existing_element}' that waits for or will reach message '{message}' with key '{key}'; a second token would make every completion ambiguous"
     )]
+    /// A repair would make a second token wait for one (message, key).
     RepairRefused {
+        /// The message both tokens would wait for.
         message: String,
+        /// Its correlation key.
         key: String,
+        /// The instance that already waits for it or will.
         existing_instance: u64,
+        /// Where that instance's token is.
         existing_element: String,
     },
+    /// The instance has completed or was cancelled.
     #[error("instance {0} has ended; it can no longer be modified")]
     InstanceEnded(u64),
+    /// The instance has no token with this id.
     #[error("instance {instance} has no token {token}")]
-    UnknownToken { instance: u64, token: u64 },
+    UnknownToken {
+        /// The instance id.
+        instance: u64,
+        /// The token id asked for.
+        token: u64,
+    },
 }
 
 /// Why a job refused what was asked of it (the edges say what to do next).
@@ -166,10 +210,13 @@ impl std::fmt::Display for JobRefusal {
 /// A message to publish or correlate.
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct Publish {
+    /// Message name, as the model's `<message name>`.
     pub name: String,
+    /// Correlation key value.
     pub key: String,
     /// Business message id for deduplication; generated when absent.
     pub message_id: Option<String>,
+    /// Variables merged into the instance on correlation.
     #[serde(with = "crate::codec::json_text")]
     pub variables: Vars,
     /// Buffer TTL; `Some(0)` disables buffering.
@@ -181,10 +228,15 @@ pub struct Publish {
 /// A payload that could not be decoded, parked as `malformed`.
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct Malformed {
+    /// Message name the payload was meant as.
     pub name: String,
+    /// Message id (from the transport).
     pub message_id: String,
+    /// The payload as received.
     pub raw: Vec<u8>,
+    /// Transport attributes.
     pub attributes: Vec<(String, String)>,
+    /// Why it could not be decoded.
     pub error: String,
 }
 
@@ -192,15 +244,20 @@ pub struct Malformed {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
+    /// Delivered to a waiting instance (or started one).
     Correlated,
+    /// Waits in the buffer for its subscription.
     Buffered,
+    /// Seen before under this (name, id): nothing changed.
     Duplicate,
+    /// Parked with a reason for an operator.
     Parked,
     /// Synchronous correlate only: nothing was recorded.
     Rejected,
 }
 
 impl Outcome {
+    /// The name in JSON and on the command line.
     pub fn as_str(self) -> &'static str {
         match self {
             Outcome::Correlated => "correlated",
@@ -215,19 +272,28 @@ impl Outcome {
 /// What became of a message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Delivery {
+    /// What happened.
     pub outcome: Outcome,
+    /// The message id (generated when none was given).
     pub message_id: String,
+    /// The instance it was correlated into.
     pub instance: Option<u64>,
+    /// The element that caught it.
     pub element: Option<String>,
+    /// Why it was parked or rejected.
     pub reason: Option<Reason>,
+    /// Instances that could have taken it (ambiguous, late).
     pub candidates: Vec<u64>,
+    /// When a buffered message expires.
     pub expires_at: Option<Millis>,
 }
 
 /// A deployed process version.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Deployed {
+    /// The process id.
     pub process: String,
+    /// The version now stored for it.
     pub version: u32,
     /// False when an identical model was already the latest version.
     pub new_version: bool,
@@ -264,9 +330,11 @@ pub struct LockedJob {
 /// Result of a token repair.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Repair {
+    /// The token that was added or moved.
     pub token: u64,
     /// Jobs the repair created: the work happens when they run, not now.
     pub jobs_created: Vec<u64>,
+    /// Where the instance's tokens wait afterwards.
     pub waiting_at: Vec<String>,
 }
 

@@ -28,20 +28,30 @@ pub enum Expr {
 /// A literal value.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Lit {
+    /// A number.
     Num(f64),
+    /// A string.
     Str(String),
+    /// A boolean.
     Bool(bool),
+    /// `null`.
     Null,
 }
 
 /// Comparison operators.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum CmpOp {
+    /// `==`
     Eq,
+    /// `!=`
     Ne,
+    /// `<`
     Lt,
+    /// `<=`
     Le,
+    /// `>`
     Gt,
+    /// `>=`
     Ge,
 }
 

@@ -40,8 +40,11 @@ pub struct Process {
 /// A flow node.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Element {
+    /// The BPMN id.
     pub id: String,
+    /// The name shown in the diagram.
     pub name: Option<String>,
+    /// What it does.
     pub kind: ElementKind,
     /// Indices into [`Process::flows`].
     pub incoming: Vec<usize>,
@@ -70,44 +73,63 @@ pub struct Retry {
 /// What a flow node does.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum ElementKind {
+    /// A start event without trigger: `start` begins here.
     NoneStart,
+    /// A message start event: a message of this name starts an instance.
     MessageStart {
+        /// The message name.
         message: String,
     },
     /// Intermediate timer catch event.
     TimerCatch {
+        /// When it fires.
         timer: TimerDef,
     },
     /// Event-based gateway: the first of its target events to happen wins.
     EventGateway,
     /// A boundary event on a task (`host` indexes [`Process::elements`]).
     Boundary {
+        /// The activity it is attached to.
         host: usize,
         /// Interrupting (`cancelActivity`, the default) or not.
         cancel: bool,
+        /// What triggers it.
         trigger: Trigger,
     },
+    /// An end event: the token ends here.
     End,
+    /// Takes the first outgoing flow whose condition holds, else the default.
     ExclusiveGateway {
+        /// The default flow (index into [`Process::flows`]).
         default: Option<usize>,
     },
+    /// Forks to every outgoing flow; joins all incoming ones.
     ParallelGateway,
     /// Completes as a pass-through unless bound to a topic by the outbox.
     SendTask,
     /// Waits as a job on `topic` until a handler or worker completes it.
     ServiceTask {
+        /// The topic workers fetch its jobs by.
         topic: String,
     },
+    /// Waits for a message, like a message catch event.
     ReceiveTask {
+        /// The message name.
         message: String,
     },
+    /// Intermediate message catch event.
     MessageCatch {
+        /// The message name.
         message: String,
     },
+    /// Intermediate signal catch event: waits for a broadcast.
     SignalCatch {
+        /// The signal name.
         signal: String,
     },
+    /// Intermediate signal throw event: broadcasts and moves on.
     SignalThrow {
+        /// The signal name.
         signal: String,
     },
     /// An intermediate throw event without definition: a pass-through.
@@ -116,6 +138,7 @@ pub enum ElementKind {
     /// `pubsub:TOPIC` that completes when the broker confirmed the publish.
     /// (Last variant: stored definitions encode variants by position.)
     Publish {
+        /// The job topic (`pubsub:` and the broker topic).
         topic: String,
     },
 }
@@ -172,7 +195,9 @@ pub enum TimerDef {
     Date(crate::clock::Millis),
     /// `timeCycle` `R[n]/duration`: every `every`, `repetitions` times (unbounded if `None`).
     Cycle {
+        /// How often (unbounded when `None`).
         repetitions: Option<u32>,
+        /// The period.
         every: crate::clock::Millis,
     },
 }
@@ -191,9 +216,11 @@ impl TimerDef {
 /// What triggers a boundary event.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Trigger {
+    /// A timer started when the token enters the activity.
     Timer(TimerDef),
     /// A BPMN error thrown by the task's worker; `None` catches every code.
     Error {
+        /// The error code caught (every code when `None`).
         code: Option<String>,
     },
 }
@@ -201,9 +228,13 @@ pub enum Trigger {
 /// A sequence flow.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Flow {
+    /// The BPMN id (generated when the file gives none).
     pub id: String,
+    /// Where it starts (index into [`Process::elements`]).
     pub source: usize,
+    /// Where it leads.
     pub target: usize,
+    /// Its condition, if any (on flows out of an exclusive gateway).
     pub condition: Option<Expr>,
 }
 

@@ -18,8 +18,11 @@ pub const MAX_DEPTH: usize = 128;
 /// An element the engine cannot execute.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Unsupported {
+    /// The element id.
     pub id: String,
+    /// Its BPMN type (`userTask`, `subProcess` …).
     pub kind: String,
+    /// Its line in the file.
     pub line: u32,
 }
 
@@ -41,36 +44,76 @@ pub struct Issue {
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum ParseError {
+    /// The file is not well-formed XML.
     #[error("{file}:{line}:{column}: malformed XML: {message}")]
     Xml {
+        /// The file.
         file: String,
+        /// Line of the error.
         line: u32,
+        /// Column of the error.
         column: u32,
+        /// What the XML reader said.
         message: String,
     },
+    /// The file is larger than a model may be.
     #[error("{file}: file is {size} bytes, more than the {MAX_SIZE} bytes a BPMN model may have")]
-    TooLarge { file: String, size: usize },
+    TooLarge {
+        /// The file.
+        file: String,
+        /// Its size in bytes.
+        size: usize,
+    },
+    /// Elements nest too deep.
     #[error("{file}:{line}: elements nest deeper than {MAX_DEPTH} levels")]
-    TooDeep { file: String, line: u32 },
+    TooDeep {
+        /// The file.
+        file: String,
+        /// Where the limit was passed.
+        line: u32,
+    },
+    /// The root element is not BPMN's `<definitions>`.
     #[error("{file}: the root element is <{found}>, expected <definitions> of BPMN 2.0")]
-    NotBpmn { file: String, found: String },
+    NotBpmn {
+        /// The file.
+        file: String,
+        /// The root element found.
+        found: String,
+    },
+    /// The file has no process.
     #[error("{file}: no <process> element found")]
-    NoProcess { file: String },
+    NoProcess {
+        /// The file.
+        file: String,
+    },
     #[error(
         "{file}:{line}: process '{process}' has isExecutable=\"false\": set isExecutable=\"true\" in the modeler to deploy it"
     )]
+    /// The process is marked not executable.
     NotExecutable {
+        /// The file.
         file: String,
+        /// The process id.
         process: String,
+        /// Its line.
         line: u32,
     },
+    /// Elements the engine cannot execute.
     #[error("{file}: {} element(s) the engine cannot execute: {}", items.len(), list_unsupported(items))]
     Unsupported {
+        /// The file.
         file: String,
+        /// Each of them, with id, type and line.
         items: Vec<Unsupported>,
     },
+    /// Supported elements with problems (missing key, dangling reference …).
     #[error("{file}: {}", list_issues(issues))]
-    Invalid { file: String, issues: Vec<Issue> },
+    Invalid {
+        /// The file.
+        file: String,
+        /// Each problem.
+        issues: Vec<Issue>,
+    },
 }
 
 impl ParseError {

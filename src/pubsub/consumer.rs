@@ -23,7 +23,9 @@ use tokio::sync::watch;
 
 /// Where decoded deliveries go: the engine ([`Postfach`]), or a wrapper of it.
 pub trait Sink: Send + Sync + 'static {
+    /// Stores a decoded delivery; returns after it is durable.
     fn publish(&self, p: Publish) -> impl Future<Output = Result<Delivery, Error>> + Send;
+    /// Parks an undecodable delivery; returns after it is durable.
     fn park_malformed(&self, m: Malformed) -> impl Future<Output = Result<Delivery, Error>> + Send;
 }
 
@@ -76,6 +78,7 @@ impl Consumer {
         Ok(Self { stop, task, stats })
     }
 
+    /// Its counters and state.
     pub fn stats(&self) -> Arc<ConsumerStats> {
         self.stats.clone()
     }

@@ -20,13 +20,19 @@ pub enum EmulatorError {
         "Pub/Sub emulator not found at {0}: install the Google Cloud SDK component \
          'pubsub-emulator' (needs a JDK) or set PUBSUB_EMULATOR_BIN"
     )]
+    /// The emulator is not installed where looked for.
     Missing(PathBuf),
+    /// The emulator could not be started.
     #[error("cannot start the Pub/Sub emulator {0}: {1}")]
     Spawn(PathBuf, std::io::Error),
+    /// The emulator did not answer in time.
     #[error("the Pub/Sub emulator did not answer on {host} within {secs} s (log: {log})")]
     NotReady {
+        /// Where it was expected.
         host: String,
+        /// How long was waited.
         secs: u64,
+        /// Its log file.
         log: String,
     },
 }

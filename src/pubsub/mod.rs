@@ -23,18 +23,26 @@ pub use emulator::Emulator;
 /// Errors of the Pub/Sub edge.
 #[derive(Debug, thiserror::Error)]
 pub enum PubsubError {
+    /// The client could not be built.
     #[error("Pub/Sub client for {endpoint}: {source}")]
     Client {
+        /// The endpoint.
         endpoint: String,
+        /// What the client builder said.
         source: google_cloud_gax::client_builder::Error,
     },
+    /// A call to Pub/Sub failed.
     #[error("Pub/Sub {what}: {source}")]
     Rpc {
+        /// What was called.
         what: String,
+        /// What Pub/Sub said.
         source: google_cloud_pubsub::Error,
     },
+    /// The configuration is not usable.
     #[error("Pub/Sub configuration: {0}")]
     Config(String),
+    /// The emulator failed.
     #[error(transparent)]
     Emulator(#[from] emulator::EmulatorError),
 }
@@ -105,6 +113,7 @@ impl Connection {
         self.anonymous
     }
 
+    /// The endpoint and project, for logs.
     pub fn describe(&self) -> String {
         self.endpoint
             .clone()
@@ -140,6 +149,7 @@ impl Connection {
         google_cloud_auth::credentials::anonymous::Builder::new().build()
     }
 
+    /// A streaming-pull client.
     pub async fn subscriber(&self) -> Result<Subscriber, PubsubError> {
         build!(self, Subscriber::builder())
     }
@@ -149,10 +159,12 @@ impl Connection {
         build!(self, Publisher::builder(self.topic_path(topic)))
     }
 
+    /// A topic administration client.
     pub async fn topic_admin(&self) -> Result<TopicAdmin, PubsubError> {
         build!(self, TopicAdmin::builder())
     }
 
+    /// A subscription administration client.
     pub async fn subscription_admin(&self) -> Result<SubscriptionAdmin, PubsubError> {
         build!(self, SubscriptionAdmin::builder())
     }
@@ -244,6 +256,7 @@ fn google_cloud_wkt_duration(d: std::time::Duration) -> Option<google_cloud_wkt:
 /// Options of a subscription created by [`Connection::ensure_subscription`].
 #[derive(Debug, Clone)]
 pub struct SubscriptionOptions {
+    /// How long a delivery may stay unacked before redelivery.
     pub ack_deadline_seconds: i32,
     /// Dead-letter topic and max delivery attempts.
     pub dead_letter: Option<(String, i32)>,

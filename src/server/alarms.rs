@@ -18,20 +18,31 @@ use std::sync::Mutex;
 #[serde(tag = "when", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Condition {
     /// The oldest token resting at `element` is older than `older_than`.
-    OldestWait { element: String, older_than: String },
+    OldestWait {
+        /// The element id.
+        element: String,
+        /// A duration (`2d`, `90min`).
+        older_than: String,
+    },
     /// More than `above` (default 0) parked messages, optionally of one reason.
     Parked {
+        /// Only parked messages of this reason.
         reason: Option<String>,
+        /// More than this many.
         #[serde(default)]
         above: u64,
     },
     /// More than `above` (default 0) incidents.
     Incidents {
+        /// More than this many.
         #[serde(default)]
         above: u64,
     },
     /// The oldest buffered message is older than `older_than`.
-    OldestBuffered { older_than: String },
+    OldestBuffered {
+        /// A duration (`2d`, `90min`).
+        older_than: String,
+    },
 }
 
 impl Condition {
@@ -93,8 +104,20 @@ impl Condition {
 /// A change of an alarm's state.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Change {
-    Fired { name: String, detail: String },
-    Cleared { name: String, detail: String },
+    /// The alarm's condition started to hold.
+    Fired {
+        /// The alarm's name.
+        name: String,
+        /// What holds, in words.
+        detail: String,
+    },
+    /// The condition no longer holds.
+    Cleared {
+        /// The alarm's name.
+        name: String,
+        /// What holds now, in words.
+        detail: String,
+    },
 }
 
 /// Configured alarms and which of them are active.
@@ -105,6 +128,7 @@ pub struct Alarms {
 }
 
 impl Alarms {
+    /// Alarms for these named conditions, none firing yet.
     pub fn new(conditions: BTreeMap<String, Condition>) -> Self {
         let active = conditions.keys().map(|k| (k.clone(), false)).collect();
         Self {

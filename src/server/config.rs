@@ -31,8 +31,10 @@ pub struct PubsubConfig {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ConfigFile {
+    /// `[alarms.NAME]`: conditions that fire an alarm.
     #[serde(default)]
     pub alarms: BTreeMap<String, Condition>,
+    /// `[pubsub]`: how to reach Pub/Sub.
     #[serde(default)]
     pub pubsub: PubsubConfig,
     /// `[[subscriptions]]`: each consumed into the engine.

@@ -66,32 +66,51 @@ pub enum StoreError {
     #[error(
         "database {path} is held by another process (a running postfach server, or a host application)"
     )]
-    Locked { path: String },
+    /// Another process holds the database file.
+    Locked {
+        /// The file.
+        path: String,
+    },
+    /// The database file could not be opened.
     #[error("database {path}: {source}")]
     Open {
+        /// The file.
         path: String,
+        /// What redb said.
         source: redb::DatabaseError,
     },
+    /// A read or write of the database failed.
     #[error("storage error: {0}")]
     Redb(#[from] redb::Error),
+    /// A stored record could not be read or written.
     #[error(transparent)]
     Codec(#[from] CodecError),
+    /// The database was closed.
     #[error("database is closed")]
     Closed,
+    /// The batch this command was part of was aborted.
     #[error("the commit batch was aborted ({0}); nothing of it was stored: retry the operation")]
     Aborted(String),
+    /// A file operation failed.
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),
     #[error(
         "write-ahead log {path} is damaged at byte {offset} of {size}: {intact_before} intact record(s) before it, {intact_after} intact record(s) after it; nothing was opened or changed"
     )]
+    /// The write-ahead log is damaged in the middle, not just torn at its end.
     LogDamaged {
+        /// The log file.
         path: String,
+        /// Where the damage starts.
         offset: u64,
+        /// The log's size.
         size: u64,
+        /// Intact records before the damage.
         intact_before: usize,
+        /// Intact records found after it.
         intact_after: usize,
     },
+    /// A write was asked of a database opened for reading.
     #[error("the database was opened for reading only")]
     ReadOnly,
 }
@@ -213,13 +232,18 @@ pub struct InstanceRecord {
 /// Where a message stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum MessageState {
+    /// Waits in the buffer for its subscription.
     Buffered,
+    /// Parked with a reason, for an operator.
     Parked,
+    /// Delivered to an instance.
     Correlated,
+    /// Ended by an operator, with a note why.
     Discarded,
 }
 
 impl MessageState {
+    /// The name in JSON and on the command line.
     pub fn as_str(self) -> &'static str {
         match self {
             MessageState::Buffered => "buffered",
@@ -378,8 +402,11 @@ pub enum JobKind {
 /// Job lifecycle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum JobState {
+    /// Due at its time, waiting to be taken.
     Ready,
+    /// Held under a lease by a handler or worker.
     Locked,
+    /// Out of attempts (or an uncaught BPMN error): waits for an operator.
     Incident,
 }
 

@@ -428,7 +428,15 @@ fn next_step(e: &Error) -> Option<String> {
                 (!missing.is_empty()).then(|| {
                     let flags: Vec<String> = missing
                         .iter()
-                        .map(|m| format!("--correlation-key {m}=VARIABLE"))
+                        .map(|m| {
+                            if m.chars()
+                                .any(|c| c.is_whitespace() || "'\"$`\\".contains(c))
+                            {
+                                format!("--correlation-key '{}=VARIABLE'", m.replace('\'', "'\\''"))
+                            } else {
+                                format!("--correlation-key {m}=VARIABLE")
+                            }
+                        })
                         .collect();
                     format!(
                         "deploy with {} (or set [correlation_keys] in postfach.toml)",

@@ -7,10 +7,8 @@
 
 use crate::Vars;
 use crate::clock::{Millis, rfc3339};
-use crate::codec;
 use crate::engine::{DefCache, load_def};
 use crate::store::*;
-use redb::{ReadOnlyTable, ReadTransaction, ReadableTable};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -178,7 +176,7 @@ pub struct MessageFilter {
 
 /// A consistent read snapshot.
 pub struct Reader {
-    tx: ReadTransaction,
+    snap: Snapshot,
     defs: Arc<DefCache>,
     now: Millis,
 }
@@ -186,20 +184,13 @@ pub struct Reader {
 type RErr = StoreError;
 
 impl Reader {
-    pub(crate) fn new(tx: ReadTransaction, defs: Arc<DefCache>, now: Millis) -> Self {
-        Self { tx, defs, now }
-    }
-
-    fn table<K: redb::Key + 'static, V: redb::Value + 'static>(
-        &self,
-        def: redb::TableDefinition<K, V>,
-    ) -> Result<ReadOnlyTable<K, V>, RErr> {
-        Ok(self.tx.open_table(def).map_err(redb::Error::from)?)
+    pub(crate) fn new(snap: Snapshot, defs: Arc<DefCache>, now: Millis) -> Self {
+        Self { snap, defs, now }
     }
 
     /// The raw instance record.
     pub fn instance_record(&self, id: u64) -> Result<Option<InstanceRecord>, RErr> {
-        get_record(&self.table(INSTANCES)?, id)
+        self.snap.instance(id)
     }
 
     /// One instance.
@@ -222,9 +213,7 @@ impl Reader {
                 }
             }
         } else {
-            for row in self.table(INSTANCES)?.iter()? {
-                let (_, v) = row?;
-                let rec: InstanceRecord = codec::decode(v.value())?;
+            for rec in self.snap.instances()? {
                 out.push(instance_view(&rec));
             }
         }
@@ -236,19 +225,17 @@ impl Reader {
 
     /// Tokens resting at `element`, oldest first, with their age.
     pub fn waiting_at(&self, element: &str) -> Result<Vec<WaitingView>, RErr> {
-        let mut out = Vec::new();
-        let t = self.table(TOKENS_AT)?;
-        for row in t.range((element, 0u64, 0u64, 0u64)..=(element, u64::MAX, u64::MAX, u64::MAX))? {
-            let row = row?;
-            let (e, since, inst, _) = row.0.value();
-            out.push(WaitingView {
+        Ok(self
+            .snap
+            .tokens_at(element)?
+            .into_iter()
+            .map(|(since, inst, _)| WaitingView {
                 instance: inst.to_string(),
-                element: e.to_string(),
+                element: element.to_string(),
                 since: rfc3339(since),
                 age_ms: self.now.saturating_sub(since),
-            });
-        }
-        Ok(out)
+            })
+            .collect())
     }
 
     /// Messages in the buffer and/or parked.
@@ -258,23 +245,12 @@ impl Reader {
         } else {
             (filter.buffered, filter.parked)
         };
-        let messages = self.table(MESSAGES)?;
         let mut recs: Vec<MessageRecord> = Vec::new();
         if buffered {
-            for row in self.table(BUFFER)?.iter()? {
-                let seq = row?.0.value().2;
-                if let Some(m) = get_record::<MessageRecord>(&messages, seq)? {
-                    recs.push(m);
-                }
-            }
+            recs.extend(self.snap.buffered()?);
         }
         if parked {
-            for row in self.table(PARKED)?.iter()? {
-                let seq = row?.0.value();
-                if let Some(m) = get_record::<MessageRecord>(&messages, seq)? {
-                    recs.push(m);
-                }
-            }
+            recs.extend(self.snap.parked()?);
         }
         if let Some(r) = filter.reason {
             recs.retain(|m| m.reason == Some(r));
@@ -285,22 +261,18 @@ impl Reader {
 
     /// Every message record with this id (any state).
     pub fn message(&self, id: &str) -> Result<Vec<MessageView>, RErr> {
-        let messages = self.table(MESSAGES)?;
-        let mut out = Vec::new();
-        for seq in seqs_by_id(&self.table(DEDUP)?, id)? {
-            if let Some(m) = get_record::<MessageRecord>(&messages, seq)? {
-                out.push(message_view(&m));
-            }
-        }
-        Ok(out)
+        Ok(self
+            .snap
+            .messages_by_id(id)?
+            .iter()
+            .map(message_view)
+            .collect())
     }
 
     /// Jobs, or only incidents.
     pub fn jobs(&self, incidents_only: bool) -> Result<Vec<JobView>, RErr> {
         let mut out = Vec::new();
-        for row in self.table(JOBS)?.iter()? {
-            let (_, v) = row?;
-            let j: JobRecord = codec::decode(v.value())?;
+        for j in self.snap.jobs()? {
             if incidents_only && j.state != JobState::Incident {
                 continue;
             }
@@ -311,23 +283,13 @@ impl Reader {
 
     /// Event counters (duplicates, parked by reason, signals that reached nobody, ...).
     pub fn counters(&self) -> Result<BTreeMap<String, u64>, RErr> {
-        let mut out = BTreeMap::new();
-        for row in self.table(META)?.range(COUNTER_PREFIX..)? {
-            let (k, v) = row?;
-            let Some(name) = k.value().strip_prefix(COUNTER_PREFIX) else {
-                break;
-            };
-            out.insert(name.to_string(), v.value());
-        }
-        Ok(out)
+        self.snap.counters()
     }
 
     /// Number of message records per state.
     pub fn message_counts(&self) -> Result<BTreeMap<&'static str, u64>, RErr> {
         let mut out = BTreeMap::new();
-        for row in self.table(MESSAGES)?.iter()? {
-            let (_, v) = row?;
-            let m: MessageRecord = codec::decode(v.value())?;
+        for m in self.snap.messages()? {
             *out.entry(m.state.as_str()).or_default() += 1;
         }
         Ok(out)
@@ -335,38 +297,14 @@ impl Reader {
 
     /// Age of the oldest buffered message, if any.
     pub fn oldest_buffered_age(&self) -> Result<Option<u64>, RErr> {
-        let messages = self.table(MESSAGES)?;
-        let mut oldest: Option<Millis> = None;
-        for row in self.table(EXPIRY)?.iter()? {
-            let seq = row?.0.value().1;
-            if let Some(m) = get_record::<MessageRecord>(&messages, seq)? {
-                oldest = Some(oldest.map_or(m.accepted_at, |o: Millis| o.min(m.accepted_at)));
-            }
-        }
+        let oldest = self.snap.buffered()?.iter().map(|m| m.accepted_at).min();
         Ok(oldest.map(|o| self.now.saturating_sub(o)))
     }
 
     /// When the next job becomes due: the earliest async continuation, task job
     /// of one of `topics`, or lease expiry.
     pub fn next_due(&self, topics: &[String]) -> Result<Option<Millis>, RErr> {
-        let mut next: Option<Millis> = None;
-        let mut take = |t: Millis| next = Some(next.map_or(t, |n: Millis| n.min(t)));
-        if let Some((k, _)) = self.table(CONT_DUE)?.first()? {
-            take(k.value().0);
-        }
-        if let Some((k, _)) = self.table(LEASES)?.first()? {
-            take(k.value().0);
-        }
-        let topic_due = self.table(TOPIC_DUE)?;
-        for t in topics {
-            if let Some(row) = topic_due
-                .range((t.as_str(), 0u64, 0u64)..=(t.as_str(), u64::MAX, u64::MAX))?
-                .next()
-            {
-                take(row?.0.value().1);
-            }
-        }
-        Ok(next)
+        self.snap.next_due(topics)
     }
 
     /// The deployed process definition of an instance.
@@ -375,12 +313,8 @@ impl Reader {
         process: &str,
         version: u32,
     ) -> Result<Option<Arc<crate::model::Process>>, RErr> {
-        let table = self.table(DEFINITIONS)?;
         load_def(&self.defs, process, version, || {
-            Ok(match table.get((process, version))? {
-                Some(g) => Some(crate::codec::decode(g.value())?),
-                None => None,
-            })
+            self.snap.definition(process, version)
         })
     }
 }
@@ -509,29 +443,18 @@ fn job_view(j: &JobRecord) -> JobView {
 impl Reader {
     /// Per element: tokens resting there and since when the oldest waits.
     pub fn waiting_summary(&self) -> Result<Vec<(String, u64, Millis)>, RErr> {
-        let mut out: Vec<(String, u64, Millis)> = Vec::new();
-        for row in self.table(TOKENS_AT)?.iter()? {
-            let row = row?;
-            let (element, since, _, _) = row.0.value();
-            match out.last_mut() {
-                Some((e, n, _)) if e == element => *n += 1,
-                _ => out.push((element.to_string(), 1, since)),
-            }
-        }
-        Ok(out)
+        self.snap.resting_summary()
     }
 
     /// How many messages wait in the buffer.
     pub fn buffered_count(&self) -> Result<u64, RErr> {
-        Ok(redb::ReadableTableMetadata::len(&self.table(BUFFER)?)?)
+        self.snap.buffered_count()
     }
 
     /// Jobs due now and not taken yet, and incidents.
     pub fn job_counts(&self) -> Result<(u64, u64), RErr> {
         let (mut due, mut incidents) = (0u64, 0u64);
-        for row in self.table(JOBS)?.iter()? {
-            let (_, v) = row?;
-            let j: JobRecord = codec::decode(v.value())?;
+        for j in self.snap.jobs()? {
             match j.state {
                 JobState::Ready if j.due_at <= self.now => due += 1,
                 JobState::Incident => incidents += 1,
@@ -548,14 +471,10 @@ impl Reader {
 
     /// Parked messages per reason.
     pub fn parked_by_reason(&self) -> Result<BTreeMap<&'static str, u64>, RErr> {
-        let messages = self.table(MESSAGES)?;
         let mut out = BTreeMap::new();
-        for row in self.table(PARKED)?.iter()? {
-            let seq = row?.0.value();
-            if let Some(m) = get_record::<MessageRecord>(&messages, seq)? {
-                *out.entry(m.reason.map_or("unknown", Reason::as_str))
-                    .or_default() += 1;
-            }
+        for m in self.snap.parked()? {
+            *out.entry(m.reason.map_or("unknown", Reason::as_str))
+                .or_default() += 1;
         }
         Ok(out)
     }

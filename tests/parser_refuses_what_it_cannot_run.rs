@@ -242,3 +242,54 @@ proptest! {
         let _ = parse("fuzz.bpmn", &s, &keys());
     }
 }
+
+#[test]
+fn an_event_without_its_message_or_signal_is_named_and_xml_errors_stay_on_one_line() {
+    let xml = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL">
+  <process id="p" isExecutable="true">
+    <startEvent id="s"/>
+    <sequenceFlow id="f0" sourceRef="s" targetRef="r"/>
+    <receiveTask id="r"/>
+    <sequenceFlow id="f1" sourceRef="r" targetRef="c"/>
+    <intermediateCatchEvent id="c"><signalEventDefinition/></intermediateCatchEvent>
+    <sequenceFlow id="f2" sourceRef="c" targetRef="e"/>
+    <endEvent id="e"/>
+  </process>
+</definitions>"#;
+    let err = parse("p.bpmn", xml, &BTreeMap::new()).unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("'r': names no message: set messageRef"),
+        "{text}"
+    );
+    assert!(
+        text.contains("'c': names no signal: set signalRef"),
+        "{text}"
+    );
+    assert!(err.missing_keys().is_empty(), "no key is missing: {text}");
+
+    let broken = "<definitions xmlns=\"http://www.omg.org/spec/BPMN/20100524/MODEL\">\n<process id=\"p\">\n</proc\ness>";
+    let text = parse("b.bpmn", broken, &BTreeMap::new())
+        .unwrap_err()
+        .to_string();
+    assert!(!text.contains('\n'), "one line: {text:?}");
+    assert!(text.starts_with("b.bpmn:"), "{text}");
+}
+
+#[test]
+fn plain_and_manual_tasks_are_executed_as_pass_through() {
+    let xml = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL">
+  <process id="p" isExecutable="true">
+    <startEvent id="s"/>
+    <sequenceFlow id="f0" sourceRef="s" targetRef="t"/>
+    <task id="t"/>
+    <sequenceFlow id="f1" sourceRef="t" targetRef="m"/>
+    <manualTask id="m"/>
+    <sequenceFlow id="f2" sourceRef="m" targetRef="e"/>
+    <endEvent id="e"/>
+  </process>
+</definitions>"#;
+    let p = &parse("p.bpmn", xml, &BTreeMap::new()).unwrap()[0];
+    assert_eq!(p.element("t").unwrap().kind.label(), "task");
+    assert_eq!(p.element("m").unwrap().kind.label(), "manualTask");
+}

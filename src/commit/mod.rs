@@ -346,11 +346,7 @@ impl Writer {
         wal: Option<Wal>,
         records: Vec<wal::Record>,
     ) -> Result<Self, StoreError> {
-        let durable = {
-            let r = store::begin_read(&db)?;
-            let meta = r.open_table(store::META).map_err(redb::Error::from)?;
-            meta.get(WAL_BATCH)?.map(|g| g.value()).unwrap_or(0)
-        };
+        let durable = { store::begin_read(&db)?.cursor(WAL_BATCH)? };
         let mut w = Self {
             db,
             defs,

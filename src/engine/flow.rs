@@ -288,10 +288,12 @@ impl<'a, 't> Engine<'a, 't> {
                     element: idx,
                 });
             }
+            // a plain or manual task does its work outside any system
             ElementKind::NoneStart
             | ElementKind::MessageStart { .. }
             | ElementKind::NoneThrow
             | ElementKind::SendTask
+            | ElementKind::Task { .. }
             | ElementKind::ExclusiveGateway { .. }
             | ElementKind::ParallelGateway => {
                 self.queue.push_back(Step::Leave {
@@ -357,7 +359,8 @@ impl<'a, 't> Engine<'a, 't> {
             | ElementKind::SignalCatch { .. }
             | ElementKind::SignalThrow { .. }
             | ElementKind::NoneThrow
-            | ElementKind::Publish { .. } => {
+            | ElementKind::Publish { .. }
+            | ElementKind::Task { .. } => {
                 for &f in &el.outgoing {
                     match &p.flows[f].condition {
                         None => chosen.push(f),

@@ -26,7 +26,7 @@ impl<'a, 't> Engine<'a, 't> {
         kind: JobKind,
         due_at: Millis,
     ) -> R<u64> {
-        let id = self.t.next_seq("job")?;
+        let id = self.t.next_job_id()?;
         let rec = self.inst(inst);
         rec.activations += 1;
         let key = format!("{inst}:{element}:{}", rec.activations);
@@ -385,7 +385,8 @@ impl<'a, 't> Engine<'a, 't> {
             | ElementKind::SignalCatch { .. }
             | ElementKind::SignalThrow { .. }
             | ElementKind::NoneThrow
-            | ElementKind::Publish { .. } => {}
+            | ElementKind::Publish { .. }
+            | ElementKind::Task { .. } => {}
         }
         self.run()
     }

@@ -114,7 +114,7 @@ impl<'a, 't> Engine<'a, 't> {
                 r
             }
             None => {
-                let seq = self.t.next_seq("message")?;
+                let seq = self.t.next_message_seq()?;
                 let message_id = msg
                     .message_id
                     .clone()
@@ -216,7 +216,7 @@ impl<'a, 't> Engine<'a, 't> {
                 expires_at: None,
             });
         }
-        let seq = self.t.next_seq("message")?;
+        let seq = self.t.next_message_seq()?;
         let rec = MessageRecord {
             seq,
             message_id: m.message_id.clone(),
@@ -261,7 +261,7 @@ impl<'a, 't> Engine<'a, 't> {
         Ok(due.len())
     }
 
-    pub(super) fn find_message(&self, id: &str) -> R<MessageRecord> {
+    pub(super) fn find_message(&mut self, id: &str) -> R<MessageRecord> {
         let (name, bare) = match id.split_once('/') {
             Some((n, i)) => (Some(n), i),
             None => (None, id),

@@ -259,7 +259,8 @@ impl<'a, 't> Engine<'a, 't> {
                 | ElementKind::ServiceTask { .. }
                 | ElementKind::SignalThrow { .. }
                 | ElementKind::NoneThrow
-                | ElementKind::Publish { .. } => {}
+                | ElementKind::Publish { .. }
+                | ElementKind::Task { .. } => {}
             }
         }
         for (m, k) in &messages {

@@ -136,10 +136,16 @@ pub enum ElementKind {
     NoneThrow,
     /// A send task bound to a broker topic: an outbox job on
     /// `pubsub:TOPIC` that completes when the broker confirmed the publish.
-    /// (Last variant: stored definitions encode variants by position.)
+    /// (Stored definitions encode variants by position: new ones go last.)
     Publish {
         /// The job topic (`pubsub:` and the broker topic).
         topic: String,
+    },
+    /// A plain `task` or a `manualTask`: no behaviour in the engine, the token
+    /// passes through (BPMN: work done outside any system).
+    Task {
+        /// A `manualTask` (else a plain `task`).
+        manual: bool,
     },
 }
 
@@ -172,6 +178,8 @@ impl ElementKind {
             ElementKind::SignalThrow { .. } => "intermediateThrowEvent(signal)",
             ElementKind::NoneThrow => "intermediateThrowEvent",
             ElementKind::Publish { .. } => "sendTask",
+            ElementKind::Task { manual: false } => "task",
+            ElementKind::Task { manual: true } => "manualTask",
         }
     }
 

@@ -236,7 +236,8 @@ fn build_tree(file: &str, xml: &str) -> Result<Node, ParseError> {
             file: file.to_string(),
             line,
             column,
-            message,
+            // one line, even when the reader quotes document text with a newline
+            message: message.replace("\r\n", " ").replace(['\n', '\r'], " "),
         }
     };
     let mut stack: Vec<Node> = Vec::new();
@@ -325,9 +326,7 @@ fn build_tree(file: &str, xml: &str) -> Result<Node, ParseError> {
 
 /// Flow nodes the engine does not execute (yet): refused at deploy.
 const UNSUPPORTED_NODES: &[&str] = &[
-    "task",
     "userTask",
-    "manualTask",
     "scriptTask",
     "businessRuleTask",
     "callActivity",
@@ -588,12 +587,22 @@ fn process(
             line: n.line,
         });
     };
-    let message_of = |d: &Node| -> (String, Option<String>) {
-        let r = d.attr("messageRef").unwrap_or("");
-        match defs.messages.get(r) {
+    // (name, key from the model); `None` when the element names no message
+    let message_of = |d: &Node| -> Option<(String, Option<String>)> {
+        let r = d.attr("messageRef").map(str::trim).unwrap_or("");
+        if r.is_empty() {
+            return None;
+        }
+        Some(match defs.messages.get(r) {
             Some((name, key)) => (name.clone(), key.clone()),
             None => (r.to_string(), None),
-        }
+        })
+    };
+    let no_message = |n: &Node| Issue {
+        id: n.id(),
+        line: n.line,
+        message: "names no message: set messageRef to the id of a <message>".into(),
+        missing_key_for: None,
     };
     for n in &p.children {
         let name = n.name.as_str();
@@ -616,12 +625,18 @@ fn process(
                 match (name, def) {
                     ("startEvent", None) => ElementKind::NoneStart,
                     ("startEvent", Some("messageEventDefinition")) => {
-                        let (message, _) = message_of(evdefs[0]);
+                        let Some((message, _)) = message_of(evdefs[0]) else {
+                            issues.push(no_message(n));
+                            continue;
+                        };
                         ElementKind::MessageStart { message }
                     }
                     ("endEvent", None) => ElementKind::End,
                     ("intermediateCatchEvent", Some("messageEventDefinition")) => {
-                        let (message, key) = message_of(evdefs[0]);
+                        let Some((message, key)) = message_of(evdefs[0]) else {
+                            issues.push(no_message(n));
+                            continue;
+                        };
                         let key = key
                             .or_else(|| model_key(n))
                             .or_else(|| model_key(evdefs[0]));
@@ -644,7 +659,17 @@ fn process(
                     }
                     ("intermediateCatchEvent", Some("signalEventDefinition"))
                     | ("intermediateThrowEvent", Some("signalEventDefinition")) => {
-                        let r = evdefs[0].attr("signalRef").unwrap_or("");
+                        let r = evdefs[0].attr("signalRef").map(str::trim).unwrap_or("");
+                        if r.is_empty() {
+                            issues.push(Issue {
+                                id: n.id(),
+                                line: n.line,
+                                message: "names no signal: set signalRef to the id of a <signal>"
+                                    .into(),
+                                missing_key_for: None,
+                            });
+                            continue;
+                        }
                         let signal = defs
                             .signals
                             .get(r)
@@ -710,6 +735,8 @@ fn process(
                 }
             }
             "parallelGateway" => ElementKind::ParallelGateway,
+            "task" => ElementKind::Task { manual: false },
+            "manualTask" => ElementKind::Task { manual: true },
             "sendTask" => {
                 let topic = key_overrides
                     .get(&super::send_topic_override(&n.id()))
@@ -736,7 +763,10 @@ fn process(
                 ElementKind::ServiceTask { topic }
             }
             "receiveTask" => {
-                let (message, key) = message_of(n);
+                let Some((message, key)) = message_of(n) else {
+                    issues.push(no_message(n));
+                    continue;
+                };
                 let key = key.or_else(|| model_key(n));
                 catches.push((message.clone(), n.id(), n.line, key));
                 ElementKind::ReceiveTask { message }

@@ -130,10 +130,12 @@ from_redb!(
 );
 
 mod overlay;
+mod snapshot;
 mod tables;
 #[cfg(test)]
 mod verify;
 
+pub(crate) use snapshot::Snapshot;
 pub(crate) use tables::{Resting, Tables};
 #[cfg(test)]
 pub(crate) use verify::MemoryStore;
@@ -546,6 +548,6 @@ pub(crate) fn open_db_read_only(path: &std::path::Path) -> Result<redb::Database
 }
 
 /// A read-only snapshot.
-pub(crate) fn begin_read(db: &redb::Database) -> Result<redb::ReadTransaction, StoreError> {
-    Ok(db.begin_read()?)
+pub(crate) fn begin_read(db: &redb::Database) -> Result<Snapshot, StoreError> {
+    Ok(Snapshot::new(db.begin_read()?))
 }

@@ -15,6 +15,13 @@ pub(crate) struct Tables<'t> {
     /// Sequences and counters are kept here during a batch and written to `meta`
     /// once, by [`Tables::finish`]: one `meta` write per batch instead of per command.
     pending: std::collections::BTreeMap<String, u64>,
+    /// Index rows of the messages and jobs read or written in this transaction,
+    /// as stored now: a write derives its row changes from them without reading
+    /// and decoding the record again. Every write goes through `Tables`, so they
+    /// cannot go stale; they die with the transaction.
+    /// `None`: known not to exist (a sequence just handed out).
+    message_rows: std::collections::HashMap<u64, Option<MessageRows>>,
+    job_rows: std::collections::HashMap<u64, Option<JobRows>>,
     meta: Table<'t, &'static str, u64>,
     definitions: Table<'t, (&'static str, u32), &'static [u8]>,
     latest: Table<'t, &'static str, u32>,
@@ -62,7 +69,7 @@ impl Resting {
 
 /// The index rows a message record owns besides `dedup` (which lives as long
 /// as the record).
-#[derive(PartialEq)]
+#[derive(Clone, PartialEq)]
 struct MessageRows {
     buffered: bool,
     expiry: Option<Millis>,
@@ -80,8 +87,18 @@ impl MessageRows {
     }
 }
 
-/// The index rows a job record owns.
-#[derive(PartialEq)]
+/// The index rows a job record owns: its due row and its lease row.
+#[derive(Clone, PartialEq)]
+struct JobRows(DueRow, Option<Millis>);
+
+impl JobRows {
+    fn of(j: &JobRecord) -> Self {
+        JobRows(due_row(j), lease_row(j))
+    }
+}
+
+/// A job's due row.
+#[derive(Clone, PartialEq)]
 enum DueRow {
     None,
     Continuation(Millis),
@@ -107,6 +124,8 @@ impl<'t> Tables<'t> {
     pub fn open(tx: &'t WriteTransaction) -> Result<Self, StoreError> {
         Ok(Self {
             pending: Default::default(),
+            message_rows: Default::default(),
+            job_rows: Default::default(),
             meta: tx.open_table(META)?,
             definitions: tx.open_table(DEFINITIONS)?,
             latest: tx.open_table(LATEST)?,
@@ -134,6 +153,21 @@ impl<'t> Tables<'t> {
     /// Takes the next value of a named sequence (starting at 1).
     pub fn next_seq(&mut self, name: &'static str) -> Result<u64, StoreError> {
         self.add(name, 1)
+    }
+
+    /// The accept sequence of a new message: known to have no record yet, so
+    /// its first write needs no lookup.
+    pub fn next_message_seq(&mut self) -> Result<u64, StoreError> {
+        let seq = self.add("message", 1)?;
+        self.message_rows.insert(seq, None);
+        Ok(seq)
+    }
+
+    /// The id of a new job (see [`Tables::next_message_seq`]).
+    pub fn next_job_id(&mut self) -> Result<u64, StoreError> {
+        let id = self.add("job", 1)?;
+        self.job_rows.insert(id, None);
+        Ok(id)
     }
 
     /// Adds to an event counter.
@@ -314,8 +348,23 @@ impl<'t> Tables<'t> {
     // ---------- messages ----------
 
     /// A message record by accept sequence.
-    pub fn message(&self, seq: u64) -> Result<Option<MessageRecord>, StoreError> {
-        get_record(&self.messages, seq)
+    pub fn message(&mut self, seq: u64) -> Result<Option<MessageRecord>, StoreError> {
+        let rec: Option<MessageRecord> = get_record(&self.messages, seq)?;
+        if let Some(m) = &rec {
+            self.message_rows.insert(seq, Some(MessageRows::of(m)));
+        }
+        Ok(rec)
+    }
+
+    /// The index rows of message `seq` as stored now (`None`: no such record).
+    fn stored_message_rows(&mut self, seq: u64) -> Result<Option<MessageRows>, StoreError> {
+        if let Some(rows) = self.message_rows.get(&seq) {
+            return Ok(rows.clone());
+        }
+        if self.messages.get(seq)?.is_none() {
+            return Ok(None);
+        }
+        Ok(self.message(seq)?.map(|m| MessageRows::of(&m)))
     }
 
     /// The (seq, accepted_at) recorded for (message id, name), if any.
@@ -330,24 +379,25 @@ impl<'t> Tables<'t> {
 
     /// Writes a message record and brings its index rows in line with its state.
     pub fn put_message(&mut self, rec: &MessageRecord) -> Result<(), StoreError> {
-        match self.message(rec.seq)? {
+        let new = MessageRows::of(rec);
+        match self.stored_message_rows(rec.seq)? {
             None => {
                 self.dedup.insert(
                     (rec.message_id.as_str(), rec.name.as_str()),
                     (rec.seq, rec.accepted_at),
                 )?;
-                self.message_rows(rec, &MessageRows::of(rec), true)?;
+                self.message_rows(rec, &new, true)?;
             }
-            Some(before) => {
-                let (old, new) = (MessageRows::of(&before), MessageRows::of(rec));
-                if old != new {
-                    self.message_rows(&before, &old, false)?;
-                    self.message_rows(rec, &new, true)?;
-                }
+            // name and key never change, so the old rows are `rec`'s with the old state
+            Some(old) if old != new => {
+                self.message_rows(rec, &old, false)?;
+                self.message_rows(rec, &new, true)?;
             }
+            Some(_) => {}
         }
         self.messages
             .insert(rec.seq, codec::encode(rec)?.as_slice())?;
+        self.message_rows.insert(rec.seq, Some(new));
         Ok(())
     }
 
@@ -384,7 +434,12 @@ impl<'t> Tables<'t> {
 
     /// Removes a message record with all its index rows, `dedup` included.
     pub fn remove_message(&mut self, rec: &MessageRecord) -> Result<(), StoreError> {
-        self.message_rows(rec, &MessageRows::of(rec), false)?;
+        let rows = match self.stored_message_rows(rec.seq)? {
+            Some(rows) => rows,
+            None => return Ok(()),
+        };
+        self.message_rows(rec, &rows, false)?;
+        self.message_rows.insert(rec.seq, None);
         self.dedup
             .remove((rec.message_id.as_str(), rec.name.as_str()))?;
         self.messages.remove(rec.seq)?;
@@ -433,39 +488,52 @@ impl<'t> Tables<'t> {
     // ---------- jobs ----------
 
     /// A job record.
-    pub fn job(&self, id: u64) -> Result<Option<JobRecord>, StoreError> {
-        get_record(&self.jobs, id)
+    pub fn job(&mut self, id: u64) -> Result<Option<JobRecord>, StoreError> {
+        let rec: Option<JobRecord> = get_record(&self.jobs, id)?;
+        if let Some(j) = &rec {
+            self.job_rows.insert(id, Some(JobRows::of(j)));
+        }
+        Ok(rec)
+    }
+
+    /// The index rows of job `id` as stored now (`None`: no such job).
+    fn stored_job_rows(&mut self, id: u64) -> Result<Option<JobRows>, StoreError> {
+        if let Some(rows) = self.job_rows.get(&id) {
+            return Ok(rows.clone());
+        }
+        if self.jobs.get(id)?.is_none() {
+            return Ok(None);
+        }
+        Ok(self.job(id)?.map(|j| JobRows::of(&j)))
     }
 
     /// Writes a job record and brings its due and lease rows in line with it.
     pub fn put_job(&mut self, rec: &JobRecord) -> Result<(), StoreError> {
-        let before = self.job(rec.id)?;
-        let (due, lease) = (due_row(rec), lease_row(rec));
-        match &before {
-            Some(b) => {
-                let (old_due, old_lease) = (due_row(b), lease_row(b));
-                if old_due != due {
-                    self.due_rows(rec.id, &old_due, false)?;
-                    self.due_rows(rec.id, &due, true)?;
-                }
-                if old_lease != lease {
-                    self.lease_rows(rec.id, old_lease, false)?;
-                    self.lease_rows(rec.id, lease, true)?;
-                }
-            }
-            None => {
-                self.due_rows(rec.id, &due, true)?;
-                self.lease_rows(rec.id, lease, true)?;
-            }
+        let new = JobRows::of(rec);
+        let old = self
+            .stored_job_rows(rec.id)?
+            .unwrap_or(JobRows(DueRow::None, None));
+        if old.0 != new.0 {
+            self.due_rows(rec.id, &old.0, false)?;
+            self.due_rows(rec.id, &new.0, true)?;
+        }
+        if old.1 != new.1 {
+            self.lease_rows(rec.id, old.1, false)?;
+            self.lease_rows(rec.id, new.1, true)?;
         }
         self.jobs.insert(rec.id, codec::encode(rec)?.as_slice())?;
+        self.job_rows.insert(rec.id, Some(new));
         Ok(())
     }
 
     /// Removes a job with its due and lease rows.
     pub fn remove_job(&mut self, rec: &JobRecord) -> Result<(), StoreError> {
-        self.due_rows(rec.id, &due_row(rec), false)?;
-        self.lease_rows(rec.id, lease_row(rec), false)?;
+        let Some(JobRows(due, lease)) = self.stored_job_rows(rec.id)? else {
+            return Ok(());
+        };
+        self.due_rows(rec.id, &due, false)?;
+        self.lease_rows(rec.id, lease, false)?;
+        self.job_rows.insert(rec.id, None);
         self.jobs.remove(rec.id)?;
         Ok(())
     }

@@ -1,0 +1,180 @@
+//! Read access to one consistent snapshot, for the views (`ops`) and metrics.
+//!
+//! Invariant: never writes and never blocks the writer (a redb read
+//! transaction); returns records and plain values, never a table.
+
+use super::*;
+use redb::{ReadOnlyTable, ReadTransaction, ReadableTable, ReadableTableMetadata};
+
+/// One read snapshot of every table.
+pub(crate) struct Snapshot {
+    tx: ReadTransaction,
+}
+
+impl Snapshot {
+    /// Reads from `tx`.
+    pub fn new(tx: ReadTransaction) -> Self {
+        Snapshot { tx }
+    }
+
+    fn table<K: redb::Key + 'static, V: redb::Value + 'static>(
+        &self,
+        def: TableDefinition<K, V>,
+    ) -> Result<ReadOnlyTable<K, V>, StoreError> {
+        Ok(self.tx.open_table(def).map_err(redb::Error::from)?)
+    }
+
+    /// Every record of a u64-keyed table, in key order.
+    fn all<T: serde::de::DeserializeOwned>(
+        &self,
+        def: TableDefinition<u64, &'static [u8]>,
+    ) -> Result<Vec<T>, StoreError> {
+        let mut out = Vec::new();
+        for row in self.table(def)?.iter()? {
+            out.push(codec::decode(row?.1.value())?);
+        }
+        Ok(out)
+    }
+
+    /// Message records by sequence, skipping sequences without one.
+    fn messages_of(
+        &self,
+        seqs: impl IntoIterator<Item = u64>,
+    ) -> Result<Vec<MessageRecord>, StoreError> {
+        let messages = self.table(MESSAGES)?;
+        let mut out = Vec::new();
+        for seq in seqs {
+            if let Some(m) = get_record(&messages, seq)? {
+                out.push(m);
+            }
+        }
+        Ok(out)
+    }
+
+    /// An instance record.
+    pub fn instance(&self, id: u64) -> Result<Option<InstanceRecord>, StoreError> {
+        get_record(&self.table(INSTANCES)?, id)
+    }
+
+    /// Every instance record, by id.
+    pub fn instances(&self) -> Result<Vec<InstanceRecord>, StoreError> {
+        self.all(INSTANCES)
+    }
+
+    /// Tokens resting at `element`, oldest first: (since, instance, token).
+    pub fn tokens_at(&self, element: &str) -> Result<Vec<(Millis, u64, u64)>, StoreError> {
+        let mut out = Vec::new();
+        let t = self.table(TOKENS_AT)?;
+        for row in t.range((element, 0u64, 0u64, 0u64)..=(element, u64::MAX, u64::MAX, u64::MAX))? {
+            let row = row?;
+            let (_, since, inst, token) = row.0.value();
+            out.push((since, inst, token));
+        }
+        Ok(out)
+    }
+
+    /// Per element: tokens resting there and since when the oldest waits, by element id.
+    pub fn resting_summary(&self) -> Result<Vec<(String, u64, Millis)>, StoreError> {
+        let mut out: Vec<(String, u64, Millis)> = Vec::new();
+        for row in self.table(TOKENS_AT)?.iter()? {
+            let row = row?;
+            let (element, since, _, _) = row.0.value();
+            match out.last_mut() {
+                Some((e, n, _)) if e == element => *n += 1,
+                _ => out.push((element.to_string(), 1, since)),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Buffered messages, per (name, key) in accept order.
+    pub fn buffered(&self) -> Result<Vec<MessageRecord>, StoreError> {
+        let mut seqs = Vec::new();
+        for row in self.table(BUFFER)?.iter()? {
+            seqs.push(row?.0.value().2);
+        }
+        self.messages_of(seqs)
+    }
+
+    /// How many messages are buffered.
+    pub fn buffered_count(&self) -> Result<u64, StoreError> {
+        Ok(self.table(BUFFER)?.len()?)
+    }
+
+    /// Parked messages, by sequence.
+    pub fn parked(&self) -> Result<Vec<MessageRecord>, StoreError> {
+        let mut seqs = Vec::new();
+        for row in self.table(PARKED)?.iter()? {
+            seqs.push(row?.0.value());
+        }
+        self.messages_of(seqs)
+    }
+
+    /// Every message recorded under this message id (any name).
+    pub fn messages_by_id(&self, id: &str) -> Result<Vec<MessageRecord>, StoreError> {
+        self.messages_of(seqs_by_id(&self.table(DEDUP)?, id)?)
+    }
+
+    /// Every message record, by sequence.
+    pub fn messages(&self) -> Result<Vec<MessageRecord>, StoreError> {
+        self.all(MESSAGES)
+    }
+
+    /// Every job record, by id.
+    pub fn jobs(&self) -> Result<Vec<JobRecord>, StoreError> {
+        self.all(JOBS)
+    }
+
+    /// Event counters by stored name.
+    pub fn counters(&self) -> Result<std::collections::BTreeMap<String, u64>, StoreError> {
+        let mut out = std::collections::BTreeMap::new();
+        for row in self.table(META)?.range(COUNTER_PREFIX..)? {
+            let (k, v) = row?;
+            let Some(name) = k.value().strip_prefix(COUNTER_PREFIX) else {
+                break;
+            };
+            out.insert(name.to_string(), v.value());
+        }
+        Ok(out)
+    }
+
+    /// The earliest due time of a continuation or timer, of a lease's end, and
+    /// of a task job of one of `topics`.
+    pub fn next_due(&self, topics: &[String]) -> Result<Option<Millis>, StoreError> {
+        let mut next: Option<Millis> = None;
+        let mut take = |t: Millis| next = Some(next.map_or(t, |n: Millis| n.min(t)));
+        if let Some((k, _)) = self.table(CONT_DUE)?.first()? {
+            take(k.value().0);
+        }
+        if let Some((k, _)) = self.table(LEASES)?.first()? {
+            take(k.value().0);
+        }
+        let topic_due = self.table(TOPIC_DUE)?;
+        for t in topics {
+            if let Some(row) = topic_due
+                .range((t.as_str(), 0u64, 0u64)..=(t.as_str(), u64::MAX, u64::MAX))?
+                .next()
+            {
+                take(row?.0.value().1);
+            }
+        }
+        Ok(next)
+    }
+
+    /// A named cursor or sequence in `meta` (0 when never set).
+    pub fn cursor(&self, name: &str) -> Result<u64, StoreError> {
+        Ok(self.table(META)?.get(name)?.map(|g| g.value()).unwrap_or(0))
+    }
+
+    /// A stored process version.
+    pub fn definition(
+        &self,
+        process: &str,
+        version: u32,
+    ) -> Result<Option<DefinitionRecord>, StoreError> {
+        match self.table(DEFINITIONS)?.get((process, version))? {
+            Some(g) => Ok(Some(codec::decode(g.value())?)),
+            None => Ok(None),
+        }
+    }
+}

@@ -32,8 +32,30 @@ pub fn delivery_json(d: &Delivery) -> Value {
 /// A job handed to an external worker, as JSON.
 pub fn locked_job_json(j: &crate::LockedJob) -> Value {
     let t = &j.task;
-    json!({"job": t.job.to_string(), "instance": t.instance.to_string(), "element": t.element, "topic": t.topic,
-        "lease_token": j.lease_token, "idempotency_key": t.idempotency_key, "attempt": t.attempt, "variables": t.variables})
+    let mut v = json!({"job": t.job.to_string(), "instance": t.instance.to_string(), "element": t.element, "topic": t.topic,
+        "lease_token": j.lease_token, "idempotency_key": t.idempotency_key, "attempt": t.attempt, "variables": t.variables});
+    if let Some(work) = &t.work {
+        v["work"] = work_json(work);
+    }
+    v
+}
+
+/// What a script or business-rule task asks its worker to evaluate, as JSON.
+pub fn work_json(w: &crate::model::Delegated) -> Value {
+    use crate::model::Delegated;
+    match w {
+        Delegated::Script {
+            format,
+            text,
+            result_variable,
+        } => {
+            json!({"kind": "script", "format": format, "script": text, "result_variable": result_variable})
+        }
+        Delegated::Decision {
+            decision,
+            result_variable,
+        } => json!({"kind": "decision", "decision": decision, "result_variable": result_variable}),
+    }
 }
 
 /// What a repair did, as JSON.

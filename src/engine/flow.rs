@@ -186,6 +186,7 @@ impl<'a, 't> Engine<'a, 't> {
             && matches!(
                 el.kind,
                 ElementKind::ServiceTask { .. }
+                    | ElementKind::Delegated { .. }
                     | ElementKind::Publish { .. }
                     | ElementKind::ReceiveTask { .. }
             )
@@ -221,7 +222,8 @@ impl<'a, 't> Engine<'a, 't> {
                     self.complete_instance(inst)?;
                 }
             }
-            ElementKind::ServiceTask { topic } => {
+            // a script or rule task waits for the worker that evaluates it
+            ElementKind::ServiceTask { topic } | ElementKind::Delegated { topic, .. } => {
                 let topic = topic.clone();
                 let job = self.create_job(inst, token, &el.id, JobKind::Task { topic })?;
                 self.set_token(inst, token, &el.id, Wait::Job { job });
@@ -354,6 +356,7 @@ impl<'a, 't> Engine<'a, 't> {
             | ElementKind::End
             | ElementKind::SendTask
             | ElementKind::ServiceTask { .. }
+            | ElementKind::Delegated { .. }
             | ElementKind::ReceiveTask { .. }
             | ElementKind::MessageCatch { .. }
             | ElementKind::SignalCatch { .. }

@@ -102,11 +102,17 @@ impl<'a, 't> Engine<'a, 't> {
                 in_process,
             });
             self.t.put_job(&job)?;
-            let variables = self
-                .t
-                .instance(job.instance)?
-                .map(|i| i.variables)
-                .unwrap_or_default();
+            let (variables, work) = match self.t.instance(job.instance)? {
+                Some(i) => {
+                    let p = self.def(&i.process, i.version)?;
+                    let work = match p.element(&job.element).map(|e| &e.kind) {
+                        Some(ElementKind::Delegated { work, .. }) => Some(work.clone()),
+                        _ => None,
+                    };
+                    (i.variables, work)
+                }
+                None => (Vars::new(), None),
+            };
             out.push(LockedJob {
                 task: JobContext {
                     job: id,
@@ -116,6 +122,7 @@ impl<'a, 't> Engine<'a, 't> {
                     variables,
                     idempotency_key: job.idempotency_key.clone(),
                     attempt: job.attempts + 1,
+                    work,
                 },
                 lease_token: token,
             });
@@ -380,6 +387,7 @@ impl<'a, 't> Engine<'a, 't> {
             | ElementKind::ParallelGateway
             | ElementKind::SendTask
             | ElementKind::ServiceTask { .. }
+            | ElementKind::Delegated { .. }
             | ElementKind::ReceiveTask { .. }
             | ElementKind::MessageCatch { .. }
             | ElementKind::SignalCatch { .. }

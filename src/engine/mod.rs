@@ -316,6 +316,9 @@ pub struct JobContext {
     pub idempotency_key: String,
     /// Which attempt this is (1 for the first).
     pub attempt: u32,
+    /// For a script or business-rule task: what to evaluate (postfach runs no
+    /// script language or DMN itself). `None` for service and send tasks.
+    pub work: Option<model::Delegated>,
 }
 
 /// A task job locked for a handler or worker: the work and the lease it is held under.

@@ -257,6 +257,7 @@ impl<'a, 't> Engine<'a, 't> {
                 | ElementKind::ParallelGateway
                 | ElementKind::SendTask
                 | ElementKind::ServiceTask { .. }
+                | ElementKind::Delegated { .. }
                 | ElementKind::SignalThrow { .. }
                 | ElementKind::NoneThrow
                 | ElementKind::Publish { .. }

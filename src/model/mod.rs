@@ -147,6 +147,37 @@ pub enum ElementKind {
         /// A `manualTask` (else a plain `task`).
         manual: bool,
     },
+    /// A `scriptTask` or `businessRuleTask`: postfach evaluates no script
+    /// language and no DMN itself, so it waits as a job on `topic`, like a
+    /// service task, and the job carries what to evaluate.
+    Delegated {
+        /// The topic workers fetch its jobs by.
+        topic: String,
+        /// What the worker is asked to evaluate.
+        work: Delegated,
+    },
+}
+
+/// What a script or business-rule task asks its worker to evaluate.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Delegated {
+    /// A script: its language (`scriptFormat`), text (or Zeebe FEEL
+    /// expression), and the variable its result goes to.
+    Script {
+        /// `scriptFormat` (`groovy`, `javascript`, `feel` …), if given.
+        format: Option<String>,
+        /// The script text or expression, if given inline.
+        text: Option<String>,
+        /// The variable the result is stored in, if the model names one.
+        result_variable: Option<String>,
+    },
+    /// A decision: the DMN decision to evaluate and the variable its result goes to.
+    Decision {
+        /// The decision's id or key, if the model names one.
+        decision: Option<String>,
+        /// The variable the result is stored in, if the model names one.
+        result_variable: Option<String>,
+    },
 }
 
 /// Job topics of send tasks bound to a broker topic start with this.
@@ -180,6 +211,14 @@ impl ElementKind {
             ElementKind::Publish { .. } => "sendTask",
             ElementKind::Task { manual: false } => "task",
             ElementKind::Task { manual: true } => "manualTask",
+            ElementKind::Delegated {
+                work: Delegated::Script { .. },
+                ..
+            } => "scriptTask",
+            ElementKind::Delegated {
+                work: Delegated::Decision { .. },
+                ..
+            } => "businessRuleTask",
         }
     }
 

@@ -327,8 +327,6 @@ fn build_tree(file: &str, xml: &str) -> Result<Node, ParseError> {
 /// Flow nodes the engine does not execute (yet): refused at deploy.
 const UNSUPPORTED_NODES: &[&str] = &[
     "userTask",
-    "scriptTask",
-    "businessRuleTask",
     "callActivity",
     "subProcess",
     "transaction",
@@ -374,6 +372,27 @@ fn model_key(node: &Node) -> Option<String> {
         .find(|c| c.name == "subscription")
         .and_then(|s| s.attr("correlationKey"))
         .map(strip_feel)
+}
+
+/// A child of `<extensionElements>` by local name (`zeebe:script`, `zeebe:taskDefinition` …).
+fn extension<'n>(node: &'n Node, name: &str) -> Option<&'n Node> {
+    node.child("extensionElements")?
+        .children
+        .iter()
+        .find(|c| c.name == name)
+}
+
+/// The job topic of a task done by a worker: `flowable:topic` / `camunda:topic`,
+/// Zeebe's `taskDefinition type`, else the element id.
+fn topic_of(n: &Node) -> String {
+    n.attr("topic")
+        .map(str::to_string)
+        .or_else(|| {
+            extension(n, "taskDefinition")
+                .and_then(|t| t.attr("type"))
+                .map(strip_feel)
+        })
+        .unwrap_or_else(|| n.id())
 }
 
 fn is_true(v: Option<&str>) -> bool {
@@ -749,18 +768,49 @@ fn process(
                     None => ElementKind::SendTask,
                 }
             }
-            "serviceTask" => {
-                let ext_topic = n
-                    .child("extensionElements")
-                    .and_then(|x| x.children.iter().find(|c| c.name == "taskDefinition"))
-                    .and_then(|t| t.attr("type"))
-                    .map(strip_feel);
-                let topic = n
-                    .attr("topic")
+            "serviceTask" => ElementKind::ServiceTask { topic: topic_of(n) },
+            "scriptTask" => {
+                let zeebe = extension(n, "script");
+                let text = n
+                    .child("script")
+                    .map(|s| s.text.trim().to_string())
+                    .filter(|t| !t.is_empty())
+                    .or_else(|| zeebe.and_then(|z| z.attr("expression")).map(strip_feel));
+                let format = n
+                    .attr("scriptFormat")
                     .map(str::to_string)
-                    .or(ext_topic)
-                    .unwrap_or_else(|| n.id());
-                ElementKind::ServiceTask { topic }
+                    .or_else(|| zeebe.map(|_| "feel".to_string()));
+                let result_variable = n
+                    .attr("resultVariable")
+                    .or_else(|| zeebe.and_then(|z| z.attr("resultVariable")))
+                    .map(str::to_string);
+                ElementKind::Delegated {
+                    topic: topic_of(n),
+                    work: super::Delegated::Script {
+                        format,
+                        text,
+                        result_variable,
+                    },
+                }
+            }
+            "businessRuleTask" => {
+                let zeebe = extension(n, "calledDecision");
+                let decision = n
+                    .attr("decisionRef")
+                    .or_else(|| n.attr("decisionTableReferenceKey"))
+                    .or_else(|| zeebe.and_then(|z| z.attr("decisionId")))
+                    .map(strip_feel);
+                let result_variable = n
+                    .attr("resultVariable")
+                    .or_else(|| zeebe.and_then(|z| z.attr("resultVariable")))
+                    .map(str::to_string);
+                ElementKind::Delegated {
+                    topic: topic_of(n),
+                    work: super::Delegated::Decision {
+                        decision,
+                        result_variable,
+                    },
+                }
             }
             "receiveTask" => {
                 let Some((message, key)) = message_of(n) else {
@@ -917,6 +967,7 @@ fn process(
                     if matches!(
                         elements[h].kind,
                         ElementKind::ServiceTask { .. }
+                            | ElementKind::Delegated { .. }
                             | ElementKind::SendTask
                             | ElementKind::Publish { .. }
                             | ElementKind::ReceiveTask { .. }

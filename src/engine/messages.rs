@@ -167,13 +167,15 @@ impl<'a, 't> Engine<'a, 't> {
                     .message_start(&rec.name)
                     .and_then(|e| def.index_of(&e.id))
                     .unwrap_or(0);
-                let inst = self.create_instance(
-                    def.clone(),
-                    version,
-                    rec.variables.clone(),
-                    Some(rec.key.clone()),
-                    start,
-                )?;
+                // the started instance knows its key unless the payload sets it
+                let mut vars = rec.variables.clone();
+                if let Some(var) = def.correlation_keys.get(&rec.name)
+                    && !vars.contains_key(var)
+                {
+                    vars.insert(var.clone(), serde_json::Value::String(rec.key.clone()));
+                }
+                let inst =
+                    self.create_instance(def.clone(), version, vars, Some(rec.key.clone()), start)?;
                 rec.state = MessageState::Correlated;
                 rec.instance = Some(inst);
                 rec.element = Some(def.at(start).id.clone());

@@ -27,7 +27,8 @@ pub struct Process {
     pub elements: Vec<Element>,
     /// The sequence flows, in document order.
     pub flows: Vec<Flow>,
-    /// Correlation key variable per message name caught in this process.
+    /// Correlation key variable per message name caught in this process, and
+    /// per start message that has a key (the started instance gets that variable).
     pub correlation_keys: BTreeMap<String, String>,
     #[serde(skip)]
     index: HashMap<String, usize>,
@@ -476,8 +477,9 @@ impl Process {
             .filter_map(|(m, var)| Some((m.as_str(), vars.get(var).and_then(key_string)?)))
     }
 
-    /// Message names this process waits for at catch events and receive tasks.
-    pub fn caught_messages(&self) -> impl Iterator<Item = &str> {
+    /// Message names this process knows a correlation key for: those it waits
+    /// for at catch events and receive tasks, and keyed start messages.
+    pub fn keyed_messages(&self) -> impl Iterator<Item = &str> {
         self.correlation_keys.keys().map(String::as_str)
     }
 

@@ -599,6 +599,8 @@ fn process(
     let mut flow_nodes: Vec<&Node> = Vec::new();
     let mut keys: BTreeMap<String, String> = BTreeMap::new();
     let mut catches: Vec<(String, String, u32, Option<String>)> = Vec::new();
+    // (message, key from the model) of message start events
+    let mut starts: Vec<(String, Option<String>)> = Vec::new();
     let refuse = |u: &mut Vec<Unsupported>, n: &Node, kind: String| {
         u.push(Unsupported {
             id: n.id(),
@@ -644,10 +646,11 @@ fn process(
                 match (name, def) {
                     ("startEvent", None) => ElementKind::NoneStart,
                     ("startEvent", Some("messageEventDefinition")) => {
-                        let Some((message, _)) = message_of(evdefs[0]) else {
+                        let Some((message, key)) = message_of(evdefs[0]) else {
                             issues.push(no_message(n));
                             continue;
                         };
+                        starts.push((message.clone(), key));
                         ElementKind::MessageStart { message }
                     }
                     ("endEvent", None) => ElementKind::End,
@@ -894,6 +897,21 @@ fn process(
                 ),
                 missing_key_for: Some(message.clone()),
             }),
+        }
+    }
+    // a message start with a key (deploy-time or from the model) sets that
+    // variable in the instance it starts; without one it only starts
+    for (message, key) in starts {
+        if keys.contains_key(&message) {
+            continue;
+        }
+        if let Some(k) = key_overrides
+            .get(&message)
+            .cloned()
+            .or(key)
+            .filter(|k| !k.is_empty())
+        {
+            keys.insert(message, k);
         }
     }
     let index: HashMap<String, usize> = elements

@@ -72,6 +72,10 @@ pub enum Command {
         /// Bind a send task to a Pub/Sub topic (outbox): ELEMENT=TOPIC (repeatable).
         #[arg(long = "send-topic", value_name = "ELEMENT=TOPIC")]
         send_topic: Vec<String>,
+        /// Refuse the model when something in it would not run as written
+        /// (listeners, Java classes, mappings, skipped pools) instead of warning.
+        #[arg(long)]
+        strict: bool,
     },
     /// Start an instance of the latest version of a process.
     ///
@@ -423,6 +427,10 @@ fn next_step(e: &Error) -> Option<String> {
                 postfach::JobRefusal::NotATask => None,
             },
             E::RepairRefused { .. } => Some("pass --force to add it anyway".into()),
+            E::Parse(postfach::model::ParseError::Strict { .. }) => Some(
+                "change the model, or deploy without --strict to run it with these parts not executed"
+                    .into(),
+            ),
             E::Parse(p) => {
                 let missing = p.missing_keys();
                 (!missing.is_empty()).then(|| {
@@ -752,6 +760,7 @@ async fn execute(pf: &Postfach, command: Command, sources: Sources<'_>) -> Resul
             file,
             correlation_key,
             send_topic,
+            strict,
         } => {
             let mut keys = correlation_keys(&correlation_key)?;
             for (element, topic) in send_topics(&send_topic)? {
@@ -759,8 +768,9 @@ async fn execute(pf: &Postfach, command: Command, sources: Sources<'_>) -> Resul
             }
             let xml = sources.read(&file)?;
             let name = file.display().to_string();
-            let deployed = pf.deploy(&name, &xml, keys).await?;
-            let text = deployed
+            let deployment = pf.deploy_checked(&name, &xml, keys, strict).await?;
+            let text = deployment
+                .deployed
                 .iter()
                 .map(|d| {
                     format!(
@@ -770,12 +780,15 @@ async fn execute(pf: &Postfach, command: Command, sources: Sources<'_>) -> Resul
                         if d.new_version { "" } else { " (unchanged)" }
                     )
                 })
+                .chain(deployment.warnings.iter().map(|w| {
+                    format!(
+                        "warning: {name}:{}: '{}': {} (--strict refuses this)",
+                        w.line, w.id, w.message
+                    )
+                }))
                 .collect::<Vec<_>>()
                 .join("\n");
-            out(
-                json!({"deployed": deployed.iter().map(|d| json!({"process": d.process, "version": d.version, "new_version": d.new_version})).collect::<Vec<_>>()}),
-                text,
-            )
+            out(postfach::contract::deployment_json(&deployment), text)
         }
         Command::Start {
             process,
@@ -1506,9 +1519,19 @@ async fn serve(
     let token = server_token(token_file.as_deref())?;
     check_exposure(listen, token.as_deref())?;
     let xml = Sources::Local.read(&file)?;
-    let deployed = pf
-        .deploy(&file.display().to_string(), &xml, config.overrides())
+    let deployment = pf
+        .deploy_checked(&file.display().to_string(), &xml, config.overrides(), false)
         .await?;
+    for w in &deployment.warnings {
+        eprintln!(
+            "postfach: warning: {}:{}: '{}': {}",
+            file.display(),
+            w.line,
+            w.id,
+            w.message
+        );
+    }
+    let deployed = deployment.deployed;
     if let Some(path) = invoice_ledger {
         let ledger = postfach::reference::InvoiceLedger::open(&path)
             .map_err(|e| fail(format!("invoice ledger {}: {e}", path.display())))?;

@@ -58,6 +58,14 @@ pub fn work_json(w: &crate::model::Delegated) -> Value {
     }
 }
 
+/// What a deploy stored and what will not run as written, as JSON.
+pub fn deployment_json(d: &crate::Deployment) -> Value {
+    json!({
+        "deployed": d.deployed.iter().map(|d| json!({"process": d.process, "version": d.version, "new_version": d.new_version})).collect::<Vec<_>>(),
+        "warnings": d.warnings.iter().map(|w| json!({"element": w.id, "line": w.line, "message": w.message})).collect::<Vec<_>>(),
+    })
+}
+
 /// What a repair did, as JSON.
 pub fn repair_json(instance: u64, r: &crate::Repair) -> Value {
     json!({

@@ -76,7 +76,7 @@ pub use engine::{
     Repair, backoff,
 };
 pub use jobs::{HandlerError, JobContext};
-pub use runtime::{CommitStats, Error, Options, Postfach, Recovery, WorkReport};
+pub use runtime::{CommitStats, Deployment, Error, Options, Postfach, Recovery, WorkReport};
 pub use store::{JobState, MessageState, Reason, StoreError};
 
 /// Process variables: a JSON object.

@@ -101,6 +101,15 @@ impl Default for Options {
     }
 }
 
+/// What a deploy stored, and what the model says that will not run as written.
+#[derive(Debug, Clone)]
+pub struct Deployment {
+    /// Each process of the file and the version now stored.
+    pub deployed: Vec<Deployed>,
+    /// Listeners, Java implementations, mappings and skipped pools postfach does not execute.
+    pub warnings: Vec<crate::model::Warning>,
+}
+
 /// What opening the database had to repair.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Recovery {
@@ -326,18 +335,45 @@ impl Postfach {
     // ------------------------------------------------------------ commands
 
     /// Parses, validates and stores a BPMN file. `correlation_keys` maps message
-    /// name to key variable and wins over the model.
+    /// name to key variable and wins over the model. What the model says that
+    /// will not run as written is dropped here; see [`Postfach::deploy_checked`].
     pub async fn deploy(
         &self,
         file: &str,
         xml: &str,
         correlation_keys: BTreeMap<String, String>,
     ) -> Result<Vec<Deployed>, Error> {
+        Ok(self
+            .deploy_checked(file, xml, correlation_keys, false)
+            .await?
+            .deployed)
+    }
+
+    /// [`Postfach::deploy`], returning what the model says that postfach does
+    /// not execute (listeners, Java classes, mappings, skipped pools) as
+    /// warnings; `strict` refuses such a model instead
+    /// ([`crate::model::ParseError::Strict`]).
+    pub async fn deploy_checked(
+        &self,
+        file: &str,
+        xml: &str,
+        correlation_keys: BTreeMap<String, String>,
+        strict: bool,
+    ) -> Result<Deployment, Error> {
         // parse and validate here, off the writer: a large model must not hold up
         // the publishes queued behind it, and a refused one never reaches the log
         let (name, text, keys) = (file.to_string(), xml.to_string(), correlation_keys);
         let parse = move || {
-            let parsed = crate::model::parse(&name, &text, &keys);
+            let parsed = crate::model::parse_report(&name, &text, &keys).and_then(|p| {
+                if strict && !p.warnings.is_empty() {
+                    Err(crate::model::ParseError::Strict {
+                        file: name.clone(),
+                        warnings: p.warnings,
+                    })
+                } else {
+                    Ok(p)
+                }
+            });
             (parsed, name, text, keys)
         };
         let (parsed, file, xml, overrides) = match tokio::runtime::Handle::try_current() {
@@ -348,16 +384,21 @@ impl Postfach {
             Err(_) => parse(),
         };
         let parsed = parsed.map_err(EngineError::from)?;
-        self.submit_parsed(
-            Command::Deploy {
-                file,
-                xml,
-                overrides,
-            },
-            Some(parsed),
-        )
-        .await?
-        .deployed()
+        let deployed = self
+            .submit_parsed(
+                Command::Deploy {
+                    file,
+                    xml,
+                    overrides,
+                },
+                Some(parsed.processes),
+            )
+            .await?
+            .deployed()?;
+        Ok(Deployment {
+            deployed,
+            warnings: parsed.warnings,
+        })
     }
 
     /// Starts an instance of the latest version of `process`.

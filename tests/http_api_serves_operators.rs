@@ -141,6 +141,29 @@ fn bad_input_is_400_naming_the_field_and_unknown_things_are_404() {
         error.contains(r#""correlation_keys": {"AuftragAbgeschlossen": "VARIABLE"}"#),
         "{error}"
     );
+    // what will not run as written comes back as warnings; strict refuses it
+    let java = xml.replace(
+        r#"<serviceTask id="rechnungStellen""#,
+        r#"<serviceTask id="rechnungStellen" flowable:class="com.acme.Invoice""#,
+    );
+    let keys = json!({"AuftragAbgeschlossen": "auftragId"});
+    let (status, body) = srv.json(
+        "POST",
+        "/deployments",
+        Some(json!({"xml": java, "correlation_keys": keys, "strict": true})),
+    );
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("rechnungStellen"),
+        "{body}"
+    );
+    let (status, body) = srv.json(
+        "POST",
+        "/deployments",
+        Some(json!({"xml": java, "correlation_keys": keys})),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["warnings"][0]["element"], "rechnungStellen", "{body}");
     srv.stop();
 }
 

@@ -11,7 +11,9 @@ pub mod iso;
 mod parse;
 
 pub use expr::{CmpOp, Expr, Lit, eval_bool, parse as parse_condition};
-pub use parse::{Issue, MAX_DEPTH, MAX_SIZE, ParseError, Unsupported, parse};
+pub use parse::{
+    Issue, MAX_DEPTH, MAX_SIZE, ParseError, Parsed, Unsupported, Warning, parse, parse_report,
+};
 
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};

@@ -40,6 +40,28 @@ pub struct Issue {
     pub missing_key_for: Option<String>,
 }
 
+/// Something a model says that deploys but is not executed as written (an
+/// execution listener, a Java class, an input/output mapping, a skipped pool):
+/// reported at deploy, refused by a strict deploy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Warning {
+    /// The element (or process) it is at.
+    pub id: String,
+    /// Its line in the file.
+    pub line: u32,
+    /// What is not executed, and what happens instead.
+    pub message: String,
+}
+
+/// A parsed file: its executable processes and what will not run as written.
+#[derive(Debug, Clone)]
+pub struct Parsed {
+    /// The processes to deploy.
+    pub processes: Vec<Process>,
+    /// What the model says that postfach does not execute.
+    pub warnings: Vec<Warning>,
+}
+
 /// Why a BPMN file does not deploy.
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
@@ -114,6 +136,14 @@ pub enum ParseError {
         /// Each problem.
         issues: Vec<Issue>,
     },
+    /// A strict deploy refuses a model with warnings.
+    #[error("{file}: {} part(s) would not run as written, refused by a strict deploy: {}", warnings.len(), list_warnings(warnings))]
+    Strict {
+        /// The file.
+        file: String,
+        /// Each warning.
+        warnings: Vec<Warning>,
+    },
 }
 
 impl ParseError {
@@ -136,6 +166,14 @@ fn list_unsupported(items: &[Unsupported]) -> String {
         .map(|u| format!("{} '{}' (line {})", u.kind, u.id, u.line))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+fn list_warnings(warnings: &[Warning]) -> String {
+    warnings
+        .iter()
+        .map(|w| format!("line {}: '{}': {}", w.line, w.id, w.message))
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 fn list_issues(issues: &[Issue]) -> String {
@@ -408,6 +446,15 @@ pub fn parse(
     xml: &str,
     key_overrides: &BTreeMap<String, String>,
 ) -> Result<Vec<Process>, ParseError> {
+    parse_report(file, xml, key_overrides).map(|p| p.processes)
+}
+
+/// [`parse`], with what the model says that will not run as written.
+pub fn parse_report(
+    file: &str,
+    xml: &str,
+    key_overrides: &BTreeMap<String, String>,
+) -> Result<Parsed, ParseError> {
     if xml.len() > MAX_SIZE {
         return Err(ParseError::TooLarge {
             file: file.into(),
@@ -457,18 +504,34 @@ pub fn parse(
     }
     let mut unsupported = Vec::new();
     let mut issues = Vec::new();
+    let mut warnings = Vec::new();
     let mut out = Vec::new();
-    for p in processes {
-        if p.attr("isExecutable")
+    let not_executable = |p: &Node| {
+        p.attr("isExecutable")
             .is_some_and(|v| v.trim().eq_ignore_ascii_case("false"))
-        {
-            return Err(ParseError::NotExecutable {
-                file: file.into(),
-                process: p.id(),
+    };
+    // a collaboration deploys its executable pools and skips the others, as
+    // Flowable and Camunda do; a file with none executable is refused
+    if let Some(p) = processes.iter().find(|p| not_executable(p))
+        && processes.iter().all(|p| not_executable(p))
+    {
+        return Err(ParseError::NotExecutable {
+            file: file.into(),
+            process: p.id(),
+            line: p.line,
+        });
+    }
+    for p in processes {
+        if not_executable(p) {
+            warnings.push(Warning {
+                id: p.id(),
                 line: p.line,
+                message: "process is not executable (isExecutable=\"false\"): skipped".into(),
             });
+            continue;
         }
         if let Some(proc) = process(p, &defs, key_overrides, &mut unsupported, &mut issues) {
+            not_run_as_written(p, &proc, &mut warnings);
             out.push(proc);
         }
     }
@@ -505,7 +568,88 @@ pub fn parse(
             issues,
         });
     }
-    Ok(out)
+    Ok(Parsed {
+        processes: out,
+        warnings,
+    })
+}
+
+/// What a process says that postfach does not execute: listeners, Java
+/// implementations, input/output mappings, `asyncAfter`, typed send tasks
+/// (a Flowable mail task) that would pass through without sending.
+fn not_run_as_written(p: &Node, proc: &Process, out: &mut Vec<Warning>) {
+    let mut warn = |n: &Node, message: String| {
+        out.push(Warning {
+            id: if n.id().is_empty() {
+                proc.id.clone()
+            } else {
+                n.id()
+            },
+            line: n.line,
+            message,
+        })
+    };
+    let listener_warnings = |n: &Node, warn: &mut dyn FnMut(&Node, String)| {
+        let Some(ext) = n.child("extensionElements") else {
+            return;
+        };
+        for c in &ext.children {
+            match c.name.as_str() {
+                "executionListener" | "taskListener" => {
+                    let how = ["class", "delegateExpression", "expression"]
+                        .iter()
+                        .find_map(|a| c.attr(a).map(|v| format!(" ({a} '{v}')")))
+                        .unwrap_or_default();
+                    warn(n, format!("{}{how} is not run by postfach", c.name));
+                }
+                "inputOutput" | "ioMapping" => warn(
+                    n,
+                    format!("{} is not applied: variables are not mapped", c.name),
+                ),
+                _ => {}
+            }
+        }
+    };
+    listener_warnings(p, &mut warn);
+    for n in &p.children {
+        let Some(el) = proc.element(&n.id()) else {
+            continue;
+        };
+        listener_warnings(n, &mut warn);
+        if is_true(n.attr("asyncAfter")) {
+            warn(
+                n,
+                "asyncAfter is not applied: there is no durable boundary after this element".into(),
+            );
+        }
+        let implementation = ["class", "delegateExpression", "expression"]
+            .iter()
+            .find_map(|a| n.attr(a).map(|v| (*a, v)));
+        match (&el.kind, implementation) {
+            (
+                ElementKind::ServiceTask { topic }
+                | ElementKind::Publish { topic }
+                | ElementKind::Delegated { topic, .. },
+                Some((attr, v)),
+            ) => warn(
+                n,
+                format!(
+                    "{attr} '{v}' is not run: the task waits as a job on topic '{topic}' for a handler or worker"
+                ),
+            ),
+            (ElementKind::SendTask, _) => {
+                if let Some(t) = n.attr("type").filter(|t| !t.trim().is_empty()) {
+                    warn(
+                        n,
+                        format!(
+                            "sendTask of type '{t}' passes through: nothing is sent unless a topic is bound to it at deploy time"
+                        ),
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
 /// `flowable:failedJobRetryTimeCycle` / `camunda:failedJobRetryTimeCycle`

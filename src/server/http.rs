@@ -234,6 +234,9 @@ struct DeployBody {
     xml: String,
     #[serde(default)]
     correlation_keys: BTreeMap<String, String>,
+    /// Refuse a model with warnings (listeners, Java classes, mappings, skipped pools).
+    #[serde(default)]
+    strict: bool,
 }
 
 #[utoipa::path(post, path = "/deployments", request_body = DeployBody, responses((status = 200, description = "Deploy a BPMN model (new version unless unchanged)", body = serde_json::Value)))]
@@ -243,17 +246,14 @@ async fn deploy(
 ) -> Result<Response, ApiError> {
     let b = body(b)?;
     let d =
-        s.pf.deploy(
+        s.pf.deploy_checked(
             b.file.as_deref().unwrap_or("api.bpmn"),
             &b.xml,
             b.correlation_keys,
+            b.strict,
         )
         .await?;
-    let list: Vec<Value> = d
-        .iter()
-        .map(|d| json!({"process": d.process, "version": d.version, "new_version": d.new_version}))
-        .collect();
-    Ok(Json(json!({"deployed": list})).into_response())
+    Ok(Json(crate::contract::deployment_json(&d)).into_response())
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]

@@ -1,0 +1,121 @@
+//! Nothing in a model is ignored silently: what deploys but will not run as
+//! written — a skipped non-executable pool, an execution listener, a Java
+//! implementation class, an input/output mapping, asyncAfter, a typed send task
+//! that would pass through — comes back as a warning naming the element, in the
+//! library, the command line (text and JSON) and the HTTP API; a strict deploy
+//! refuses the model instead and stores nothing.
+mod common;
+use common::*;
+use postfach::model::ParseError;
+use postfach::{EngineError, Error, vars};
+
+const MODEL: &str = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL"
+    xmlns:flowable="http://flowable.org/bpmn" xmlns:camunda="http://camunda.org/schema/1.0/bpmn">
+  <collaboration id="c">
+    <participant id="p1" processRef="billing"/>
+    <participant id="p2" processRef="customer"/>
+  </collaboration>
+  <process id="billing" isExecutable="true">
+    <extensionElements><flowable:executionListener event="start" class="com.acme.Audit"/></extensionElements>
+    <startEvent id="s"/>
+    <sequenceFlow id="f0" sourceRef="s" targetRef="calc"/>
+    <serviceTask id="calc" camunda:class="com.acme.Calc" camunda:asyncAfter="true">
+      <extensionElements><camunda:inputOutput><camunda:inputParameter name="x">1</camunda:inputParameter></camunda:inputOutput></extensionElements>
+    </serviceTask>
+    <sequenceFlow id="f1" sourceRef="calc" targetRef="mail"/>
+    <sendTask id="mail" flowable:type="mail"/>
+    <sequenceFlow id="f2" sourceRef="mail" targetRef="e"/>
+    <endEvent id="e"/>
+  </process>
+  <process id="customer" isExecutable="false">
+    <startEvent id="cs"/>
+  </process>
+</definitions>"#;
+
+#[tokio::test]
+async fn every_part_not_executed_is_named_and_strict_refuses() {
+    let env = Env::new();
+    let d = env
+        .pf
+        .deploy_checked("billing.bpmn", MODEL, Default::default(), false)
+        .await
+        .unwrap();
+    assert_eq!(d.deployed.len(), 1);
+    assert_eq!(d.deployed[0].process, "billing");
+    let said = |id: &str, text: &str| {
+        assert!(
+            d.warnings
+                .iter()
+                .any(|w| w.id == id && w.message.contains(text)),
+            "no warning at '{id}' saying '{text}': {:#?}",
+            d.warnings
+        )
+    };
+    said("customer", "not executable");
+    said(
+        "billing",
+        "executionListener (class 'com.acme.Audit') is not run",
+    );
+    said(
+        "calc",
+        "class 'com.acme.Calc' is not run: the task waits as a job on topic 'calc'",
+    );
+    said("calc", "asyncAfter is not applied");
+    said("calc", "inputOutput is not applied");
+    said("mail", "sendTask of type 'mail' passes through");
+    assert_eq!(d.warnings.len(), 6, "{:#?}", d.warnings);
+    // the skipped pool is not deployed
+    assert!(matches!(
+        env.pf.start("customer", vars([]), None).await,
+        Err(Error::Engine(EngineError::UnknownProcess(_)))
+    ));
+
+    let other = Env::new();
+    let err = other
+        .pf
+        .deploy_checked("billing.bpmn", MODEL, Default::default(), true)
+        .await
+        .unwrap_err();
+    match &err {
+        Error::Engine(EngineError::Parse(ParseError::Strict { warnings, .. })) => {
+            assert_eq!(warnings.len(), 6)
+        }
+        other => panic!("expected a strict refusal, got {other}"),
+    }
+    assert!(err.to_string().contains("'calc'"), "{err}");
+    assert!(
+        matches!(
+            other.pf.start("billing", vars([]), None).await,
+            Err(Error::Engine(EngineError::UnknownProcess(_)))
+        ),
+        "a refused model stores nothing"
+    );
+}
+
+#[test]
+fn the_command_line_prints_warnings_and_strict_exits_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("billing.bpmn");
+    std::fs::write(&model, MODEL).unwrap();
+    let db = dir.path().join("db.redb");
+    let m = model.to_str().unwrap();
+
+    let o = cli(&db, &["--json", "deploy", m]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(doc["deployed"][0]["process"], "billing");
+    let warnings = doc["warnings"].as_array().unwrap();
+    assert_eq!(warnings.len(), 6, "{doc}");
+    assert!(warnings.iter().any(|w| w["element"] == "mail"));
+
+    let o = cli(&db, &["deploy", m]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("warning: "), "{text}");
+    assert!(text.contains("'calc'"), "{text}");
+
+    let o = cli(&db, &["deploy", m, "--strict"]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("strict deploy"), "{stderr}");
+    assert!(stderr.contains("without --strict"), "{stderr}");
+}

@@ -413,10 +413,11 @@ fn job_view(j: &JobRecord) -> JobView {
             JobKind::Continue => "async_continuation",
             JobKind::Task { .. } => "task",
             JobKind::Timer { .. } => "timer",
+            JobKind::StartTimer { .. } => "start_timer",
         },
         topic: match &j.kind {
             JobKind::Task { topic } => Some(topic.clone()),
-            JobKind::Continue | JobKind::Timer { .. } => None,
+            JobKind::Continue | JobKind::Timer { .. } | JobKind::StartTimer { .. } => None,
         },
         state: match j.state {
             JobState::Ready => "ready",

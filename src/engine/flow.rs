@@ -293,6 +293,7 @@ impl<'a, 't> Engine<'a, 't> {
             // a plain or manual task does its work outside any system
             ElementKind::NoneStart
             | ElementKind::MessageStart { .. }
+            | ElementKind::TimerStart { .. }
             | ElementKind::NoneThrow
             | ElementKind::SendTask
             | ElementKind::Task { .. }
@@ -350,6 +351,7 @@ impl<'a, 't> Engine<'a, 't> {
             // every other element leaves by all its flows whose condition holds
             ElementKind::NoneStart
             | ElementKind::MessageStart { .. }
+            | ElementKind::TimerStart { .. }
             | ElementKind::TimerCatch { .. }
             | ElementKind::EventGateway
             | ElementKind::Boundary { .. }

@@ -58,9 +58,16 @@ impl<'a, 't> Engine<'a, 't> {
         for &id in &due {
             let Some(job) = self.t.job(id)? else { continue };
             self.t.remove_job(&job)?;
-            if let JobKind::Timer { .. } = job.kind {
-                self.fire_timer(job)?;
-                continue;
+            match job.kind {
+                JobKind::Timer { .. } => {
+                    self.fire_timer(job)?;
+                    continue;
+                }
+                JobKind::StartTimer { .. } => {
+                    self.fire_start_timer(job)?;
+                    continue;
+                }
+                JobKind::Continue | JobKind::Task { .. } => {}
             }
             self.load(job.instance)?;
             let p = self.proc_of(job.instance);
@@ -302,6 +309,85 @@ impl<'a, 't> Engine<'a, 't> {
         Ok(())
     }
 
+    /// Schedules the timer start events of a newly deployed version and drops
+    /// the schedules of every earlier version of that process.
+    pub(super) fn schedule_start_timers(&mut self, p: &Process, version: u32) -> R<()> {
+        for id in self.t.start_timers_of(&p.id)? {
+            if let Some(job) = self.t.job(id)? {
+                self.t.remove_job(&job)?;
+            }
+        }
+        for (idx, timer) in p.timer_starts() {
+            let repetitions_left = match timer {
+                TimerDef::Cycle { repetitions, .. } => repetitions,
+                TimerDef::Duration(_) | TimerDef::Date(_) => Some(1),
+            };
+            let id = self.t.next_job_id()?;
+            let element = p.at(idx).id.clone();
+            self.t.put_job(&JobRecord {
+                id,
+                instance: 0,
+                token: 0,
+                element: element.clone(),
+                kind: JobKind::StartTimer {
+                    process: p.id.clone(),
+                    version,
+                    repetitions_left,
+                },
+                state: JobState::Ready,
+                due_at: timer.first_due(self.now),
+                attempts: 0,
+                last_error: None,
+                idempotency_key: format!("{}:{version}:{element}", p.id),
+                created_at: self.now,
+                lease: None,
+                max_attempts: None,
+                history: Vec::new(),
+            })?;
+        }
+        Ok(())
+    }
+
+    /// A due timer start event: starts one instance, and for a cycle schedules
+    /// the next due time of the same schedule. Due times missed while nothing
+    /// ran are not made up: one instance, then the next time still ahead.
+    pub(super) fn fire_start_timer(&mut self, job: JobRecord) -> R<()> {
+        let JobKind::StartTimer {
+            process,
+            version,
+            repetitions_left,
+        } = &job.kind
+        else {
+            return Ok(());
+        };
+        let def = self.def(process, *version)?;
+        let Some(idx) = def.index_of(&job.element) else {
+            return Ok(()); // a stored schedule of an element the model no longer has
+        };
+        if let ElementKind::TimerStart {
+            timer: TimerDef::Cycle { every, .. },
+        } = def.at(idx).kind
+            && *repetitions_left != Some(1)
+            && every > 0
+        {
+            let mut next = job.clone();
+            let mut due = job.due_at.saturating_add(every);
+            if due <= self.now {
+                let missed = (self.now - due) / every + 1;
+                due = due.saturating_add(missed.saturating_mul(every));
+            }
+            next.due_at = due;
+            next.kind = JobKind::StartTimer {
+                process: process.clone(),
+                version: *version,
+                repetitions_left: repetitions_left.map(|n| n.saturating_sub(1)),
+            };
+            self.t.put_job(&next)?;
+        }
+        self.create_instance(def, *version, Vars::new(), None, idx)?;
+        self.run()
+    }
+
     /// A due timer job: a timer catch event (possibly behind an event-based
     /// gateway) or a boundary timer.
     pub(super) fn fire_timer(&mut self, job: JobRecord) -> R<()> {
@@ -381,6 +467,7 @@ impl<'a, 't> Engine<'a, 't> {
             ElementKind::Boundary { .. }
             | ElementKind::NoneStart
             | ElementKind::MessageStart { .. }
+            | ElementKind::TimerStart { .. }
             | ElementKind::EventGateway
             | ElementKind::End
             | ElementKind::ExclusiveGateway { .. }

@@ -101,7 +101,7 @@ pub enum EngineError {
     #[error("process '{0}' is not deployed")]
     UnknownProcess(String),
     #[error(
-        "process '{0}' has no none start event: start it by publishing its start message instead"
+        "process '{0}' has no none start event: it starts by its message or timer start events"
     )]
     /// The process starts only by a message.
     NoStartEvent(String),

@@ -250,6 +250,7 @@ impl<'a, 't> Engine<'a, 't> {
                 // the parser refuses any other element after an event-based gateway
                 ElementKind::NoneStart
                 | ElementKind::MessageStart { .. }
+                | ElementKind::TimerStart { .. }
                 | ElementKind::EventGateway
                 | ElementKind::Boundary { .. }
                 | ElementKind::End

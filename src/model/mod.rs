@@ -159,6 +159,11 @@ pub enum ElementKind {
         /// What the worker is asked to evaluate.
         work: Delegated,
     },
+    /// A timer start event: the deployed version's schedule starts instances.
+    TimerStart {
+        /// When it fires.
+        timer: TimerDef,
+    },
 }
 
 /// What a script or business-rule task asks its worker to evaluate.
@@ -222,6 +227,7 @@ impl ElementKind {
                 work: Delegated::Decision { .. },
                 ..
             } => "businessRuleTask",
+            ElementKind::TimerStart { .. } => "startEvent(timer)",
         }
     }
 
@@ -483,6 +489,17 @@ impl Process {
     /// for at catch events and receive tasks, and keyed start messages.
     pub fn keyed_messages(&self) -> impl Iterator<Item = &str> {
         self.correlation_keys.keys().map(String::as_str)
+    }
+
+    /// Timer start events: (element index, when it fires).
+    pub fn timer_starts(&self) -> impl Iterator<Item = (usize, TimerDef)> + '_ {
+        self.elements
+            .iter()
+            .enumerate()
+            .filter_map(|(i, e)| match &e.kind {
+                ElementKind::TimerStart { timer } => Some((i, *timer)),
+                _ => None,
+            })
     }
 
     /// Message names that start this process.

@@ -797,6 +797,18 @@ fn process(
                         starts.push((message.clone(), key));
                         ElementKind::MessageStart { message }
                     }
+                    ("startEvent", Some("timerEventDefinition")) => match timer_of(evdefs[0]) {
+                        Ok(timer) => ElementKind::TimerStart { timer },
+                        Err(message) => {
+                            issues.push(Issue {
+                                id: n.id(),
+                                line: n.line,
+                                message,
+                                missing_key_for: None,
+                            });
+                            continue;
+                        }
+                    },
                     ("endEvent", None) => ElementKind::End,
                     ("intermediateCatchEvent", Some("messageEventDefinition")) => {
                         let Some((message, key)) = message_of(evdefs[0]) else {
@@ -1189,7 +1201,9 @@ fn process(
     if !elements.iter().any(|e| {
         matches!(
             e.kind,
-            ElementKind::NoneStart | ElementKind::MessageStart { .. }
+            ElementKind::NoneStart
+                | ElementKind::MessageStart { .. }
+                | ElementKind::TimerStart { .. }
         )
     }) {
         issues.push(Issue {

@@ -18,7 +18,7 @@
 //! - `meta`: sequences by name, and event counters under `count:NAME`
 //! - `dedup`: (message id, message name) → (seq, accepted_at); also finds a message by id
 //! - `jobs`: job id → [`JobRecord`]; `cont_due`: (due, job); `topic_due`: (topic, due, job);
-//!   `leases`: (lease expiry, job)
+//!   `leases`: (lease expiry, job); `start_timers`: (process, job) — the schedules of timer start events
 
 use crate::Vars;
 use crate::clock::Millis;
@@ -56,6 +56,8 @@ pub(crate) const CONT_DUE: TableDefinition<(u64, u64), ()> = TableDefinition::ne
 pub(crate) const TOPIC_DUE: TableDefinition<(&str, u64, u64), ()> =
     TableDefinition::new("topic_due");
 pub(crate) const LEASES: TableDefinition<(u64, u64), ()> = TableDefinition::new("leases");
+pub(crate) const START_TIMERS: TableDefinition<(&str, u64), ()> =
+    TableDefinition::new("start_timers");
 
 /// Storage failures. All of them are technical: retrying the operation, or
 /// redelivering the message that caused it, is the right reaction.
@@ -399,6 +401,16 @@ pub enum JobKind {
     /// A timer of a timer catch event or boundary event (`element`); cycles
     /// count down their remaining repetitions.
     Timer { repetitions_left: Option<u32> },
+    /// The schedule of a timer start event (`element`) of one deployed
+    /// version; it belongs to no instance (`instance` is 0). Cycles count down.
+    StartTimer {
+        /// The process id.
+        process: String,
+        /// The version whose schedule it is.
+        version: u32,
+        /// Fires left (unbounded when `None`).
+        repetitions_left: Option<u32>,
+    },
 }
 
 /// Job lifecycle.

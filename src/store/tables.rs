@@ -41,6 +41,7 @@ pub(crate) struct Tables<'t> {
     cont_due: Table<'t, (u64, u64), ()>,
     topic_due: Table<'t, (&'static str, u64, u64), ()>,
     leases: Table<'t, (u64, u64), ()>,
+    start_timers: Table<'t, (&'static str, u64), ()>,
 }
 
 /// What an instance had indexed: where its tokens rest (`tokens_at`) and which
@@ -87,13 +88,18 @@ impl MessageRows {
     }
 }
 
-/// The index rows a job record owns: its due row and its lease row.
+/// The index rows a job record owns: its due row, its lease row and, for the
+/// schedule of a timer start event, its process row.
 #[derive(Clone, PartialEq)]
-struct JobRows(DueRow, Option<Millis>);
+struct JobRows(DueRow, Option<Millis>, Option<String>);
 
 impl JobRows {
     fn of(j: &JobRecord) -> Self {
-        JobRows(due_row(j), lease_row(j))
+        let schedule = match &j.kind {
+            JobKind::StartTimer { process, .. } => Some(process.clone()),
+            JobKind::Continue | JobKind::Task { .. } | JobKind::Timer { .. } => None,
+        };
+        JobRows(due_row(j), lease_row(j), schedule)
     }
 }
 
@@ -110,7 +116,9 @@ fn due_row(j: &JobRecord) -> DueRow {
         return DueRow::None;
     }
     match &j.kind {
-        JobKind::Continue | JobKind::Timer { .. } => DueRow::Continuation(j.due_at),
+        JobKind::Continue | JobKind::Timer { .. } | JobKind::StartTimer { .. } => {
+            DueRow::Continuation(j.due_at)
+        }
         JobKind::Task { topic } => DueRow::Topic(topic.clone(), j.due_at),
     }
 }
@@ -145,6 +153,7 @@ impl<'t> Tables<'t> {
             cont_due: tx.open_table(CONT_DUE)?,
             topic_due: tx.open_table(TOPIC_DUE)?,
             leases: tx.open_table(LEASES)?,
+            start_timers: tx.open_table(START_TIMERS)?,
         })
     }
 
@@ -512,7 +521,7 @@ impl<'t> Tables<'t> {
         let new = JobRows::of(rec);
         let old = self
             .stored_job_rows(rec.id)?
-            .unwrap_or(JobRows(DueRow::None, None));
+            .unwrap_or(JobRows(DueRow::None, None, None));
         if old.0 != new.0 {
             self.due_rows(rec.id, &old.0, false)?;
             self.due_rows(rec.id, &new.0, true)?;
@@ -521,6 +530,14 @@ impl<'t> Tables<'t> {
             self.lease_rows(rec.id, old.1, false)?;
             self.lease_rows(rec.id, new.1, true)?;
         }
+        if old.2 != new.2 {
+            if let Some(p) = &old.2 {
+                self.start_timers.remove((p.as_str(), rec.id))?;
+            }
+            if let Some(p) = &new.2 {
+                self.start_timers.insert((p.as_str(), rec.id), ())?;
+            }
+        }
         self.jobs.insert(rec.id, codec::encode(rec)?.as_slice())?;
         self.job_rows.insert(rec.id, Some(new));
         Ok(())
@@ -528,11 +545,14 @@ impl<'t> Tables<'t> {
 
     /// Removes a job with its due and lease rows.
     pub fn remove_job(&mut self, rec: &JobRecord) -> Result<(), StoreError> {
-        let Some(JobRows(due, lease)) = self.stored_job_rows(rec.id)? else {
+        let Some(JobRows(due, lease, schedule)) = self.stored_job_rows(rec.id)? else {
             return Ok(());
         };
         self.due_rows(rec.id, &due, false)?;
         self.lease_rows(rec.id, lease, false)?;
+        if let Some(p) = schedule {
+            self.start_timers.remove((p.as_str(), rec.id))?;
+        }
         self.job_rows.insert(rec.id, None);
         self.jobs.remove(rec.id)?;
         Ok(())
@@ -612,6 +632,18 @@ impl<'t> Tables<'t> {
         let mut out = Vec::new();
         for row in self.leases.range((0u64, 0u64)..=(until, u64::MAX))? {
             out.push(row?.0.value());
+        }
+        Ok(out)
+    }
+
+    /// The schedules (jobs) of the timer start events of `process`, any version.
+    pub fn start_timers_of(&self, process: &str) -> Result<Vec<u64>, StoreError> {
+        let mut out = Vec::new();
+        for row in self
+            .start_timers
+            .range((process, 0u64)..=(process, u64::MAX))?
+        {
+            out.push(row?.0.value().1);
         }
         Ok(out)
     }

@@ -33,7 +33,7 @@ pub(crate) fn verify(r: &ReadTransaction) -> Result<Vec<String>, StoreError> {
         let j: JobRecord = codec::decode(row?.1.value())?;
         if j.state == JobState::Ready {
             match &j.kind {
-                JobKind::Continue | JobKind::Timer { .. } => {
+                JobKind::Continue | JobKind::Timer { .. } | JobKind::StartTimer { .. } => {
                     want.cont_due.insert((j.due_at, j.id));
                 }
                 JobKind::Task { topic } => {
@@ -43,6 +43,9 @@ pub(crate) fn verify(r: &ReadTransaction) -> Result<Vec<String>, StoreError> {
         }
         if let Some(l) = &j.lease {
             want.leases.insert((l.until, j.id));
+        }
+        if let JobKind::StartTimer { process, .. } = &j.kind {
+            want.start_timers.insert((process.clone(), j.id));
         }
     }
     for row in r.open_table(INSTANCES)?.iter()? {
@@ -109,6 +112,11 @@ pub(crate) fn verify(r: &ReadTransaction) -> Result<Vec<String>, StoreError> {
     for row in r.open_table(LEASES)?.iter()? {
         have.leases.insert(row?.0.value());
     }
+    for row in r.open_table(START_TIMERS)?.iter()? {
+        let row = row?;
+        let (p, j) = row.0.value();
+        have.start_timers.insert((p.into(), j));
+    }
     for row in r.open_table(TOKENS_AT)?.iter()? {
         let row = row?;
         let (e, s, i, t) = row.0.value();
@@ -149,6 +157,12 @@ pub(crate) fn verify(r: &ReadTransaction) -> Result<Vec<String>, StoreError> {
     compare("tokens_at", &want.tokens_at, &have.tokens_at, &mut problems);
     compare("expect", &want.expect, &have.expect, &mut problems);
     compare(
+        "start_timers",
+        &want.start_timers,
+        &have.start_timers,
+        &mut problems,
+    );
+    compare(
         "subscriptions",
         &want.subscriptions,
         &have.subscriptions,
@@ -183,6 +197,7 @@ struct Rows {
     leases: BTreeSet<(Millis, u64)>,
     tokens_at: BTreeSet<(String, Millis, u64, u64)>,
     expect: BTreeSet<(String, String, u64)>,
+    start_timers: BTreeSet<(String, u64)>,
     /// (message or signal, key or "", instance, token)
     subscriptions: BTreeSet<(String, String, u64, u64)>,
     signal_subs: BTreeSet<(String, String, u64, u64)>,

@@ -176,6 +176,39 @@ pub enum Command {
     ///
     /// Example: postfach retry 42
     Retry { job_id: u64 },
+    /// List open user tasks (read-only); every filter given must hold.
+    ///
+    /// Example: postfach tasks --candidate-group sachbearbeitung --due-before 2026-12-31T00:00:00Z
+    Tasks {
+        /// Held by this user.
+        #[arg(long)]
+        assignee: Option<String>,
+        /// This user may claim it.
+        #[arg(long = "candidate-user")]
+        candidate_user: Option<String>,
+        /// Members of this group may claim it.
+        #[arg(long = "candidate-group")]
+        candidate_group: Option<String>,
+        /// Of this process.
+        #[arg(long)]
+        process: Option<String>,
+        /// At this element.
+        #[arg(long)]
+        element: Option<String>,
+        /// Created before this instant (RFC 3339).
+        #[arg(long = "created-before", value_parser = parse_instant)]
+        created_before: Option<u64>,
+        /// Due before this instant (RFC 3339).
+        #[arg(long = "due-before", value_parser = parse_instant)]
+        due_before: Option<u64>,
+    },
+    /// Act on a user task as a person: claim, unclaim, assign or complete it.
+    ///
+    /// Example: postfach task claim 7 --user anna
+    Task {
+        #[command(subcommand)]
+        action: TaskCommand,
+    },
     /// Complete a task job, optionally with variables. A worker passes the
     /// lease token it got from `acquire`; without one, an unlocked job is
     /// completed by hand.
@@ -357,6 +390,52 @@ pub enum Command {
     },
 }
 
+/// What `postfach task` does.
+#[derive(Debug, Subcommand)]
+pub enum TaskCommand {
+    /// Take the task (refused while someone else holds it).
+    ///
+    /// Example: postfach task claim 7 --user anna
+    Claim {
+        task: u64,
+        /// Who you are.
+        #[arg(long, env = "USER")]
+        user: String,
+    },
+    /// Give the task back (only its holder can).
+    ///
+    /// Example: postfach task unclaim 7 --user anna
+    Unclaim {
+        task: u64,
+        /// Who you are.
+        #[arg(long, env = "USER")]
+        user: String,
+    },
+    /// Give the task to someone.
+    ///
+    /// Example: postfach task assign 7 --to ben --user lead
+    Assign {
+        task: u64,
+        /// The new holder.
+        #[arg(long)]
+        to: String,
+        /// Who you are.
+        #[arg(long, env = "USER")]
+        user: String,
+    },
+    /// Finish the task (as its holder, or anyone while nobody holds it).
+    ///
+    /// Example: postfach task complete 7 --user anna --var genehmigt=true
+    Complete {
+        task: u64,
+        /// Who you are.
+        #[arg(long, env = "USER")]
+        user: String,
+        #[command(flatten)]
+        vars: VarArgs,
+    },
+}
+
 #[derive(Debug, Args)]
 pub struct VarArgs {
     /// Variable NAME=JSON (repeatable); a bare word that is not JSON is a string.
@@ -427,6 +506,16 @@ fn next_step(e: &Error) -> Option<String> {
                 postfach::JobRefusal::NotATask => None,
             },
             E::RepairRefused { .. } => Some("pass --force to add it anyway".into()),
+            E::UnknownTask(_) => Some("list open tasks with `postfach tasks`".into()),
+            E::TaskRefused { task, refusal } => match refusal {
+                postfach::TaskRefusal::HeldBy(u) => Some(format!(
+                    "ask {u} to give it back (postfach task unclaim {task}), or have it assigned (postfach task assign {task} --to USER)"
+                )),
+                postfach::TaskRefusal::NotHolder(_) => {
+                    Some(format!("claim it first (postfach task claim {task} --user USER)"))
+                }
+                postfach::TaskRefusal::NoUser => Some("say who you are with --user NAME".into()),
+            },
             E::Parse(postfach::model::ParseError::Strict { .. }) => Some(
                 "change the model, or deploy without --strict to run it with these parts not executed"
                     .into(),
@@ -569,6 +658,15 @@ fn usage(message: String) -> Failure {
 }
 
 // Durations of the command line, each parsed within its documented range.
+/// An RFC 3339 instant as milliseconds since the epoch.
+fn parse_instant(s: &str) -> Result<u64, String> {
+    humantime::parse_rfc3339_weak(s.trim())
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| d.as_millis() as u64)
+        .ok_or_else(|| format!("'{s}' is not an RFC 3339 instant such as 2026-12-31T00:00:00Z"))
+}
+
 fn parse_ttl(s: &str) -> Result<u64, String> {
     limits::MESSAGE_TTL.named("--ttl").parse(s)
 }
@@ -705,6 +803,7 @@ pub async fn run(cli: Cli) -> Result<Output, Failure> {
             | Command::Instances { .. }
             | Command::Messages { .. }
             | Command::Jobs { .. }
+            | Command::Tasks { .. }
     );
     let pf = if looks_only {
         Postfach::open_read_only(&cli.db, options)?
@@ -985,6 +1084,82 @@ async fn execute(pf: &Postfach, command: Command, sources: Sources<'_>) -> Resul
             out(
                 json!({"message_id": message_id, "state": "discarded", "why": why, "by": by}),
                 format!("{message_id} discarded by {by}: {why}"),
+            )
+        }
+        Command::Tasks {
+            assignee,
+            candidate_user,
+            candidate_group,
+            process,
+            element,
+            created_before,
+            due_before,
+        } => {
+            let filter = postfach::ops::TaskFilter {
+                assignee,
+                candidate_user,
+                candidate_group,
+                process,
+                element,
+                created_before,
+                due_before,
+            };
+            let list = pf.reader()?.tasks(&filter)?;
+            let text = list
+                .iter()
+                .map(|t| {
+                    format!(
+                        "{:>8}  instance {:<8} {:<22} {}{}{}",
+                        t.task,
+                        t.instance,
+                        t.element,
+                        t.assignee
+                            .as_ref()
+                            .map(|a| format!("held by {a}"))
+                            .unwrap_or_else(|| "open".into()),
+                        t.due
+                            .as_ref()
+                            .map(|d| format!(" due {d}"))
+                            .unwrap_or_default(),
+                        if t.candidate_groups.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" groups {}", t.candidate_groups.join(","))
+                        }
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("\n");
+            let text = if text.is_empty() {
+                "no open tasks".to_string()
+            } else {
+                text
+            };
+            out(json!({"tasks": list}), text)
+        }
+        Command::Task { action } => {
+            let (task, verb) = match action {
+                TaskCommand::Claim { task, user } => {
+                    pf.claim_task(task, &user).await?;
+                    (task, format!("claimed by {user}"))
+                }
+                TaskCommand::Unclaim { task, user } => {
+                    pf.unclaim_task(task, &user).await?;
+                    (task, format!("given back by {user}"))
+                }
+                TaskCommand::Assign { task, to, user } => {
+                    pf.assign_task(task, &to, &user).await?;
+                    (task, format!("assigned to {to} by {user}"))
+                }
+                TaskCommand::Complete { task, user, vars } => {
+                    let vars = parse_vars(&vars.var).map_err(usage)?;
+                    pf.complete_task(task, &user, vars).await?;
+                    (task, format!("completed by {user}"))
+                }
+            };
+            out(
+                json!({"task": task.to_string(), "done": verb}),
+                format!("task {task} {verb}"),
             )
         }
         Command::Jobs { incidents } => {

@@ -73,11 +73,11 @@ pub use codec::CodecError;
 pub use commit::wal::{LogState, Salvage as LogSalvage};
 pub use engine::{
     Config, Delivery, Deployed, EngineError, JobRefusal, LockedJob, Malformed, Outcome, Publish,
-    Repair, backoff,
+    Repair, TaskAction, TaskRefusal, backoff,
 };
 pub use jobs::{HandlerError, JobContext};
 pub use runtime::{CommitStats, Deployment, Error, Options, Postfach, Recovery, WorkReport};
-pub use store::{JobState, MessageState, Reason, StoreError};
+pub use store::{JobState, MessageState, Reason, StoreError, TaskRecord};
 
 /// Process variables: a JSON object.
 pub type Vars = serde_json::Map<String, serde_json::Value>;

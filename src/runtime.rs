@@ -15,6 +15,7 @@ use crate::commit::wal::{self, Wal};
 use crate::commit::{Command, Parsed, Reply, Request, Writer, unreachable_reply, writer_loop};
 use crate::engine::{
     Config, DefCache, Delivery, Deployed, EngineError, LockedJob, Malformed, Publish, Repair,
+    TaskAction, TaskRefusal,
 };
 use crate::jobs::{Handler, Handlers};
 use crate::ops;
@@ -609,6 +610,51 @@ impl Postfach {
     /// Makes an incident runnable again.
     pub async fn retry_job(&self, job: u64) -> Result<(), Error> {
         self.submit(Command::RetryJob { job }).await.map(|_| ())
+    }
+
+    /// `user` takes user task `task`: refused while someone else holds it.
+    pub async fn claim_task(&self, task: u64, user: &str) -> Result<(), Error> {
+        self.task_action(task, user, TaskAction::Claim).await
+    }
+
+    /// `user` gives user task `task` back: only its holder can.
+    pub async fn unclaim_task(&self, task: u64, user: &str) -> Result<(), Error> {
+        self.task_action(task, user, TaskAction::Unclaim).await
+    }
+
+    /// `by` gives user task `task` to `to`.
+    pub async fn assign_task(&self, task: u64, to: &str, by: &str) -> Result<(), Error> {
+        self.task_action(task, by, TaskAction::Assign { to: to.into() })
+            .await
+    }
+
+    /// `user` completes user task `task` with `vars`: only its holder, or anyone
+    /// while nobody holds it. The token moves on in the same commit.
+    pub async fn complete_task(&self, task: u64, user: &str, vars: Vars) -> Result<(), Error> {
+        self.task_action(task, user, TaskAction::Complete { vars })
+            .await
+    }
+
+    async fn task_action(&self, task: u64, user: &str, action: TaskAction) -> Result<(), Error> {
+        let named = |u: &str| !u.trim().is_empty() && u.len() <= 256;
+        let to_ok = match &action {
+            TaskAction::Assign { to } => named(to),
+            TaskAction::Claim | TaskAction::Unclaim | TaskAction::Complete { .. } => true,
+        };
+        if !named(user) || !to_ok {
+            return Err(EngineError::TaskRefused {
+                task,
+                refusal: TaskRefusal::NoUser,
+            }
+            .into());
+        }
+        self.submit(Command::Task {
+            task,
+            user: user.into(),
+            action,
+        })
+        .await
+        .map(|_| ())
     }
 
     /// Evaluates a parked message again, like a new publish.

@@ -132,6 +132,18 @@ fn bad_input_is_400_naming_the_field_and_unknown_things_are_404() {
     );
     let (status, body) = srv.json("GET", "/messages?reason=whatever", None);
     assert_eq!(status, 400, "{body}");
+    let (status, body) = srv.json("GET", "/tasks", None);
+    assert_eq!((status, &body["tasks"]), (200, &json!([])), "{body}");
+    let (status, body) = srv.json("GET", "/tasks?due_before=tomorrow", None);
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("due_before"),
+        "{body}"
+    );
+    let (status, body) = srv.json("POST", "/tasks/999/claim", Some(json!({"user": "anna"})));
+    assert_eq!(status, 404, "{body}");
+    let (status, body) = srv.json("POST", "/tasks/999/shred", Some(json!({"user": "anna"})));
+    assert_eq!(status, 400, "{body}");
     // a model without its correlation key: the answer says how this API gives one
     let xml = include_str!("../bpmn/auftrag-ausfuehrung.bpmn");
     let (status, body) = srv.json("POST", "/deployments", Some(json!({"xml": xml})));

@@ -124,6 +124,13 @@ pub(crate) enum Command {
     },
     ReleaseAllLeases,
     Tick,
+    /// A person acts on a user task. (Variant order is the log format: new
+    /// variants go last.)
+    Task {
+        task: u64,
+        user: String,
+        action: crate::engine::TaskAction,
+    },
 }
 
 impl Command {
@@ -294,6 +301,10 @@ fn apply(
         }
         Command::ReleaseAllLeases => Reply::Count(e.release_all_leases()?),
         Command::Tick => Reply::Done,
+        Command::Task { task, user, action } => {
+            e.task_action(*task, user, action)?;
+            Reply::Done
+        }
     })
 }
 

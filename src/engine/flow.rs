@@ -187,6 +187,7 @@ impl<'a, 't> Engine<'a, 't> {
                 el.kind,
                 ElementKind::ServiceTask { .. }
                     | ElementKind::Delegated { .. }
+                    | ElementKind::UserTask { .. }
                     | ElementKind::Publish { .. }
                     | ElementKind::ReceiveTask { .. }
             )
@@ -221,6 +222,10 @@ impl<'a, 't> Engine<'a, 't> {
                 if self.inst(inst).tokens.is_empty() {
                     self.complete_instance(inst)?;
                 }
+            }
+            ElementKind::UserTask { spec } => {
+                let task = self.open_user_task(inst, token, idx, spec)?;
+                self.set_token(inst, token, &el.id, Wait::Task { task });
             }
             // a script or rule task waits for the worker that evaluates it
             ElementKind::ServiceTask { topic } | ElementKind::Delegated { topic, .. } => {
@@ -352,6 +357,7 @@ impl<'a, 't> Engine<'a, 't> {
             ElementKind::NoneStart
             | ElementKind::MessageStart { .. }
             | ElementKind::TimerStart { .. }
+            | ElementKind::UserTask { .. }
             | ElementKind::TimerCatch { .. }
             | ElementKind::EventGateway
             | ElementKind::Boundary { .. }

@@ -468,6 +468,7 @@ impl<'a, 't> Engine<'a, 't> {
             | ElementKind::NoneStart
             | ElementKind::MessageStart { .. }
             | ElementKind::TimerStart { .. }
+            | ElementKind::UserTask { .. }
             | ElementKind::EventGateway
             | ElementKind::End
             | ElementKind::ExclusiveGateway { .. }

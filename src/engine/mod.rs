@@ -20,12 +20,15 @@ use crate::store::*;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
+pub use tasks::{TaskAction, TaskRefusal};
+
 mod deploy;
 mod flow;
 mod jobs;
 mod messages;
 mod repair;
 mod retention;
+mod tasks;
 #[cfg(test)]
 mod tests;
 mod waits;
@@ -170,6 +173,17 @@ pub enum EngineError {
     /// The instance has completed or was cancelled.
     #[error("instance {0} has ended; it can no longer be modified")]
     InstanceEnded(u64),
+    /// No open user task has this id (it may have been completed).
+    #[error("user task {0} does not exist (it may have been completed)")]
+    UnknownTask(u64),
+    /// The user task refused the action.
+    #[error("user task {task} {refusal}")]
+    TaskRefused {
+        /// The task id.
+        task: u64,
+        /// Why.
+        refusal: TaskRefusal,
+    },
     /// The instance has no token with this id.
     #[error("instance {instance} has no token {token}")]
     UnknownToken {

@@ -233,3 +233,52 @@ proptest! {
         prop_assert_eq!(recorded.len(), ids.len(), "one record per message id");
     }
 }
+
+const USER_TASK: &str = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL"
+    xmlns:camunda="http://camunda.org/schema/1.0/bpmn">
+  <process id="ut" isExecutable="true">
+    <startEvent id="s"/>
+    <sequenceFlow id="f0" sourceRef="s" targetRef="check"/>
+    <userTask id="check" camunda:candidateGroups="${team}"/>
+    <boundaryEvent id="late" attachedToRef="check"><timerEventDefinition><timeDuration>PT1H</timeDuration></timerEventDefinition></boundaryEvent>
+    <sequenceFlow id="f1" sourceRef="check" targetRef="e"/>
+    <sequenceFlow id="f2" sourceRef="late" targetRef="e"/>
+    <endEvent id="e"/>
+  </process>
+</definitions>"#;
+
+#[test]
+fn a_user_task_record_lives_exactly_as_long_as_its_waiting_token() {
+    let mut h = Harness::reference();
+    h.step(|e| e.deploy("ut.bpmn", USER_TASK, &BTreeMap::new(), None))
+        .unwrap();
+    let start = |h: &mut Harness| {
+        h.step(|e| e.start("ut", crate::vars([("team", "a, b".into())]), None))
+            .unwrap()
+    };
+    let (done, late) = (start(&mut h), start(&mut h));
+    h.check_invariants();
+    let refused = h.step(|e| e.task_action(1, "x", &TaskAction::Claim));
+    assert!(refused.is_ok(), "task 1 belongs to the first instance");
+    h.check_invariants();
+    let by_other = h.step(|e| e.task_action(1, "y", &TaskAction::Complete { vars: Vars::new() }));
+    assert!(matches!(
+        by_other,
+        Err(EngineError::TaskRefused {
+            refusal: TaskRefusal::NotHolder(Some(_)),
+            ..
+        })
+    ));
+    h.step(|e| e.task_action(1, "x", &TaskAction::Complete { vars: Vars::new() }))
+        .unwrap();
+    h.check_invariants();
+    // the other instance's task is withdrawn by its interrupting timer
+    h.now += 3_600_000;
+    h.step(|e| e.run_continuations(100)).unwrap();
+    h.check_invariants();
+    for id in [done, late] {
+        let ended =
+            h.db.write(|t| t.instance(id).unwrap().unwrap().ended_at.is_some());
+        assert!(ended, "instance {id} ended");
+    }
+}

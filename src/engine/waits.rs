@@ -123,6 +123,7 @@ impl<'a, 't> Engine<'a, 't> {
                     self.delete_job(job)?;
                 }
             }
+            Wait::Task { task } => self.t.remove_task(task)?,
             Wait::Join { .. } | Wait::Incident { .. } => {}
         }
         if let Some(t) = self.inst(inst).tokens.iter_mut().find(|t| t.id == token) {
@@ -251,6 +252,7 @@ impl<'a, 't> Engine<'a, 't> {
                 ElementKind::NoneStart
                 | ElementKind::MessageStart { .. }
                 | ElementKind::TimerStart { .. }
+                | ElementKind::UserTask { .. }
                 | ElementKind::EventGateway
                 | ElementKind::Boundary { .. }
                 | ElementKind::End

@@ -164,6 +164,62 @@ pub enum ElementKind {
         /// When it fires.
         timer: TimerDef,
     },
+    /// A user task: a wait state with a task record in the task list, done by
+    /// a person through `claim` and `complete`.
+    UserTask {
+        /// Who may or should do it, as the model writes it.
+        spec: UserTaskSpec,
+    },
+}
+
+/// A user task's attributes as written in the model (Flowable and Camunda 7
+/// attributes, Zeebe's `assignmentDefinition`, `formDefinition`,
+/// `taskSchedule`, `priorityDefinition`). Each may be a literal or an
+/// expression (`${var}`, `#{var}`, `=var`), resolved against the instance's
+/// variables when the task is created.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserTaskSpec {
+    /// The assignee.
+    pub assignee: Option<String>,
+    /// Candidate users, comma-separated.
+    pub candidate_users: Option<String>,
+    /// Candidate groups, comma-separated.
+    pub candidate_groups: Option<String>,
+    /// Due date (ISO 8601).
+    pub due_date: Option<String>,
+    /// Follow-up date (ISO 8601).
+    pub follow_up_date: Option<String>,
+    /// Priority.
+    pub priority: Option<String>,
+    /// Form key (or Zeebe form id).
+    pub form_key: Option<String>,
+}
+
+impl UserTaskSpec {
+    /// The value of one attribute for an instance: `${var}`, `#{var}` and
+    /// `=var` read the variable (a list becomes comma-separated), anything else
+    /// is a literal. `None` when unset or when the variable is not set.
+    pub fn resolve(raw: Option<&str>, vars: &crate::Vars) -> Option<String> {
+        let raw = raw?.trim();
+        let var = raw
+            .strip_prefix("${")
+            .or_else(|| raw.strip_prefix("#{"))
+            .and_then(|r| r.strip_suffix('}'))
+            .or_else(|| raw.strip_prefix('='))
+            .map(str::trim);
+        let value = match var {
+            None => raw.to_string(),
+            Some(name) => match vars.get(name)? {
+                serde_json::Value::Array(items) => items
+                    .iter()
+                    .filter_map(key_string)
+                    .collect::<Vec<_>>()
+                    .join(","),
+                v => key_string(v)?,
+            },
+        };
+        (!value.is_empty()).then_some(value)
+    }
 }
 
 /// What a script or business-rule task asks its worker to evaluate.
@@ -228,6 +284,7 @@ impl ElementKind {
                 ..
             } => "businessRuleTask",
             ElementKind::TimerStart { .. } => "startEvent(timer)",
+            ElementKind::UserTask { .. } => "userTask",
         }
     }
 

@@ -364,7 +364,6 @@ fn build_tree(file: &str, xml: &str) -> Result<Node, ParseError> {
 
 /// Flow nodes the engine does not execute (yet): refused at deploy.
 const UNSUPPORTED_NODES: &[&str] = &[
-    "userTask",
     "callActivity",
     "subProcess",
     "transaction",
@@ -410,6 +409,30 @@ fn model_key(node: &Node) -> Option<String> {
         .find(|c| c.name == "subscription")
         .and_then(|s| s.attr("correlationKey"))
         .map(strip_feel)
+}
+
+/// A user task's attributes from Flowable/Camunda 7 attributes or Zeebe's
+/// extension elements (the attribute wins where both are given).
+fn user_task_spec(n: &Node) -> super::UserTaskSpec {
+    let ext = |el: &str, attr: &str| {
+        extension(n, el)
+            .and_then(|x| x.attr(attr))
+            .map(str::to_string)
+    };
+    let attr = |a: &str| n.attr(a).map(str::to_string);
+    super::UserTaskSpec {
+        assignee: attr("assignee").or_else(|| ext("assignmentDefinition", "assignee")),
+        candidate_users: attr("candidateUsers")
+            .or_else(|| ext("assignmentDefinition", "candidateUsers")),
+        candidate_groups: attr("candidateGroups")
+            .or_else(|| ext("assignmentDefinition", "candidateGroups")),
+        due_date: attr("dueDate").or_else(|| ext("taskSchedule", "dueDate")),
+        follow_up_date: attr("followUpDate").or_else(|| ext("taskSchedule", "followUpDate")),
+        priority: attr("priority").or_else(|| ext("priorityDefinition", "priority")),
+        form_key: attr("formKey")
+            .or_else(|| ext("formDefinition", "formKey"))
+            .or_else(|| ext("formDefinition", "formId")),
+    }
 }
 
 /// A child of `<extensionElements>` by local name (`zeebe:script`, `zeebe:taskDefinition` …).
@@ -928,6 +951,9 @@ fn process(
                 }
             }
             "serviceTask" => ElementKind::ServiceTask { topic: topic_of(n) },
+            "userTask" => ElementKind::UserTask {
+                spec: user_task_spec(n),
+            },
             "scriptTask" => {
                 let zeebe = extension(n, "script");
                 let text = n
@@ -1142,6 +1168,7 @@ fn process(
                         elements[h].kind,
                         ElementKind::ServiceTask { .. }
                             | ElementKind::Delegated { .. }
+                            | ElementKind::UserTask { .. }
                             | ElementKind::SendTask
                             | ElementKind::Publish { .. }
                             | ElementKind::ReceiveTask { .. }
@@ -1155,7 +1182,7 @@ fn process(
                 _ => issues.push(Issue {
                     id: n.id(),
                     line: n.line,
-                    message: format!("attachedToRef '{host_id}' is not a service, send or receive task of this process"),
+                    message: format!("attachedToRef '{host_id}' is not a service, script, business-rule, user, send or receive task of this process"),
                     missing_key_for: None,
                 }),
             }

@@ -83,6 +83,8 @@ pub fn router(
         .route("/jobs/{id}/fail", post(fail))
         .route("/jobs/{id}/bpmn-error", post(bpmn_error))
         .route("/jobs/{id}/retry", post(retry))
+        .route("/tasks", get(tasks))
+        .route("/tasks/{id}/{action}", post(task_action))
         .route(
             "/cli",
             post(cli).layer(DefaultBodyLimit::max(MAX_MODEL_BODY)),
@@ -189,14 +191,16 @@ fn status_of(e: &Error) -> StatusCode {
             | E::UnknownElement { .. }
             | E::UnknownJob(_)
             | E::UnknownMessageId(_)
-            | E::UnknownToken { .. } => StatusCode::NOT_FOUND,
+            | E::UnknownToken { .. }
+            | E::UnknownTask(_) => StatusCode::NOT_FOUND,
             E::NoStartEvent(_)
             | E::JobState { .. }
             | E::StaleLease(_)
             | E::AmbiguousMessageId { .. }
             | E::NotParked { .. }
             | E::RepairRefused { .. }
-            | E::InstanceEnded(_) => StatusCode::CONFLICT,
+            | E::InstanceEnded(_)
+            | E::TaskRefused { .. } => StatusCode::CONFLICT,
         },
     }
 }
@@ -479,6 +483,87 @@ async fn jobs(State(s): State<AppState>, Query(q): Query<JobsQuery>) -> ApiResul
     Ok(Json(json!({"jobs": s.pf.reader()?.jobs(q.incidents)?})))
 }
 
+#[derive(Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+struct TasksQuery {
+    assignee: Option<String>,
+    candidate_user: Option<String>,
+    candidate_group: Option<String>,
+    process: Option<String>,
+    element: Option<String>,
+    /// RFC 3339.
+    created_before: Option<String>,
+    /// RFC 3339.
+    due_before: Option<String>,
+}
+
+/// An RFC 3339 query value as milliseconds, or 400 naming the field.
+fn instant(field: &str, v: Option<String>) -> Result<Option<u64>, ApiError> {
+    v.map(|s| {
+        humantime::parse_rfc3339_weak(s.trim())
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map(|d| d.as_millis() as u64)
+            .ok_or_else(|| {
+                ApiError::BadRequest(format!("{field}: '{s}' is not an RFC 3339 instant"))
+            })
+    })
+    .transpose()
+}
+
+#[utoipa::path(get, path = "/tasks", params(TasksQuery), responses((status = 200, description = "Open user tasks; every filter given must hold", body = serde_json::Value)))]
+async fn tasks(State(s): State<AppState>, Query(q): Query<TasksQuery>) -> ApiResult {
+    let filter = crate::ops::TaskFilter {
+        created_before: instant("created_before", q.created_before)?,
+        due_before: instant("due_before", q.due_before)?,
+        assignee: q.assignee,
+        candidate_user: q.candidate_user,
+        candidate_group: q.candidate_group,
+        process: q.process,
+        element: q.element,
+    };
+    Ok(Json(json!({"tasks": s.pf.reader()?.tasks(&filter)?})))
+}
+
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+struct TaskBody {
+    /// Who acts (authorization is not modelled: the caller says who it is).
+    user: String,
+    /// `assign`: the new holder.
+    to: Option<String>,
+    /// `complete`: variables merged into the instance.
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    variables: Vars,
+}
+
+#[utoipa::path(post, path = "/tasks/{id}/{action}", request_body = TaskBody, params(("id" = u64, Path, description = "task id"), ("action" = String, Path, description = "claim, unclaim, assign or complete")), responses((status = 200, description = "Act on a user task; 409 when someone else holds it", body = serde_json::Value)))]
+async fn task_action(
+    State(s): State<AppState>,
+    Path((id, action)): Path<(u64, String)>,
+    b: Result<Json<TaskBody>, JsonRejection>,
+) -> ApiResult {
+    let b = body(b)?;
+    match action.as_str() {
+        "claim" => s.pf.claim_task(id, &b.user).await?,
+        "unclaim" => s.pf.unclaim_task(id, &b.user).await?,
+        "assign" => {
+            let to = b.to.ok_or_else(|| {
+                ApiError::BadRequest("assign needs \"to\": the new holder".into())
+            })?;
+            s.pf.assign_task(id, &to, &b.user).await?
+        }
+        "complete" => s.pf.complete_task(id, &b.user, b.variables).await?,
+        other => {
+            return Err(ApiError::BadRequest(format!(
+                "'{other}' is not one of claim, unclaim, assign, complete"
+            )));
+        }
+    }
+    Ok(Json(json!({"task": id.to_string(), "done": action})))
+}
+
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct AcquireBody {
@@ -702,6 +787,8 @@ async fn cancel_token(State(s): State<AppState>, Path((id, token)): Path<(u64, u
         fail,
         bpmn_error,
         retry,
+        tasks,
+        task_action,
         metrics,
         cli
     )

@@ -36,6 +36,8 @@ struct Scrape {
     waiting: Vec<(String, u64, f64)>,
     jobs_due: u64,
     incidents: u64,
+    /// (element, open user tasks, age of the oldest in seconds)
+    tasks: Vec<(String, u64, f64)>,
     alarms: Vec<(String, bool)>,
     commit_latency: (Vec<(f64, u64)>, f64),
     commit_batch: (Vec<(f64, u64)>, f64),
@@ -73,6 +75,11 @@ pub fn render(
             .collect(),
         jobs_due,
         incidents,
+        tasks: r
+            .open_tasks_summary()?
+            .into_iter()
+            .map(|(e, n, oldest)| (e, n, r.now().saturating_sub(oldest) as f64 / 1000.0))
+            .collect(),
         alarms: alarms.active(),
         commit_latency: commits.latency_seconds.buckets(),
         commit_batch: commits.batch_size.buckets(),
@@ -239,6 +246,26 @@ impl Collector for Scrape {
             MetricType::Gauge,
         )?
         .encode_gauge(&self.incidents)?;
+        let mut m = family(
+            &mut enc,
+            "postfach_tasks_open",
+            "Open user tasks at each element.",
+            MetricType::Gauge,
+        )?;
+        for (element, n, _) in &self.tasks {
+            let labels: Labels = vec![("element", Escaped(element))];
+            m.encode_family(&labels)?.encode_gauge(n)?;
+        }
+        let mut m = family(
+            &mut enc,
+            "postfach_oldest_task_age_seconds",
+            "Age of the oldest open user task at each element.",
+            MetricType::Gauge,
+        )?;
+        for (element, _, age) in &self.tasks {
+            let labels: Labels = vec![("element", Escaped(element))];
+            m.encode_family(&labels)?.encode_gauge(age)?;
+        }
         family(
             &mut enc,
             "postfach_signals_unreached",

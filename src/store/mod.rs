@@ -19,6 +19,7 @@
 //! - `dedup`: (message id, message name) → (seq, accepted_at); also finds a message by id
 //! - `jobs`: job id → [`JobRecord`]; `cont_due`: (due, job); `topic_due`: (topic, due, job);
 //!   `leases`: (lease expiry, job); `start_timers`: (process, job) — the schedules of timer start events
+//! - `tasks`: task id → [`TaskRecord`], the open user tasks
 
 use crate::Vars;
 use crate::clock::Millis;
@@ -58,6 +59,7 @@ pub(crate) const TOPIC_DUE: TableDefinition<(&str, u64, u64), ()> =
 pub(crate) const LEASES: TableDefinition<(u64, u64), ()> = TableDefinition::new("leases");
 pub(crate) const START_TIMERS: TableDefinition<(&str, u64), ()> =
     TableDefinition::new("start_timers");
+pub(crate) const TASKS: TableDefinition<u64, &[u8]> = TableDefinition::new("tasks");
 
 /// Storage failures. All of them are technical: retrying the operation, or
 /// redelivering the message that caused it, is the right reaction.
@@ -190,6 +192,12 @@ pub enum Wait {
     },
     Incident {
         error: String,
+    },
+    /// A user task: the open task record `task` in the task list.
+    /// (Stored in instance records: new variants go last.)
+    Task {
+        /// The task id.
+        task: u64,
     },
 }
 
@@ -467,6 +475,39 @@ impl JobRecord {
         self.last_error = Some(error.clone());
         self.history.push(Attempt { at, error });
     }
+}
+
+/// An open user task in the task list (removed when completed or cancelled).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskRecord {
+    /// Task id.
+    pub id: u64,
+    /// The instance and the token that waits for it.
+    pub instance: u64,
+    /// The waiting token.
+    pub token: u64,
+    /// The process id of the instance.
+    pub process: String,
+    /// The user task's element id.
+    pub element: String,
+    /// The element's name, if the model gives one.
+    pub name: Option<String>,
+    /// Who holds it (claimed or assigned).
+    pub assignee: Option<String>,
+    /// Who may claim it.
+    pub candidate_users: Vec<String>,
+    /// Groups whose members may claim it.
+    pub candidate_groups: Vec<String>,
+    /// Due date as the model resolved it (ISO 8601).
+    pub due: Option<String>,
+    /// Follow-up date as the model resolved it (ISO 8601).
+    pub follow_up: Option<String>,
+    /// Priority as the model resolved it.
+    pub priority: Option<String>,
+    /// Form key.
+    pub form_key: Option<String>,
+    /// When it was created.
+    pub created_at: Millis,
 }
 
 /// One failed attempt of a job.

@@ -125,6 +125,11 @@ impl Snapshot {
         self.all(JOBS)
     }
 
+    /// Every open user task, by id.
+    pub fn tasks(&self) -> Result<Vec<TaskRecord>, StoreError> {
+        self.all(TASKS)
+    }
+
     /// Event counters by stored name.
     pub fn counters(&self) -> Result<std::collections::BTreeMap<String, u64>, StoreError> {
         let mut out = std::collections::BTreeMap::new();

@@ -42,6 +42,7 @@ pub(crate) struct Tables<'t> {
     topic_due: Table<'t, (&'static str, u64, u64), ()>,
     leases: Table<'t, (u64, u64), ()>,
     start_timers: Table<'t, (&'static str, u64), ()>,
+    tasks: Table<'t, u64, &'static [u8]>,
 }
 
 /// What an instance had indexed: where its tokens rest (`tokens_at`) and which
@@ -154,6 +155,7 @@ impl<'t> Tables<'t> {
             topic_due: tx.open_table(TOPIC_DUE)?,
             leases: tx.open_table(LEASES)?,
             start_timers: tx.open_table(START_TIMERS)?,
+            tasks: tx.open_table(TASKS)?,
         })
     }
 
@@ -651,6 +653,25 @@ impl<'t> Tables<'t> {
     /// Drops a `leases` row whose job is gone (see [`Tables::drop_orphan_expiry`]).
     pub fn drop_orphan_lease(&mut self, until: Millis, id: u64) -> Result<(), StoreError> {
         self.leases.remove((until, id))?;
+        Ok(())
+    }
+
+    // ---------- user tasks ----------
+
+    /// An open user task.
+    pub fn task(&self, id: u64) -> Result<Option<TaskRecord>, StoreError> {
+        get_record(&self.tasks, id)
+    }
+
+    /// Writes an open user task.
+    pub fn put_task(&mut self, rec: &TaskRecord) -> Result<(), StoreError> {
+        self.tasks.insert(rec.id, codec::encode(rec)?.as_slice())?;
+        Ok(())
+    }
+
+    /// Removes a user task (completed, or its token left).
+    pub fn remove_task(&mut self, id: u64) -> Result<(), StoreError> {
+        self.tasks.remove(id)?;
         Ok(())
     }
 

@@ -76,6 +76,9 @@ pub(crate) fn verify(r: &ReadTransaction) -> Result<Vec<String>, StoreError> {
                         want.signal_subs.insert(sub(name, ""));
                     }
                 }
+                Wait::Task { task } => {
+                    want.tasks.insert((*task, i.id, t.id));
+                }
                 Wait::Job { .. }
                 | Wait::Timer { .. }
                 | Wait::Join { .. }
@@ -111,6 +114,10 @@ pub(crate) fn verify(r: &ReadTransaction) -> Result<Vec<String>, StoreError> {
     }
     for row in r.open_table(LEASES)?.iter()? {
         have.leases.insert(row?.0.value());
+    }
+    for row in r.open_table(TASKS)?.iter()? {
+        let t: TaskRecord = codec::decode(row?.1.value())?;
+        have.tasks.insert((t.id, t.instance, t.token));
     }
     for row in r.open_table(START_TIMERS)?.iter()? {
         let row = row?;
@@ -156,6 +163,7 @@ pub(crate) fn verify(r: &ReadTransaction) -> Result<Vec<String>, StoreError> {
     compare("leases", &want.leases, &have.leases, &mut problems);
     compare("tokens_at", &want.tokens_at, &have.tokens_at, &mut problems);
     compare("expect", &want.expect, &have.expect, &mut problems);
+    compare("tasks", &want.tasks, &have.tasks, &mut problems);
     compare(
         "start_timers",
         &want.start_timers,
@@ -198,6 +206,8 @@ struct Rows {
     tokens_at: BTreeSet<(String, Millis, u64, u64)>,
     expect: BTreeSet<(String, String, u64)>,
     start_timers: BTreeSet<(String, u64)>,
+    /// (task, instance, token): open user tasks and the tokens waiting for them
+    tasks: BTreeSet<(u64, u64, u64)>,
     /// (message or signal, key or "", instance, token)
     subscriptions: BTreeSet<(String, String, u64, u64)>,
     signal_subs: BTreeSet<(String, String, u64, u64)>,

@@ -1,0 +1,153 @@
+//! User tasks: the task record a waiting token opens, and what people do with
+//! it (claim, unclaim, assign, complete).
+//!
+//! Invariant: a token waiting at a user task has exactly one open task record
+//! and the record names that token; completing it removes the record and moves
+//! the token in the same transaction; a claim never takes a task someone else
+//! holds, and only its holder (or anyone, while nobody holds it) completes it.
+//! Every action is in the instance's history with who did it.
+
+use super::*;
+use crate::model::UserTaskSpec;
+
+/// What a person does with a user task.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub enum TaskAction {
+    /// Take it: refused while someone else holds it.
+    Claim,
+    /// Give it back: only its holder can.
+    Unclaim,
+    /// Give it to `to` (an operator's or a lead's action; replaces the holder).
+    Assign {
+        /// The new holder.
+        to: String,
+    },
+    /// Finish it with variables: only its holder, or anyone while nobody holds it.
+    Complete {
+        /// Merged into the instance.
+        #[serde(with = "crate::codec::json_text")]
+        vars: Vars,
+    },
+}
+
+/// Why a user task refused an action (the edges say what to do next).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TaskRefusal {
+    /// Someone else holds it.
+    HeldBy(String),
+    /// Only its holder can do this, and that is someone else (or nobody).
+    NotHolder(Option<String>),
+    /// The user (or the one it is assigned to) is blank or longer than 256 bytes.
+    NoUser,
+}
+
+impl std::fmt::Display for TaskRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TaskRefusal::HeldBy(u) => write!(f, "is held by '{u}'"),
+            TaskRefusal::NotHolder(Some(u)) => write!(f, "is held by '{u}', not by you"),
+            TaskRefusal::NotHolder(None) => write!(f, "is held by nobody"),
+            TaskRefusal::NoUser => write!(f, "needs a user name (1 to 256 bytes)"),
+        }
+    }
+}
+
+fn list(raw: Option<String>) -> Vec<String> {
+    raw.map(|r| {
+        r.split(',')
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect()
+    })
+    .unwrap_or_default()
+}
+
+impl<'a, 't> Engine<'a, 't> {
+    /// Opens the task record of a token arriving at a user task; attributes
+    /// are resolved against the instance's variables now.
+    pub(super) fn open_user_task(
+        &mut self,
+        inst: u64,
+        token: u64,
+        idx: usize,
+        spec: &UserTaskSpec,
+    ) -> R<u64> {
+        let p = self.proc_of(inst);
+        let el = p.at(idx);
+        let vars = &self.inst(inst).variables;
+        let r = |raw: &Option<String>| UserTaskSpec::resolve(raw.as_deref(), vars);
+        let mut rec = TaskRecord {
+            id: 0,
+            instance: inst,
+            token,
+            process: p.id.clone(),
+            element: el.id.clone(),
+            name: el.name.clone(),
+            assignee: r(&spec.assignee),
+            candidate_users: list(r(&spec.candidate_users)),
+            candidate_groups: list(r(&spec.candidate_groups)),
+            due: r(&spec.due_date),
+            follow_up: r(&spec.follow_up_date),
+            priority: r(&spec.priority),
+            form_key: r(&spec.form_key),
+            created_at: self.now,
+        };
+        rec.id = self.t.next_seq("task")?;
+        self.t.put_task(&rec)?;
+        self.history(inst, &el.id, &format!("task_created {}", rec.id));
+        Ok(rec.id)
+    }
+
+    /// `user` claims, gives back, assigns or completes user task `id`.
+    pub fn task_action(&mut self, id: u64, user: &str, action: &TaskAction) -> R<()> {
+        let mut task = self.t.task(id)?.ok_or(EngineError::UnknownTask(id))?;
+        let refuse = |refusal| Err(EngineError::TaskRefused { task: id, refusal });
+        match action {
+            TaskAction::Claim => match &task.assignee {
+                Some(holder) if holder != user => {
+                    return refuse(TaskRefusal::HeldBy(holder.clone()));
+                }
+                _ => task.assignee = Some(user.to_string()),
+            },
+            TaskAction::Unclaim => {
+                if task.assignee.as_deref() != Some(user) {
+                    return refuse(TaskRefusal::NotHolder(task.assignee.clone()));
+                }
+                task.assignee = None;
+            }
+            TaskAction::Assign { to } => task.assignee = Some(to.clone()),
+            TaskAction::Complete { .. } => {
+                if let Some(holder) = task.assignee.as_ref().filter(|h| *h != user) {
+                    return refuse(TaskRefusal::NotHolder(Some(holder.clone())));
+                }
+            }
+        }
+        self.load(task.instance)?;
+        let event = match action {
+            TaskAction::Claim => format!("task_claimed {id} by {user}"),
+            TaskAction::Unclaim => format!("task_unclaimed {id} by {user}"),
+            TaskAction::Assign { to } => format!("task_assigned {id} to {to} by {user}"),
+            TaskAction::Complete { .. } => format!("task_completed {id} by {user}"),
+        };
+        self.history(task.instance, &task.element, &event);
+        let TaskAction::Complete { vars } = action else {
+            self.t.put_task(&task)?;
+            return self.flush();
+        };
+        let p = self.proc_of(task.instance);
+        let idx = p
+            .index_of(&task.element)
+            .ok_or_else(|| EngineError::UnknownElement {
+                process: p.id.clone(),
+                element: task.element.clone(),
+            })?;
+        self.t.remove_task(id)?;
+        self.merge_vars(task.instance, vars)?;
+        self.queue.push_back(Step::Leave {
+            inst: task.instance,
+            token: task.token,
+            element: idx,
+        });
+        self.run()
+    }
+}

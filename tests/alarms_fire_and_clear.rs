@@ -119,3 +119,54 @@ fn configuration_errors_name_the_file_and_the_alarm() {
     let e = ConfigFile::parse("p.toml", "[alarms.z]\nwhen = \"sometimes\"\n").unwrap_err();
     assert!(e.contains("p.toml"), "{e}");
 }
+
+const TASK_MODEL: &str = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL">
+  <process id="antrag" isExecutable="true">
+    <startEvent id="s"/>
+    <sequenceFlow id="f0" sourceRef="s" targetRef="review"/>
+    <userTask id="review"/>
+    <sequenceFlow id="f1" sourceRef="review" targetRef="e"/>
+    <endEvent id="e"/>
+  </process>
+</definitions>"#;
+
+#[tokio::test]
+async fn open_user_tasks_and_the_oldest_of_them_fire_and_clear() {
+    let env = Env::new();
+    env.deploy(TASK_MODEL).await;
+    let config = r#"
+[alarms.backlog]
+when = "open_tasks"
+element = "review"
+above = 1
+
+[alarms.forgotten]
+when = "oldest_task"
+older_than = "1d"
+"#;
+    let alarms = Alarms::new(ConfigFile::parse("postfach.toml", config).unwrap().alarms);
+    let eval = |env: &Env| names(&alarms.evaluate(&env.pf.reader().unwrap()).unwrap());
+    env.pf.start("antrag", no_vars(), None).await.unwrap();
+    assert!(eval(&env).is_empty(), "one open task is not a backlog");
+    env.pf.start("antrag", no_vars(), None).await.unwrap();
+    assert_eq!(eval(&env), vec!["+backlog"]);
+    env.advance(Duration::from_secs(86_401));
+    assert_eq!(eval(&env), vec!["+forgotten"]);
+    let open = env.pf.reader().unwrap().tasks(&Default::default()).unwrap();
+    for t in &open {
+        env.pf
+            .complete_task(t.task.parse().unwrap(), "anna", no_vars())
+            .await
+            .unwrap();
+    }
+    let mut cleared = eval(&env);
+    cleared.sort();
+    assert_eq!(cleared, vec!["-backlog", "-forgotten"]);
+    assert!(
+        ConfigFile::parse(
+            "x.toml",
+            "[alarms.a]\nwhen = \"oldest_task\"\nolder_than = \"soon\""
+        )
+        .is_err()
+    );
+}

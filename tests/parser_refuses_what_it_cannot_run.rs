@@ -129,7 +129,7 @@ fn every_unsupported_element_is_listed_with_id_type_and_line() {
     let xml = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL">
 <process id="p">
 <startEvent id="s"/>
-<userTask id="approve"/>
+<callActivity id="approve" calledElement="other"/>
 <boundaryEvent id="b1" attachedToRef="approve"><messageEventDefinition/></boundaryEvent>
 <intermediateCatchEvent id="wait"><conditionalEventDefinition/></intermediateCatchEvent>
 <subProcess id="sub"><startEvent id="inner"/></subProcess>
@@ -148,7 +148,7 @@ fn every_unsupported_element_is_listed_with_id_type_and_line() {
     assert_eq!(
         got,
         vec![
-            ("approve", "userTask", 4),
+            ("approve", "callActivity", 4),
             ("b1", "boundaryEvent with messageEventDefinition", 5),
             (
                 "wait",
@@ -164,7 +164,7 @@ fn every_unsupported_element_is_listed_with_id_type_and_line() {
             ("e", "endEvent with terminateEventDefinition", 9),
         ]
     );
-    assert!(err.to_string().contains("userTask 'approve' (line 4)"));
+    assert!(err.to_string().contains("callActivity 'approve' (line 4)"));
 }
 
 #[test]

@@ -1,13 +1,13 @@
 //! Alarms from configuration: conditions over the operator views that must not
 //! stay silent — the oldest wait at an element (the article's opening scene: an
 //! order stuck at `warteAufAbschluss`), parked messages, incidents, the oldest
-//! buffered message.
+//! buffered message, open user tasks and the oldest of them.
 //!
 //! Invariant: evaluation is a pure function of a read snapshot and its instant;
 //! an alarm logs one WARN line when it fires and one INFO line when it clears,
 //! never one per evaluation.
 
-use crate::ops::{MessageFilter, Reader};
+use crate::ops::{MessageFilter, Reader, TaskFilter};
 use crate::store::{Reason, StoreError};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -43,17 +43,32 @@ pub enum Condition {
         /// A duration (`2d`, `90min`).
         older_than: String,
     },
+    /// More than `above` (default 0) open user tasks, optionally at one element.
+    OpenTasks {
+        /// Only tasks at this element.
+        element: Option<String>,
+        /// More than this many.
+        #[serde(default)]
+        above: u64,
+    },
+    /// The oldest open user task (optionally at one element) is older than `older_than`.
+    OldestTask {
+        /// Only tasks at this element.
+        element: Option<String>,
+        /// A duration (`2d`, `90min`).
+        older_than: String,
+    },
 }
 
 impl Condition {
     pub(crate) fn check(&self) -> Result<(), String> {
         match self {
-            Condition::OldestWait { older_than, .. } | Condition::OldestBuffered { older_than } => {
-                crate::limits::CONFIGURED
-                    .named("older_than")
-                    .parse(older_than)
-                    .map(|_| ())
-            }
+            Condition::OldestWait { older_than, .. }
+            | Condition::OldestBuffered { older_than }
+            | Condition::OldestTask { older_than, .. } => crate::limits::CONFIGURED
+                .named("older_than")
+                .parse(older_than)
+                .map(|_| ()),
             Condition::Parked {
                 reason: Some(r), ..
             } => Reason::parse_or_list(r).map(|_| ()),
@@ -95,6 +110,33 @@ impl Condition {
                 (
                     age > ms(older_than),
                     format!("oldest buffered message: {} s", age / 1000),
+                )
+            }
+            Condition::OpenTasks { element, above } => {
+                let n = r
+                    .tasks(&TaskFilter {
+                        element: element.clone(),
+                        ..Default::default()
+                    })?
+                    .len() as u64;
+                (n > *above, format!("{n} open user task(s)"))
+            }
+            Condition::OldestTask {
+                element,
+                older_than,
+            } => {
+                let oldest = r
+                    .tasks(&TaskFilter {
+                        element: element.clone(),
+                        ..Default::default()
+                    })?
+                    .iter()
+                    .map(|t| t.age_ms)
+                    .max();
+                let age = oldest.unwrap_or(0);
+                (
+                    oldest.is_some() && age > ms(older_than),
+                    format!("oldest open user task: {} s", age / 1000),
                 )
             }
         })

@@ -529,7 +529,7 @@ impl Process {
             .get(message)
             .map(String::as_str)
             .unwrap_or("");
-        vars.get(var).and_then(key_string).ok_or(var)
+        key_of(var, vars).ok_or(var)
     }
 
     /// Every (message, key) that `vars` hold a correlation key for.
@@ -539,7 +539,7 @@ impl Process {
     ) -> impl Iterator<Item = (&'p str, String)> + 'p {
         self.correlation_keys
             .iter()
-            .filter_map(|(m, var)| Some((m.as_str(), vars.get(var).and_then(key_string)?)))
+            .filter_map(|(m, var)| Some((m.as_str(), key_of(var, vars)?)))
     }
 
     /// Message names this process knows a correlation key for: those it waits
@@ -566,6 +566,28 @@ impl Process {
             _ => None,
         })
     }
+}
+
+/// The key a correlation key definition gives for `vars`: a variable, a
+/// variable path (`order.id`), or a literal kept quoted (`'A-1'`, from Zeebe's
+/// `correlationKey="A-1"`).
+fn key_of(spec: &str, vars: &crate::Vars) -> Option<String> {
+    if let Some(lit) = spec
+        .strip_prefix('\'')
+        .and_then(|s| s.strip_suffix('\''))
+        .filter(|_| spec.len() >= 2)
+    {
+        return Some(lit.to_string());
+    }
+    if let Some(v) = vars.get(spec) {
+        return key_string(v);
+    }
+    let mut parts = spec.split('.');
+    let mut v = vars.get(parts.next()?)?;
+    for p in parts {
+        v = v.get(p)?;
+    }
+    key_string(v)
 }
 
 /// The string form of a correlation key value (`null` is no key).

@@ -408,7 +408,24 @@ fn model_key(node: &Node) -> Option<String> {
         .iter()
         .find(|c| c.name == "subscription")
         .and_then(|s| s.attr("correlationKey"))
-        .map(strip_feel)
+        .map(zeebe_key)
+}
+
+/// A Zeebe `correlationKey`: `=path` is a FEEL variable path (`=orderId`,
+/// `=order.id`), `="A-1"` or `=42` a FEEL literal, and text without `=` a
+/// literal key, as Zeebe reads it. Literals are kept quoted (`'A-1'`), see
+/// [`super::Process::correlation_key`].
+fn zeebe_key(raw: &str) -> String {
+    let raw = raw.trim();
+    let literal = |v: &str| format!("'{v}'");
+    match raw.strip_prefix('=').map(str::trim) {
+        None => literal(raw),
+        Some(expr) => match expr.strip_prefix('"').and_then(|e| e.strip_suffix('"')) {
+            Some(s) => literal(s),
+            None if expr.parse::<f64>().is_ok() => literal(expr),
+            None => expr.to_string(),
+        },
+    }
 }
 
 /// A user task's attributes from Flowable/Camunda 7 attributes or Zeebe's

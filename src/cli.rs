@@ -660,11 +660,7 @@ fn usage(message: String) -> Failure {
 // Durations of the command line, each parsed within its documented range.
 /// An RFC 3339 instant as milliseconds since the epoch.
 fn parse_instant(s: &str) -> Result<u64, String> {
-    humantime::parse_rfc3339_weak(s.trim())
-        .ok()
-        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-        .map(|d| d.as_millis() as u64)
-        .ok_or_else(|| format!("'{s}' is not an RFC 3339 instant such as 2026-12-31T00:00:00Z"))
+    postfach::model::iso::instant(s)
 }
 
 fn parse_ttl(s: &str) -> Result<u64, String> {

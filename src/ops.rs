@@ -231,9 +231,7 @@ impl TaskFilter {
         let due = t
             .due
             .as_deref()
-            .and_then(|d| humantime::parse_rfc3339_weak(d).ok())
-            .and_then(|d| d.duration_since(std::time::UNIX_EPOCH).ok())
-            .map(|d| d.as_millis() as Millis);
+            .and_then(|d| crate::model::iso::instant(d).ok());
         self.assignee
             .as_ref()
             .is_none_or(|a| t.assignee.as_ref() == Some(a))

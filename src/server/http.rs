@@ -500,13 +500,7 @@ struct TasksQuery {
 /// An RFC 3339 query value as milliseconds, or 400 naming the field.
 fn instant(field: &str, v: Option<String>) -> Result<Option<u64>, ApiError> {
     v.map(|s| {
-        humantime::parse_rfc3339_weak(s.trim())
-            .ok()
-            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-            .map(|d| d.as_millis() as u64)
-            .ok_or_else(|| {
-                ApiError::BadRequest(format!("{field}: '{s}' is not an RFC 3339 instant"))
-            })
+        crate::model::iso::instant(&s).map_err(|e| ApiError::BadRequest(format!("{field}: {e}")))
     })
     .transpose()
 }

@@ -80,9 +80,20 @@ impl<'a, 't> Engine<'a, 't> {
     /// Runs queued steps until every token rests, then writes dirty instances.
     pub(super) fn run(&mut self) -> R<()> {
         let mut guard = 0u64;
+        loop {
+            self.run_queue(&mut guard)?;
+            // every token rests now: an inclusive join nothing can reach any more fires
+            if !self.settle_inclusive_joins()? {
+                break;
+            }
+        }
+        self.flush()
+    }
+
+    fn run_queue(&mut self, guard: &mut u64) -> R<()> {
         while let Some(step) = self.queue.pop_front() {
-            guard += 1;
-            if guard > 1_000_000 {
+            *guard += 1;
+            if *guard > 1_000_000 {
                 // a model that loops without a wait state: stop it visibly
                 let (Step::Arrive {
                     inst,
@@ -129,7 +140,52 @@ impl<'a, 't> Engine<'a, 't> {
                 } => self.leave(inst, token, element)?,
             }
         }
-        self.flush()
+        Ok(())
+    }
+
+    /// Fires every inclusive join with waiting tokens that no other token of its
+    /// instance can still reach; returns whether one fired (its token moves on).
+    fn settle_inclusive_joins(&mut self) -> R<bool> {
+        let mut fired = false;
+        let ids: Vec<u64> = self.dirty.keys().copied().collect();
+        for inst in ids {
+            let p = self.proc_of(inst);
+            let rec = self.inst(inst);
+            if rec.ended_at.is_some() {
+                continue;
+            }
+            let waiting_at = |t: &Token| {
+                matches!(t.wait, Wait::Join { .. })
+                    .then(|| p.index_of(&t.element))
+                    .flatten()
+                    .filter(|&i| matches!(p.at(i).kind, ElementKind::InclusiveGateway { .. }))
+            };
+            let mut joins: Vec<usize> = rec.tokens.iter().filter_map(waiting_at).collect();
+            joins.sort_unstable();
+            joins.dedup();
+            for join in joins {
+                let rec = self.inst(inst);
+                let blocked = rec.tokens.iter().any(|t| {
+                    waiting_at(t) != Some(join)
+                        && p.index_of(&t.element)
+                            .is_none_or(|at| p.can_reach(at, join))
+                });
+                if blocked {
+                    continue;
+                }
+                rec.tokens.retain(|t| waiting_at(t) != Some(join));
+                let id = p.at(join).id.clone();
+                let merged = self.new_token(inst, &id);
+                self.history(inst, &id, "joined");
+                self.queue.push_back(Step::Leave {
+                    inst,
+                    token: merged,
+                    element: join,
+                });
+                fired = true;
+            }
+        }
+        Ok(fired)
     }
 
     pub(super) fn arrive(
@@ -141,6 +197,12 @@ impl<'a, 't> Engine<'a, 't> {
     ) -> R<()> {
         let p = self.proc_of(inst);
         let el = p.at(idx);
+        if matches!(el.kind, ElementKind::InclusiveGateway { .. }) && el.incoming.len() > 1 {
+            // waits until nothing else can reach it (settle_inclusive_joins)
+            let flow = via.unwrap_or(usize::MAX);
+            self.set_token(inst, token, &el.id, Wait::Join { flow });
+            return Ok(());
+        }
         if el.kind == ElementKind::ParallelGateway && el.incoming.len() > 1 {
             let flow = via.unwrap_or(usize::MAX);
             self.set_token(inst, token, &el.id, Wait::Join { flow });
@@ -303,6 +365,7 @@ impl<'a, 't> Engine<'a, 't> {
             | ElementKind::SendTask
             | ElementKind::Task { .. }
             | ElementKind::ExclusiveGateway { .. }
+            | ElementKind::InclusiveGateway { .. }
             | ElementKind::ParallelGateway => {
                 self.queue.push_back(Step::Leave {
                     inst,
@@ -353,6 +416,27 @@ impl<'a, 't> Engine<'a, 't> {
                 }
             }
             ElementKind::ParallelGateway => chosen = el.outgoing.clone(),
+            ElementKind::InclusiveGateway { default } => {
+                for &f in el.outgoing.iter().filter(|&&f| Some(f) != *default) {
+                    match &p.flows[f].condition {
+                        None => chosen.push(f),
+                        Some(c) => match model::eval_bool(c, &vars) {
+                            Ok(true) => chosen.push(f),
+                            Ok(false) => {}
+                            Err(e) => {
+                                let error = format!("condition of flow '{}': {e}", p.flows[f].id);
+                                self.incident(inst, token, &el.id, error);
+                                return Ok(());
+                            }
+                        },
+                    }
+                }
+                if chosen.is_empty()
+                    && let Some(d) = default
+                {
+                    chosen.push(*d);
+                }
+            }
             // every other element leaves by all its flows whose condition holds
             ElementKind::NoneStart
             | ElementKind::MessageStart { .. }

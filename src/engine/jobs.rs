@@ -469,6 +469,7 @@ impl<'a, 't> Engine<'a, 't> {
             | ElementKind::MessageStart { .. }
             | ElementKind::TimerStart { .. }
             | ElementKind::UserTask { .. }
+            | ElementKind::InclusiveGateway { .. }
             | ElementKind::EventGateway
             | ElementKind::End
             | ElementKind::ExclusiveGateway { .. }

@@ -253,6 +253,7 @@ impl<'a, 't> Engine<'a, 't> {
                 | ElementKind::MessageStart { .. }
                 | ElementKind::TimerStart { .. }
                 | ElementKind::UserTask { .. }
+                | ElementKind::InclusiveGateway { .. }
                 | ElementKind::EventGateway
                 | ElementKind::Boundary { .. }
                 | ElementKind::End

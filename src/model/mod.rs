@@ -170,6 +170,13 @@ pub enum ElementKind {
         /// Who may or should do it, as the model writes it.
         spec: UserTaskSpec,
     },
+    /// Inclusive gateway: forks on every flow whose condition holds (the
+    /// default flow when none does); as a join it waits until no other token
+    /// of the instance can still reach it.
+    InclusiveGateway {
+        /// The default flow (index into [`Process::flows`]).
+        default: Option<usize>,
+    },
 }
 
 /// A user task's attributes as written in the model (Flowable and Camunda 7
@@ -285,6 +292,7 @@ impl ElementKind {
             } => "businessRuleTask",
             ElementKind::TimerStart { .. } => "startEvent(timer)",
             ElementKind::UserTask { .. } => "userTask",
+            ElementKind::InclusiveGateway { .. } => "inclusiveGateway",
         }
     }
 
@@ -557,6 +565,25 @@ impl Process {
                 ElementKind::TimerStart { timer } => Some((i, *timer)),
                 _ => None,
             })
+    }
+
+    /// Whether a token at element `from` can still get to element `to` along
+    /// sequence flows (or through the boundary events of the activity it is in).
+    pub fn can_reach(&self, from: usize, to: usize) -> bool {
+        let mut seen = vec![false; self.elements.len()];
+        let mut stack = vec![from];
+        while let Some(e) = stack.pop() {
+            if e == to {
+                return true;
+            }
+            if std::mem::replace(&mut seen[e], true) {
+                continue;
+            }
+            let el = &self.elements[e];
+            stack.extend(el.outgoing.iter().map(|&f| self.flows[f].target));
+            stack.extend(el.boundaries.iter().copied());
+        }
+        false
     }
 
     /// Message names that start this process.

@@ -368,7 +368,6 @@ const UNSUPPORTED_NODES: &[&str] = &[
     "subProcess",
     "transaction",
     "adHocSubProcess",
-    "inclusiveGateway",
     "complexGateway",
     "choreographyTask",
 ];
@@ -911,6 +910,7 @@ fn process(
                 }
             }
             "exclusiveGateway" => ElementKind::ExclusiveGateway { default: None },
+            "inclusiveGateway" => ElementKind::InclusiveGateway { default: None },
             "eventBasedGateway" => ElementKind::EventGateway,
             "boundaryEvent" => {
                 let trigger = match evdefs.as_slice() {
@@ -1223,7 +1223,7 @@ fn process(
                 }
             }
         }
-        if n.name == "exclusiveGateway"
+        if (n.name == "exclusiveGateway" || n.name == "inclusiveGateway")
             && let Some(d) = n.attr("default")
         {
             match elements[i]
@@ -1232,7 +1232,13 @@ fn process(
                 .copied()
                 .find(|&fi| flows[fi].id == d)
             {
-                Some(fi) => elements[i].kind = ElementKind::ExclusiveGateway { default: Some(fi) },
+                Some(fi) => {
+                    elements[i].kind = if n.name == "inclusiveGateway" {
+                        ElementKind::InclusiveGateway { default: Some(fi) }
+                    } else {
+                        ElementKind::ExclusiveGateway { default: Some(fi) }
+                    }
+                }
                 None => issues.push(Issue {
                     id: n.id(),
                     line: n.line,

@@ -134,7 +134,7 @@ fn every_unsupported_element_is_listed_with_id_type_and_line() {
 <intermediateCatchEvent id="wait"><conditionalEventDefinition/></intermediateCatchEvent>
 <subProcess id="sub"><startEvent id="inner"/></subProcess>
 <serviceTask id="loop"><multiInstanceLoopCharacteristics/></serviceTask>
-<endEvent id="e"><terminateEventDefinition/></endEvent>
+<endEvent id="e"><escalationEventDefinition/></endEvent>
 </process></definitions>"#;
     let err = parse("x.bpmn", xml, &BTreeMap::new()).unwrap_err();
     let ParseError::Unsupported { file, items } = &err else {
@@ -161,7 +161,7 @@ fn every_unsupported_element_is_listed_with_id_type_and_line() {
                 "serviceTask with multiInstanceLoopCharacteristics",
                 8
             ),
-            ("e", "endEvent with terminateEventDefinition", 9),
+            ("e", "endEvent with escalationEventDefinition", 9),
         ]
     );
     assert!(err.to_string().contains("callActivity 'approve' (line 4)"));

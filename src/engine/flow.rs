@@ -285,6 +285,23 @@ impl<'a, 't> Engine<'a, 't> {
                     self.complete_instance(inst)?;
                 }
             }
+            ElementKind::TerminateEnd => {
+                self.history(inst, &el.id, "terminated");
+                let others: Vec<u64> = self
+                    .inst(inst)
+                    .tokens
+                    .iter()
+                    .map(|t| t.id)
+                    .filter(|&t| t != token)
+                    .collect();
+                for t in others {
+                    self.interrupt(inst, t)?;
+                }
+                self.inst(inst).tokens.clear();
+                // steps of this instance still queued belong to withdrawn tokens
+                self.queue.retain(|s| s.instance() != inst);
+                self.complete_instance(inst)?;
+            }
             ElementKind::UserTask { spec } => {
                 let task = self.open_user_task(inst, token, idx, spec)?;
                 self.set_token(inst, token, &el.id, Wait::Task { task });
@@ -446,6 +463,7 @@ impl<'a, 't> Engine<'a, 't> {
             | ElementKind::EventGateway
             | ElementKind::Boundary { .. }
             | ElementKind::End
+            | ElementKind::TerminateEnd
             | ElementKind::SendTask
             | ElementKind::ServiceTask { .. }
             | ElementKind::Delegated { .. }

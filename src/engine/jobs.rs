@@ -470,6 +470,7 @@ impl<'a, 't> Engine<'a, 't> {
             | ElementKind::TimerStart { .. }
             | ElementKind::UserTask { .. }
             | ElementKind::InclusiveGateway { .. }
+            | ElementKind::TerminateEnd
             | ElementKind::EventGateway
             | ElementKind::End
             | ElementKind::ExclusiveGateway { .. }

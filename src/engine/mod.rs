@@ -441,6 +441,16 @@ enum Step {
     },
 }
 
+impl Step {
+    fn instance(&self) -> u64 {
+        match *self {
+            Step::Arrive { inst, .. } | Step::Execute { inst, .. } | Step::Leave { inst, .. } => {
+                inst
+            }
+        }
+    }
+}
+
 struct Dirty {
     rec: InstanceRecord,
     process: Arc<Process>,

@@ -254,6 +254,7 @@ impl<'a, 't> Engine<'a, 't> {
                 | ElementKind::TimerStart { .. }
                 | ElementKind::UserTask { .. }
                 | ElementKind::InclusiveGateway { .. }
+                | ElementKind::TerminateEnd
                 | ElementKind::EventGateway
                 | ElementKind::Boundary { .. }
                 | ElementKind::End

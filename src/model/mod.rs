@@ -177,6 +177,9 @@ pub enum ElementKind {
         /// The default flow (index into [`Process::flows`]).
         default: Option<usize>,
     },
+    /// A terminate end event: ends the instance at once, withdrawing every
+    /// other token with its waits, jobs, timers and user tasks.
+    TerminateEnd,
 }
 
 /// A user task's attributes as written in the model (Flowable and Camunda 7
@@ -293,6 +296,7 @@ impl ElementKind {
             ElementKind::TimerStart { .. } => "startEvent(timer)",
             ElementKind::UserTask { .. } => "userTask",
             ElementKind::InclusiveGateway { .. } => "inclusiveGateway",
+            ElementKind::TerminateEnd => "endEvent(terminate)",
         }
     }
 

@@ -849,6 +849,7 @@ fn process(
                         }
                     },
                     ("endEvent", None) => ElementKind::End,
+                    ("endEvent", Some("terminateEventDefinition")) => ElementKind::TerminateEnd,
                     ("intermediateCatchEvent", Some("messageEventDefinition")) => {
                         let Some((message, key)) = message_of(evdefs[0]) else {
                             issues.push(no_message(n));

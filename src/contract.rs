@@ -55,6 +55,9 @@ pub fn work_json(w: &crate::model::Delegated) -> Value {
             decision,
             result_variable,
         } => json!({"kind": "decision", "decision": decision, "result_variable": result_variable}),
+        Delegated::Message { name, end } => {
+            json!({"kind": "message", "message": name, "end_event": end})
+        }
     }
 }
 

@@ -120,3 +120,50 @@ async fn a_service_task_job_carries_no_work() {
             .is_none()
     );
 }
+
+#[tokio::test]
+async fn message_throw_events_wait_for_the_worker_that_sends_them() {
+    let env = Env::new();
+    env.deploy(
+        r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL">
+  <message id="m1" name="RechnungVersandt"/>
+  <message id="m2" name="AuftragErledigt"/>
+  <process id="melden" isExecutable="true">
+    <startEvent id="s"/>
+    <sequenceFlow id="f0" sourceRef="s" targetRef="versandt"/>
+    <intermediateThrowEvent id="versandt"><messageEventDefinition messageRef="m1"/></intermediateThrowEvent>
+    <sequenceFlow id="f1" sourceRef="versandt" targetRef="erledigt"/>
+    <endEvent id="erledigt"><messageEventDefinition messageRef="m2"/></endEvent>
+  </process>
+</definitions>"#,
+    )
+    .await;
+    let id = env.pf.start("melden", vars([]), None).await.unwrap();
+    assert_eq!(
+        env.waiting_at(id),
+        vec!["versandt".to_string()],
+        "not a silent pass-through"
+    );
+    let job = &env.pf.lock_jobs("versandt", 1, "w", 30_000).await.unwrap()[0];
+    assert_eq!(
+        job.task.work,
+        Some(Delegated::Message {
+            name: Some("RechnungVersandt".into()),
+            end: false
+        })
+    );
+    env.pf
+        .complete_job(job.task.job, Some(job.lease_token), vars([]))
+        .await
+        .unwrap();
+    let end = &env.pf.lock_jobs("erledigt", 1, "w", 30_000).await.unwrap()[0];
+    assert_eq!(
+        postfach::contract::locked_job_json(end)["work"],
+        serde_json::json!({"kind": "message", "message": "AuftragErledigt", "end_event": true})
+    );
+    env.pf
+        .complete_job(end.task.job, Some(end.lease_token), vars([]))
+        .await
+        .unwrap();
+    assert_eq!(env.state(id), "completed");
+}

@@ -232,7 +232,8 @@ impl UserTaskSpec {
     }
 }
 
-/// What a script or business-rule task asks its worker to evaluate.
+/// What a script or business-rule task asks its worker to evaluate, or which
+/// message a message throw event asks its worker to send.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Delegated {
     /// A script: its language (`scriptFormat`), text (or Zeebe FEEL
@@ -251,6 +252,14 @@ pub enum Delegated {
         decision: Option<String>,
         /// The variable the result is stored in, if the model names one.
         result_variable: Option<String>,
+    },
+    /// A message to send (an intermediate or end message throw event): the
+    /// worker sends it; postfach records that it was sent when the job completes.
+    Message {
+        /// The message name (from `messageRef`), if the model names one.
+        name: Option<String>,
+        /// An end event: the token ends when the message is sent.
+        end: bool,
     },
 }
 
@@ -293,6 +302,14 @@ impl ElementKind {
                 work: Delegated::Decision { .. },
                 ..
             } => "businessRuleTask",
+            ElementKind::Delegated {
+                work: Delegated::Message { end: false, .. },
+                ..
+            } => "intermediateThrowEvent(message)",
+            ElementKind::Delegated {
+                work: Delegated::Message { end: true, .. },
+                ..
+            } => "endEvent(message)",
             ElementKind::TimerStart { .. } => "startEvent(timer)",
             ElementKind::UserTask { .. } => "userTask",
             ElementKind::InclusiveGateway { .. } => "inclusiveGateway",

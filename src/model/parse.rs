@@ -900,6 +900,15 @@ fn process(
                         }
                     }
                     ("intermediateThrowEvent", None) => ElementKind::NoneThrow,
+                    // a message throw is work for a worker that sends it: a job
+                    ("intermediateThrowEvent", Some("messageEventDefinition"))
+                    | ("endEvent", Some("messageEventDefinition")) => ElementKind::Delegated {
+                        topic: topic_of(n),
+                        work: super::Delegated::Message {
+                            name: message_of(evdefs[0]).map(|(m, _)| m),
+                            end: name == "endEvent",
+                        },
+                    },
                     (_, Some(d)) => {
                         refuse(unsupported, n, format!("{name} with {d}"));
                         continue;

@@ -46,9 +46,13 @@ async fn redelivery_after_a_kill_before_the_ack_is_a_recognised_duplicate() {
     server.kill9(); // committed, never acked
 
     let server = launch(dir.path(), &broker, false);
-    wait("Pub/Sub delivers it again", Duration::from_secs(60), || {
-        server.metric(&format!("{DELIVERIES}\"acked\"}}")) == 1.0
-    });
+    // the emulator redelivers a message leased by a killed stream when its
+    // sweep gets to it, which under load can take well over a minute
+    wait(
+        "Pub/Sub delivers it again",
+        Duration::from_secs(180),
+        || server.metric(&format!("{DELIVERIES}\"acked\"}}")) == 1.0,
+    );
     assert_eq!(server.metric(&format!("{DELIVERIES}\"duplicate\"}}")), 1.0);
     assert_eq!(
         server.metric("postfach_messages_total{outcome=\"duplicate\"}"),

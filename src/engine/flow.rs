@@ -400,59 +400,15 @@ impl<'a, 't> Engine<'a, 't> {
         let el = p.at(idx);
         self.history(inst, &el.id, "completed");
         let vars = self.inst(inst).variables.clone();
-        let mut chosen: Vec<usize> = Vec::new();
-        match &el.kind {
+        let not_default =
+            |d: Option<usize>| el.outgoing.iter().copied().filter(move |f| Some(*f) != d);
+        let taken = match &el.kind {
             ElementKind::ExclusiveGateway { default } => {
-                for &f in &el.outgoing {
-                    if Some(f) == *default {
-                        continue;
-                    }
-                    match &p.flows[f].condition {
-                        None => {
-                            chosen.push(f);
-                            break;
-                        }
-                        Some(c) => match model::eval_bool(c, &vars) {
-                            Ok(true) => {
-                                chosen.push(f);
-                                break;
-                            }
-                            Ok(false) => {}
-                            Err(e) => {
-                                let error = format!("condition of flow '{}': {e}", p.flows[f].id);
-                                self.incident(inst, token, &el.id, error);
-                                return Ok(());
-                            }
-                        },
-                    }
-                }
-                if chosen.is_empty()
-                    && let Some(d) = default
-                {
-                    chosen.push(*d);
-                }
+                holding(&p, not_default(*default), &vars, true).map(|c| or_default(c, default))
             }
-            ElementKind::ParallelGateway => chosen = el.outgoing.clone(),
+            ElementKind::ParallelGateway => Ok(el.outgoing.clone()),
             ElementKind::InclusiveGateway { default } => {
-                for &f in el.outgoing.iter().filter(|&&f| Some(f) != *default) {
-                    match &p.flows[f].condition {
-                        None => chosen.push(f),
-                        Some(c) => match model::eval_bool(c, &vars) {
-                            Ok(true) => chosen.push(f),
-                            Ok(false) => {}
-                            Err(e) => {
-                                let error = format!("condition of flow '{}': {e}", p.flows[f].id);
-                                self.incident(inst, token, &el.id, error);
-                                return Ok(());
-                            }
-                        },
-                    }
-                }
-                if chosen.is_empty()
-                    && let Some(d) = default
-                {
-                    chosen.push(*d);
-                }
+                holding(&p, not_default(*default), &vars, false).map(|c| or_default(c, default))
             }
             // every other element leaves by all its flows whose condition holds
             ElementKind::NoneStart
@@ -473,23 +429,15 @@ impl<'a, 't> Engine<'a, 't> {
             | ElementKind::SignalThrow { .. }
             | ElementKind::NoneThrow
             | ElementKind::Publish { .. }
-            | ElementKind::Task { .. } => {
-                for &f in &el.outgoing {
-                    match &p.flows[f].condition {
-                        None => chosen.push(f),
-                        Some(c) => match model::eval_bool(c, &vars) {
-                            Ok(true) => chosen.push(f),
-                            Ok(false) => {}
-                            Err(e) => {
-                                let error = format!("condition of flow '{}': {e}", p.flows[f].id);
-                                self.incident(inst, token, &el.id, error);
-                                return Ok(());
-                            }
-                        },
-                    }
-                }
+            | ElementKind::Task { .. } => holding(&p, el.outgoing.iter().copied(), &vars, false),
+        };
+        let chosen = match taken {
+            Ok(c) => c,
+            Err(error) => {
+                self.incident(inst, token, &el.id, error);
+                return Ok(());
             }
-        }
+        };
         if el.outgoing.is_empty() {
             // implicit end
             self.inst(inst).tokens.retain(|t| t.id != token);
@@ -582,4 +530,40 @@ impl<'a, 't> Engine<'a, 't> {
         }
         target
     }
+}
+
+/// The flows among `flows` whose condition holds (a flow without one always
+/// does), in order; only the first with `first_only` (exclusive gateway). An
+/// error names the flow whose condition cannot be evaluated.
+fn holding(
+    p: &Process,
+    flows: impl IntoIterator<Item = usize>,
+    vars: &Vars,
+    first_only: bool,
+) -> Result<Vec<usize>, String> {
+    let mut out = Vec::new();
+    for f in flows {
+        let holds = match &p.flows[f].condition {
+            None => true,
+            Some(c) => model::eval_bool(c, vars)
+                .map_err(|e| format!("condition of flow '{}': {e}", p.flows[f].id))?,
+        };
+        if holds {
+            out.push(f);
+            if first_only {
+                break;
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// `chosen`, or the default flow when nothing was chosen.
+fn or_default(mut chosen: Vec<usize>, default: &Option<usize>) -> Vec<usize> {
+    if chosen.is_empty()
+        && let Some(d) = default
+    {
+        chosen.push(*d);
+    }
+    chosen
 }

@@ -107,6 +107,10 @@ fn reference_instances(c: &mut Criterion) {
     let rt = rt();
     let dir = bench_dir();
     let pf = rt.block_on(open_deployed(&dir));
+    // the hand-over (an unbound send task: a job for its worker) and the invoice
+    pf.register_handler("auftragUebergeben", |_job: JobContext| async move {
+        Ok(Vars::new())
+    });
     pf.register_handler("rechnungStellen", |_job: JobContext| async move {
         Ok(Vars::new())
     });
@@ -169,6 +173,9 @@ fn lookup_scaling(c: &mut Criterion) {
         let dir = bench_dir();
         let pf = rt.block_on(async {
             let pf = open_deployed(&dir).await;
+            pf.register_handler("auftragUebergeben", |_job: JobContext| async move {
+                Ok(Vars::new())
+            });
             let mut done = 0;
             while done < buffered {
                 let chunk = 20_000.min(buffered - done);
@@ -209,7 +216,8 @@ fn lookup_scaling(c: &mut Criterion) {
                             });
                         }
                         while set.join_next().await.is_some() {}
-                        pf.run_continuations(1024).await.unwrap();
+                        // hand-over: every instance now waits at the catch event
+                        pf.work_until_idle().await.unwrap();
                         let start = Instant::now();
                         let mut set = tokio::task::JoinSet::new();
                         for k in keys {

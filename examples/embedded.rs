@@ -26,6 +26,10 @@ async fn main() -> Result<(), postfach::Error> {
 
     let invoices = Arc::new(AtomicUsize::new(0));
     let issued = invoices.clone();
+    // the hand-over: a real host sends the order to the provider here
+    pf.register_handler("auftragUebergeben", |_job: JobContext| async move {
+        Ok(Vars::new())
+    });
     pf.register_handler("rechnungStellen", move |job: JobContext| {
         let issued = issued.clone();
         async move {

@@ -37,6 +37,10 @@ async fn main() {
     )
     .await
     .unwrap();
+    // the hand-over: a real host sends the order to the provider here
+    pf.register_handler("auftragUebergeben", |_job: JobContext| async move {
+        Ok(Vars::new())
+    });
     pf.register_handler("rechnungStellen", |_j: JobContext| async move {
         Ok(Vars::new())
     });

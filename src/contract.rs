@@ -58,6 +58,10 @@ pub fn work_json(w: &crate::model::Delegated) -> Value {
         Delegated::Message { name, end } => {
             json!({"kind": "message", "message": name, "end_event": end})
         }
+        Delegated::Send {
+            message,
+            implementation,
+        } => json!({"kind": "send", "message": message, "implementation": implementation}),
     }
 }
 

@@ -172,6 +172,11 @@ pub async fn run(args: &DemoArgs, json_out: bool) -> Result<crate::contract::Out
         "rechnungStellen",
         invoice_handler(ledger, std::time::Duration::ZERO),
     );
+    // the hand-over (an unbound send task waits as a job for its worker): the
+    // simulated provider takes the order; its completions are published below
+    pf.register_handler("auftragUebergeben", |_job: crate::JobContext| async move {
+        Ok(crate::Vars::new())
+    });
 
     progress(json_out, &format!("starting {n} orders"));
     let instances = start_orders(&pf, n).await?;

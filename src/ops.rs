@@ -530,13 +530,17 @@ fn job_view(j: &JobRecord) -> JobView {
         element: j.element.clone(),
         kind: match j.kind {
             JobKind::Continue => "async_continuation",
+            JobKind::ContinueAfter => "async_after",
             JobKind::Task { .. } => "task",
             JobKind::Timer { .. } => "timer",
             JobKind::StartTimer { .. } => "start_timer",
         },
         topic: match &j.kind {
             JobKind::Task { topic } => Some(topic.clone()),
-            JobKind::Continue | JobKind::Timer { .. } | JobKind::StartTimer { .. } => None,
+            JobKind::Continue
+            | JobKind::ContinueAfter
+            | JobKind::Timer { .. }
+            | JobKind::StartTimer { .. } => None,
         },
         state: match j.state {
             JobState::Ready => "ready",

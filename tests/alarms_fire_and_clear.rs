@@ -1,6 +1,7 @@
 //! Alarms from configuration fire once and clear once, under an injected clock:
 //! an order stuck at the catch event for more than 2 days, any parked message,
 //! any incident.
+#![cfg(feature = "server")]
 mod common;
 use common::*;
 use postfach::server::alarms::{Alarms, Change};

@@ -74,7 +74,7 @@ async fn a_forced_repair_token_makes_the_next_completion_ambiguous_and_the_guard
         1,
         "the repair reports the async job it scheduled"
     );
-    env.pf.run_continuations(10).await.unwrap();
+    env.hand_over().await;
     assert_eq!(
         env.waiting_at(a),
         vec!["warteAufAbschluss", "warteAufAbschluss"]

@@ -84,7 +84,26 @@ fn reference_scenario_through_the_command_line() {
     }
 
     let work = cli.json(&["work", "--until-idle"]);
-    assert_eq!(work["continuations"], 2);
+    assert_eq!(work["continuations"], 1, "the async hand-over");
+    // the unbound send task waits as a job: the provider's worker takes and completes it
+    let handed = cli.json(&[
+        "acquire",
+        "auftragUebergeben",
+        "--worker",
+        "provider",
+        "--lease",
+        "5m",
+    ]);
+    let j = &handed["jobs"][0];
+    assert_eq!(j["work"]["kind"], "send");
+    cli.json(&[
+        "complete",
+        j["job"].as_str().unwrap(),
+        "--lease-token",
+        &j["lease_token"].to_string(),
+    ]);
+    let work = cli.json(&["work", "--until-idle"]);
+    assert_eq!(work["continuations"], 1, "the async invoice");
     let inst = cli.json(&["instance", &id]);
     assert_eq!(inst["instance"], id.as_str());
     assert_eq!(inst["process"], "auftrag-ausfuehrung");

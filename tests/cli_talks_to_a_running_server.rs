@@ -37,6 +37,7 @@ fn the_command_line_works_against_a_running_server() {
         .as_str()
         .unwrap()
         .to_string();
+    srv.hand_over(1);
     srv.wait_for(&format!("/instances/{id}"), |v| {
         v["waiting_at"] == serde_json::json!(["warteAufAbschluss"])
     });

@@ -30,9 +30,8 @@ async fn early_completion_is_buffered_then_correlated_when_the_token_arrives() {
     assert_eq!(buffered.len(), 1);
     assert_eq!(buffered[0].message_id, "evt-1");
 
-    // run the send task: the token reaches warteAufAbschluss and takes the buffered message
-    let report = env.pf.run_continuations(100).await.unwrap();
-    assert_eq!(report, 1);
+    // hand the order over: the token reaches warteAufAbschluss and takes the buffered message
+    assert_eq!(env.hand_over().await, 1);
     assert_eq!(env.waiting_at(id), vec!["rechnungStellen"]);
     let view = env.pf.reader().unwrap().instance(id).unwrap().unwrap();
     assert_eq!(view.variables["erledigtePositionen"], 1200);
@@ -72,7 +71,7 @@ async fn an_early_message_for_another_key_does_not_correlate() {
             .outcome,
         Outcome::Buffered
     );
-    env.pf.run_continuations(100).await.unwrap();
+    env.hand_over().await;
     assert_eq!(
         env.waiting_at(id),
         vec!["warteAufAbschluss"],

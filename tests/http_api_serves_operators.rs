@@ -29,7 +29,8 @@ fn the_reference_scenario_over_http_with_metrics() {
         d["outcome"] == "buffered" || d["outcome"] == "correlated",
         "{d}"
     );
-    // the executor hands over, correlates and invoices without anyone calling work
+    // the provider's worker takes the hand-over; the executor correlates and invoices
+    srv.hand_over(1);
     srv.wait_for(&format!("/instances/{id}"), |v| v["state"] == "completed");
 
     // a second order waits at the catch event; a repair that would duplicate it is refused
@@ -39,6 +40,7 @@ fn the_reference_scenario_over_http_with_metrics() {
         Some(json!({"process": "auftrag-ausfuehrung", "variables": {"auftragId": "4712"}})),
     );
     let other = other["instance"].as_str().unwrap().to_string();
+    srv.hand_over(1);
     srv.wait_for(&format!("/instances/{other}"), |v| {
         v["waiting_at"] == json!(["warteAufAbschluss"])
     });
@@ -105,8 +107,8 @@ fn the_reference_scenario_over_http_with_metrics() {
     assert!(sample("postfach_commit_latency_seconds_bucket{le=\"+Inf\"}") >= 4.0);
     assert_eq!(
         sample("postfach_job_attempts_total{result=\"completed\"}"),
-        1.0,
-        "the one invoice"
+        3.0,
+        "two hand-overs by the provider's worker, one invoice"
     );
 
     assert!(srv.stop().success(), "SIGTERM stops the server cleanly");

@@ -47,6 +47,15 @@ fn invoice_interrupted_by_kill_9_is_resumed_at_restart_and_issued_once() {
             ..Default::default()
         };
         rt.block_on(pf.publish(msg)).unwrap();
+        // the provider's worker takes the hand-over (an unbound send task's job)
+        rt.block_on(pf.run_continuations(10)).unwrap();
+        for j in rt
+            .block_on(pf.lock_jobs("auftragUebergeben", 1, "provider", 60_000))
+            .unwrap()
+        {
+            rt.block_on(pf.complete_job(j.task.job, Some(j.lease_token), Default::default()))
+                .unwrap();
+        }
         pf.close();
         id
     };

@@ -50,13 +50,13 @@ async fn completion_for_a_completed_instance_is_late() {
 async fn a_second_order_with_the_same_key_still_waiting_upstream_buffers_instead() {
     let env = Env::reference().await;
     env.start_order("4711").await;
-    env.pf.run_continuations(10).await.unwrap();
+    env.hand_over().await;
     env.pf.publish(completion("4711", "evt-1")).await.unwrap();
     // a new instance for the same key has not reached the catch yet: not late
     let second = env.start_order("4711").await;
     let d = env.pf.publish(completion("4711", "evt-2")).await.unwrap();
     assert_eq!(d.outcome, Outcome::Buffered);
-    env.pf.run_continuations(10).await.unwrap();
+    env.hand_over().await;
     assert_eq!(env.waiting_at(second), vec!["rechnungStellen"]);
 }
 

@@ -11,11 +11,11 @@ const TRANCHEN: &str = r#"<?xml version="1.0"?>
   <process id="tranchen" isExecutable="true">
     <startEvent id="s"/>
     <sequenceFlow id="f1" sourceRef="s" targetRef="prep"/>
-    <sendTask id="prep" flowable:async="true"/>
+    <task id="prep" flowable:async="true"/>
     <sequenceFlow id="f2" sourceRef="prep" targetRef="t1"/>
     <intermediateCatchEvent id="t1"><messageEventDefinition messageRef="m"/></intermediateCatchEvent>
     <sequenceFlow id="f3" sourceRef="t1" targetRef="mid"/>
-    <sendTask id="mid" flowable:async="true"/>
+    <task id="mid" flowable:async="true"/>
     <sequenceFlow id="f4" sourceRef="mid" targetRef="t2"/>
     <receiveTask id="t2" messageRef="m"/>
     <sequenceFlow id="f5" sourceRef="t2" targetRef="e"/>

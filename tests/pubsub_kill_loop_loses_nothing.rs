@@ -22,7 +22,7 @@
 mod common;
 
 use common::pubsub::{Broker, COMPLETIONS_CONFIG, launch_with, message};
-use common::{MESSAGE, PROCESS, REFERENCE};
+use common::{PROCESS, REFERENCE};
 use postfach::Postfach;
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -67,14 +67,14 @@ async fn five_kills_at_random_moments_lose_no_message_and_invoice_nothing_twice(
     let malformed = 50usize;
 
     let broker = Broker::start();
-    broker.topic_with_subscription(TOPIC, SUB).await;
+    broker.reference_topics(SUB).await;
     let dir = tempfile::tempdir().unwrap();
     {
         let pf = Postfach::open(dir.path().join("run.redb")).unwrap();
         pf.deploy(
             "bpmn/auftrag-ausfuehrung.bpmn",
             REFERENCE,
-            [(MESSAGE.to_string(), "auftragId".to_string())].into(),
+            common::pubsub::reference_overrides(),
         )
         .await
         .unwrap();

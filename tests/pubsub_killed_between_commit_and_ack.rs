@@ -26,9 +26,7 @@ fn launch(dir: &std::path::Path, broker: &Broker, hold_acks: bool) -> Server {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redelivery_after_a_kill_before_the_ack_is_a_recognised_duplicate() {
     let broker = Broker::start();
-    broker
-        .topic_with_subscription("auftrag-abgeschlossen", SUB)
-        .await;
+    broker.reference_topics(SUB).await;
     let dir = tempfile::tempdir().unwrap();
 
     let server = launch(dir.path(), &broker, true);

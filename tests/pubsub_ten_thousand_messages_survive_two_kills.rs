@@ -7,7 +7,7 @@
 mod common;
 
 use common::pubsub::{Broker, COMPLETIONS_CONFIG, launch_with, message, wait};
-use common::{MESSAGE, PROCESS, REFERENCE};
+use common::{PROCESS, REFERENCE};
 use postfach::Postfach;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
@@ -20,9 +20,7 @@ const RECEIVED: &str = "postfach_pubsub_deliveries_total{subscription=\"auftrag-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_message_is_accounted_for_across_two_kills() {
     let broker = Broker::start();
-    broker
-        .topic_with_subscription("auftrag-abgeschlossen", SUB)
-        .await;
+    broker.reference_topics(SUB).await;
     let dir = tempfile::tempdir().unwrap();
     {
         // the orders exist before their completions come in (most of them wait
@@ -31,7 +29,7 @@ async fn every_message_is_accounted_for_across_two_kills() {
         pf.deploy(
             "bpmn/auftrag-ausfuehrung.bpmn",
             REFERENCE,
-            [(MESSAGE.to_string(), "auftragId".to_string())].into(),
+            common::pubsub::reference_overrides(),
         )
         .await
         .unwrap();

@@ -9,7 +9,7 @@ use postfach::{Outcome, Reason};
 async fn closing_and_reopening_keeps_every_piece_of_state() {
     let mut env = Env::reference().await;
     let waiting = env.start_order("1").await; // will wait at the catch
-    env.pf.run_continuations(10).await.unwrap();
+    env.hand_over().await;
     let early = env.start_order("2").await; // still at its send job
     env.pf.publish(completion("2", "evt-2")).await.unwrap(); // buffered
     let mut unknown = completion("9", "evt-9");
@@ -48,7 +48,7 @@ async fn closing_and_reopening_keeps_every_piece_of_state() {
         Outcome::Duplicate
     );
     // the buffered message still correlates when its token arrives
-    env.pf.run_continuations(10).await.unwrap();
+    env.hand_over().await;
     assert!(
         env.waiting_at(early)
             .contains(&"rechnungStellen".to_string())

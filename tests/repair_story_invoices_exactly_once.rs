@@ -179,7 +179,7 @@ async fn move_and_cancel_tokens() {
         Outcome::Buffered,
         "not subscribed until the job runs"
     );
-    env.pf.run_continuations(10).await.unwrap();
+    env.hand_over().await;
     assert_eq!(env.waiting_at(id), vec!["rechnungStellen"]);
     // cancelling the last token cancels the instance
     let t = env

@@ -3,6 +3,7 @@
 //! the worker that locks one is given what to evaluate (script language, text
 //! and result variable; decision and result variable) from Flowable, Camunda
 //! and Zeebe attributes. Its result completes the job and the token moves on.
+#![cfg(feature = "server")]
 mod common;
 use common::*;
 use postfach::model::Delegated;

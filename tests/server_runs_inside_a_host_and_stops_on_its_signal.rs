@@ -2,6 +2,7 @@
 //! on a Postfach it opened: the API answers on the bound port, an order
 //! completes through it, `/cli` answers 501 (the command line belongs to the
 //! binary), and the server stops when the host's shutdown future resolves. A non-loopback address without a token is refused before binding.
+#![cfg(feature = "server")]
 mod common;
 use common::{MESSAGE, PROCESS, REFERENCE};
 use postfach::server::{Listen, ServerError, config::ConfigFile, run};
@@ -36,6 +37,10 @@ async fn the_host_serves_until_its_shutdown_future_resolves() {
     )
     .await
     .unwrap();
+    // the host hands orders over (an unbound send task's job) and invoices them
+    pf.register_handler("auftragUebergeben", |_job: postfach::JobContext| async {
+        Ok(postfach::Vars::new())
+    });
     pf.register_handler("rechnungStellen", |_job: postfach::JobContext| async {
         Ok(postfach::Vars::new())
     });
@@ -107,7 +112,10 @@ async fn the_host_serves_until_its_shutdown_future_resolves() {
 
     stop.send(()).unwrap();
     let report = server.await.unwrap().unwrap();
-    assert!(report.tasks_completed >= 1, "{report:?}");
+    assert!(
+        report.tasks_completed >= 2,
+        "hand-over and invoice: {report:?}"
+    );
     // after the stop the port no longer answers
     assert!(std::net::TcpStream::connect(addr).is_err());
 }

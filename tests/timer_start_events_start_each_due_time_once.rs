@@ -131,3 +131,50 @@ async fn a_date_in_the_past_fires_once() {
     assert_eq!(started(&env), 1);
     assert!(schedules(&env).is_empty());
 }
+
+/// Cron as Camunda 7 writes it (Quartz: seconds first, `?`, weekdays by name);
+/// the clock starts on Thursday 2026-01-01 00:00 UTC.
+#[tokio::test]
+async fn a_cron_cycle_fires_on_its_weekdays_once_each_across_a_restart() {
+    let mut env = Env::new();
+    env.deploy(&model("0 0 9 ? * MON-FRI")).await;
+    let due = |env: &Env| schedules(env)[0].due_at.clone();
+    assert_eq!(due(&env), "2026-01-01T09:00:00.000Z");
+    env.advance(HOUR * 9);
+    env.pf.work_until_idle().await.unwrap();
+    env.pf.work_until_idle().await.unwrap();
+    assert_eq!(started(&env), 1, "Thursday 09:00");
+    assert_eq!(due(&env), "2026-01-02T09:00:00.000Z", "then Friday");
+    env.advance(HOUR * 24);
+    env.pf.work_until_idle().await.unwrap();
+    assert_eq!(started(&env), 2, "Friday 09:00");
+    assert_eq!(
+        due(&env),
+        "2026-01-05T09:00:00.000Z",
+        "the weekend is skipped"
+    );
+    // closed over Monday and Tuesday: the missed due times fire once at start-up
+    env.reopen();
+    env.advance(HOUR * 24 * 4 + HOUR);
+    env.reopen();
+    env.pf.work_until_idle().await.unwrap();
+    env.pf.work_until_idle().await.unwrap();
+    assert_eq!(started(&env), 3, "one instance for the missed due times");
+    assert_eq!(
+        due(&env),
+        "2026-01-07T09:00:00.000Z",
+        "and Wednesday is next"
+    );
+}
+
+#[tokio::test]
+async fn a_cron_expression_that_never_fires_is_refused_naming_the_element() {
+    let env = Env::new();
+    let err = env
+        .pf
+        .deploy("feb30.bpmn", &model("0 0 0 30 2 ?"), Default::default())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("tick") && err.contains("never fires"), "{err}");
+}

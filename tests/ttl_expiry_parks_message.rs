@@ -59,7 +59,7 @@ async fn an_instance_arriving_after_expiry_does_not_get_the_expired_message() {
     env.pf.publish(completion("4711", "evt-1")).await.unwrap();
     env.advance(Duration::from_secs(25 * 3600));
     // the expiry sweep runs at the start of every batch, before the job
-    env.pf.run_continuations(10).await.unwrap();
+    env.hand_over().await;
     assert_eq!(env.waiting_at(id), vec!["warteAufAbschluss"]);
     // the operator requeues the parked message: it now correlates
     let d = env.pf.requeue("evt-1").await.unwrap();

@@ -5,6 +5,7 @@
 //! a completion by anyone but its holder are refused with who holds it; each
 //! action is in the history with who did it. A timer boundary escalates it, and
 //! it survives a restart.
+#![cfg(feature = "server")]
 mod common;
 use common::*;
 use postfach::{EngineError, Error, TaskRefusal, vars};

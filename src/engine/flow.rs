@@ -384,6 +384,10 @@ impl<'a, 't> Engine<'a, 't> {
             | ElementKind::ExclusiveGateway { .. }
             | ElementKind::InclusiveGateway { .. }
             | ElementKind::ParallelGateway => {
+                if !el.extras.outputs.is_empty() {
+                    // no result arrives here: output mappings read the variables and inputs
+                    self.complete_with(inst, idx, &Vars::new())?;
+                }
                 self.queue.push_back(Step::Leave {
                     inst,
                     token,
@@ -394,11 +398,26 @@ impl<'a, 't> Engine<'a, 't> {
         Ok(())
     }
 
+    /// The element has completed: its boundary timers end, and the token takes
+    /// its outgoing flows now or, with asyncAfter, when that job runs.
     pub(super) fn leave(&mut self, inst: u64, token: u64, idx: usize) -> R<()> {
         self.clear_boundary_timers(inst, token)?;
         let p = self.proc_of(inst);
         let el = p.at(idx);
         self.history(inst, &el.id, "completed");
+        if el.extras.async_after {
+            let job = self.create_job(inst, token, &el.id, JobKind::ContinueAfter)?;
+            self.set_token(inst, token, &el.id, Wait::Job { job });
+            return Ok(());
+        }
+        self.depart(inst, token, idx)
+    }
+
+    /// The token takes the element's outgoing flows whose conditions hold (as
+    /// its kind decides), or ends there when it has none.
+    pub(super) fn depart(&mut self, inst: u64, token: u64, idx: usize) -> R<()> {
+        let p = self.proc_of(inst);
+        let el = p.at(idx);
         let vars = self.inst(inst).variables.clone();
         let not_default =
             |d: Option<usize>| el.outgoing.iter().copied().filter(move |f| Some(*f) != d);

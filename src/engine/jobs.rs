@@ -67,7 +67,7 @@ impl<'a, 't> Engine<'a, 't> {
                     self.fire_start_timer(job)?;
                     continue;
                 }
-                JobKind::Continue | JobKind::Task { .. } => {}
+                JobKind::Continue | JobKind::ContinueAfter | JobKind::Task { .. } => {}
             }
             self.load(job.instance)?;
             let p = self.proc_of(job.instance);
@@ -75,11 +75,15 @@ impl<'a, 't> Engine<'a, 't> {
                 continue;
             };
             self.history(job.instance, &job.element, "job_executed");
-            self.queue.push_back(Step::Execute {
-                inst: job.instance,
-                token: job.token,
-                element: idx,
-            });
+            if job.kind == JobKind::ContinueAfter {
+                self.depart(job.instance, job.token, idx)?;
+            } else {
+                self.queue.push_back(Step::Execute {
+                    inst: job.instance,
+                    token: job.token,
+                    element: idx,
+                });
+            }
             self.run()?;
         }
         Ok(due.len())
@@ -112,11 +116,17 @@ impl<'a, 't> Engine<'a, 't> {
             let (variables, work) = match self.t.instance(job.instance)? {
                 Some(i) => {
                     let p = self.def(&i.process, i.version)?;
-                    let work = match p.element(&job.element).map(|e| &e.kind) {
+                    let el = p.element(&job.element);
+                    let work = match el.map(|e| &e.kind) {
                         Some(ElementKind::Delegated { work, .. }) => Some(work.clone()),
                         _ => None,
                     };
-                    (i.variables, work)
+                    let mut variables = i.variables;
+                    if let Some(el) = el.filter(|e| !e.extras.inputs.is_empty()) {
+                        let inputs = model::mapped(&el.extras.inputs, &variables);
+                        variables.extend(inputs);
+                    }
+                    (variables, work)
                 }
                 None => (Vars::new(), None),
             };
@@ -167,7 +177,6 @@ impl<'a, 't> Engine<'a, 't> {
         }
         self.load(job.instance)?;
         self.t.remove_job(&job)?;
-        self.merge_vars(job.instance, vars)?;
         let p = self.proc_of(job.instance);
         let idx = p
             .index_of(&job.element)
@@ -175,6 +184,7 @@ impl<'a, 't> Engine<'a, 't> {
                 process: p.id.clone(),
                 element: job.element.clone(),
             })?;
+        self.complete_with(job.instance, idx, vars)?;
         self.history(job.instance, &job.element, "job_completed");
         self.t.bump(Counter::JobAttemptsCompleted, 1)?;
         self.queue.push_back(Step::Leave {
@@ -318,10 +328,7 @@ impl<'a, 't> Engine<'a, 't> {
             }
         }
         for (idx, timer) in p.timer_starts() {
-            let repetitions_left = match timer {
-                TimerDef::Cycle { repetitions, .. } => repetitions,
-                TimerDef::Duration(_) | TimerDef::Date(_) => Some(1),
-            };
+            let repetitions_left = timer.repetitions();
             let id = self.t.next_job_id()?;
             let element = p.at(idx).id.clone();
             self.t.put_job(&JobRecord {
@@ -364,18 +371,11 @@ impl<'a, 't> Engine<'a, 't> {
         let Some(idx) = def.index_of(&job.element) else {
             return Ok(()); // a stored schedule of an element the model no longer has
         };
-        if let ElementKind::TimerStart {
-            timer: TimerDef::Cycle { every, .. },
-        } = def.at(idx).kind
+        if let ElementKind::TimerStart { timer } = &def.at(idx).kind
             && *repetitions_left != Some(1)
-            && every > 0
+            && let Some(due) = timer.next_due(job.due_at, self.now)
         {
             let mut next = job.clone();
-            let mut due = job.due_at.saturating_add(every);
-            if due <= self.now {
-                let missed = (self.now - due) / every + 1;
-                due = due.saturating_add(missed.saturating_mul(every));
-            }
             next.due_at = due;
             next.kind = JobKind::StartTimer {
                 process: process.clone(),
@@ -422,9 +422,11 @@ impl<'a, 't> Engine<'a, 't> {
                 };
                 if *cancel {
                     self.interrupt(inst, job.token)?;
-                } else if let (TimerDef::Cycle { every, .. }, false) = (def, left == Some(1)) {
+                } else if let (Some(due), false) =
+                    (def.next_due(job.due_at, self.now), left == Some(1))
+                {
                     let mut next = job.clone();
-                    next.due_at = self.now.saturating_add(*every);
+                    next.due_at = due;
                     next.kind = JobKind::Timer {
                         repetitions_left: left.map(|n| n.saturating_sub(1)),
                     };

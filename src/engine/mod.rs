@@ -15,7 +15,7 @@
 use crate::Vars;
 use crate::clock::Millis;
 use crate::codec;
-use crate::model::{self, ElementKind, Process, TimerDef, Trigger};
+use crate::model::{self, ElementKind, Process, Trigger};
 use crate::store::*;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -580,6 +580,24 @@ impl<'a, 't> Engine<'a, 't> {
         tracing::warn!(instance = inst, element, %error, "incident");
         self.history(inst, element, "incident");
         self.set_token(inst, token, element, Wait::Incident { error });
+    }
+
+    /// An element's result arrives (a job's, a user task's, a message's or a
+    /// signal's variables). With output mappings only the mapped values reach
+    /// the instance, computed from its variables, the element's inputs and the
+    /// result; without them the result is merged as it is.
+    fn complete_with(&mut self, inst: u64, idx: usize, vars: &Vars) -> R<()> {
+        let p = self.proc_of(inst);
+        let x = &p.at(idx).extras;
+        if x.outputs.is_empty() {
+            return self.merge_vars(inst, vars);
+        }
+        let mut local = self.inst(inst).variables.clone();
+        let inputs = model::mapped(&x.inputs, &local);
+        local.extend(inputs);
+        local.extend(vars.clone());
+        let out = model::mapped(&x.outputs, &local);
+        self.merge_vars(inst, &out)
     }
 
     fn merge_vars(&mut self, inst: u64, vars: &Vars) -> R<()> {

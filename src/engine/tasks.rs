@@ -74,8 +74,10 @@ impl<'a, 't> Engine<'a, 't> {
     ) -> R<u64> {
         let p = self.proc_of(inst);
         let el = p.at(idx);
-        let vars = &self.inst(inst).variables;
-        let r = |raw: &Option<String>| UserTaskSpec::resolve(raw.as_deref(), vars);
+        let mut vars = self.inst(inst).variables.clone();
+        let inputs = model::mapped(&el.extras.inputs, &vars);
+        vars.extend(inputs);
+        let r = |raw: &Option<String>| UserTaskSpec::resolve(raw.as_deref(), &vars);
         let mut rec = TaskRecord {
             id: 0,
             instance: inst,
@@ -142,7 +144,7 @@ impl<'a, 't> Engine<'a, 't> {
                 element: task.element.clone(),
             })?;
         self.t.remove_task(id)?;
-        self.merge_vars(task.instance, vars)?;
+        self.complete_with(task.instance, idx, vars)?;
         self.queue.push_back(Step::Leave {
             inst: task.instance,
             token: task.token,

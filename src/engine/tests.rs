@@ -56,9 +56,17 @@ impl Harness {
         .unwrap()
     }
 
-    /// Runs async continuations (the hand-over), so started orders wait.
+    /// Runs async continuations and completes the hand-over jobs (the unbound
+    /// send task waits for its worker), so started orders wait at the catch.
     fn work(&mut self) {
         self.step(|e| e.run_continuations(1000)).unwrap();
+        let jobs = self
+            .step(|e| e.lock_jobs("auftragUebergeben", 1000, "provider", 30_000, false))
+            .unwrap();
+        for j in jobs {
+            self.step(|e| e.complete_job(j.task.job, Some(j.lease_token), &Vars::new()))
+                .unwrap();
+        }
     }
 
     fn publish(&mut self, key: &str, id: &str) -> Delivery {

@@ -39,7 +39,7 @@ impl<'a, 't> Engine<'a, 't> {
         let element = self.proc_of(inst).at(idx).id.clone();
         self.history(inst, &element, "message_correlated");
         self.t.set_passed(name, key, inst, true)?;
-        self.merge_vars(inst, vars)?;
+        self.complete_with(inst, idx, vars)?;
         self.queue.push_back(Step::Leave {
             inst,
             token,
@@ -148,10 +148,7 @@ impl<'a, 't> Engine<'a, 't> {
                 ..
             } = &p.at(b).kind
             {
-                let repetitions_left = match def {
-                    TimerDef::Cycle { repetitions, .. } => *repetitions,
-                    _ => Some(1),
-                };
+                let repetitions_left = def.repetitions();
                 let job = self.create_job_at(
                     inst,
                     token,

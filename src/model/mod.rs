@@ -6,6 +6,7 @@
 //! every condition is parsed. The model is immutable once deployed; instances keep
 //! the version they started with.
 
+pub mod cron;
 mod expr;
 pub mod iso;
 mod parse;
@@ -62,6 +63,84 @@ pub struct Element {
     pub retry: Option<Retry>,
     /// Boundary events attached to this element (indices into [`Process::elements`]).
     pub boundaries: Vec<usize>,
+    /// asyncAfter and variable mappings. Not part of the stored definition
+    /// record (whose layout is the format of version 1): the store keeps them
+    /// beside it and fills them in when it reads the definition.
+    #[serde(skip)]
+    pub extras: Extras,
+}
+
+/// What a model says about an element beyond its kind: kept by the store beside
+/// the definition record, so definitions stored before these existed read as
+/// "none".
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Extras {
+    /// `camunda:asyncAfter` / `flowable:asyncAfter`: a durable job between the
+    /// element's completion and its outgoing flows.
+    pub async_after: bool,
+    /// Input mappings (`camunda:inputParameter`, `zeebe:input`): values the
+    /// element's job, user task or message sees in addition to the instance's
+    /// variables.
+    pub inputs: Vec<Mapping>,
+    /// Output mappings (`camunda:outputParameter`, `zeebe:output`): when there
+    /// are any, only these reach the instance's variables when the element
+    /// completes, computed from its inputs and the result (job, task or message
+    /// variables); without them the result is merged as it is.
+    pub outputs: Vec<Mapping>,
+}
+
+impl Extras {
+    /// Whether nothing is set.
+    pub fn is_empty(&self) -> bool {
+        self == &Extras::default()
+    }
+}
+
+/// One variable mapping: `target` gets the value of `source`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mapping {
+    /// The variable written.
+    pub target: String,
+    /// Where its value comes from.
+    pub source: Source,
+}
+
+/// The value of a mapping.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Source {
+    /// A variable or a path into one (`order.id`); absent reads as null.
+    Variable(String),
+    /// A constant, as JSON text.
+    Literal(String),
+}
+
+impl Source {
+    /// The value against `vars` (an absent variable or path is null).
+    pub fn value(&self, vars: &crate::Vars) -> serde_json::Value {
+        match self {
+            Source::Variable(path) => {
+                if let Some(v) = vars.get(path) {
+                    return v.clone();
+                }
+                let mut parts = path.split('.');
+                let first = parts.next().unwrap_or_default();
+                let mut v = vars.get(first);
+                for p in parts {
+                    v = v.and_then(|v| v.get(p));
+                }
+                v.cloned().unwrap_or(serde_json::Value::Null)
+            }
+            Source::Literal(json) => serde_json::from_str(json).unwrap_or(serde_json::Value::Null),
+        }
+    }
+}
+
+/// Applies `mappings` to `from`: each target with its source's value.
+pub fn mapped(mappings: &[Mapping], from: &crate::Vars) -> crate::Vars {
+    mappings
+        .iter()
+        .map(|m| (m.target.clone(), m.source.value(from)))
+        .collect()
 }
 
 /// How often a failing job of an element is tried, and how long to wait between.
@@ -108,7 +187,10 @@ pub enum ElementKind {
     },
     /// Forks to every outgoing flow; joins all incoming ones.
     ParallelGateway,
-    /// Completes as a pass-through unless bound to a topic by the outbox.
+    /// A send task of a definition stored before unbound send tasks became
+    /// jobs ([`Delegated::Send`]): it passes through, as it did when that
+    /// version was deployed (a stored version keeps its meaning). The parser no
+    /// longer produces it.
     SendTask,
     /// Waits as a job on `topic` until a handler or worker completes it.
     ServiceTask {
@@ -261,6 +343,14 @@ pub enum Delegated {
         /// An end event: the token ends when the message is sent.
         end: bool,
     },
+    /// A send task no broker topic is bound to: the worker sends it (mail,
+    /// webhook, another broker); the token moves on when the job completes.
+    Send {
+        /// The message name (from `messageRef`), if the model names one.
+        message: Option<String>,
+        /// The vendor's `type` (Flowable's `mail`, `camel` …), if given.
+        implementation: Option<String>,
+    },
 }
 
 /// Job topics of send tasks bound to a broker topic start with this.
@@ -310,6 +400,10 @@ impl ElementKind {
                 work: Delegated::Message { end: true, .. },
                 ..
             } => "endEvent(message)",
+            ElementKind::Delegated {
+                work: Delegated::Send { .. },
+                ..
+            } => "sendTask",
             ElementKind::TimerStart { .. } => "startEvent(timer)",
             ElementKind::UserTask { .. } => "userTask",
             ElementKind::InclusiveGateway { .. } => "inclusiveGateway",
@@ -329,7 +423,7 @@ impl ElementKind {
 }
 
 /// When a timer fires.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum TimerDef {
     /// `timeDuration`: this long after the timer starts.
     Duration(crate::clock::Millis),
@@ -342,15 +436,66 @@ pub enum TimerDef {
         /// The period.
         every: crate::clock::Millis,
     },
+    /// `timeCycle` as a cron expression (UTC), without end (see [`cron`]).
+    Cron {
+        /// The expression as the model writes it.
+        expression: String,
+        /// Weekdays count 1 = Sunday … 7 = Saturday (Quartz, Camunda 7 and
+        /// Flowable) instead of 0/7 = Sunday (Spring, Zeebe).
+        quartz_weekdays: bool,
+    },
 }
 
 impl TimerDef {
-    /// The first due time of a timer started at `now`.
+    /// The first due time of a timer started at `now`. A cron expression whose
+    /// dates have all passed is due at the last representable instant: its job
+    /// stays visible instead of firing.
     pub fn first_due(&self, now: crate::clock::Millis) -> crate::clock::Millis {
-        match *self {
-            TimerDef::Duration(d) => now.saturating_add(d),
-            TimerDef::Date(t) => t.max(now),
-            TimerDef::Cycle { every, .. } => now.saturating_add(every),
+        match self {
+            TimerDef::Duration(d) => now.saturating_add(*d),
+            TimerDef::Date(t) => (*t).max(now),
+            TimerDef::Cycle { every, .. } => now.saturating_add(*every),
+            TimerDef::Cron {
+                expression,
+                quartz_weekdays,
+            } => cron::next_after(expression, *quartz_weekdays, now)
+                .unwrap_or(crate::limits::MAX_INSTANT),
+        }
+    }
+
+    /// How often it fires in all (unbounded when `None`).
+    pub fn repetitions(&self) -> Option<u32> {
+        match self {
+            TimerDef::Duration(_) | TimerDef::Date(_) => Some(1),
+            TimerDef::Cycle { repetitions, .. } => *repetitions,
+            TimerDef::Cron { .. } => None,
+        }
+    }
+
+    /// After a fire that was due at `due` and happened at `now`: the next due
+    /// time of a cycle, the first one still ahead of `now` (due times missed
+    /// while nothing ran are not made up). `None` for a one-shot timer or a
+    /// cron expression with no later date.
+    pub fn next_due(
+        &self,
+        due: crate::clock::Millis,
+        now: crate::clock::Millis,
+    ) -> Option<crate::clock::Millis> {
+        match self {
+            TimerDef::Duration(_) | TimerDef::Date(_) => None,
+            TimerDef::Cycle { every: 0, .. } => None,
+            TimerDef::Cycle { every, .. } => {
+                let mut next = due.saturating_add(*every);
+                if next <= now {
+                    let missed = (now - next) / every + 1;
+                    next = next.saturating_add(missed.saturating_mul(*every));
+                }
+                Some(next)
+            }
+            TimerDef::Cron {
+                expression,
+                quartz_weekdays,
+            } => cron::next_after(expression, *quartz_weekdays, due.max(now)),
         }
     }
 }
@@ -578,12 +723,12 @@ impl Process {
     }
 
     /// Timer start events: (element index, when it fires).
-    pub fn timer_starts(&self) -> impl Iterator<Item = (usize, TimerDef)> + '_ {
+    pub fn timer_starts(&self) -> impl Iterator<Item = (usize, &TimerDef)> + '_ {
         self.elements
             .iter()
             .enumerate()
             .filter_map(|(i, e)| match &e.kind {
-                ElementKind::TimerStart { timer } => Some((i, *timer)),
+                ElementKind::TimerStart { timer } => Some((i, timer)),
                 _ => None,
             })
     }
@@ -671,6 +816,7 @@ mod tests {
                 line: 0,
                 retry: None,
                 boundaries: Vec::new(),
+                extras: Extras::default(),
             })
             .collect();
         let flows: Vec<Flow> = edges

@@ -392,6 +392,9 @@ struct Defs {
     signals: HashMap<String, String>,
     /// error id → errorCode
     errors: HashMap<String, String>,
+    /// Cron weekdays as Quartz counts them (Camunda 7, Flowable), unless the
+    /// file declares Zeebe's namespace (Spring: 0 or 7 = Sunday).
+    quartz_weekdays: bool,
 }
 
 fn strip_feel(s: &str) -> String {
@@ -511,6 +514,7 @@ pub fn parse_report(
         messages: HashMap::new(),
         signals: HashMap::new(),
         errors: HashMap::new(),
+        quartz_weekdays: !xml.contains("camunda.org/schema/zeebe/"),
     };
     for c in &root.children {
         match c.name.as_str() {
@@ -613,9 +617,102 @@ pub fn parse_report(
     })
 }
 
+/// A variable path (`orderId`, `order.id`) as mappings and FEEL write it.
+fn variable_path(s: &str) -> Option<String> {
+    let s = s.trim();
+    let ok = !s.is_empty()
+        && !s.starts_with(|c: char| c.is_ascii_digit() || c == '.')
+        && !s.ends_with('.')
+        && s.chars()
+            .all(|c| c.is_alphanumeric() || c == '_' || c == '.');
+    ok.then(|| s.to_string())
+}
+
+/// A Camunda/Flowable parameter body: `${var}` / `#{var}` reads a variable,
+/// plain text is a string; any other expression cannot be evaluated (`None`).
+fn camunda_source(text: &str) -> Option<super::Source> {
+    let t = text.trim();
+    let inner = t
+        .strip_prefix("${")
+        .or_else(|| t.strip_prefix("#{"))
+        .and_then(|r| r.strip_suffix('}'));
+    match inner {
+        Some(e) => variable_path(e).map(super::Source::Variable),
+        None if t.contains("${") || t.contains("#{") => None,
+        None => Some(super::Source::Literal(
+            serde_json::Value::String(t.into()).to_string(),
+        )),
+    }
+}
+
+/// A Zeebe mapping source: `=path`, `="text"`, `=12`, `=true`, `=null`, or a
+/// static value without `=`; any other FEEL expression cannot be evaluated.
+fn zeebe_source(text: &str) -> Option<super::Source> {
+    let t = text.trim();
+    let Some(feel) = t.strip_prefix('=') else {
+        return Some(super::Source::Literal(
+            serde_json::Value::String(t.into()).to_string(),
+        ));
+    };
+    let feel = feel.trim();
+    if let Ok(v) = serde_json::from_str::<serde_json::Value>(feel)
+        && !v.is_object()
+        && !v.is_array()
+    {
+        return Some(super::Source::Literal(v.to_string()));
+    }
+    variable_path(feel).map(super::Source::Variable)
+}
+
+/// An element's asyncAfter and variable mappings, and what of its mappings
+/// cannot be applied (each a warning text).
+fn extras_of(n: &Node) -> (super::Extras, Vec<String>) {
+    let mut x = super::Extras {
+        async_after: is_true(n.attr("asyncAfter")),
+        ..Default::default()
+    };
+    let mut skipped = Vec::new();
+    let Some(ext) = n.child("extensionElements") else {
+        return (x, skipped);
+    };
+    for c in &ext.children {
+        let params = c.children.iter().filter_map(|p| {
+            let (inputs, source) = match (c.name.as_str(), p.name.as_str()) {
+                ("inputOutput", "inputParameter") => (true, p.attr("name")),
+                ("inputOutput", "outputParameter") => (false, p.attr("name")),
+                ("ioMapping", "input") => (true, p.attr("target")),
+                ("ioMapping", "output") => (false, p.attr("target")),
+                _ => return None,
+            };
+            Some((inputs, p, source.unwrap_or("").trim().to_string()))
+        });
+        for (input, p, target) in params {
+            let source = if c.name == "ioMapping" {
+                zeebe_source(p.attr("source").unwrap_or(""))
+            } else if p.children.is_empty() {
+                camunda_source(&p.text)
+            } else {
+                None // camunda:list, camunda:map, camunda:script
+            };
+            let what = if input { "input" } else { "output" };
+            match (variable_path(&target).filter(|t| !t.contains('.')), source) {
+                (Some(target), Some(source)) => {
+                    let m = super::Mapping { target, source };
+                    if input { x.inputs.push(m) } else { x.outputs.push(m) }
+                }
+                _ => skipped.push(format!(
+                    "{} {what} '{target}' is not applied: postfach maps plain variables, paths and constants, not this expression",
+                    c.name
+                )),
+            }
+        }
+    }
+    (x, skipped)
+}
+
 /// What a process says that postfach does not execute: listeners, Java
-/// implementations, input/output mappings, `asyncAfter`, typed send tasks
-/// (a Flowable mail task) that would pass through without sending.
+/// implementations, variable mappings it cannot evaluate, typed send tasks
+/// (a Flowable mail task: a job for a worker).
 fn not_run_as_written(p: &Node, proc: &Process, out: &mut Vec<Warning>) {
     let mut warn = |n: &Node, message: String| {
         out.push(Warning {
@@ -641,10 +738,11 @@ fn not_run_as_written(p: &Node, proc: &Process, out: &mut Vec<Warning>) {
                         .unwrap_or_default();
                     warn(n, format!("{}{how} is not run by postfach", c.name));
                 }
-                "inputOutput" | "ioMapping" => warn(
-                    n,
-                    format!("{} is not applied: variables are not mapped", c.name),
-                ),
+                "inputOutput" | "ioMapping" => {
+                    for skipped in extras_of(n).1 {
+                        warn(n, skipped);
+                    }
+                }
                 _ => {}
             }
         }
@@ -655,12 +753,6 @@ fn not_run_as_written(p: &Node, proc: &Process, out: &mut Vec<Warning>) {
             continue;
         };
         listener_warnings(n, &mut warn);
-        if is_true(n.attr("asyncAfter")) {
-            warn(
-                n,
-                "asyncAfter is not applied: there is no durable boundary after this element".into(),
-            );
-        }
         let implementation = ["class", "delegateExpression", "expression"]
             .iter()
             .find_map(|a| n.attr(a).map(|v| (*a, v)));
@@ -676,16 +768,22 @@ fn not_run_as_written(p: &Node, proc: &Process, out: &mut Vec<Warning>) {
                     "{attr} '{v}' is not run: the task waits as a job on topic '{topic}' for a handler or worker"
                 ),
             ),
-            (ElementKind::SendTask, _) => {
-                if let Some(t) = n.attr("type").filter(|t| !t.trim().is_empty()) {
-                    warn(
-                        n,
-                        format!(
-                            "sendTask of type '{t}' passes through: nothing is sent unless a topic is bound to it at deploy time"
-                        ),
-                    );
-                }
-            }
+            (
+                ElementKind::Delegated {
+                    topic,
+                    work:
+                        super::Delegated::Send {
+                            implementation: Some(t),
+                            ..
+                        },
+                },
+                None,
+            ) => warn(
+                n,
+                format!(
+                    "sendTask of type '{t}' is not run by postfach: it waits as a job on topic '{topic}' for a worker that sends it, unless a broker topic is bound to it at deploy time"
+                ),
+            ),
             _ => {}
         }
     }
@@ -728,7 +826,7 @@ fn retry_policy(n: &Node) -> Result<Option<super::Retry>, String> {
 }
 
 /// `timeDuration`, `timeDate` or `timeCycle` of a timer event definition.
-fn timer_of(def: &Node) -> Result<super::TimerDef, String> {
+fn timer_of(def: &Node, quartz_weekdays: bool) -> Result<super::TimerDef, String> {
     let text = |n: &Node| {
         n.text
             .trim()
@@ -744,7 +842,15 @@ fn timer_of(def: &Node) -> Result<super::TimerDef, String> {
         return super::iso::instant(&text(d)).map(super::TimerDef::Date);
     }
     if let Some(c) = def.child("timeCycle") {
-        let (repetitions, every) = super::iso::cycle(&text(c))?;
+        let expression = text(c);
+        if super::cron::looks_like_cron(&expression) {
+            super::cron::check(&expression, quartz_weekdays, 0)?;
+            return Ok(super::TimerDef::Cron {
+                expression,
+                quartz_weekdays,
+            });
+        }
+        let (repetitions, every) = super::iso::cycle(&expression)?;
         if every == 0 {
             return Err("timeCycle with a zero interval would fire without end".into());
         }
@@ -836,18 +942,20 @@ fn process(
                         starts.push((message.clone(), key));
                         ElementKind::MessageStart { message }
                     }
-                    ("startEvent", Some("timerEventDefinition")) => match timer_of(evdefs[0]) {
-                        Ok(timer) => ElementKind::TimerStart { timer },
-                        Err(message) => {
-                            issues.push(Issue {
-                                id: n.id(),
-                                line: n.line,
-                                message,
-                                missing_key_for: None,
-                            });
-                            continue;
+                    ("startEvent", Some("timerEventDefinition")) => {
+                        match timer_of(evdefs[0], defs.quartz_weekdays) {
+                            Ok(timer) => ElementKind::TimerStart { timer },
+                            Err(message) => {
+                                issues.push(Issue {
+                                    id: n.id(),
+                                    line: n.line,
+                                    message,
+                                    missing_key_for: None,
+                                });
+                                continue;
+                            }
                         }
-                    },
+                    }
                     ("endEvent", None) => ElementKind::End,
                     ("endEvent", Some("terminateEventDefinition")) => ElementKind::TerminateEnd,
                     ("intermediateCatchEvent", Some("messageEventDefinition")) => {
@@ -862,7 +970,7 @@ fn process(
                         ElementKind::MessageCatch { message }
                     }
                     ("intermediateCatchEvent", Some("timerEventDefinition")) => {
-                        match timer_of(evdefs[0]) {
+                        match timer_of(evdefs[0], defs.quartz_weekdays) {
                             Ok(timer) => ElementKind::TimerCatch { timer },
                             Err(message) => {
                                 issues.push(Issue {
@@ -924,18 +1032,20 @@ fn process(
             "eventBasedGateway" => ElementKind::EventGateway,
             "boundaryEvent" => {
                 let trigger = match evdefs.as_slice() {
-                    [d] if d.name == "timerEventDefinition" => match timer_of(d) {
-                        Ok(t) => Trigger::Timer(t),
-                        Err(message) => {
-                            issues.push(Issue {
-                                id: n.id(),
-                                line: n.line,
-                                message,
-                                missing_key_for: None,
-                            });
-                            continue;
+                    [d] if d.name == "timerEventDefinition" => {
+                        match timer_of(d, defs.quartz_weekdays) {
+                            Ok(t) => Trigger::Timer(t),
+                            Err(message) => {
+                                issues.push(Issue {
+                                    id: n.id(),
+                                    line: n.line,
+                                    message,
+                                    missing_key_for: None,
+                                });
+                                continue;
+                            }
                         }
-                    },
+                    }
                     [d] if d.name == "errorEventDefinition" => Trigger::Error {
                         code: d
                             .attr("errorRef")
@@ -966,15 +1076,28 @@ fn process(
             "task" => ElementKind::Task { manual: false },
             "manualTask" => ElementKind::Task { manual: true },
             "sendTask" => {
+                // Camunda's external send task names a worker topic, not a broker topic
+                let external = n.attr("type").is_some_and(|t| t.trim() == "external");
                 let topic = key_overrides
                     .get(&super::send_topic_override(&n.id()))
                     .map(String::as_str)
-                    .or_else(|| n.attr("topic"))
+                    .or_else(|| n.attr("topic").filter(|_| !external))
                     .map(str::trim)
                     .filter(|t| !t.is_empty());
                 match topic {
                     Some(t) => ElementKind::Publish { topic: t.into() },
-                    None => ElementKind::SendTask,
+                    // unbound: a worker sends it, never a silent pass-through
+                    None => ElementKind::Delegated {
+                        topic: topic_of(n),
+                        work: super::Delegated::Send {
+                            message: message_of(n).map(|(m, _)| m),
+                            implementation: n
+                                .attr("type")
+                                .map(str::trim)
+                                .filter(|t| !t.is_empty() && *t != "external")
+                                .map(str::to_string),
+                        },
+                    },
                 }
             }
             "serviceTask" => ElementKind::ServiceTask { topic: topic_of(n) },
@@ -1082,6 +1205,7 @@ fn process(
             line: n.line,
             retry,
             boundaries: Vec::new(),
+            extras: extras_of(n).0,
         });
         flow_nodes.push(n);
     }

@@ -33,6 +33,11 @@ pub(crate) const META: TableDefinition<&str, u64> = TableDefinition::new("meta")
 pub(crate) const COUNTER_PREFIX: &str = "count:";
 pub(crate) const DEFINITIONS: TableDefinition<(&str, u32), &[u8]> =
     TableDefinition::new("definitions");
+/// (process, version) → the [`crate::model::Extras`] of its elements, as
+/// (element index, extras) pairs; a row only where some element has any. Kept
+/// beside the definition record because that record's layout is format 1.
+pub(crate) const DEFINITION_EXTRAS: TableDefinition<(&str, u32), &[u8]> =
+    TableDefinition::new("definition_extras");
 pub(crate) const LATEST: TableDefinition<&str, u32> = TableDefinition::new("definition_latest");
 pub(crate) const CATALOG: TableDefinition<(&str, &str), &[u8]> =
     TableDefinition::new("message_catalog");
@@ -419,6 +424,9 @@ pub enum JobKind {
         /// Fires left (unbounded when `None`).
         repetitions_left: Option<u32>,
     },
+    /// asyncAfter: the element (`element`) has completed; the engine takes its
+    /// outgoing flows when the job runs.
+    ContinueAfter,
 }
 
 /// Job lifecycle.
@@ -544,6 +552,38 @@ pub(crate) fn seqs_by_id(
         out.push(v.value().0);
     }
     Ok(out)
+}
+
+/// Fills the element extras stored beside a definition into its record.
+pub(crate) fn with_extras(
+    mut rec: DefinitionRecord,
+    extras: Option<&[u8]>,
+) -> Result<DefinitionRecord, StoreError> {
+    if let Some(bytes) = extras {
+        let pairs: Vec<(u32, crate::model::Extras)> = codec::decode(bytes)?;
+        for (idx, x) in pairs {
+            if let Some(el) = rec.process.elements.get_mut(idx as usize) {
+                el.extras = x;
+            }
+        }
+    }
+    Ok(rec)
+}
+
+/// The element extras of a definition to store beside it (`None`: nothing set).
+pub(crate) fn extras_of(rec: &DefinitionRecord) -> Result<Option<Vec<u8>>, StoreError> {
+    let pairs: Vec<(u32, &crate::model::Extras)> = rec
+        .process
+        .elements
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| !e.extras.is_empty())
+        .map(|(i, e)| (i as u32, &e.extras))
+        .collect();
+    if pairs.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(codec::encode(&pairs)?))
 }
 
 /// Creates every table so that read transactions find them, and stamps the format version.

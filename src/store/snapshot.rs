@@ -177,9 +177,16 @@ impl Snapshot {
         process: &str,
         version: u32,
     ) -> Result<Option<DefinitionRecord>, StoreError> {
-        match self.table(DEFINITIONS)?.get((process, version))? {
-            Some(g) => Ok(Some(codec::decode(g.value())?)),
-            None => Ok(None),
-        }
+        let Some(g) = self.table(DEFINITIONS)?.get((process, version))? else {
+            return Ok(None);
+        };
+        let rec: DefinitionRecord = codec::decode(g.value())?;
+        // a database of an earlier release opened read-only may not have the table
+        let extras = match self.tx.open_table(DEFINITION_EXTRAS) {
+            Ok(t) => t.get((process, version))?.map(|g| g.value().to_vec()),
+            Err(redb::TableError::TableDoesNotExist(_)) => None,
+            Err(e) => return Err(redb::Error::from(e).into()),
+        };
+        Ok(Some(super::with_extras(rec, extras.as_deref())?))
     }
 }

@@ -24,6 +24,7 @@ pub(crate) struct Tables<'t> {
     job_rows: std::collections::HashMap<u64, Option<JobRows>>,
     meta: Table<'t, &'static str, u64>,
     definitions: Table<'t, (&'static str, u32), &'static [u8]>,
+    definition_extras: Table<'t, (&'static str, u32), &'static [u8]>,
     latest: Table<'t, &'static str, u32>,
     catalog: Table<'t, (&'static str, &'static str), &'static [u8]>,
     instances: Table<'t, u64, &'static [u8]>,
@@ -98,7 +99,10 @@ impl JobRows {
     fn of(j: &JobRecord) -> Self {
         let schedule = match &j.kind {
             JobKind::StartTimer { process, .. } => Some(process.clone()),
-            JobKind::Continue | JobKind::Task { .. } | JobKind::Timer { .. } => None,
+            JobKind::Continue
+            | JobKind::ContinueAfter
+            | JobKind::Task { .. }
+            | JobKind::Timer { .. } => None,
         };
         JobRows(due_row(j), lease_row(j), schedule)
     }
@@ -117,9 +121,10 @@ fn due_row(j: &JobRecord) -> DueRow {
         return DueRow::None;
     }
     match &j.kind {
-        JobKind::Continue | JobKind::Timer { .. } | JobKind::StartTimer { .. } => {
-            DueRow::Continuation(j.due_at)
-        }
+        JobKind::Continue
+        | JobKind::ContinueAfter
+        | JobKind::Timer { .. }
+        | JobKind::StartTimer { .. } => DueRow::Continuation(j.due_at),
         JobKind::Task { topic } => DueRow::Topic(topic.clone(), j.due_at),
     }
 }
@@ -137,6 +142,7 @@ impl<'t> Tables<'t> {
             job_rows: Default::default(),
             meta: tx.open_table(META)?,
             definitions: tx.open_table(DEFINITIONS)?,
+            definition_extras: tx.open_table(DEFINITION_EXTRAS)?,
             latest: tx.open_table(LATEST)?,
             catalog: tx.open_table(CATALOG)?,
             instances: tx.open_table(INSTANCES)?,
@@ -235,10 +241,15 @@ impl<'t> Tables<'t> {
         process: &str,
         version: u32,
     ) -> Result<Option<DefinitionRecord>, StoreError> {
-        match self.definitions.get((process, version))? {
-            Some(g) => Ok(Some(codec::decode(g.value())?)),
-            None => Ok(None),
-        }
+        let Some(g) = self.definitions.get((process, version))? else {
+            return Ok(None);
+        };
+        let rec: DefinitionRecord = codec::decode(g.value())?;
+        let extras = self.definition_extras.get((process, version))?;
+        Ok(Some(super::with_extras(
+            rec,
+            extras.as_ref().map(|g| g.value()),
+        )?))
     }
 
     /// The latest version of a process (0 when it was never deployed).
@@ -251,6 +262,10 @@ impl<'t> Tables<'t> {
         let id = rec.process.id.as_str();
         self.definitions
             .insert((id, rec.version), codec::encode(rec)?.as_slice())?;
+        if let Some(extras) = super::extras_of(rec)? {
+            self.definition_extras
+                .insert((id, rec.version), extras.as_slice())?;
+        }
         self.latest.insert(id, rec.version)?;
         Ok(())
     }

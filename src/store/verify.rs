@@ -33,7 +33,10 @@ pub(crate) fn verify(r: &ReadTransaction) -> Result<Vec<String>, StoreError> {
         let j: JobRecord = codec::decode(row?.1.value())?;
         if j.state == JobState::Ready {
             match &j.kind {
-                JobKind::Continue | JobKind::Timer { .. } | JobKind::StartTimer { .. } => {
+                JobKind::Continue
+                | JobKind::ContinueAfter
+                | JobKind::Timer { .. }
+                | JobKind::StartTimer { .. } => {
                     want.cont_due.insert((j.due_at, j.id));
                 }
                 JobKind::Task { topic } => {

@@ -11,6 +11,8 @@ use std::time::Duration;
 
 pub const REFERENCE: &str = include_str!("../../bpmn/auftrag-ausfuehrung.bpmn");
 pub const PROCESS: &str = "auftrag-ausfuehrung";
+/// The reference model's send task, and the topic of its job (no broker topic bound).
+pub const HAND_OVER: &str = "auftragUebergeben";
 pub const MESSAGE: &str = "AuftragAbgeschlossen";
 /// 2026-01-01T00:00:00Z
 pub const T0: u64 = 1_767_225_600_000;
@@ -59,11 +61,27 @@ impl Env {
     /// Starts an order and runs its async hand-over, so it waits at the catch event.
     pub async fn waiting_order(&self, auftrag: &str) -> u64 {
         let id = self.start_order(auftrag).await;
-        self.pf
-            .run_continuations(100)
-            .await
-            .expect("hand-over runs");
+        self.hand_over().await;
         id
+    }
+
+    /// Runs due async continuations and hands every order that reached
+    /// `auftragUebergeben` to the provider: the unbound send task is a job on
+    /// its own topic, completed here as the provider's worker would. Returns
+    /// how many orders were handed over.
+    pub async fn hand_over(&self) -> usize {
+        self.pf
+            .run_continuations(1000)
+            .await
+            .expect("async continuations run");
+        let jobs = self.lock(HAND_OVER, 1000, "provider", 60_000).await;
+        for j in &jobs {
+            self.pf
+                .complete_job(j.task.job, Some(j.lease_token), postfach::Vars::new())
+                .await
+                .expect("hand-over completes");
+        }
+        jobs.len()
     }
 
     /// Locks due jobs of a topic as an external worker would.

@@ -20,6 +20,14 @@ impl Broker {
         Broker { emulator, conn }
     }
 
+    /// The completions topic with `sub` on it, and the topic `auftraege` that
+    /// [`COMPLETIONS_CONFIG`] hands orders over to (nobody reads it here).
+    pub async fn reference_topics(&self, sub: &str) {
+        self.topic_with_subscription("auftrag-abgeschlossen", sub)
+            .await;
+        self.conn.ensure_topic("auftraege").await.unwrap();
+    }
+
     /// Creates a topic and a subscription on it (10 s ack deadline).
     pub async fn topic_with_subscription(&self, topic: &str, sub: &str) {
         self.subscription(
@@ -105,12 +113,30 @@ pub fn wait(description: &str, limit: Duration, mut what: impl FnMut() -> bool) 
 /// postfach.toml consuming `auftrag-abgeschlossen-sub` (10 s lease extension,
 /// so a killed consumer's deliveries come back soon).
 pub const COMPLETIONS_CONFIG: &str = r#"
+[send_topics]
+auftragUebergeben = "auftraege"
+
 [[subscriptions]]
 subscription = "auftrag-abgeschlossen-sub"
 message = "AuftragAbgeschlossen"
 key = "/auftragId"
 max_lease_extension = "10s"
 "#;
+
+/// What `postfach run` with [`COMPLETIONS_CONFIG`] deploys the reference model
+/// with: the correlation key and the hand-over bound to `auftraege`. A test that
+/// starts orders through the library before the server runs deploys with the
+/// same, so both are one version.
+pub fn reference_overrides() -> std::collections::BTreeMap<String, String> {
+    [
+        (super::MESSAGE.to_string(), "auftragId".to_string()),
+        (
+            postfach::model::send_topic_override("auftragUebergeben"),
+            "auftraege".to_string(),
+        ),
+    ]
+    .into()
+}
 
 /// `postfach run` in `dir` against the broker with `config` (written to
 /// `dir/postfach.toml`) and extra environment, waited for until ready.

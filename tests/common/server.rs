@@ -145,6 +145,36 @@ impl Server {
         }
     }
 
+    /// The provider's worker over HTTP: acquires `n` hand-over jobs (the
+    /// reference model's unbound send task waits as a job on its own topic),
+    /// polling while the executor has not created them yet, and completes them.
+    pub fn hand_over(&self, n: usize) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut done = 0;
+        while done < n {
+            let (status, got) = self.json(
+                "POST",
+                "/jobs/acquire",
+                Some(serde_json::json!({"topic": "auftragUebergeben", "worker": "provider", "max": n - done, "lease_ms": 60_000})),
+            );
+            assert_eq!(status, 200, "{got}");
+            for j in got["jobs"].as_array().unwrap() {
+                let (status, body) = self.json(
+                    "POST",
+                    &format!("/jobs/{}/complete", j["job"].as_str().unwrap()),
+                    Some(serde_json::json!({"lease_token": j["lease_token"]})),
+                );
+                assert_eq!(status, 200, "{body}");
+                done += 1;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "only {done} of {n} hand-overs became due"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     pub fn stop(mut self) -> std::process::ExitStatus {
         sigterm(self.child.id());
         self.child.wait().unwrap()

@@ -329,6 +329,9 @@ pub enum Command {
         /// Buffer TTL of the subscription's messages.
         #[arg(long, value_name = "DURATION", requires = "subscription")]
         message_ttl: Option<String>,
+        /// Streaming pulls opened on the subscription (1–32, default 8).
+        #[arg(long, value_name = "N", requires = "subscription")]
+        streams: Option<u32>,
         /// Address of the HTTP API.
         #[arg(long, default_value = "127.0.0.1:7820")]
         listen: std::net::SocketAddr,
@@ -823,6 +826,7 @@ async fn execute(pf: &Postfach, command: Command, sources: Sources<'_>) -> Resul
             key_from,
             id_from,
             message_ttl,
+            streams,
             listen,
             token_file,
             invoice_ledger,
@@ -846,6 +850,9 @@ async fn execute(pf: &Postfach, command: Command, sources: Sources<'_>) -> Resul
                     s.message_id = id;
                 }
                 s.ttl = message_ttl;
+                if let Some(n) = streams {
+                    s.streams = n;
+                }
                 s.compile().map_err(usage)?;
                 config.subscriptions.push(s);
             }

@@ -81,10 +81,17 @@ pub struct SubscriptionConfig {
     /// segment names the variable). Default: every top-level field.
     #[serde(default)]
     pub variables: Option<Vec<String>>,
-    /// Flow control: deliveries in flight at most (default 1000).
+    /// Streaming pulls opened on the subscription (1–32, default
+    /// [`DEFAULT_STREAMS`]). One stream takes only part of what a broker can
+    /// hand out; several share the engine's group commits.
+    #[serde(default = "default_streams")]
+    pub streams: u32,
+    /// Flow control: deliveries in flight at most, per stream and in total
+    /// over the subscription's streams (1–1,000,000, default 1000).
     #[serde(default = "default_max_messages")]
     pub max_outstanding_messages: i64,
-    /// Flow control: bytes in flight at most (default 100 MiB).
+    /// Flow control: bytes in flight at most, per stream and in total
+    /// (1 KiB–1 GiB, default 100 MiB).
     #[serde(default = "default_max_bytes")]
     pub max_outstanding_bytes: i64,
     /// How far the client extends a delivery's ack deadline at a time (10s–10m, default 60s).
@@ -94,6 +101,15 @@ pub struct SubscriptionConfig {
 
 fn default_message_id() -> String {
     "attribute:eventId".into()
+}
+/// Streaming pulls per subscription unless configured: measured with
+/// `cargo bench --bench ingest` (README, "Ingest through Pub/Sub").
+pub const DEFAULT_STREAMS: u32 = 8;
+/// The most streaming pulls one subscription may open.
+pub const MAX_STREAMS: u32 = 32;
+
+fn default_streams() -> u32 {
+    DEFAULT_STREAMS
 }
 fn default_max_messages() -> i64 {
     1000
@@ -116,6 +132,7 @@ impl SubscriptionConfig {
             message_id: default_message_id(),
             ttl: None,
             variables: None,
+            streams: default_streams(),
             max_outstanding_messages: default_max_messages(),
             max_outstanding_bytes: default_max_bytes(),
             max_lease_extension: default_lease_extension(),
@@ -160,6 +177,30 @@ impl SubscriptionConfig {
                     .collect::<Result<Vec<_>, _>>()?,
             ),
         };
+        if !(1..=MAX_STREAMS).contains(&self.streams) {
+            return Err(at(
+                "streams",
+                format!("{} is out of range 1–{MAX_STREAMS}", self.streams),
+            ));
+        }
+        if !(1..=1_000_000).contains(&self.max_outstanding_messages) {
+            return Err(at(
+                "max_outstanding_messages",
+                format!(
+                    "{} is out of range 1–1000000",
+                    self.max_outstanding_messages
+                ),
+            ));
+        }
+        if !(1024..=1 << 30).contains(&self.max_outstanding_bytes) {
+            return Err(at(
+                "max_outstanding_bytes",
+                format!(
+                    "{} is out of range 1024–1073741824 (1 KiB–1 GiB)",
+                    self.max_outstanding_bytes
+                ),
+            ));
+        }
         crate::limits::CONFIGURED
             .named("max_lease_extension")
             .parse(&self.max_lease_extension)
@@ -347,7 +388,8 @@ impl AckDecision {
     }
 }
 
-/// Consumer states for readiness.
+/// Consumer states for readiness. A consumer of several streams is `Failing`
+/// while any of them fails, `Running` once every one that has not stopped runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
 pub enum ConsumerState {
@@ -365,7 +407,8 @@ pub enum ConsumerState {
 pub struct ConsumerStats {
     /// The subscription consumed.
     pub subscription: String,
-    state: AtomicU8,
+    /// One state per streaming pull.
+    streams: Vec<AtomicU8>,
     last_error: Mutex<Option<String>>,
     /// Deliveries received.
     pub received: AtomicU64,
@@ -385,11 +428,19 @@ pub const ACK_LATENCY_BOUNDS: &[f64] = &[
 ];
 
 impl ConsumerStats {
-    /// Counters of a new consumer of `subscription`.
+    /// Counters of a new consumer of `subscription` with one stream.
     pub fn new(subscription: &str) -> Arc<Self> {
+        Self::with_streams(subscription, 1)
+    }
+
+    /// Counters of a new consumer of `subscription` over `streams` streaming
+    /// pulls (at least one).
+    pub fn with_streams(subscription: &str, streams: usize) -> Arc<Self> {
         Arc::new(Self {
             subscription: subscription.into(),
-            state: AtomicU8::new(ConsumerState::Starting as u8),
+            streams: (0..streams.max(1))
+                .map(|_| AtomicU8::new(ConsumerState::Starting as u8))
+                .collect(),
             last_error: Mutex::new(None),
             received: AtomicU64::new(0),
             acked: AtomicU64::new(0),
@@ -399,9 +450,36 @@ impl ConsumerStats {
         })
     }
 
-    /// Where the consumer stands.
+    /// Where the consumer stands, over all its streams.
     pub fn state(&self) -> ConsumerState {
-        match self.state.load(Ordering::Relaxed) {
+        let states: Vec<ConsumerState> = (0..self.streams.len())
+            .map(|i| self.stream_state(i))
+            .collect();
+        if states.contains(&ConsumerState::Failing) {
+            ConsumerState::Failing
+        } else if states.iter().all(|s| *s == ConsumerState::Stopped) {
+            ConsumerState::Stopped
+        } else if states.contains(&ConsumerState::Starting) {
+            ConsumerState::Starting
+        } else {
+            ConsumerState::Running
+        }
+    }
+
+    /// How many streaming pulls this consumer has.
+    pub fn streams(&self) -> usize {
+        self.streams.len()
+    }
+
+    /// How many of its streams receive deliveries now.
+    pub fn streams_running(&self) -> usize {
+        (0..self.streams.len())
+            .filter(|i| self.stream_state(*i) == ConsumerState::Running)
+            .count()
+    }
+
+    fn stream_state(&self, i: usize) -> ConsumerState {
+        match self.streams[i].load(Ordering::Relaxed) {
             0 => ConsumerState::Starting,
             1 => ConsumerState::Running,
             2 => ConsumerState::Failing,
@@ -409,9 +487,28 @@ impl ConsumerStats {
         }
     }
 
-    /// Records a new state and its error, if any.
+    /// Records a new state of every stream and its error, if any.
     pub fn set_state(&self, s: ConsumerState, error: Option<String>) {
-        self.state.store(s as u8, Ordering::Relaxed);
+        for i in 0..self.streams.len() {
+            self.set_stream_state(i, s, None);
+        }
+        self.set_error(error);
+    }
+
+    /// Records a new state of stream `i` (ignored when out of range); an
+    /// error replaces the last one, a recovery keeps it until every stream
+    /// runs again.
+    pub fn set_stream_state(&self, i: usize, s: ConsumerState, error: Option<String>) {
+        let Some(slot) = self.streams.get(i) else {
+            return;
+        };
+        slot.store(s as u8, Ordering::Relaxed);
+        if error.is_some() || self.state() != ConsumerState::Failing {
+            self.set_error(error);
+        }
+    }
+
+    fn set_error(&self, error: Option<String>) {
         if let Ok(mut e) = self.last_error.lock() {
             *e = error;
         }
@@ -604,5 +701,60 @@ mod tests {
         );
         let err = Err(crate::Error::Store(crate::store::StoreError::Closed));
         assert_eq!(AckDecision::of(&err), AckDecision::Nack);
+    }
+
+    #[test]
+    fn streams_and_flow_control_are_range_checked() {
+        let base = || SubscriptionConfig::new("s", "M", "/k");
+        assert_eq!(base().streams, DEFAULT_STREAMS);
+        for bad in [0, MAX_STREAMS + 1] {
+            let mut c = base();
+            c.streams = bad;
+            let e = c.compile().unwrap_err();
+            assert!(
+                e.contains("subscription 's': streams") && e.contains("1–32"),
+                "{e}"
+            );
+        }
+        let mut c = base();
+        c.streams = MAX_STREAMS;
+        assert!(c.compile().is_ok());
+        let mut c = base();
+        c.max_outstanding_messages = 0;
+        assert!(
+            c.compile()
+                .unwrap_err()
+                .contains("max_outstanding_messages")
+        );
+        let mut c = base();
+        c.max_outstanding_bytes = -5;
+        assert!(c.compile().unwrap_err().contains("max_outstanding_bytes"));
+    }
+
+    #[test]
+    fn a_consumer_of_several_streams_fails_while_any_stream_fails() {
+        let s = ConsumerStats::with_streams("s", 3);
+        assert_eq!((s.streams(), s.state()), (3, ConsumerState::Starting));
+        s.set_stream_state(0, ConsumerState::Running, None);
+        s.set_stream_state(1, ConsumerState::Running, None);
+        assert_eq!(
+            s.state(),
+            ConsumerState::Starting,
+            "one stream still connects"
+        );
+        s.set_stream_state(2, ConsumerState::Failing, Some("unavailable".into()));
+        assert_eq!(s.state(), ConsumerState::Failing);
+        assert_eq!(s.streams_running(), 2);
+        // another stream recovering does not hide the failing one's error
+        s.set_stream_state(0, ConsumerState::Running, None);
+        assert_eq!(s.last_error().as_deref(), Some("unavailable"));
+        s.set_stream_state(2, ConsumerState::Running, None);
+        assert_eq!((s.state(), s.last_error()), (ConsumerState::Running, None));
+        s.set_stream_state(9, ConsumerState::Failing, Some("ignored".into()));
+        assert_eq!(s.state(), ConsumerState::Running, "out of range is ignored");
+        s.set_stream_state(0, ConsumerState::Stopped, None);
+        assert_eq!(s.state(), ConsumerState::Running, "the others still run");
+        s.set_state(ConsumerState::Stopped, None);
+        assert_eq!(s.state(), ConsumerState::Stopped);
     }
 }

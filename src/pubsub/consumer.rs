@@ -1,11 +1,20 @@
 //! The streaming consumer of one subscription: decode → engine → durable commit
-//! → ack. Deliveries are handled concurrently (up to the flow-control limit), so
-//! they share the engine's group commits and one slow key never blocks another.
+//! → ack, over `streams` streaming pulls. Deliveries are handled concurrently
+//! (up to the flow-control limit, per stream and in total), so they share the
+//! engine's group commits and one slow key never blocks another.
 //!
 //! Invariant: `ack` is called only after the engine answered with a recorded
 //! outcome (after the log fsync); a failure nacks; a decode failure is parked
-//! as `malformed` and then acked. On stop: no new pulls, in-flight deliveries
-//! finish, pending acks are flushed.
+//! as `malformed` and then acked. On stop: no stream pulls again, in-flight
+//! deliveries of every stream finish, pending acks are flushed.
+//!
+//! Order: the streams only hand deliveries over; the engine's single writer
+//! accepts them one after another, and that acceptance order is the order
+//! within a correlation key (DESIGN.md). Two deliveries of one key on two
+//! streams are accepted in the order they reach the writer, exactly as two
+//! concurrent deliveries of one stream are; Pub/Sub promises no order between
+//! them either. No stream waits for a key: a stream waits only for the total
+//! flow-control limit.
 
 use super::{Connection, PubsubError, millis};
 use crate::engine::{Delivery, Malformed, Publish};
@@ -19,7 +28,7 @@ use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::watch;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
 /// Where decoded deliveries go: the engine ([`Postfach`]), or a wrapper of it.
 pub trait Sink: Send + Sync + 'static {
@@ -49,14 +58,49 @@ pub struct ConsumerOptions {
 /// A running consumer.
 pub struct Consumer {
     stop: watch::Sender<bool>,
-    task: tokio::task::JoinHandle<()>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
     stats: Arc<ConsumerStats>,
 }
 
+/// The total flow-control limit over all streams of a subscription: a stream
+/// hands a delivery on only once it holds one message permit and its size in
+/// byte permits; both return when the delivery is acked or nacked.
+struct FlowLimit {
+    messages: Arc<Semaphore>,
+    bytes: Arc<Semaphore>,
+    max_bytes: u32,
+}
+
+impl FlowLimit {
+    fn new(cfg: &SubscriptionConfig) -> Self {
+        let max_bytes = u32::try_from(cfg.max_outstanding_bytes.max(1)).unwrap_or(u32::MAX);
+        Self {
+            messages: Arc::new(Semaphore::new(cfg.max_outstanding_messages.max(1) as usize)),
+            bytes: Arc::new(Semaphore::new(max_bytes as usize)),
+            max_bytes,
+        }
+    }
+
+    /// Waits until a delivery of `size` bytes fits into the total limit (a
+    /// delivery larger than the whole limit waits for all others to finish).
+    async fn admit(&self, size: usize) -> (OwnedSemaphorePermit, OwnedSemaphorePermit) {
+        let size = u32::try_from(size)
+            .unwrap_or(u32::MAX)
+            .clamp(1, self.max_bytes);
+        let message = self.messages.clone().acquire_owned().await;
+        let bytes = self.bytes.clone().acquire_many_owned(size).await;
+        match (message, bytes) {
+            (Ok(m), Ok(b)) => (m, b),
+            _ => unreachable!("the flow-control semaphores are never closed"),
+        }
+    }
+}
+
 impl Consumer {
-    /// Starts consuming `cfg.subscription` into `sink`. Configuration errors are
-    /// returned at once; connection errors are retried (the consumer is then not
-    /// ready, and `/health/ready` says why).
+    /// Starts consuming `cfg.subscription` into `sink` over `cfg.streams`
+    /// streaming pulls. Configuration errors are returned at once; connection
+    /// errors are retried per stream (the consumer is then not ready, and
+    /// `/health/ready` says why).
     pub fn start<S: Sink>(
         conn: Connection,
         cfg: &SubscriptionConfig,
@@ -64,18 +108,27 @@ impl Consumer {
         options: ConsumerOptions,
     ) -> Result<Self, PubsubError> {
         let decoder = Arc::new(cfg.compile().map_err(PubsubError::Config)?);
-        let stats = ConsumerStats::new(&cfg.subscription);
+        let stats = ConsumerStats::with_streams(&cfg.subscription, cfg.streams as usize);
         let (stop, stop_rx) = watch::channel(false);
-        let task = tokio::spawn(run(
-            conn,
-            cfg.clone(),
-            decoder,
-            sink,
-            stats.clone(),
-            stop_rx,
-            options,
-        ));
-        Ok(Self { stop, task, stats })
+        let flow = Arc::new(FlowLimit::new(cfg));
+        let tasks = (0..stats.streams())
+            .map(|stream| {
+                tokio::spawn(run(
+                    Stream {
+                        index: stream,
+                        conn: conn.clone(),
+                        cfg: cfg.clone(),
+                        decoder: decoder.clone(),
+                        sink: sink.clone(),
+                        stats: stats.clone(),
+                        flow: flow.clone(),
+                        options: options.clone(),
+                    },
+                    stop_rx.clone(),
+                ))
+            })
+            .collect();
+        Ok(Self { stop, tasks, stats })
     }
 
     /// Its counters and state.
@@ -83,22 +136,39 @@ impl Consumer {
         self.stats.clone()
     }
 
-    /// Stops pulling, lets in-flight deliveries finish and flushes their acks.
+    /// Stops pulling on every stream, lets in-flight deliveries finish and
+    /// flushes their acks.
     pub async fn stop(self) {
         let _ = self.stop.send(true);
-        let _ = self.task.await;
+        for t in self.tasks {
+            let _ = t.await;
+        }
     }
 }
 
-async fn run<S: Sink>(
+/// What one streaming pull works with.
+struct Stream<S> {
+    index: usize,
     conn: Connection,
     cfg: SubscriptionConfig,
     decoder: Arc<Decoder>,
     sink: Arc<S>,
     stats: Arc<ConsumerStats>,
-    mut stop: watch::Receiver<bool>,
+    flow: Arc<FlowLimit>,
     options: ConsumerOptions,
-) {
+}
+
+async fn run<S: Sink>(s: Stream<S>, mut stop: watch::Receiver<bool>) {
+    let Stream {
+        index,
+        conn,
+        cfg,
+        decoder,
+        sink,
+        stats,
+        flow,
+        options,
+    } = s;
     let path = conn.subscription_path(&cfg.subscription);
     let held: Arc<Mutex<Vec<AckHandler>>> = Default::default();
     let mut backoff = Duration::from_secs(1);
@@ -109,8 +179,8 @@ async fn run<S: Sink>(
         let subscriber = match connect(&conn, &cfg.subscription).await {
             Ok(s) => s,
             Err(e) => {
-                tracing::warn!(subscription = %path, error = %e, retry_in = ?backoff, "Pub/Sub consumer cannot start");
-                stats.set_state(ConsumerState::Failing, Some(e.to_string()));
+                tracing::warn!(subscription = %path, stream = index, error = %e, retry_in = ?backoff, "Pub/Sub consumer cannot start");
+                stats.set_stream_state(index, ConsumerState::Failing, Some(e.to_string()));
                 tokio::select! {
                     _ = tokio::time::sleep(backoff) => {}
                     _ = stop.changed() => {}
@@ -124,11 +194,11 @@ async fn run<S: Sink>(
             .set_max_outstanding_messages(cfg.max_outstanding_messages)
             .set_max_outstanding_bytes(cfg.max_outstanding_bytes)
             .set_max_lease_extension(cfg.lease_extension())
-            .set_shutdown_behavior(ShutdownBehavior::WaitForProcessing)
+            .set_shutdown_behavior(ShutdownBehavior::NackImmediately)
             .build();
         let shutdown = stream.shutdown_token();
-        stats.set_state(ConsumerState::Running, None);
-        tracing::info!(subscription = %path, endpoint = %conn.describe(), "Pub/Sub consumer running");
+        stats.set_stream_state(index, ConsumerState::Running, None);
+        tracing::info!(subscription = %path, stream = index, endpoint = %conn.describe(), "Pub/Sub consumer running");
         let mut inflight = tokio::task::JoinSet::new();
         let stopped = loop {
             tokio::select! {
@@ -137,23 +207,33 @@ async fn run<S: Sink>(
                 next = stream.next() => match next {
                     Some(Ok((m, h))) => {
                         backoff = Duration::from_secs(1);
-                        inflight.spawn(deliver(m, h, decoder.clone(), sink.clone(), stats.clone(), held.clone(), options.hold_acks));
+                        // the total limit over all streams; in flight until acked or nacked
+                        let permits = flow.admit(m.data.len()).await;
+                        let work = deliver(m, h, decoder.clone(), sink.clone(), stats.clone(), held.clone(), options.hold_acks);
+                        inflight.spawn(async move {
+                            work.await;
+                            drop(permits);
+                        });
                     }
                     Some(Err(e)) => {
-                        tracing::warn!(subscription = %path, error = %e, "Pub/Sub stream failed; reconnecting");
-                        stats.set_state(ConsumerState::Failing, Some(e.to_string()));
+                        tracing::warn!(subscription = %path, stream = index, error = %e, "Pub/Sub stream failed; reconnecting");
+                        stats.set_stream_state(index, ConsumerState::Failing, Some(e.to_string()));
                         break false;
                     }
                     None => break false,
                 }
             }
         };
-        // finish what is in flight (commit, then ack), then flush the acks
+        // finish what is in flight (commit, then ack), then flush the acks;
+        // what the client pulled but never handed over is nacked at once
+        // (NackImmediately), so the next consumer gets it without waiting
+        // for its lease to run out
         while inflight.join_next().await.is_some() {}
         if let Ok(mut h) = held.lock() {
             h.clear(); // held deliveries (test hook) go back to the broker
         }
         shutdown.shutdown().await;
+        drop(stream);
         if stopped {
             break;
         }
@@ -163,8 +243,8 @@ async fn run<S: Sink>(
         }
         backoff = (backoff * 2).min(Duration::from_secs(30));
     }
-    stats.set_state(ConsumerState::Stopped, None);
-    tracing::info!(subscription = %path, "Pub/Sub consumer stopped");
+    stats.set_stream_state(index, ConsumerState::Stopped, None);
+    tracing::info!(subscription = %path, stream = index, "Pub/Sub consumer stopped");
 }
 
 async fn connect(

@@ -42,7 +42,7 @@ struct Scrape {
     commit_latency: (Vec<(f64, u64)>, f64),
     commit_batch: (Vec<(f64, u64)>, f64),
     /// (subscription, up, [received, acked, nacked, correlated, buffered, duplicate, parked])
-    consumers: Vec<(String, bool, [u64; 7])>,
+    consumers: Vec<(String, bool, u64, [u64; 7])>,
     ack_latency: Option<(Vec<(f64, u64)>, f64)>,
 }
 
@@ -90,6 +90,7 @@ pub fn render(
                 (
                     c.subscription.clone(),
                     c.state() == ConsumerState::Running,
+                    c.streams_running() as u64,
                     [
                         c.received.load(Ordering::Relaxed),
                         c.acked.load(Ordering::Relaxed),
@@ -319,9 +320,19 @@ impl Collector for Scrape {
                 "Whether the consumer of a subscription is consuming.",
                 MetricType::Gauge,
             )?;
-            for (sub, up, _) in &self.consumers {
+            for (sub, up, _, _) in &self.consumers {
                 let labels: Labels = vec![("subscription", Escaped(sub))];
                 m.encode_family(&labels)?.encode_gauge(&u64::from(*up))?;
+            }
+            let mut m = family(
+                &mut enc,
+                "postfach_pubsub_streams_running",
+                "Streaming pulls of a subscription that receive deliveries now.",
+                MetricType::Gauge,
+            )?;
+            for (sub, _, running, _) in &self.consumers {
+                let labels: Labels = vec![("subscription", Escaped(sub))];
+                m.encode_family(&labels)?.encode_gauge(running)?;
             }
             let mut m = family(
                 &mut enc,
@@ -329,7 +340,7 @@ impl Collector for Scrape {
                 "Deliveries by what was done with them.",
                 MetricType::Counter,
             )?;
-            for (sub, _, counts) in &self.consumers {
+            for (sub, _, _, counts) in &self.consumers {
                 let what = [
                     "received",
                     "acked",

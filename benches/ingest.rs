@@ -1,19 +1,23 @@
-//! Ingest through Pub/Sub: `postfach run` consuming a subscription (every
-//! delivery durably stored before its ack) against a null consumer that acks
-//! without storing anything, on one emulator in one run.
+//! Ingest through Pub/Sub at 1, 4 and 8 streaming pulls, on one emulator in
+//! one run: `postfach run` consuming a subscription (every delivery durably
+//! stored before its ack), Google's Go client as a null consumer (acks at once,
+//! stores nothing: what the broker hands out), and postfach's own consumer
+//! code with a null sink (what the Rust client hands out).
 //!
 //! Per contender: (1) drain — N messages wait in the subscription, the consumer
 //! starts and acks them all: deliveries per second; (2) steady — messages are
-//! published at a fixed rate while the consumer runs: p50/p99 of broker publish
-//! time → ack. The emulator's own ceilings are reported too: how fast it takes
-//! publishes, and how fast it delivers to the null consumer.
+//! published at half of postfach's drain rate at that stream count (or
+//! `POSTFACH_INGEST_RATE`) while the consumer runs: p50/p99 of broker publish
+//! time → ack. The emulator's own ceiling for publishes is reported too.
 //!
-//! The null consumer runs the same `pubsub::Consumer` code in this process with
-//! a sink that answers at once; `postfach run` is the release binary in its own
-//! process. Both use the same flow control (1,000 outstanding messages).
+//! The Go peer is `benches/go-null-consumer` (`cloud.google.com/go/pubsub/v2`,
+//! `ReceiveSettings.NumGoroutines` = streams, 1,000 outstanding messages),
+//! built here with `go build` from the Go module proxy. postfach runs as the
+//! release binary in its own process with `--streams`; all use 1,000
+//! outstanding messages.
 //!
-//! cargo bench --bench ingest            (N=20000, 1,000 msg/s for 10 s)
-//! POSTFACH_INGEST_N=50000 POSTFACH_INGEST_RATE=2000 cargo bench --bench ingest
+//! cargo bench --bench ingest            (N=20000; streams 1, 4, 8)
+//! POSTFACH_INGEST_N=50000 POSTFACH_INGEST_STREAMS=4 cargo bench --bench ingest
 
 #[path = "support/mod.rs"]
 mod support;
@@ -67,7 +71,7 @@ fn delivery(message_id: String) -> Delivery {
 
 /// What a contender exposes: its acked count and its latency histogram.
 trait Contender {
-    fn name(&self) -> &'static str;
+    fn name(&self) -> String;
     fn acked(&self) -> u64;
     /// Cumulative bucket counts of the publish → ack histogram.
     fn latency_buckets(&self) -> Vec<u64>;
@@ -78,8 +82,8 @@ struct Null {
 }
 
 impl Contender for Null {
-    fn name(&self) -> &'static str {
-        "null consumer (acks, stores nothing)"
+    fn name(&self) -> String {
+        "postfach's consumer, null sink (acks, stores nothing)".into()
     }
     fn acked(&self) -> u64 {
         self.stats.acked.load(Ordering::Relaxed)
@@ -105,7 +109,7 @@ struct Server {
 }
 
 impl Server {
-    fn start(emulator: &Emulator, subscription: &str) -> Server {
+    fn start(emulator: &Emulator, subscription: &str, streams: u32) -> Server {
         let dir = support::bench_dir();
         let mut child = Command::new(env!("CARGO_BIN_EXE_postfach"))
             .arg("--db")
@@ -123,6 +127,8 @@ impl Server {
                 MESSAGE,
                 "--key-from",
                 "/auftragId",
+                "--streams",
+                &streams.to_string(),
             ])
             .env("PUBSUB_EMULATOR_HOST", emulator.host())
             .env("GOOGLE_CLOUD_PROJECT", PROJECT)
@@ -167,8 +173,8 @@ impl Drop for Server {
 }
 
 impl Contender for Server {
-    fn name(&self) -> &'static str {
-        "postfach run (stores, then acks)"
+    fn name(&self) -> String {
+        "postfach run (stores, then acks)".into()
     }
     fn acked(&self) -> u64 {
         self.metrics()
@@ -185,6 +191,89 @@ impl Contender for Server {
             &self.metrics(),
             "postfach_pubsub_ack_latency_seconds_bucket",
         )
+    }
+}
+
+/// Google's Go client as a null consumer, in its own process.
+struct GoNull {
+    child: Child,
+    seen: Arc<std::sync::Mutex<(u64, Vec<u64>)>>,
+}
+
+impl GoNull {
+    /// Builds the peer with `go build` (modules from the Go module proxy).
+    fn build() -> std::path::PathBuf {
+        let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/go-null-consumer");
+        let status = Command::new("go")
+            .args(["build", "-o"])
+            .arg(&out)
+            .arg(".")
+            .current_dir(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/benches/go-null-consumer"
+            ))
+            .status()
+            .expect("the Go toolchain (go) is needed for the Go peer");
+        assert!(
+            status.success(),
+            "go build of benches/go-null-consumer failed"
+        );
+        out
+    }
+
+    fn start(
+        bin: &std::path::Path,
+        emulator: &Emulator,
+        subscription: &str,
+        streams: u32,
+    ) -> GoNull {
+        let bounds = ACK_LATENCY_BOUNDS
+            .iter()
+            .map(|b| b.to_string())
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut child = Command::new(bin)
+            .args(["-project", PROJECT, "-subscription", subscription])
+            .args(["-streams", &streams.to_string(), "-bounds", &bounds])
+            .env("PUBSUB_EMULATOR_HOST", emulator.host())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("go-null-consumer");
+        let seen: Arc<std::sync::Mutex<(u64, Vec<u64>)>> = Default::default();
+        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let into = seen.clone();
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                let mut fields = line
+                    .split_whitespace()
+                    .skip(1)
+                    .filter_map(|v| v.parse().ok());
+                if let Some(acked) = fields.next() {
+                    *into.lock().unwrap() = (acked, fields.collect());
+                }
+            }
+        });
+        GoNull { child, seen }
+    }
+}
+
+impl Drop for GoNull {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Contender for GoNull {
+    fn name(&self) -> String {
+        "Google's Go client, null consumer (acks, stores nothing)".into()
+    }
+    fn acked(&self) -> u64 {
+        self.seen.lock().unwrap().0
+    }
+    fn latency_buckets(&self) -> Vec<u64> {
+        self.seen.lock().unwrap().1.clone()
     }
 }
 
@@ -288,19 +377,24 @@ async fn wait_acked(c: &dyn Contender, n: u64, limit: Duration) -> (Option<Insta
 }
 
 struct Row {
-    name: &'static str,
+    streams: u32,
+    name: String,
     drain_per_s: f64,
+    rate: u64,
     p50_ms: Option<f64>,
     p99_ms: Option<f64>,
     steady: u64,
 }
 
+/// Drains the backlog of `n`, then publishes at `rate` (or at half the drain
+/// rate when `rate` is `None`) for `secs`.
 async fn measure(
     c: &dyn Contender,
+    streams: u32,
     conn: &Connection,
     topic: &str,
     n: u64,
-    rate: u64,
+    rate: Option<u64>,
     secs: u64,
 ) -> Row {
     // drain: the backlog was published before the consumer started
@@ -308,6 +402,7 @@ async fn measure(
     let acked_at_first = 1; // the first ack is where the clock starts
     let first = first.unwrap_or(last);
     let drain_per_s = (n - acked_at_first) as f64 / (last - first).as_secs_f64().max(1e-6);
+    let rate = rate.unwrap_or((drain_per_s / 2.0) as u64).max(100);
     // steady: publish at a fixed rate, latency of those deliveries only
     let before = c.latency_buckets();
     let steady = publish_steady(conn, topic, n, rate, secs).await;
@@ -317,8 +412,10 @@ async fn measure(
     // observations above the last finite bound are not in `after`; count them
     let q = |q| quantile(&before, &after, total.max(steady), q).map(|s| s * 1000.0);
     Row {
+        streams,
         name: c.name(),
         drain_per_s,
+        rate,
         p50_ms: q(0.5),
         p99_ms: q(0.99),
         steady,
@@ -327,77 +424,106 @@ async fn measure(
 
 fn main() {
     let n = env_or("POSTFACH_INGEST_N", 20_000);
-    let rate = env_or("POSTFACH_INGEST_RATE", 1_000);
+    let fixed_rate = std::env::var("POSTFACH_INGEST_RATE")
+        .ok()
+        .and_then(|v| v.parse().ok());
     let secs = env_or("POSTFACH_INGEST_SECS", 10);
+    let stream_counts: Vec<u32> = std::env::var("POSTFACH_INGEST_STREAMS")
+        .unwrap_or_else(|_| "1,4,8".into())
+        .split(',')
+        .filter_map(|v| v.trim().parse().ok())
+        .collect();
+    let go = GoNull::build();
     let rt = support::rt();
     let emulator = Emulator::start().unwrap_or_else(|e| panic!("{e}"));
     let conn = Connection::emulator(&emulator.endpoint(), PROJECT);
     rt.block_on(async {
-        let mut rows = Vec::new();
+        let mut rows: Vec<Row> = Vec::new();
         let mut publish_rates = Vec::new();
-        for contender in ["null", "postfach"] {
-            let topic = format!("ingest-{contender}");
-            let sub = format!("ingest-{contender}-sub");
-            conn.ensure_topic(&topic).await.unwrap();
-            conn.ensure_subscription(&sub, &topic, SubscriptionOptions::default())
-                .await
-                .unwrap();
-            let publish_rate = publish_burst(&conn, &topic, 0, n).await;
-            publish_rates.push(publish_rate);
-            eprintln!("{contender}: {n} messages waiting ({publish_rate:.0}/s published)");
-            let row = if contender == "null" {
-                let consumer = Consumer::start(
-                    conn.clone(),
-                    &SubscriptionConfig::new(&sub, MESSAGE, "/auftragId"),
-                    Arc::new(NullSink),
-                    ConsumerOptions::default(),
-                )
-                .unwrap();
-                let c = Null {
-                    stats: consumer.stats(),
+        for &streams in &stream_counts {
+            // postfach first: its drain rate sets the steady rate of all three
+            let mut rate = fixed_rate;
+            for contender in ["postfach", "go", "null"] {
+                let topic = format!("ingest-{contender}-{streams}");
+                let sub = format!("{topic}-sub");
+                conn.ensure_topic(&topic).await.unwrap();
+                conn.ensure_subscription(&sub, &topic, SubscriptionOptions::default())
+                    .await
+                    .unwrap();
+                let publish_rate = publish_burst(&conn, &topic, 0, n).await;
+                publish_rates.push(publish_rate);
+                eprintln!("{contender} x{streams}: {n} messages waiting ({publish_rate:.0}/s published)");
+                let row = match contender {
+                    "postfach" => {
+                        let server = Server::start(&emulator, &sub, streams);
+                        measure(&server, streams, &conn, &topic, n, rate, secs).await
+                    }
+                    "go" => {
+                        let peer = GoNull::start(&go, &emulator, &sub, streams);
+                        measure(&peer, streams, &conn, &topic, n, rate, secs).await
+                    }
+                    _ => {
+                        let mut cfg = SubscriptionConfig::new(&sub, MESSAGE, "/auftragId");
+                        cfg.streams = streams;
+                        let consumer = Consumer::start(
+                            conn.clone(),
+                            &cfg,
+                            Arc::new(NullSink),
+                            ConsumerOptions::default(),
+                        )
+                        .unwrap();
+                        let c = Null {
+                            stats: consumer.stats(),
+                        };
+                        let row = measure(&c, streams, &conn, &topic, n, rate, secs).await;
+                        consumer.stop().await;
+                        row
+                    }
                 };
-                let row = measure(&c, &conn, &topic, n, rate, secs).await;
-                consumer.stop().await;
-                row
-            } else {
-                let server = Server::start(&emulator, &sub);
-                measure(&server, &conn, &topic, n, rate, secs).await
-            };
-            eprintln!(
-                "{}: drain {:.0}/s; steady {} msgs at {rate}/s: p50 {:?} ms, p99 {:?} ms",
-                row.name, row.drain_per_s, row.steady, row.p50_ms, row.p99_ms
-            );
-            rows.push(row);
+                rate.get_or_insert(row.rate);
+                eprintln!(
+                    "{} x{streams}: drain {:.0}/s; steady {} msgs at {}/s: p50 {:?} ms, p99 {:?} ms",
+                    row.name, row.drain_per_s, row.steady, row.rate, row.p50_ms, row.p99_ms
+                );
+                rows.push(row);
+            }
         }
-        let null = rows[0].drain_per_s;
         let ceiling = publish_rates.iter().cloned().fold(f64::MAX, f64::min);
         let fmt = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.1}"));
-        let mut md = format!(
-            "| consumer | drain (acks/s) | vs null | p50 publish→ack (ms) at {rate}/s | p99 (ms) |\n| --- | ---: | ---: | ---: | ---: |\n"
+        let go_at = |streams: u32| {
+            rows.iter()
+                .find(|r| r.streams == streams && r.name.starts_with("Google"))
+                .map_or(f64::NAN, |r| r.drain_per_s)
+        };
+        let mut md = String::from(
+            "| streams | consumer | drain (acks/s) | vs Go null consumer | steady rate (/s) | p50 publish→ack (ms) | p99 (ms) |\n| ---: | --- | ---: | ---: | ---: | ---: | ---: |\n",
         );
         for r in &rows {
             md.push_str(&format!(
-                "| {} | {:.0} | {:.2}× | {} | {} |\n",
+                "| {} | {} | {:.0} | {:.2}× | {} | {} | {} |\n",
+                r.streams,
                 r.name,
                 r.drain_per_s,
-                r.drain_per_s / null,
+                r.drain_per_s / go_at(r.streams),
+                r.rate,
                 fmt(r.p50_ms),
                 fmt(r.p99_ms)
             ));
         }
         md.push_str(&format!(
-            "| emulator: publishes accepted | {ceiling:.0} | | | |\n"
+            "\nemulator: publishes accepted at least {ceiling:.0}/s (slowest burst of the run)\n"
         ));
         println!("\n{md}");
         let doc = json!({
             "messages": n,
-            "steady_rate": rate,
             "steady_seconds": secs,
             "emulator_publish_per_s": ceiling,
             "contenders": rows.iter().map(|r| json!({
+                "streams": r.streams,
                 "name": r.name,
                 "drain_per_s": r.drain_per_s,
-                "vs_null": r.drain_per_s / null,
+                "vs_go_null": r.drain_per_s / go_at(r.streams),
+                "steady_rate": r.rate,
                 "p50_ms": r.p50_ms,
                 "p99_ms": r.p99_ms,
             })).collect::<Vec<_>>(),

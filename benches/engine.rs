@@ -234,6 +234,39 @@ fn lookup_scaling(c: &mut Criterion) {
                 }
             })
         });
+        // what /metrics asks of the store with these messages buffered: the
+        // oldest buffered age, parked per reason, due jobs and incidents (from
+        // indexes and gauges) — and, for scale, reading every buffered record,
+        // which is what the oldest age cost before the buffer-age index
+        g.throughput(Throughput::Elements(1));
+        g.bench_with_input(
+            BenchmarkId::new("metrics_summary", buffered),
+            &buffered,
+            |b, _| {
+                b.iter(|| {
+                    let r = pf.reader().unwrap();
+                    (
+                        r.oldest_buffered_age().unwrap(),
+                        r.parked_by_reason().unwrap(),
+                        r.job_counts().unwrap(),
+                    )
+                })
+            },
+        );
+        g.bench_with_input(
+            BenchmarkId::new("read_every_buffered_record", buffered),
+            &buffered,
+            |b, _| {
+                b.iter(|| {
+                    let filter = postfach::ops::MessageFilter {
+                        buffered: true,
+                        ..Default::default()
+                    };
+                    pf.reader().unwrap().messages(&filter).unwrap().len()
+                })
+            },
+        );
+        g.throughput(Throughput::Elements(512));
         pf.close();
     }
     g.finish();

@@ -413,9 +413,9 @@ impl Reader {
         Ok(out)
     }
 
-    /// Age of the oldest buffered message, if any.
+    /// Age of the oldest buffered message, if any (one index lookup).
     pub fn oldest_buffered_age(&self) -> Result<Option<u64>, RErr> {
-        let oldest = self.snap.buffered()?.iter().map(|m| m.accepted_at).min();
+        let oldest = self.snap.oldest_buffered_at()?;
         Ok(oldest.map(|o| self.now.saturating_sub(o)))
     }
 
@@ -575,17 +575,10 @@ impl Reader {
         self.snap.buffered_count()
     }
 
-    /// Jobs due now and not taken yet, and incidents.
+    /// Jobs due now and not taken yet, and incidents: from the due indexes
+    /// and the incident gauge, without reading a job record.
     pub fn job_counts(&self) -> Result<(u64, u64), RErr> {
-        let (mut due, mut incidents) = (0u64, 0u64);
-        for j in self.snap.jobs()? {
-            match j.state {
-                JobState::Ready if j.due_at <= self.now => due += 1,
-                JobState::Incident => incidents += 1,
-                JobState::Ready | JobState::Locked => {}
-            }
-        }
-        Ok((due, incidents))
+        Ok((self.snap.due_count(self.now)?, self.snap.incident_count()?))
     }
 
     /// The instant this snapshot was taken at.
@@ -596,9 +589,13 @@ impl Reader {
     /// Parked messages per reason.
     pub fn parked_by_reason(&self) -> Result<BTreeMap<&'static str, u64>, RErr> {
         let mut out = BTreeMap::new();
-        for m in self.snap.parked()? {
-            *out.entry(m.reason.map_or("unknown", Reason::as_str))
-                .or_default() += 1;
+        for (reason, n) in self.snap.parked_gauges()? {
+            let name = Reason::ALL
+                .iter()
+                .map(|r| r.as_str())
+                .find(|r| *r == reason)
+                .unwrap_or("unknown");
+            *out.entry(name).or_default() += n;
         }
         Ok(out)
     }

@@ -43,6 +43,23 @@ async fn the_format_v1_fixture_opens_and_continues() {
             ("unknown-1".to_string(), "parked")
         ]
     );
+    // the buffer-age index and the parked gauges came after the fixture: they
+    // are derived from its records when it opens
+    let listed: std::collections::BTreeMap<&str, u64> = r
+        .messages(&Default::default())
+        .unwrap()
+        .iter()
+        .filter(|m| m.state == "parked")
+        .fold(Default::default(), |mut acc, m| {
+            *acc.entry(m.reason.unwrap_or("unknown")).or_default() += 1;
+            acc
+        });
+    assert_eq!(r.parked_by_reason().unwrap(), listed);
+    assert_eq!(listed.values().sum::<u64>(), 1);
+    assert!(
+        r.oldest_buffered_age().unwrap().is_some(),
+        "early-2 waits in the buffer"
+    );
     drop(r);
 
     let msg = |key: &str, id: &str| Publish {
@@ -70,5 +87,10 @@ async fn the_format_v1_fixture_opens_and_continues() {
             .waiting_at,
         vec!["rechnungStellen"],
         "the buffered message correlates"
+    );
+    assert_eq!(
+        pf.reader().unwrap().oldest_buffered_age().unwrap(),
+        None,
+        "the index row left with the message"
     );
 }

@@ -31,6 +31,15 @@ use serde::{Deserialize, Serialize};
 pub(crate) const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 /// Prefix of counter keys in `meta`.
 pub(crate) const COUNTER_PREFIX: &str = "count:";
+/// `meta` keys of the gauges the store keeps with its rows: parked messages
+/// per reason (`open:parked:REASON`) and jobs in an incident.
+pub(crate) const PARKED_GAUGE: &str = "open:parked:";
+pub(crate) const INCIDENTS_GAUGE: &str = "open:incidents";
+/// `meta` key of the index generation a database was brought to; below
+/// [`INDEX_VERSION`] the derived rows and gauges are rebuilt from the records
+/// when the database is opened (records and format stay as they are).
+pub(crate) const INDEX_VERSION_KEY: &str = "index_version";
+pub(crate) const INDEX_VERSION: u64 = 2;
 pub(crate) const DEFINITIONS: TableDefinition<(&str, u32), &[u8]> =
     TableDefinition::new("definitions");
 /// (process, version) → the [`crate::model::Extras`] of its elements, as
@@ -56,6 +65,9 @@ pub(crate) const MESSAGES: TableDefinition<u64, &[u8]> = TableDefinition::new("m
 pub(crate) const DEDUP: TableDefinition<(&str, &str), (u64, u64)> = TableDefinition::new("dedup");
 pub(crate) const BUFFER: TableDefinition<(&str, &str, u64), ()> = TableDefinition::new("buffer");
 pub(crate) const EXPIRY: TableDefinition<(u64, u64), ()> = TableDefinition::new("expiry");
+/// Buffered messages by (accepted_at, seq): the oldest buffered message is the
+/// first row, so its age is one lookup however many wait.
+pub(crate) const BUFFER_AGE: TableDefinition<(u64, u64), ()> = TableDefinition::new("buffer_age");
 pub(crate) const PARKED: TableDefinition<u64, ()> = TableDefinition::new("parked");
 pub(crate) const JOBS: TableDefinition<u64, &[u8]> = TableDefinition::new("jobs");
 pub(crate) const CONT_DUE: TableDefinition<(u64, u64), ()> = TableDefinition::new("cont_due");
@@ -590,7 +602,9 @@ pub(crate) fn extras_of(rec: &DefinitionRecord) -> Result<Option<Vec<u8>>, Store
 pub(crate) fn init(db: &redb::Database) -> Result<(), StoreError> {
     let tx = db.begin_write()?;
     {
-        Tables::open(&tx)?.stamp_format()?;
+        let mut t = Tables::open(&tx)?;
+        t.stamp_format()?;
+        t.upgrade_indexes()?;
     }
     tx.commit()?;
     Ok(())

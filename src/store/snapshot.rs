@@ -101,6 +101,68 @@ impl Snapshot {
         Ok(self.table(BUFFER)?.len()?)
     }
 
+    /// When the oldest buffered message was accepted (one index lookup).
+    pub fn oldest_buffered_at(&self) -> Result<Option<Millis>, StoreError> {
+        Ok(self.table(BUFFER_AGE)?.first()?.map(|(k, _)| k.value().0))
+    }
+
+    /// Parked messages per reason, from the gauges the store keeps (reasons
+    /// with none parked are left out).
+    pub fn parked_gauges(&self) -> Result<Vec<(String, u64)>, StoreError> {
+        let mut out = Vec::new();
+        for row in self.table(META)?.range(PARKED_GAUGE..)? {
+            let (k, v) = row?;
+            let Some(reason) = k.value().strip_prefix(PARKED_GAUGE) else {
+                break;
+            };
+            if v.value() > 0 {
+                out.push((reason.to_string(), v.value()));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Jobs in an incident, from the gauge the store keeps.
+    pub fn incident_count(&self) -> Result<u64, StoreError> {
+        Ok(self
+            .table(META)?
+            .get(INCIDENTS_GAUGE)?
+            .map_or(0, |g| g.value()))
+    }
+
+    /// Jobs due by `now` and not taken: continuations and timers from the
+    /// front of their index, task jobs per topic from the front of theirs
+    /// (keys only, no record is read).
+    pub fn due_count(&self, now: Millis) -> Result<u64, StoreError> {
+        let mut n = 0u64;
+        for row in self.table(CONT_DUE)?.range(..=(now, u64::MAX))? {
+            row?;
+            n += 1;
+        }
+        let topic_due = self.table(TOPIC_DUE)?;
+        let mut from: Option<String> = None;
+        loop {
+            // the next topic after `from`, then its rows due by `now`
+            let next = match &from {
+                None => topic_due.first()?,
+                Some(t) => topic_due
+                    .range((t.as_str(), u64::MAX, u64::MAX)..)?
+                    .find(|r| r.as_ref().map_or(true, |(k, _)| k.value().0 != t.as_str()))
+                    .transpose()?,
+            };
+            let Some((k, _)) = next else { break };
+            let topic = k.value().0.to_string();
+            for row in
+                topic_due.range((topic.as_str(), 0u64, 0u64)..=(topic.as_str(), now, u64::MAX))?
+            {
+                row?;
+                n += 1;
+            }
+            from = Some(topic);
+        }
+        Ok(n)
+    }
+
     /// Parked messages, by sequence.
     pub fn parked(&self) -> Result<Vec<MessageRecord>, StoreError> {
         let mut seqs = Vec::new();

@@ -2,9 +2,10 @@
 //!
 //! Invariant: the store owns its index rows. A record written through
 //! [`Tables`] derives its index rows from the record before and after the
-//! write — a message's `dedup`, `buffer`, `expiry` and `parked` rows, a job's
-//! `cont_due`, `topic_due` and `leases` rows, an instance's `tokens_at` rows —
-//! so no engine code path can forget one. The tables themselves are private:
+//! write — a message's `dedup`, `buffer`, `buffer_age`, `expiry` and `parked`
+//! rows and the parked-per-reason gauge, a job's `cont_due`, `topic_due` and
+//! `leases` rows and the incident gauge, an instance's `tokens_at` rows — so no
+//! engine code path can forget one. The tables themselves are private:
 //! the engine sees records, questions and registrations, never a redb table.
 
 use super::*;
@@ -37,6 +38,7 @@ pub(crate) struct Tables<'t> {
     dedup: Table<'t, (&'static str, &'static str), (u64, u64)>,
     buffer: Table<'t, (&'static str, &'static str, u64), ()>,
     expiry: Table<'t, (u64, u64), ()>,
+    buffer_age: Table<'t, (u64, u64), ()>,
     parked: Table<'t, u64, ()>,
     jobs: Table<'t, u64, &'static [u8]>,
     cont_due: Table<'t, (u64, u64), ()>,
@@ -74,26 +76,34 @@ impl Resting {
 /// as the record).
 #[derive(Clone, PartialEq)]
 struct MessageRows {
-    buffered: bool,
+    /// When a buffered message was accepted.
+    buffered: Option<Millis>,
     expiry: Option<Millis>,
-    parked: bool,
+    /// The reason a parked message is parked for.
+    parked: Option<&'static str>,
 }
 
 impl MessageRows {
     fn of(m: &MessageRecord) -> Self {
         let buffered = m.state == MessageState::Buffered;
         MessageRows {
-            buffered,
+            buffered: buffered.then_some(m.accepted_at),
             expiry: m.expires_at.filter(|_| buffered),
-            parked: m.state == MessageState::Parked,
+            parked: (m.state == MessageState::Parked).then(|| parked_reason(m)),
         }
     }
 }
 
-/// The index rows a job record owns: its due row, its lease row and, for the
-/// schedule of a timer start event, its process row.
+/// The gauge name a parked message counts under.
+fn parked_reason(m: &MessageRecord) -> &'static str {
+    m.reason.map_or("unknown", Reason::as_str)
+}
+
+/// The index rows a job record owns: its due row, its lease row, for the
+/// schedule of a timer start event its process row, and whether it counts as
+/// an incident.
 #[derive(Clone, PartialEq)]
-struct JobRows(DueRow, Option<Millis>, Option<String>);
+struct JobRows(DueRow, Option<Millis>, Option<String>, bool);
 
 impl JobRows {
     fn of(j: &JobRecord) -> Self {
@@ -104,7 +114,12 @@ impl JobRows {
             | JobKind::Task { .. }
             | JobKind::Timer { .. } => None,
         };
-        JobRows(due_row(j), lease_row(j), schedule)
+        JobRows(
+            due_row(j),
+            lease_row(j),
+            schedule,
+            j.state == JobState::Incident,
+        )
     }
 }
 
@@ -155,6 +170,7 @@ impl<'t> Tables<'t> {
             dedup: tx.open_table(DEDUP)?,
             buffer: tx.open_table(BUFFER)?,
             expiry: tx.open_table(EXPIRY)?,
+            buffer_age: tx.open_table(BUFFER_AGE)?,
             parked: tx.open_table(PARKED)?,
             jobs: tx.open_table(JOBS)?,
             cont_due: tx.open_table(CONT_DUE)?,
@@ -205,6 +221,18 @@ impl<'t> Tables<'t> {
         Ok(*v)
     }
 
+    /// Moves a gauge the store keeps with its rows one up or down.
+    fn gauge(&mut self, key: &str, up: bool) -> Result<(), StoreError> {
+        if up {
+            self.add(key, 1)?;
+        } else if self.add(key, 0)? > 0
+            && let Some(v) = self.pending.get_mut(key)
+        {
+            *v -= 1;
+        }
+        Ok(())
+    }
+
     /// Writes sequences and counters of this batch; call once before commit.
     pub fn finish(&mut self) -> Result<(), StoreError> {
         for (k, v) in std::mem::take(&mut self.pending) {
@@ -221,6 +249,52 @@ impl<'t> Tables<'t> {
     /// Sets a named cursor.
     pub fn set_cursor(&mut self, name: &str, value: u64) -> Result<(), StoreError> {
         self.meta.insert(name, value)?;
+        Ok(())
+    }
+
+    /// Brings the derived rows and gauges of a database written before
+    /// [`INDEX_VERSION`] in line with its records, once: `buffer_age` from the
+    /// buffered messages, the parked gauges from the parked ones, the incident
+    /// gauge from the jobs. A new database only gets the stamp.
+    pub(super) fn upgrade_indexes(&mut self) -> Result<(), StoreError> {
+        let version = self
+            .meta
+            .get(INDEX_VERSION_KEY)?
+            .map(|g| g.value())
+            .unwrap_or(0);
+        if version >= INDEX_VERSION {
+            return Ok(());
+        }
+        let mut buffered = Vec::new();
+        for row in self.buffer.iter()? {
+            buffered.push(row?.0.value().2);
+        }
+        for seq in buffered {
+            if let Some(m) = self.message(seq)? {
+                self.buffer_age.insert((m.accepted_at, seq), ())?;
+            }
+        }
+        let mut parked = Vec::new();
+        for row in self.parked.iter()? {
+            parked.push(row?.0.value());
+        }
+        let mut by_reason: std::collections::BTreeMap<&'static str, u64> = Default::default();
+        for seq in parked {
+            if let Some(m) = self.message(seq)? {
+                *by_reason.entry(parked_reason(&m)).or_default() += 1;
+            }
+        }
+        for (reason, n) in by_reason {
+            self.meta
+                .insert(format!("{PARKED_GAUGE}{reason}").as_str(), n)?;
+        }
+        let mut incidents = 0u64;
+        for row in self.jobs.iter()? {
+            let j: JobRecord = codec::decode(row?.1.value())?;
+            incidents += u64::from(j.state == JobState::Incident);
+        }
+        self.meta.insert(INCIDENTS_GAUGE, incidents)?;
+        self.meta.insert(INDEX_VERSION_KEY, INDEX_VERSION)?;
         Ok(())
     }
 
@@ -434,11 +508,13 @@ impl<'t> Tables<'t> {
         insert: bool,
     ) -> Result<(), StoreError> {
         let buffer_key = (m.name.as_str(), m.key.as_str(), m.seq);
-        if rows.buffered {
+        if let Some(accepted_at) = rows.buffered {
             if insert {
                 self.buffer.insert(buffer_key, ())?;
+                self.buffer_age.insert((accepted_at, m.seq), ())?;
             } else {
                 self.buffer.remove(buffer_key)?;
+                self.buffer_age.remove((accepted_at, m.seq))?;
             }
         }
         if let Some(at) = rows.expiry {
@@ -448,12 +524,13 @@ impl<'t> Tables<'t> {
                 self.expiry.remove((at, m.seq))?;
             }
         }
-        if rows.parked {
+        if let Some(reason) = rows.parked {
             if insert {
                 self.parked.insert(m.seq, ())?;
             } else {
                 self.parked.remove(m.seq)?;
             }
+            self.gauge(&format!("{PARKED_GAUGE}{reason}"), insert)?;
         }
         Ok(())
     }
@@ -538,7 +615,7 @@ impl<'t> Tables<'t> {
         let new = JobRows::of(rec);
         let old = self
             .stored_job_rows(rec.id)?
-            .unwrap_or(JobRows(DueRow::None, None, None));
+            .unwrap_or(JobRows(DueRow::None, None, None, false));
         if old.0 != new.0 {
             self.due_rows(rec.id, &old.0, false)?;
             self.due_rows(rec.id, &new.0, true)?;
@@ -555,6 +632,9 @@ impl<'t> Tables<'t> {
                 self.start_timers.insert((p.as_str(), rec.id), ())?;
             }
         }
+        if old.3 != new.3 {
+            self.gauge(INCIDENTS_GAUGE, new.3)?;
+        }
         self.jobs.insert(rec.id, codec::encode(rec)?.as_slice())?;
         self.job_rows.insert(rec.id, Some(new));
         Ok(())
@@ -562,11 +642,14 @@ impl<'t> Tables<'t> {
 
     /// Removes a job with its due and lease rows.
     pub fn remove_job(&mut self, rec: &JobRecord) -> Result<(), StoreError> {
-        let Some(JobRows(due, lease, schedule)) = self.stored_job_rows(rec.id)? else {
+        let Some(JobRows(due, lease, schedule, incident)) = self.stored_job_rows(rec.id)? else {
             return Ok(());
         };
         self.due_rows(rec.id, &due, false)?;
         self.lease_rows(rec.id, lease, false)?;
+        if incident {
+            self.gauge(INCIDENTS_GAUGE, false)?;
+        }
         if let Some(p) = schedule {
             self.start_timers.remove((p.as_str(), rec.id))?;
         }
@@ -865,6 +948,81 @@ mod tests {
                 && problems.iter().any(|p| p.starts_with("dedup:")),
             "{problems:?}"
         );
+    }
+
+    fn job(id: u64, kind: JobKind, state: JobState, due_at: Millis) -> JobRecord {
+        JobRecord {
+            id,
+            instance: 1,
+            token: id,
+            element: "e".into(),
+            kind,
+            state,
+            due_at,
+            attempts: 0,
+            last_error: None,
+            idempotency_key: format!("1:e:{id}"),
+            created_at: 0,
+            lease: None,
+            max_attempts: None,
+            history: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn what_metrics_count_comes_from_indexes_and_gauges() {
+        let db = MemoryStore::new();
+        let topic = |t: &str| JobKind::Task { topic: t.into() };
+        db.write(|t| {
+            t.put_job(&job(1, topic("a"), JobState::Ready, 10)).unwrap();
+            t.put_job(&job(2, topic("b"), JobState::Ready, 20)).unwrap();
+            t.put_job(&job(3, topic("b"), JobState::Ready, 30)).unwrap();
+            t.put_job(&job(4, topic("c"), JobState::Locked, 5)).unwrap();
+            t.put_job(&job(5, JobKind::Continue, JobState::Ready, 15))
+                .unwrap();
+            t.put_job(&job(6, topic("d"), JobState::Incident, 1))
+                .unwrap();
+            t.put_job(&job(7, topic("d"), JobState::Incident, 1))
+                .unwrap();
+            let mut late = message(1, MessageState::Parked);
+            late.reason = Some(Reason::Late);
+            t.put_message(&late).unwrap();
+            let mut old = message(2, MessageState::Buffered);
+            old.accepted_at = 3;
+            t.put_message(&old).unwrap();
+            t.put_message(&message(3, MessageState::Buffered)).unwrap();
+        });
+        let s = db.snapshot();
+        assert_eq!(
+            s.due_count(20).unwrap(),
+            3,
+            "a@10, b@20, the continuation@15"
+        );
+        assert_eq!(s.due_count(4).unwrap(), 0);
+        assert_eq!(s.due_count(u64::MAX).unwrap(), 4);
+        assert_eq!(s.incident_count().unwrap(), 2);
+        assert_eq!(s.parked_gauges().unwrap(), vec![("late".to_string(), 1)]);
+        assert_eq!(s.oldest_buffered_at().unwrap(), Some(3));
+        drop(s);
+        db.write(|t| {
+            // the incident is retried, the other removed; the oldest message correlates
+            t.put_job(&job(6, topic("d"), JobState::Ready, 1)).unwrap();
+            let gone = t.job(7).unwrap().unwrap();
+            t.remove_job(&gone).unwrap();
+            let mut m = t.message(2).unwrap().unwrap();
+            m.state = MessageState::Correlated;
+            t.put_message(&m).unwrap();
+            let mut late = t.message(1).unwrap().unwrap();
+            late.state = MessageState::Discarded;
+            t.put_message(&late).unwrap();
+        });
+        let s = db.snapshot();
+        assert_eq!(s.incident_count().unwrap(), 0);
+        assert_eq!(s.due_count(20).unwrap(), 4, "the retried job is due");
+        assert_eq!(s.parked_gauges().unwrap(), vec![]);
+        assert_eq!(s.oldest_buffered_at().unwrap(), Some(5));
+        drop(s);
+        assert_eq!(db.verify(), Vec::<String>::new());
     }
 
     #[test]

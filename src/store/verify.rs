@@ -21,16 +21,25 @@ pub(crate) fn verify(r: &ReadTransaction) -> Result<Vec<String>, StoreError> {
             .insert((m.message_id.clone(), m.name.clone(), m.seq, m.accepted_at));
         if m.state == MessageState::Buffered {
             want.buffer.insert((m.name.clone(), m.key.clone(), m.seq));
+            want.buffer_age.insert((m.accepted_at, m.seq));
             if let Some(at) = m.expires_at {
                 want.expiry.insert((at, m.seq));
             }
         }
         if m.state == MessageState::Parked {
             want.parked.insert(m.seq);
+            let reason = m.reason.map_or("unknown", Reason::as_str);
+            *want
+                .gauges
+                .entry(format!("{PARKED_GAUGE}{reason}"))
+                .or_default() += 1;
         }
     }
     for row in r.open_table(JOBS)?.iter()? {
         let j: JobRecord = codec::decode(row?.1.value())?;
+        if j.state == JobState::Incident {
+            *want.gauges.entry(INCIDENTS_GAUGE.to_string()).or_default() += 1;
+        }
         if j.state == JobState::Ready {
             match &j.kind {
                 JobKind::Continue
@@ -104,6 +113,16 @@ pub(crate) fn verify(r: &ReadTransaction) -> Result<Vec<String>, StoreError> {
     for row in r.open_table(EXPIRY)?.iter()? {
         have.expiry.insert(row?.0.value());
     }
+    for row in r.open_table(BUFFER_AGE)?.iter()? {
+        have.buffer_age.insert(row?.0.value());
+    }
+    for row in r.open_table(META)?.iter()? {
+        let (k, v) = row?;
+        let key = k.value();
+        if (key.starts_with(PARKED_GAUGE) || key == INCIDENTS_GAUGE) && v.value() > 0 {
+            have.gauges.insert(key.to_string(), v.value());
+        }
+    }
     for row in r.open_table(PARKED)?.iter()? {
         have.parked.insert(row?.0.value());
     }
@@ -160,6 +179,21 @@ pub(crate) fn verify(r: &ReadTransaction) -> Result<Vec<String>, StoreError> {
     compare("dedup", &want.dedup, &have.dedup, &mut problems);
     compare("buffer", &want.buffer, &have.buffer, &mut problems);
     compare("expiry", &want.expiry, &have.expiry, &mut problems);
+    compare(
+        "buffer_age",
+        &want.buffer_age,
+        &have.buffer_age,
+        &mut problems,
+    );
+    let gauges = |m: &std::collections::BTreeMap<String, u64>| -> BTreeSet<(String, u64)> {
+        m.iter().map(|(k, v)| (k.clone(), *v)).collect()
+    };
+    compare(
+        "gauges",
+        &gauges(&want.gauges),
+        &gauges(&have.gauges),
+        &mut problems,
+    );
     compare("parked", &want.parked, &have.parked, &mut problems);
     compare("cont_due", &want.cont_due, &have.cont_due, &mut problems);
     compare("topic_due", &want.topic_due, &have.topic_due, &mut problems);
@@ -202,6 +236,9 @@ struct Rows {
     dedup: BTreeSet<(String, String, u64, Millis)>,
     buffer: BTreeSet<(String, String, u64)>,
     expiry: BTreeSet<(Millis, u64)>,
+    buffer_age: BTreeSet<(Millis, u64)>,
+    /// parked per reason and incidents, as `meta` holds them (zero left out)
+    gauges: std::collections::BTreeMap<String, u64>,
     parked: BTreeSet<u64>,
     cont_due: BTreeSet<(Millis, u64)>,
     topic_due: BTreeSet<(String, Millis, u64)>,
@@ -268,6 +305,11 @@ impl MemoryStore {
             .expect("scan")
             .map(|row| codec::decode(row.expect("row").1.value()).expect("record"))
             .collect()
+    }
+
+    /// A read snapshot, as the views and metrics get one.
+    pub fn snapshot(&self) -> super::snapshot::Snapshot {
+        super::snapshot::Snapshot::new(self.db.begin_read().expect("read transaction"))
     }
 
     /// What [`verify`] finds.

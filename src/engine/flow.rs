@@ -254,7 +254,7 @@ impl<'a, 't> Engine<'a, 't> {
                     | ElementKind::ReceiveTask { .. }
             )
         {
-            self.start_boundary_timers(inst, token, &p, idx)?;
+            self.open_boundaries(inst, token, &p, idx)?;
         }
         match &el.kind {
             ElementKind::TimerCatch { timer } => {
@@ -401,7 +401,7 @@ impl<'a, 't> Engine<'a, 't> {
     /// The element has completed: its boundary timers end, and the token takes
     /// its outgoing flows now or, with asyncAfter, when that job runs.
     pub(super) fn leave(&mut self, inst: u64, token: u64, idx: usize) -> R<()> {
-        self.clear_boundary_timers(inst, token)?;
+        self.close_boundaries(inst, token)?;
         let p = self.proc_of(inst);
         let el = p.at(idx);
         self.history(inst, &el.id, "completed");

@@ -36,7 +36,7 @@ impl<'a, 't> Engine<'a, 't> {
             self.repair_guard(inst, idx, Some(token))?;
         }
         self.cancel_wait(inst, token)?;
-        self.clear_boundary_timers(inst, token)?;
+        self.close_boundaries(inst, token)?;
         self.history(inst, &from, &format!("token_moved_to {element}"));
         self.place(inst, token, idx)
     }

@@ -1,6 +1,6 @@
 //! Waits: what a resting token registers (message subscription, signal
 //! subscription, job, timer, the branches of an event-based gateway, boundary
-//! timers) is opened and closed here.
+//! timers and boundary signals) is opened and closed here.
 //!
 //! Invariant: per (message, key) an open subscription xor a buffered message;
 //! `cancel_wait` removes every registration of a token together.
@@ -134,8 +134,10 @@ impl<'a, 't> Engine<'a, 't> {
         Ok(())
     }
 
-    /// Starts the timers of the boundary events of the activity a token enters.
-    pub(super) fn start_boundary_timers(
+    /// Opens the boundary events of the activity a token enters: starts
+    /// their timers (remembered on the token) and subscribes their signals
+    /// (derived from the model again when the token leaves).
+    pub(super) fn open_boundaries(
         &mut self,
         inst: u64,
         token: u64,
@@ -143,43 +145,76 @@ impl<'a, 't> Engine<'a, 't> {
         host: usize,
     ) -> R<()> {
         for &b in &p.at(host).boundaries {
-            if let ElementKind::Boundary {
-                trigger: Trigger::Timer(def),
-                ..
-            } = &p.at(b).kind
-            {
-                let repetitions_left = def.repetitions();
-                let job = self.create_job_at(
-                    inst,
-                    token,
-                    &p.at(b).id,
-                    JobKind::Timer { repetitions_left },
-                    def.first_due(self.now),
-                )?;
-                if let Some(t) = self.inst(inst).tokens.iter_mut().find(|t| t.id == token) {
-                    t.timers.push(job);
+            let ElementKind::Boundary { trigger, .. } = &p.at(b).kind else {
+                continue;
+            };
+            match trigger {
+                Trigger::Timer(def) => {
+                    let repetitions_left = def.repetitions();
+                    let job = self.create_job_at(
+                        inst,
+                        token,
+                        &p.at(b).id,
+                        JobKind::Timer { repetitions_left },
+                        def.first_due(self.now),
+                    )?;
+                    if let Some(t) = self.inst(inst).tokens.iter_mut().find(|t| t.id == token) {
+                        t.timers.push(job);
+                    }
+                }
+                Trigger::Signal { signal } => self.t.subscribe_signal(signal, inst, token)?,
+                // caught when the worker throws it, nothing to open
+                Trigger::Error { .. } => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Closes the boundary events of a token leaving its activity: cancels
+    /// their timers and unsubscribes their signals.
+    pub(super) fn close_boundaries(&mut self, inst: u64, token: u64) -> R<()> {
+        let (timers, element) = match self.inst(inst).tokens.iter_mut().find(|t| t.id == token) {
+            Some(t) => (std::mem::take(&mut t.timers), t.element.clone()),
+            None => return Ok(()),
+        };
+        for job in timers {
+            self.delete_job(job)?;
+        }
+        let p = self.proc_of(inst);
+        if let Some(host) = p.index_of(&element) {
+            for &b in &p.at(host).boundaries {
+                if let ElementKind::Boundary {
+                    trigger: Trigger::Signal { signal },
+                    ..
+                } = &p.at(b).kind
+                {
+                    self.t.unsubscribe_signal(signal, inst, token)?;
                 }
             }
         }
         Ok(())
     }
 
-    /// Cancels the boundary timers of a token leaving its activity.
-    pub(super) fn clear_boundary_timers(&mut self, inst: u64, token: u64) -> R<()> {
-        let timers = match self.inst(inst).tokens.iter_mut().find(|t| t.id == token) {
-            Some(t) => std::mem::take(&mut t.timers),
-            None => return Ok(()),
-        };
-        for job in timers {
-            self.delete_job(job)?;
-        }
-        Ok(())
+    /// The signal boundary event of the activity `token` is in that catches
+    /// `signal`, if any.
+    pub(super) fn signal_boundary(&mut self, inst: u64, token: u64, signal: &str) -> Option<usize> {
+        let p = self.proc_of(inst);
+        let element = self
+            .inst(inst)
+            .tokens
+            .iter()
+            .find(|t| t.id == token)
+            .map(|t| t.element.clone())?;
+        let host = p.index_of(&element)?;
+        p.at(host).boundaries.iter().copied().find(|&b| {
+            matches!(&p.at(b).kind, ElementKind::Boundary { trigger: Trigger::Signal { signal: s }, .. } if s == signal)
+        })
     }
 
     /// Ends the activity a token is in (interrupting boundary event).
     pub(super) fn interrupt(&mut self, inst: u64, token: u64) -> R<()> {
         self.cancel_wait(inst, token)?;
-        self.clear_boundary_timers(inst, token)?;
+        self.close_boundaries(inst, token)?;
         self.inst(inst).tokens.retain(|t| t.id != token);
         Ok(())
     }

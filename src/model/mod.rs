@@ -510,6 +510,12 @@ pub enum Trigger {
         /// The error code caught (every code when `None`).
         code: Option<String>,
     },
+    /// A signal broadcast while the token is in the activity (appended last:
+    /// definitions stored before it still decode).
+    Signal {
+        /// The signal name.
+        signal: String,
+    },
 }
 
 /// A sequence flow.

@@ -1051,6 +1051,26 @@ fn process(
                             .attr("errorRef")
                             .map(|r| defs.errors.get(r).cloned().unwrap_or_else(|| r.to_string())),
                     },
+                    [d] if d.name == "signalEventDefinition" => {
+                        let r = d.attr("signalRef").map(str::trim).unwrap_or("");
+                        if r.is_empty() {
+                            issues.push(Issue {
+                                id: n.id(),
+                                line: n.line,
+                                message: "names no signal: set signalRef to the id of a <signal>"
+                                    .into(),
+                                missing_key_for: None,
+                            });
+                            continue;
+                        }
+                        Trigger::Signal {
+                            signal: defs
+                                .signals
+                                .get(r)
+                                .cloned()
+                                .unwrap_or_else(|| r.to_string()),
+                        }
+                    }
                     [d] => {
                         refuse(unsupported, n, format!("boundaryEvent with {}", d.name));
                         continue;
@@ -1325,6 +1345,29 @@ fn process(
                             | ElementKind::ReceiveTask { .. }
                     ) =>
                 {
+                    // one subscription per (host, signal): two boundary events for
+                    // the same signal on one activity would race for it
+                    let signal_of = |k: &ElementKind| match k {
+                        ElementKind::Boundary {
+                            trigger: Trigger::Signal { signal },
+                            ..
+                        } => Some(signal.clone()),
+                        _ => None,
+                    };
+                    if let Some(sig) = signal_of(&elements[i].kind)
+                        && elements[h]
+                            .boundaries
+                            .iter()
+                            .any(|&b| signal_of(&elements[b].kind).as_deref() == Some(sig.as_str()))
+                    {
+                        issues.push(Issue {
+                            id: n.id(),
+                            line: n.line,
+                            message: format!("a second boundary event for signal '{sig}' on '{host_id}': one activity catches a signal at one boundary event"),
+                            missing_key_for: None,
+                        });
+                        continue;
+                    }
                     if let ElementKind::Boundary { host, .. } = &mut elements[i].kind {
                         *host = h;
                     }

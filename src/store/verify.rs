@@ -99,6 +99,46 @@ pub(crate) fn verify(r: &ReadTransaction) -> Result<Vec<String>, StoreError> {
         }
     }
 
+    // a token in an activity may hold the signal subscriptions of its signal
+    // boundary events (open from activation until it leaves): allowed, not
+    // required, since the token alone does not say whether it is inside yet
+    let mut models: std::collections::HashMap<(String, u32), Option<crate::model::Process>> =
+        Default::default();
+    let definitions = r.open_table(DEFINITIONS)?;
+    for row in r.open_table(INSTANCES)?.iter()? {
+        let i: InstanceRecord = codec::decode(row?.1.value())?;
+        let key = (i.process.clone(), i.version);
+        if !models.contains_key(&key) {
+            let process = match definitions.get((i.process.as_str(), i.version))? {
+                Some(g) => Some(codec::decode::<DefinitionRecord>(g.value())?.process),
+                None => None,
+            };
+            models.insert(key.clone(), process);
+        }
+        let Some(Some(p)) = models.get(&key) else {
+            continue;
+        };
+        for t in &i.tokens {
+            let Some(host) = p.elements.iter().find(|e| e.id == t.element) else {
+                continue;
+            };
+            for &b in &host.boundaries {
+                if let Some(crate::model::Element {
+                    kind:
+                        crate::model::ElementKind::Boundary {
+                            trigger: crate::model::Trigger::Signal { signal },
+                            ..
+                        },
+                    ..
+                }) = p.elements.get(b)
+                {
+                    want.boundary_signals
+                        .insert((signal.clone(), String::new(), i.id, t.id));
+                }
+            }
+        }
+    }
+
     let mut have = Rows::default();
     for row in r.open_table(DEDUP)?.iter()? {
         let (k, v) = row?;
@@ -213,6 +253,12 @@ pub(crate) fn verify(r: &ReadTransaction) -> Result<Vec<String>, StoreError> {
         &have.subscriptions,
         &mut problems,
     );
+    let allowed: BTreeSet<_> = have
+        .signal_subs
+        .intersection(&want.boundary_signals)
+        .cloned()
+        .collect();
+    want.signal_subs.extend(allowed);
     compare(
         "signal_subs",
         &want.signal_subs,
@@ -251,6 +297,8 @@ struct Rows {
     /// (message or signal, key or "", instance, token)
     subscriptions: BTreeSet<(String, String, u64, u64)>,
     signal_subs: BTreeSet<(String, String, u64, u64)>,
+    /// signal subscriptions a token may hold for its activity's boundary events
+    boundary_signals: BTreeSet<(String, String, u64, u64)>,
 }
 
 fn compare<T: Ord + std::fmt::Debug>(

@@ -56,6 +56,15 @@ fn open_tasks(env: &Env) -> Vec<(String, u64)> {
         .collect()
 }
 
+/// The worker finishes 'pruefen': the instance moves on to 'freigeben'.
+async fn check_done(env: &Env) {
+    let job = env.pf.reader().unwrap().jobs(false).unwrap()[0]
+        .job
+        .parse()
+        .unwrap();
+    env.pf.complete_job(job, None, Vars::new()).await.unwrap();
+}
+
 #[tokio::test]
 async fn an_interrupting_signal_boundary_ends_the_task_and_its_job() {
     let env = Env::new();
@@ -90,11 +99,7 @@ async fn a_completed_task_takes_its_signal_boundary_with_it() {
     let env = Env::new();
     env.deploy(MODEL).await;
     let id = env.pf.start("auftrag", no_vars(), None).await.unwrap();
-    let job = env.pf.reader().unwrap().jobs(false).unwrap()[0]
-        .job
-        .parse()
-        .unwrap();
-    env.pf.complete_job(job, None, Vars::new()).await.unwrap();
+    check_done(&env).await;
     assert_eq!(env.waiting_at(id), ["freigeben"]);
     assert_eq!(
         env.pf.signal("Storno", no_vars()).await.unwrap(),
@@ -109,11 +114,7 @@ async fn a_non_interrupting_signal_boundary_branches_each_time_and_the_task_stay
     let env = Env::new();
     env.deploy(MODEL).await;
     let id = env.pf.start("auftrag", no_vars(), None).await.unwrap();
-    let job = env.pf.reader().unwrap().jobs(false).unwrap()[0]
-        .job
-        .parse()
-        .unwrap();
-    env.pf.complete_job(job, None, Vars::new()).await.unwrap();
+    check_done(&env).await;
 
     for round in 1..=2 {
         assert_eq!(env.pf.signal("Erinnerung", no_vars()).await.unwrap(), 1);

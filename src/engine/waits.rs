@@ -173,15 +173,15 @@ impl<'a, 't> Engine<'a, 't> {
     /// Closes the boundary events of a token leaving its activity: cancels
     /// their timers and unsubscribes their signals.
     pub(super) fn close_boundaries(&mut self, inst: u64, token: u64) -> R<()> {
-        let (timers, element) = match self.inst(inst).tokens.iter_mut().find(|t| t.id == token) {
-            Some(t) => (std::mem::take(&mut t.timers), t.element.clone()),
+        let p = self.proc_of(inst);
+        let (timers, host) = match self.inst(inst).tokens.iter_mut().find(|t| t.id == token) {
+            Some(t) => (std::mem::take(&mut t.timers), p.index_of(&t.element)),
             None => return Ok(()),
         };
         for job in timers {
             self.delete_job(job)?;
         }
-        let p = self.proc_of(inst);
-        if let Some(host) = p.index_of(&element) {
+        if let Some(host) = host {
             for &b in &p.at(host).boundaries {
                 if let ElementKind::Boundary {
                     trigger: Trigger::Signal { signal },

@@ -397,6 +397,30 @@ struct Defs {
     quartz_weekdays: bool,
 }
 
+impl Defs {
+    /// The signal name a signal event definition refers to (its `<signal>`'s
+    /// name, else the reference itself); `None` when it names none.
+    fn signal_of(&self, d: &Node) -> Option<String> {
+        let r = d.attr("signalRef").map(str::trim).unwrap_or("");
+        (!r.is_empty()).then(|| {
+            self.signals
+                .get(r)
+                .cloned()
+                .unwrap_or_else(|| r.to_string())
+        })
+    }
+}
+
+/// The refusal of a signal event that names no signal.
+fn no_signal(n: &Node) -> Issue {
+    Issue {
+        id: n.id(),
+        line: n.line,
+        message: "names no signal: set signalRef to the id of a <signal>".into(),
+        missing_key_for: None,
+    }
+}
+
 fn strip_feel(s: &str) -> String {
     s.trim().trim_start_matches('=').trim().to_string()
 }
@@ -985,22 +1009,10 @@ fn process(
                     }
                     ("intermediateCatchEvent", Some("signalEventDefinition"))
                     | ("intermediateThrowEvent", Some("signalEventDefinition")) => {
-                        let r = evdefs[0].attr("signalRef").map(str::trim).unwrap_or("");
-                        if r.is_empty() {
-                            issues.push(Issue {
-                                id: n.id(),
-                                line: n.line,
-                                message: "names no signal: set signalRef to the id of a <signal>"
-                                    .into(),
-                                missing_key_for: None,
-                            });
+                        let Some(signal) = defs.signal_of(evdefs[0]) else {
+                            issues.push(no_signal(n));
                             continue;
-                        }
-                        let signal = defs
-                            .signals
-                            .get(r)
-                            .cloned()
-                            .unwrap_or_else(|| r.to_string());
+                        };
                         if name == "intermediateCatchEvent" {
                             ElementKind::SignalCatch { signal }
                         } else {
@@ -1052,24 +1064,11 @@ fn process(
                             .map(|r| defs.errors.get(r).cloned().unwrap_or_else(|| r.to_string())),
                     },
                     [d] if d.name == "signalEventDefinition" => {
-                        let r = d.attr("signalRef").map(str::trim).unwrap_or("");
-                        if r.is_empty() {
-                            issues.push(Issue {
-                                id: n.id(),
-                                line: n.line,
-                                message: "names no signal: set signalRef to the id of a <signal>"
-                                    .into(),
-                                missing_key_for: None,
-                            });
+                        let Some(signal) = defs.signal_of(d) else {
+                            issues.push(no_signal(n));
                             continue;
-                        }
-                        Trigger::Signal {
-                            signal: defs
-                                .signals
-                                .get(r)
-                                .cloned()
-                                .unwrap_or_else(|| r.to_string()),
-                        }
+                        };
+                        Trigger::Signal { signal }
                     }
                     [d] => {
                         refuse(unsupported, n, format!("boundaryEvent with {}", d.name));

@@ -411,14 +411,22 @@ impl Defs {
     }
 }
 
-/// The refusal of a signal event that names no signal.
-fn no_signal(n: &Node) -> Issue {
+/// A refusal of flow node `n`, at its id and line.
+fn issue(n: &Node, message: String) -> Issue {
     Issue {
         id: n.id(),
         line: n.line,
-        message: "names no signal: set signalRef to the id of a <signal>".into(),
+        message,
         missing_key_for: None,
     }
+}
+
+/// The refusal of a signal event that names no signal.
+fn no_signal(n: &Node) -> Issue {
+    issue(
+        n,
+        "names no signal: set signalRef to the id of a <signal>".into(),
+    )
 }
 
 fn strip_feel(s: &str) -> String {
@@ -932,11 +940,11 @@ fn process(
             None => (r.to_string(), None),
         })
     };
-    let no_message = |n: &Node| Issue {
-        id: n.id(),
-        line: n.line,
-        message: "names no message: set messageRef to the id of a <message>".into(),
-        missing_key_for: None,
+    let no_message = |n: &Node| {
+        issue(
+            n,
+            "names no message: set messageRef to the id of a <message>".into(),
+        )
     };
     for n in &p.children {
         let name = n.name.as_str();
@@ -970,12 +978,7 @@ fn process(
                         match timer_of(evdefs[0], defs.quartz_weekdays) {
                             Ok(timer) => ElementKind::TimerStart { timer },
                             Err(message) => {
-                                issues.push(Issue {
-                                    id: n.id(),
-                                    line: n.line,
-                                    message,
-                                    missing_key_for: None,
-                                });
+                                issues.push(issue(n, message));
                                 continue;
                             }
                         }
@@ -997,12 +1000,7 @@ fn process(
                         match timer_of(evdefs[0], defs.quartz_weekdays) {
                             Ok(timer) => ElementKind::TimerCatch { timer },
                             Err(message) => {
-                                issues.push(Issue {
-                                    id: n.id(),
-                                    line: n.line,
-                                    message,
-                                    missing_key_for: None,
-                                });
+                                issues.push(issue(n, message));
                                 continue;
                             }
                         }
@@ -1048,12 +1046,7 @@ fn process(
                         match timer_of(d, defs.quartz_weekdays) {
                             Ok(t) => Trigger::Timer(t),
                             Err(message) => {
-                                issues.push(Issue {
-                                    id: n.id(),
-                                    line: n.line,
-                                    message,
-                                    missing_key_for: None,
-                                });
+                                issues.push(issue(n, message));
                                 continue;
                             }
                         }
@@ -1193,24 +1186,14 @@ fn process(
             continue;
         }
         if !ids.insert(n.id()) {
-            issues.push(Issue {
-                id: n.id(),
-                line: n.line,
-                message: "id is used twice".into(),
-                missing_key_for: None,
-            });
+            issues.push(issue(n, "id is used twice".into()));
             continue;
         }
         let async_before = is_true(n.attr("async")) || is_true(n.attr("asyncBefore"));
         let retry = match retry_policy(n) {
             Ok(r) => r,
             Err(message) => {
-                issues.push(Issue {
-                    id: n.id(),
-                    line: n.line,
-                    message,
-                    missing_key_for: None,
-                });
+                issues.push(issue(n, message));
                 None
             }
         };
@@ -1359,12 +1342,7 @@ fn process(
                             .iter()
                             .any(|&b| signal_of(&elements[b].kind).as_deref() == Some(sig.as_str()))
                     {
-                        issues.push(Issue {
-                            id: n.id(),
-                            line: n.line,
-                            message: format!("a second boundary event for signal '{sig}' on '{host_id}': one activity catches a signal at one boundary event"),
-                            missing_key_for: None,
-                        });
+                        issues.push(issue(n, format!("a second boundary event for signal '{sig}' on '{host_id}': one activity catches a signal at one boundary event")));
                         continue;
                     }
                     if let ElementKind::Boundary { host, .. } = &mut elements[i].kind {
@@ -1372,12 +1350,7 @@ fn process(
                     }
                     elements[h].boundaries.push(i);
                 }
-                _ => issues.push(Issue {
-                    id: n.id(),
-                    line: n.line,
-                    message: format!("attachedToRef '{host_id}' is not a service, script, business-rule, user, send or receive task of this process"),
-                    missing_key_for: None,
-                }),
+                _ => issues.push(issue(n, format!("attachedToRef '{host_id}' is not a service, script, business-rule, user, send or receive task of this process"))),
             }
         }
         if elements[i].kind == ElementKind::EventGateway {
@@ -1390,12 +1363,7 @@ fn process(
                         | ElementKind::SignalCatch { .. }
                         | ElementKind::ReceiveTask { .. }
                 ) {
-                    issues.push(Issue {
-                        id: n.id(),
-                        line: n.line,
-                        message: format!("event-based gateway leads to '{}', which is not a message, timer or signal catch event", t.id),
-                        missing_key_for: None,
-                    });
+                    issues.push(issue(n, format!("event-based gateway leads to '{}', which is not a message, timer or signal catch event", t.id)));
                 }
             }
         }
@@ -1415,12 +1383,10 @@ fn process(
                         ElementKind::ExclusiveGateway { default: Some(fi) }
                     }
                 }
-                None => issues.push(Issue {
-                    id: n.id(),
-                    line: n.line,
-                    message: format!("default flow '{d}' is not an outgoing flow of this gateway"),
-                    missing_key_for: None,
-                }),
+                None => issues.push(issue(
+                    n,
+                    format!("default flow '{d}' is not an outgoing flow of this gateway"),
+                )),
             }
         }
     }

@@ -61,6 +61,12 @@ async fn sigterm_mid_stream_commits_and_acks_what_is_in_flight() {
     wait("ready", Duration::from_secs(30), || {
         server.call("GET", "/health/ready", None, None).0 == 200
     });
+    // ready means every stream of the subscription pulls (8 unless configured)
+    assert_eq!(
+        server
+            .metric("postfach_pubsub_streams_running{subscription=\"auftrag-abgeschlossen-sub\"}"),
+        8.0
+    );
     let publisher = broker
         .conn
         .publisher("auftrag-abgeschlossen")

@@ -81,6 +81,16 @@ pub struct SubscriptionConfig {
     /// segment names the variable). Default: every top-level field.
     #[serde(default)]
     pub variables: Option<Vec<String>>,
+    /// Where a claim-check reference is (the article's variant 5: the data in
+    /// Cloud Storage, the lean message carries the reference): `attributes`
+    /// for Cloud Storage notification attributes (`bucketId`, `objectId`,
+    /// `objectGeneration`), or a JSON pointer to a `gs://BUCKET/OBJECT[#GENERATION]`
+    /// string in the payload. Default: none.
+    #[serde(default)]
+    pub claim_check: Option<String>,
+    /// The variable the reference becomes (default `claimCheck`).
+    #[serde(default)]
+    pub claim_check_variable: Option<String>,
     /// Streaming pulls opened on the subscription (1–32, default
     /// [`DEFAULT_STREAMS`]). One stream takes only part of what a broker can
     /// hand out; several share the engine's group commits.
@@ -132,6 +142,8 @@ impl SubscriptionConfig {
             message_id: default_message_id(),
             ttl: None,
             variables: None,
+            claim_check: None,
+            claim_check_variable: None,
             streams: default_streams(),
             max_outstanding_messages: default_max_messages(),
             max_outstanding_bytes: default_max_bytes(),
@@ -177,6 +189,29 @@ impl SubscriptionConfig {
                     .collect::<Result<Vec<_>, _>>()?,
             ),
         };
+        let claim_check = match self.claim_check.as_deref().map(str::trim) {
+            None => None,
+            Some("attributes") => Some(ClaimCheck::Attributes),
+            Some(p) if p.starts_with('/') => Some(ClaimCheck::Pointer(p.to_string())),
+            Some(other) => {
+                return Err(at(
+                    "claim_check",
+                    format!(
+                        "'{other}' is neither \"attributes\" nor a JSON pointer such as /protokoll"
+                    ),
+                ));
+            }
+        };
+        let claim_check_variable = match self.claim_check_variable.as_deref().map(str::trim) {
+            None => "claimCheck".to_string(),
+            Some("") => {
+                return Err(at(
+                    "claim_check_variable",
+                    "the variable name is empty".into(),
+                ));
+            }
+            Some(v) => v.to_string(),
+        };
         if !(1..=MAX_STREAMS).contains(&self.streams) {
             return Err(at(
                 "streams",
@@ -212,6 +247,7 @@ impl SubscriptionConfig {
             message_id,
             ttl,
             variables,
+            claim_check: claim_check.map(|c| (c, claim_check_variable)),
         })
     }
 
@@ -258,6 +294,96 @@ pub struct Decoder {
     message_id: Source,
     ttl: Option<Millis>,
     variables: Option<Vec<(String, String)>>,
+    /// Where the claim-check reference is, and the variable it becomes.
+    claim_check: Option<(ClaimCheck, String)>,
+}
+
+/// Where a claim-check reference is found in a delivery.
+#[derive(Debug, Clone)]
+enum ClaimCheck {
+    /// Cloud Storage notification attributes.
+    Attributes,
+    /// A JSON pointer to a `gs://` URI in the payload.
+    Pointer(String),
+}
+
+/// A reference to a Cloud Storage object, checked: a bucket name of 3–222
+/// characters of `a-z 0-9 - _ .`, an object name of 1–1024 bytes without
+/// line breaks, a generation of digits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectRef {
+    /// The bucket.
+    pub bucket: String,
+    /// The object name.
+    pub object: String,
+    /// The object generation, when the reference pins one.
+    pub generation: Option<u64>,
+}
+
+impl ObjectRef {
+    /// Checks the three parts.
+    pub fn new(bucket: &str, object: &str, generation: Option<&str>) -> Result<Self, String> {
+        let bucket_ok = (3..=222).contains(&bucket.len())
+            && bucket.bytes().all(|b| {
+                b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b'_' | b'.')
+            });
+        if !bucket_ok {
+            return Err(format!(
+                "bucket '{}' is not a Cloud Storage bucket name (3-222 characters of a-z, 0-9, '-', '_', '.')",
+                bucket.chars().take(64).collect::<String>()
+            ));
+        }
+        if object.is_empty() || object.len() > 1024 || object.contains(['\r', '\n']) {
+            return Err(format!(
+                "object name of {} bytes is not a Cloud Storage object name (1-1024 bytes, no line breaks)",
+                object.len()
+            ));
+        }
+        let generation = match generation.map(str::trim).filter(|g| !g.is_empty()) {
+            None => None,
+            Some(g) => Some(
+                g.parse::<u64>()
+                    .ok()
+                    .filter(|_| g.bytes().all(|b| b.is_ascii_digit()))
+                    .ok_or_else(|| {
+                        format!(
+                            "generation '{}' is not a number",
+                            g.chars().take(32).collect::<String>()
+                        )
+                    })?,
+            ),
+        };
+        Ok(ObjectRef {
+            bucket: bucket.to_string(),
+            object: object.to_string(),
+            generation,
+        })
+    }
+
+    /// Parses `gs://BUCKET/OBJECT` with an optional `#GENERATION`.
+    pub fn parse_uri(uri: &str) -> Result<Self, String> {
+        let rest = uri
+            .strip_prefix("gs://")
+            .ok_or_else(|| "is not a gs://BUCKET/OBJECT URI".to_string())?;
+        let (path, generation) = match rest.rsplit_once('#') {
+            Some((p, g)) => (p, Some(g)),
+            None => (rest, None),
+        };
+        let (bucket, object) = path
+            .split_once('/')
+            .ok_or_else(|| "is not a gs://BUCKET/OBJECT URI (no object name)".to_string())?;
+        ObjectRef::new(bucket, object, generation)
+    }
+
+    /// The variable value: `{"bucket", "object", "generation"}` (the
+    /// generation as a string, as Cloud Storage's JSON API writes it, or null).
+    pub fn to_value(&self) -> Value {
+        serde_json::json!({
+            "bucket": self.bucket,
+            "object": self.object,
+            "generation": self.generation.map(|g| g.to_string()),
+        })
+    }
 }
 
 impl Decoder {
@@ -316,10 +442,38 @@ impl Decoder {
                 ));
             }
         };
+        let claim = match &self.claim_check {
+            None => None,
+            Some((where_, variable)) => {
+                let found = match where_ {
+                    ClaimCheck::Attributes => {
+                        match (m.attributes.get("bucketId"), m.attributes.get("objectId")) {
+                            (Some(b), Some(o)) => ObjectRef::new(
+                                b,
+                                o,
+                                m.attributes.get("objectGeneration").map(String::as_str),
+                            ),
+                            _ => Err("attributes bucketId and objectId are missing".into()),
+                        }
+                    }
+                    ClaimCheck::Pointer(p) => match value.pointer(p) {
+                        Some(Value::String(uri)) => {
+                            ObjectRef::parse_uri(uri).map_err(|e| format!("{p}: {e}"))
+                        }
+                        Some(other) => Err(format!("{p} is {}, not a gs:// URI", json_kind(other))),
+                        None => Err(format!("{p} is missing")),
+                    },
+                };
+                match found {
+                    Ok(r) => Some((r, variable)),
+                    Err(e) => return malformed(format!("claim-check reference: {e}")),
+                }
+            }
+        };
         let Value::Object(payload) = value else {
             unreachable!("checked above")
         };
-        let variables: Vars = match &self.variables {
+        let mut variables: Vars = match &self.variables {
             None => payload,
             Some(list) => list
                 .iter()
@@ -331,6 +485,9 @@ impl Decoder {
                 })
                 .collect(),
         };
+        if let Some((r, variable)) = claim {
+            variables.insert(variable.clone(), r.to_value());
+        }
         Decoded::Publish(Publish {
             name: self.message.clone(),
             key,
@@ -756,5 +913,103 @@ mod tests {
         assert_eq!(s.state(), ConsumerState::Running, "the others still run");
         s.set_state(ConsumerState::Stopped, None);
         assert_eq!(s.state(), ConsumerState::Stopped);
+    }
+
+    fn claim_checked(claim: &str, variable: Option<&str>) -> Decoder {
+        let mut c = SubscriptionConfig::new("s", "AuftragAbgeschlossen", "/auftragId");
+        c.claim_check = Some(claim.into());
+        c.claim_check_variable = variable.map(str::to_string);
+        c.compile().unwrap()
+    }
+
+    fn publish(d: Decoded) -> Publish {
+        match d {
+            Decoded::Publish(p) => p,
+            Decoded::Malformed(m) => panic!("malformed: {}", m.error),
+        }
+    }
+
+    fn malformed(d: Decoded) -> String {
+        match d {
+            Decoded::Publish(p) => panic!("decoded: {p:?}"),
+            Decoded::Malformed(m) => m.error,
+        }
+    }
+
+    #[test]
+    fn a_claim_check_reference_becomes_a_typed_variable() {
+        // Cloud Storage notification attributes
+        let p = publish(claim_checked("attributes", None).decode(&incoming(
+            r#"{"auftragId": "A-1", "name": "A-1/protokoll.json"}"#,
+            &[
+                ("bucketId", "abschluss-protokolle"),
+                ("objectId", "A-1/protokoll.json"),
+                ("objectGeneration", "1733220000123456"),
+            ],
+        )));
+        assert_eq!(p.key, "A-1");
+        assert_eq!(
+            p.variables["claimCheck"],
+            serde_json::json!({"bucket": "abschluss-protokolle", "object": "A-1/protokoll.json", "generation": "1733220000123456"})
+        );
+        // a gs:// URI in the payload, into a named variable
+        let p = publish(
+            claim_checked("/protokoll", Some("protokoll")).decode(&incoming(
+                r#"{"auftragId": "A-2", "protokoll": "gs://abschluss/A-2/p.json#42"}"#,
+                &[],
+            )),
+        );
+        assert_eq!(
+            p.variables["protokoll"],
+            serde_json::json!({"bucket": "abschluss", "object": "A-2/p.json", "generation": "42"})
+        );
+        let p = publish(claim_checked("/ref", None).decode(&incoming(
+            r#"{"auftragId": "A-3", "ref": "gs://abschluss/a/b/c.json"}"#,
+            &[],
+        )));
+        assert_eq!(
+            p.variables["claimCheck"]["generation"],
+            serde_json::Value::Null
+        );
+        assert_eq!(p.variables["claimCheck"]["object"], "a/b/c.json");
+    }
+
+    #[test]
+    fn a_declared_claim_check_without_a_valid_reference_is_malformed() {
+        let uri = |u: &str| {
+            malformed(claim_checked("/ref", None).decode(&incoming(
+                &format!(r#"{{"auftragId": "A-1", "ref": {u}}}"#),
+                &[],
+            )))
+        };
+        assert!(uri(r#""https://x/y""#).contains("claim-check reference: /ref: is not a gs://"));
+        assert!(uri(r#""gs://bucket-only""#).contains("no object name"));
+        assert!(uri(r#""gs://Gross/x""#).contains("bucket 'Gross'"));
+        assert!(uri(r#""gs://ab/x""#).contains("bucket 'ab'"), "too short");
+        assert!(uri(r#""gs://abc/x#zwei""#).contains("generation 'zwei'"));
+        assert!(uri(r#""gs://abc/x#-1""#).contains("generation '-1'"));
+        assert!(uri("17").contains("/ref is a number, not a gs:// URI"));
+        let long = format!(r#""gs://abc/{}""#, "o".repeat(1025));
+        assert!(uri(&long).contains("object name of 1025 bytes"));
+        let missing = malformed(
+            claim_checked("/ref", None).decode(&incoming(r#"{"auftragId": "A-1"}"#, &[])),
+        );
+        assert!(missing.contains("/ref is missing"), "{missing}");
+        let no_attrs = malformed(
+            claim_checked("attributes", None)
+                .decode(&incoming(r#"{"auftragId": "A-1"}"#, &[("bucketId", "abc")])),
+        );
+        assert!(no_attrs.contains("bucketId and objectId"), "{no_attrs}");
+    }
+
+    #[test]
+    fn claim_check_settings_are_checked() {
+        let mut c = SubscriptionConfig::new("s", "M", "/k");
+        c.claim_check = Some("bucket".into());
+        let e = c.compile().unwrap_err();
+        assert!(e.contains("claim_check") && e.contains("'bucket'"), "{e}");
+        c.claim_check = Some("attributes".into());
+        c.claim_check_variable = Some(" ".into());
+        assert!(c.compile().unwrap_err().contains("claim_check_variable"));
     }
 }

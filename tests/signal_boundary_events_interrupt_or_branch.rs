@@ -35,14 +35,7 @@ const MODEL: &str = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524
 </definitions>"#;
 
 fn job_elements(env: &Env) -> Vec<String> {
-    env.pf
-        .reader()
-        .unwrap()
-        .jobs(false)
-        .unwrap()
-        .into_iter()
-        .map(|j| j.element)
-        .collect()
+    env.jobs().into_iter().map(|j| j.element).collect()
 }
 
 fn open_tasks(env: &Env) -> Vec<(String, u64)> {
@@ -58,10 +51,7 @@ fn open_tasks(env: &Env) -> Vec<(String, u64)> {
 
 /// The worker finishes 'pruefen': the instance moves on to 'freigeben'.
 async fn check_done(env: &Env) {
-    let job = env.pf.reader().unwrap().jobs(false).unwrap()[0]
-        .job
-        .parse()
-        .unwrap();
+    let job = env.jobs()[0].job.parse().unwrap();
     env.pf.complete_job(job, None, Vars::new()).await.unwrap();
 }
 
@@ -147,12 +137,7 @@ async fn two_boundary_events_for_one_signal_on_one_activity_are_refused() {
     <sequenceFlow id="f7" sourceRef="nochmal" targetRef="abgebrochen"/>
     <sequenceFlow id="f2""#,
     );
-    let err = env
-        .pf
-        .deploy("twice.bpmn", &twice, Default::default())
-        .await
-        .unwrap_err()
-        .to_string();
+    let err = env.refusal(&twice).await;
     assert!(
         err.contains("nochmal") && err.contains("second boundary event for signal 'Storno'"),
         "{err}"
@@ -161,12 +146,7 @@ async fn two_boundary_events_for_one_signal_on_one_activity_are_refused() {
         r#"<signalEventDefinition signalRef="sStorno"/>"#,
         "<signalEventDefinition/>",
     );
-    let err = env
-        .pf
-        .deploy("unnamed.bpmn", &unnamed, Default::default())
-        .await
-        .unwrap_err()
-        .to_string();
+    let err = env.refusal(&unnamed).await;
     assert!(
         err.contains("storniert") && err.contains("names no signal"),
         "{err}"

@@ -30,11 +30,7 @@ fn started(env: &Env) -> usize {
 }
 
 fn schedules(env: &Env) -> Vec<postfach::ops::JobView> {
-    env.pf
-        .reader()
-        .unwrap()
-        .jobs(false)
-        .unwrap()
+    env.jobs()
         .into_iter()
         .filter(|j| j.kind == "start_timer")
         .collect()

@@ -98,6 +98,20 @@ impl Env {
             .expect("lock jobs")
     }
 
+    /// Every job, as the operator views list them.
+    pub fn jobs(&self) -> Vec<postfach::ops::JobView> {
+        self.pf.reader().unwrap().jobs(false).unwrap()
+    }
+
+    /// Why a deploy of `xml` is refused (panics when it deploys).
+    pub async fn refusal(&self, xml: &str) -> String {
+        self.pf
+            .deploy("refused.bpmn", xml, Default::default())
+            .await
+            .unwrap_err()
+            .to_string()
+    }
+
     /// Buffered and parked messages.
     pub fn open_messages(&self) -> Vec<postfach::ops::MessageView> {
         self.pf

@@ -176,6 +176,19 @@ pub enum Command {
     ///
     /// Example: postfach retry 42
     Retry { job_id: u64 },
+    /// Read the claim-check object a job's variable refers to (Cloud Storage;
+    /// locally through $STORAGE_EMULATOR_HOST or Google's default credentials).
+    /// A missing object exits 4: fail the job so it is retried.
+    ///
+    /// Example: postfach object 42 protokoll --out protokoll.json --server http://127.0.0.1:7820
+    Object {
+        job_id: u64,
+        /// The instance variable holding the reference.
+        variable: String,
+        /// Write the object here (default: its bytes on stdout).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// List open user tasks (read-only); every filter given must hold.
     ///
     /// Example: postfach tasks --candidate-group sachbearbeitung --due-before 2026-12-31T00:00:00Z
@@ -769,6 +782,18 @@ pub async fn run(cli: Cli) -> Result<Output, Failure> {
             format!("{}: {before} bytes → {after} bytes", cli.db.display()),
         ));
     }
+    if let Command::Object {
+        job_id,
+        variable,
+        out,
+    } = &cli.command
+    {
+        let bytes = match &cli.server {
+            Some(server) => object_from_server(server, *job_id, variable).await?,
+            None => object_from_store(&cli.db, *job_id, variable).await?,
+        };
+        return deliver_object(bytes, out.as_deref());
+    }
     if let Some(server) = &cli.server {
         let args: Vec<String> = std::env::args().skip(1).collect();
         let server = server.clone();
@@ -817,6 +842,7 @@ pub async fn run(cli: Cli) -> Result<Output, Failure> {
 async fn execute(pf: &Postfach, command: Command, sources: Sources<'_>) -> Result<Output, Failure> {
     Ok(match command {
         Command::Demo(_) => unreachable!("handled before the database is opened"),
+        Command::Object { .. } => unreachable!("handled before the database is opened"),
         Command::Run {
             file,
             correlation_key,
@@ -1767,6 +1793,156 @@ async fn serve(
     ))
 }
 
+/// A claim-check object fetched: (`gs://` URI, bytes).
+type Fetched = (String, Vec<u8>);
+
+/// Exit code of `object` when the object does not exist.
+const OBJECT_MISSING: i32 = 4;
+
+async fn object_from_server(server: &str, job: u64, variable: &str) -> Result<Fetched, Failure> {
+    let url = format!(
+        "{}/jobs/{job}/objects/{variable}",
+        server.trim_end_matches('/')
+    );
+    let server = server.to_string();
+    tokio::task::spawn_blocking(move || {
+        let fail = |code: i32, message: String| Failure {
+            code,
+            message,
+            json: None,
+        };
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .build()
+            .into();
+        let mut req = agent.get(&url);
+        if let Ok(token) = std::env::var("POSTFACH_TOKEN") {
+            req = req.header("Authorization", &format!("Bearer {}", token.trim()));
+        }
+        let mut resp = req
+            .call()
+            .map_err(|e| fail(1, format!("cannot reach {server}: {e}")))?;
+        let status = resp.status().as_u16();
+        let name = resp
+            .headers()
+            .get("x-postfach-object")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string();
+        let body = resp
+            .body_mut()
+            .with_config()
+            .limit(postfach::objects::MAX_OBJECT_BYTES)
+            .read_to_vec()
+            .map_err(|e| fail(1, format!("{server}: {e}")))?;
+        if status == 200 {
+            return Ok((name, body));
+        }
+        let message = serde_json::from_slice::<Value>(&body)
+            .ok()
+            .and_then(|v| v["error"].as_str().map(String::from))
+            .unwrap_or_else(|| format!("{server} answered {status}"));
+        let code = match status {
+            404 if message.contains("does not exist") => OBJECT_MISSING,
+            400 | 422 => 2,
+            _ => 1,
+        };
+        Err(fail(code, message))
+    })
+    .await
+    .map_err(|e| Failure {
+        code: 1,
+        message: e.to_string(),
+        json: None,
+    })?
+}
+
+async fn object_from_store(
+    db: &std::path::Path,
+    job: u64,
+    variable: &str,
+) -> Result<Fetched, Failure> {
+    let pf = Postfach::open_read_only(db, postfach::Options::default())?;
+    let found = pf.reader()?.claim_check(job, variable)?;
+    pf.close();
+    let reference = match found {
+        None => {
+            return Err(Error::Engine(postfach::EngineError::UnknownJob(job)).into());
+        }
+        Some(r) => r.map_err(|e| usage(e.to_string()))?,
+    };
+    read_object(&reference).await
+}
+
+#[cfg(feature = "pubsub")]
+async fn read_object(reference: &postfach::objects::ObjectRef) -> Result<Fetched, Failure> {
+    use postfach::objects::{ObjectError, ObjectStore};
+    let store = postfach::pubsub::CloudStorage::connect(&Default::default())
+        .await
+        .map_err(|e| Failure {
+            code: 1,
+            message: e.to_string(),
+            json: None,
+        })?;
+    match store.read(reference).await {
+        Ok(bytes) => Ok((reference.to_uri(), bytes)),
+        Err(e) => Err(Failure {
+            code: if matches!(e, ObjectError::NotFound { .. }) {
+                OBJECT_MISSING
+            } else {
+                1
+            },
+            message: format!("{e}: fail the job so it is retried, or repair the reference"),
+            json: None,
+        }),
+    }
+}
+
+#[cfg(not(feature = "pubsub"))]
+async fn read_object(reference: &postfach::objects::ObjectRef) -> Result<Fetched, Failure> {
+    Err(Failure {
+        code: 1,
+        message: format!(
+            "{reference}: this build reads no Cloud Storage (feature `pubsub`); use --server"
+        ),
+        json: None,
+    })
+}
+
+/// Writes a fetched object to `out`, or its bytes to stdout.
+fn deliver_object(
+    (name, bytes): Fetched,
+    out_file: Option<&std::path::Path>,
+) -> Result<Output, Failure> {
+    let fail = |message: String| Failure {
+        code: 1,
+        message,
+        json: None,
+    };
+    match out_file {
+        Some(path) => {
+            std::fs::write(path, &bytes).map_err(|e| fail(format!("{}: {e}", path.display())))?;
+            Ok(out(
+                json!({"object": name, "bytes": bytes.len(), "file": path.display().to_string()}),
+                format!(
+                    "{name}: {} bytes written to {}",
+                    bytes.len(),
+                    path.display()
+                ),
+            ))
+        }
+        None => {
+            use std::io::Write;
+            let mut stdout = std::io::stdout().lock();
+            stdout
+                .write_all(&bytes)
+                .and_then(|()| stdout.flush())
+                .map_err(|e| fail(format!("stdout: {e}")))?;
+            Ok(out(Value::Null, ""))
+        }
+    }
+}
+
 /// Whether a command can run inside a server for a remote command line.
 pub(crate) fn runs_remotely(c: &Command) -> Result<(), String> {
     match c {
@@ -1777,6 +1953,9 @@ pub(crate) fn runs_remotely(c: &Command) -> Result<(), String> {
         ),
         Command::Import { .. } => {
             Err("import streams stdin; use POST /messages against the server instead".into())
+        }
+        Command::Object { .. } => {
+            Err("object streams bytes; use GET /jobs/{id}/objects/{variable} instead".into())
         }
                 // a pass of the server's own executor is fine; a foreground executor or
         // handlers registered from a remote command line are not

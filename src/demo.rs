@@ -41,6 +41,14 @@ pub struct DemoArgs {
     /// $PUBSUB_EMULATOR_HOST, or starts one.
     #[arg(long)]
     pub pubsub: bool,
+    /// With --pubsub, the article's claim check both ways: every tenth order
+    /// (2,000 positions) leaves through the outbox as a Cloud Storage object and
+    /// a lean message, and every completion protocol arrives as a Cloud Storage
+    /// reference that the invoice handler reads. Uses the emulator at
+    /// $STORAGE_EMULATOR_HOST, or starts fake-gcs-server (installed with
+    /// `go install` on first use).
+    #[arg(long, requires = "pubsub")]
+    pub claim_check: bool,
     /// Keep the demo database at this path (a new file) to inspect it afterwards,
     /// e.g. `postfach --db PATH messages --parked`.
     #[arg(long, value_name = "PATH")]
@@ -86,17 +94,31 @@ fn completion(i: usize, id: &str) -> Publish {
 /// Starts orders A-000000 … concurrently (they share group commits); returns
 /// the instance of each order.
 async fn start_orders(pf: &Postfach, n: usize) -> Result<Vec<u64>, Error> {
+    start_orders_sized(pf, n, |_| 0).await
+}
+
+/// Starts `n` orders; order `i` carries `positions(i)` positions (none: no
+/// `positionen` variable).
+async fn start_orders_sized(
+    pf: &Postfach,
+    n: usize,
+    positions: fn(usize) -> usize,
+) -> Result<Vec<u64>, Error> {
     let mut set = tokio::task::JoinSet::new();
     for i in 0..n {
         let pf = pf.clone();
         set.spawn(async move {
-            pf.start(
-                "auftrag-ausfuehrung",
-                vars([("auftragId", auftrag(i).into())]),
-                None,
-            )
-            .await
-            .map(|id| (i, id))
+            let mut v = vars([("auftragId", auftrag(i).into())]);
+            let count = positions(i);
+            if count > 0 {
+                let list: Vec<Value> = (0..count)
+                    .map(|p| serde_json::json!({"position": p + 1, "artikel": format!("ART-{p:05}"), "menge": 1}))
+                    .collect();
+                v.insert("positionen".into(), Value::Array(list));
+            }
+            pf.start("auftrag-ausfuehrung", v, None)
+                .await
+                .map(|id| (i, id))
         });
     }
     let mut instances = vec![0u64; n];

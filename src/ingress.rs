@@ -11,6 +11,7 @@
 //! The transport itself (Google's Pub/Sub client) lives in `pubsub`.
 
 use crate::engine::{Delivery, Malformed, Publish};
+pub use crate::objects::ObjectRef;
 use crate::ops::Histogram;
 use crate::{Millis, Outcome, Vars};
 use serde::Deserialize;
@@ -91,6 +92,12 @@ pub struct SubscriptionConfig {
     /// The variable the reference becomes (default `claimCheck`).
     #[serde(default)]
     pub claim_check_variable: Option<String>,
+    /// Whether every delivery must carry the reference (default true: one
+    /// without it is parked malformed). `false` for a topic that carries small
+    /// messages whole and large ones by reference, as postfach's outbox does;
+    /// a reference that is there but invalid is malformed either way.
+    #[serde(default = "default_true")]
+    pub claim_check_required: bool,
     /// Streaming pulls opened on the subscription (1–32, default
     /// [`DEFAULT_STREAMS`]). One stream takes only part of what a broker can
     /// hand out; several share the engine's group commits.
@@ -118,6 +125,10 @@ pub const DEFAULT_STREAMS: u32 = 8;
 /// The most streaming pulls one subscription may open.
 pub const MAX_STREAMS: u32 = 32;
 
+fn default_true() -> bool {
+    true
+}
+
 fn default_streams() -> u32 {
     DEFAULT_STREAMS
 }
@@ -144,6 +155,7 @@ impl SubscriptionConfig {
             variables: None,
             claim_check: None,
             claim_check_variable: None,
+            claim_check_required: true,
             streams: default_streams(),
             max_outstanding_messages: default_max_messages(),
             max_outstanding_bytes: default_max_bytes(),
@@ -248,6 +260,7 @@ impl SubscriptionConfig {
             ttl,
             variables,
             claim_check: claim_check.map(|c| (c, claim_check_variable)),
+            claim_check_required: self.claim_check_required,
         })
     }
 
@@ -296,6 +309,8 @@ pub struct Decoder {
     variables: Option<Vec<(String, String)>>,
     /// Where the claim-check reference is, and the variable it becomes.
     claim_check: Option<(ClaimCheck, String)>,
+    /// Whether a delivery without the reference is malformed.
+    claim_check_required: bool,
 }
 
 /// Where a claim-check reference is found in a delivery.
@@ -305,85 +320,6 @@ enum ClaimCheck {
     Attributes,
     /// A JSON pointer to a `gs://` URI in the payload.
     Pointer(String),
-}
-
-/// A reference to a Cloud Storage object, checked: a bucket name of 3–222
-/// characters of `a-z 0-9 - _ .`, an object name of 1–1024 bytes without
-/// line breaks, a generation of digits.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ObjectRef {
-    /// The bucket.
-    pub bucket: String,
-    /// The object name.
-    pub object: String,
-    /// The object generation, when the reference pins one.
-    pub generation: Option<u64>,
-}
-
-impl ObjectRef {
-    /// Checks the three parts.
-    pub fn new(bucket: &str, object: &str, generation: Option<&str>) -> Result<Self, String> {
-        let bucket_ok = (3..=222).contains(&bucket.len())
-            && bucket.bytes().all(|b| {
-                b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b'_' | b'.')
-            });
-        if !bucket_ok {
-            return Err(format!(
-                "bucket '{}' is not a Cloud Storage bucket name (3-222 characters of a-z, 0-9, '-', '_', '.')",
-                bucket.chars().take(64).collect::<String>()
-            ));
-        }
-        if object.is_empty() || object.len() > 1024 || object.contains(['\r', '\n']) {
-            return Err(format!(
-                "object name of {} bytes is not a Cloud Storage object name (1-1024 bytes, no line breaks)",
-                object.len()
-            ));
-        }
-        let generation = match generation.map(str::trim).filter(|g| !g.is_empty()) {
-            None => None,
-            Some(g) => Some(
-                g.parse::<u64>()
-                    .ok()
-                    .filter(|_| g.bytes().all(|b| b.is_ascii_digit()))
-                    .ok_or_else(|| {
-                        format!(
-                            "generation '{}' is not a number",
-                            g.chars().take(32).collect::<String>()
-                        )
-                    })?,
-            ),
-        };
-        Ok(ObjectRef {
-            bucket: bucket.to_string(),
-            object: object.to_string(),
-            generation,
-        })
-    }
-
-    /// Parses `gs://BUCKET/OBJECT` with an optional `#GENERATION`.
-    pub fn parse_uri(uri: &str) -> Result<Self, String> {
-        let rest = uri
-            .strip_prefix("gs://")
-            .ok_or_else(|| "is not a gs://BUCKET/OBJECT URI".to_string())?;
-        let (path, generation) = match rest.rsplit_once('#') {
-            Some((p, g)) => (p, Some(g)),
-            None => (rest, None),
-        };
-        let (bucket, object) = path
-            .split_once('/')
-            .ok_or_else(|| "is not a gs://BUCKET/OBJECT URI (no object name)".to_string())?;
-        ObjectRef::new(bucket, object, generation)
-    }
-
-    /// The variable value: `{"bucket", "object", "generation"}` (the
-    /// generation as a string, as Cloud Storage's JSON API writes it, or null).
-    pub fn to_value(&self) -> Value {
-        serde_json::json!({
-            "bucket": self.bucket,
-            "object": self.object,
-            "generation": self.generation.map(|g| g.to_string()),
-        })
-    }
 }
 
 impl Decoder {
@@ -445,6 +381,7 @@ impl Decoder {
         let claim = match &self.claim_check {
             None => None,
             Some((where_, variable)) => {
+                // Ok(None): no reference at all; Err: one that is there but invalid
                 let found = match where_ {
                     ClaimCheck::Attributes => {
                         match (m.attributes.get("bucketId"), m.attributes.get("objectId")) {
@@ -452,20 +389,32 @@ impl Decoder {
                                 b,
                                 o,
                                 m.attributes.get("objectGeneration").map(String::as_str),
-                            ),
-                            _ => Err("attributes bucketId and objectId are missing".into()),
+                            )
+                            .map(Some),
+                            (None, None) => Ok(None),
+                            _ => Err("attributes bucketId and objectId come together".into()),
                         }
                     }
                     ClaimCheck::Pointer(p) => match value.pointer(p) {
-                        Some(Value::String(uri)) => {
-                            ObjectRef::parse_uri(uri).map_err(|e| format!("{p}: {e}"))
-                        }
+                        Some(Value::String(uri)) => ObjectRef::parse_uri(uri)
+                            .map(Some)
+                            .map_err(|e| format!("{p}: {e}")),
                         Some(other) => Err(format!("{p} is {}, not a gs:// URI", json_kind(other))),
-                        None => Err(format!("{p} is missing")),
+                        None => Ok(None),
                     },
                 };
                 match found {
-                    Ok(r) => Some((r, variable)),
+                    Ok(Some(r)) => Some((r, variable)),
+                    Ok(None) if !self.claim_check_required => None,
+                    Ok(None) => {
+                        let missing = match where_ {
+                            ClaimCheck::Attributes => {
+                                "attributes bucketId and objectId are missing".to_string()
+                            }
+                            ClaimCheck::Pointer(p) => format!("{p} is missing"),
+                        };
+                        return malformed(format!("claim-check reference: {missing}"));
+                    }
                     Err(e) => return malformed(format!("claim-check reference: {e}")),
                 }
             }
@@ -1000,6 +949,36 @@ mod tests {
                 .decode(&incoming(r#"{"auftragId": "A-1"}"#, &[("bucketId", "abc")])),
         );
         assert!(no_attrs.contains("bucketId and objectId"), "{no_attrs}");
+    }
+
+    #[test]
+    fn an_optional_claim_check_lets_whole_messages_through_but_not_broken_references() {
+        let optional = |claim: &str| {
+            let mut c = SubscriptionConfig::new("s", "M", "/auftragId");
+            c.claim_check = Some(claim.into());
+            c.claim_check_required = false;
+            c.compile().unwrap()
+        };
+        let whole = publish(optional("/ref").decode(&incoming(
+            r#"{"auftragId": "A-1", "positionen": [1, 2]}"#,
+            &[],
+        )));
+        assert!(!whole.variables.contains_key("claimCheck"));
+        assert_eq!(whole.variables["positionen"], serde_json::json!([1, 2]));
+        let whole =
+            publish(optional("attributes").decode(&incoming(r#"{"auftragId": "A-1"}"#, &[])));
+        assert!(!whole.variables.contains_key("claimCheck"));
+        // a reference that is there must be valid, required or not
+        let broken = malformed(optional("/ref").decode(&incoming(
+            r#"{"auftragId": "A-1", "ref": "https://x/y"}"#,
+            &[],
+        )));
+        assert!(broken.contains("is not a gs://"), "{broken}");
+        let half = malformed(
+            optional("attributes")
+                .decode(&incoming(r#"{"auftragId": "A-1"}"#, &[("objectId", "o")])),
+        );
+        assert!(half.contains("come together"), "{half}");
     }
 
     #[test]

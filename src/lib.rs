@@ -12,6 +12,9 @@
 //! - Its errors: [`Error`], with [`EngineError`] and [`StoreError`] inside.
 //! - Messages and jobs: [`Publish`], [`Delivery`], [`Outcome`], [`Reason`],
 //!   [`JobContext`], [`LockedJob`], [`HandlerError`]; [`clock`] for injected time.
+//! - Claim checks (large payloads by reference): [`objects`] — the checked
+//!   reference a job reads with `JobContext::claim_check`, and the `ObjectStore`
+//!   trait (Cloud Storage in `pubsub::CloudStorage`).
 //! - Readers and views for operators: [`ops`]; BPMN models: [`model`];
 //!   documented ranges of every configurable value: [`limits`].
 //!
@@ -19,7 +22,8 @@
 //!
 //! - `server` (default): the HTTP API, `postfach.toml`, alarms and metrics
 //!   (module `server`), the demo and the `postfach` binary.
-//! - `pubsub` (default, implies `server`): the Pub/Sub ingress and outbox.
+//! - `pubsub` (default, implies `server`): the Pub/Sub ingress and outbox, and
+//!   Cloud Storage for claim checks.
 //!
 //! `default-features = false` compiles the embeddable engine alone (tokio,
 //! redb, serde, bincode, quick-xml, tracing, thiserror); see
@@ -59,6 +63,7 @@ pub mod ingress;
 pub mod jobs;
 pub mod limits;
 pub mod model;
+pub mod objects;
 pub mod ops;
 #[cfg(feature = "pubsub")]
 pub mod pubsub;

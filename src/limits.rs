@@ -16,6 +16,7 @@
 //! | BPMN timer durations and cycle intervals | 0 … 100 years |
 //! | BPMN timer dates, Pub/Sub publish times | 1970-01-01 … 9999-12-31 |
 //! | configured windows and thresholds (dedup window, retention, TTLs, alarm ages) | 0 … 100 years |
+//! | outgoing claim-check threshold (`[storage] claim_check_above`) | 1 KiB … 9 MiB |
 
 use crate::clock::Millis;
 
@@ -24,6 +25,13 @@ pub const DAY: Millis = 86_400_000;
 
 /// The latest instant postfach accepts from a caller: 9999-12-31T23:59:59.999Z.
 pub const MAX_INSTANT: Millis = 253_402_300_799_999;
+
+/// Payload bytes above which a send task goes out as a claim check, by default.
+pub const CLAIM_CHECK_ABOVE_DEFAULT: u64 = 1024 * 1024;
+
+/// The range of the claim-check threshold: at least 1 KiB, and below Pub/Sub's
+/// 10 MB request limit with room for attributes and batching.
+pub const CLAIM_CHECK_ABOVE: std::ops::RangeInclusive<u64> = 1024..=9 * 1024 * 1024;
 
 /// The range of one duration field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -399,6 +399,25 @@ impl Reader {
         Ok(out)
     }
 
+    /// The claim-check reference in variable `variable` of job `id`'s
+    /// instance: `Ok(None)` for an unknown job, an error naming the job and
+    /// variable when it holds no reference.
+    pub fn claim_check(
+        &self,
+        id: u64,
+        variable: &str,
+    ) -> Result<Option<Result<crate::objects::ObjectRef, crate::objects::ObjectError>>, RErr> {
+        let Some(job) = self.snap.job(id)? else {
+            return Ok(None);
+        };
+        let variables = self
+            .snap
+            .instance(job.instance)?
+            .map(|i| i.variables)
+            .unwrap_or_default();
+        Ok(Some(crate::objects::reference_in(id, &variables, variable)))
+    }
+
     /// Event counters (duplicates, parked by reason, signals that reached nobody, ...).
     pub fn counters(&self) -> Result<BTreeMap<String, u64>, RErr> {
         self.snap.counters()

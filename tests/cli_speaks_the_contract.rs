@@ -278,6 +278,7 @@ fn every_subcommand_explains_itself_with_an_example() {
         "discard",
         "jobs",
         "retry",
+        "object",
         "complete",
         "work",
     ] {

@@ -35,6 +35,38 @@ fn demo_pubsub_starts_an_emulator_and_loses_nothing() {
     assert_eq!(s["pubsub"]["acked"], s["completions_published"], "{s}");
 }
 
+#[test]
+fn demo_pubsub_claim_check_hands_large_orders_and_every_protocol_over_by_reference() {
+    let out = Command::new(env!("CARGO_BIN_EXE_postfach"))
+        .args([
+            "demo",
+            "--pubsub",
+            "--claim-check",
+            "--orders",
+            "50",
+            "--json",
+        ])
+        .env_remove("PUBSUB_EMULATOR_HOST")
+        .env_remove("STORAGE_EMULATOR_HOST")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s: Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    assert_eq!(s["orders_completed"], 50, "{s}");
+    assert_eq!(s["messages_lost"], 0, "{s}");
+    let cc = &s["pubsub"]["claim_checks"];
+    // every tenth order (2,000 positions) went out by reference and was read
+    assert_eq!(cc["orders_by_reference"], 5, "{s}");
+    assert_eq!(cc["positions_in_them"], 10_000, "{s}");
+    // no invoice without its protocol
+    assert_eq!(cc["protocols_read"], s["invoices_issued"], "{s}");
+    assert_eq!(s["invoices_issued"], 50, "{s}");
+}
+
 const CONFIG: &str = r#"
 [[subscriptions]]
 subscription = "auftrag-abgeschlossen-sub"

@@ -4,13 +4,23 @@
 //! the order's own commit, the rest a moment later; some twice, two of them
 //! undecodable, one late); postfach consumes `auftrag-abgeschlossen-sub`.
 //!
+//! With `--claim-check`, the article's variant 5 both ways: every tenth order
+//! is too large to publish and leaves as a Cloud Storage object plus a lean
+//! message (the provider reads the object), and every completion protocol is
+//! stored in a bucket and announced by a notification-style message that the
+//! invoice handler resolves.
+//!
 //! Invariant: as in the embedded demo, the summary is read back from the
 //! database and the ledger; the simulator only counts what it published.
 
 use super::{DemoArgs, Rng, auftrag, database_path, progress};
 use crate::ingress::SubscriptionConfig;
+use crate::objects::ObjectStore;
 use crate::pubsub::consumer::ConsumerOptions;
-use crate::pubsub::{Connection, Consumer, Emulator, PubsubConfig, SubscriptionOptions, outbox};
+use crate::pubsub::{
+    CloudStorage, Connection, Consumer, Emulator, FakeGcs, PubsubConfig, SubscriptionOptions,
+    outbox,
+};
 use crate::reference::{InvoiceLedger, invoice_handler};
 use crate::{Error, Postfach};
 use google_cloud_pubsub::client::Publisher;
@@ -27,6 +37,113 @@ const COMPLETIONS_SUB: &str = "auftrag-abgeschlossen-sub";
 
 fn pubsub_err(e: impl std::fmt::Display) -> Error {
     Error::Task(format!("Pub/Sub: {e}"))
+}
+
+/// Bucket of the orders the outbox hands over by reference.
+const ORDERS_BUCKET: &str = "auftraege-gross";
+/// Bucket of the provider's completion protocols.
+const PROTOCOLS_BUCKET: &str = "abschluss-protokolle";
+/// Orders larger than this go out as a claim check.
+const CLAIM_CHECK_ABOVE: u64 = 64 * 1024;
+
+/// The Cloud Storage side of `--claim-check`, with what it counted.
+#[derive(Clone)]
+struct ClaimChecks {
+    store: Arc<CloudStorage>,
+    _emulator: Option<Arc<FakeGcs>>,
+    /// Lean orders whose object the provider read.
+    orders_read: Arc<AtomicUsize>,
+    /// Positions in them.
+    positions_read: Arc<AtomicUsize>,
+    /// Completion protocols the invoice handler read.
+    protocols_read: Arc<AtomicUsize>,
+}
+
+impl ClaimChecks {
+    async fn start(json_out: bool) -> Result<Self, Error> {
+        let external = std::env::var("STORAGE_EMULATOR_HOST")
+            .ok()
+            .filter(|h| !h.trim().is_empty());
+        let emulator = match external {
+            Some(host) => {
+                progress(json_out, &format!("Cloud Storage emulator at {host}"));
+                None
+            }
+            None => {
+                progress(
+                    json_out,
+                    "starting the Cloud Storage emulator (fake-gcs-server)",
+                );
+                let emu = tokio::task::spawn_blocking(FakeGcs::start)
+                    .await
+                    .map_err(|e| Error::Task(e.to_string()))?
+                    .map_err(pubsub_err)?;
+                progress(
+                    json_out,
+                    &format!("Cloud Storage emulator at {}", emu.host()),
+                );
+                Some(Arc::new(emu))
+            }
+        };
+        let cfg = crate::server::config::StorageConfig {
+            endpoint: emulator.as_ref().map(|e| e.endpoint()),
+            ..Default::default()
+        };
+        let store = CloudStorage::connect(&cfg).await.map_err(pubsub_err)?;
+        for b in [ORDERS_BUCKET, PROTOCOLS_BUCKET] {
+            store.ensure_bucket(b).await.map_err(pubsub_err)?;
+        }
+        Ok(Self {
+            store: Arc::new(store),
+            _emulator: emulator,
+            orders_read: Arc::default(),
+            positions_read: Arc::default(),
+            protocols_read: Arc::default(),
+        })
+    }
+}
+
+/// Every tenth order of the claim-check demo is large.
+fn claim_check_positions(i: usize) -> usize {
+    if i.is_multiple_of(10) { 2000 } else { 0 }
+}
+
+/// A completion: whole, or (claim check) the protocol stored in the bucket and
+/// a lean message whose notification attributes name it.
+async fn completion_of(
+    cc: Option<&ClaimChecks>,
+    order: &str,
+    event_id: &str,
+) -> Result<Message, Error> {
+    let Some(cc) = cc else {
+        return Ok(completion(order, event_id));
+    };
+    let protocol = json!({
+        "auftragId": order,
+        "erledigtePositionen": (1..=200).map(|p| json!({"position": p, "erledigt": "2026-12-02T10:00:00Z"})).collect::<Vec<_>>(),
+    });
+    let r = cc
+        .store
+        .write(
+            PROTOCOLS_BUCKET,
+            &format!("{order}/protokoll.json"),
+            protocol.to_string().into_bytes(),
+        )
+        .await
+        .map_err(pubsub_err)?;
+    let mut attributes = vec![
+        ("eventId".to_string(), event_id.to_string()),
+        ("bucketId".to_string(), r.bucket.clone()),
+        ("objectId".to_string(), r.object.clone()),
+    ];
+    if let Some(g) = r.generation {
+        attributes.push(("objectGeneration".into(), g.to_string()));
+    }
+    Ok(Message::new()
+        .set_data(
+            json!({"auftragId": order, "kind": "storage#object", "name": r.object}).to_string(),
+        )
+        .set_attributes(attributes))
 }
 
 fn completion(order: &str, event_id: &str) -> Message {
@@ -68,6 +185,12 @@ pub(super) async fn run(args: &DemoArgs, json_out: bool) -> Result<crate::contra
             (Connection::emulator(&emu.endpoint(), &project), Some(emu))
         }
     };
+    let claim_checks = if args.claim_check {
+        Some(ClaimChecks::start(json_out).await?)
+    } else {
+        None
+    };
+    let cc = claim_checks.as_ref();
     let short = SubscriptionOptions {
         ack_deadline_seconds: 10,
         ..Default::default()
@@ -102,12 +225,40 @@ pub(super) async fn run(args: &DemoArgs, json_out: bool) -> Result<crate::contra
     .await?;
     let ledger_path = dir.path().join("invoices.tsv");
     let ledger = InvoiceLedger::open(&ledger_path).map_err(|e| Error::Store(e.into()))?;
-    pf.register_handler("rechnungStellen", invoice_handler(ledger, Duration::ZERO));
-    outbox::register(&pf, &conn, [ORDERS_TOPIC.to_string()])
+    match cc {
+        None => pf.register_handler("rechnungStellen", invoice_handler(ledger, Duration::ZERO)),
+        Some(cc) => {
+            // the invoice needs the protocol: read it through the reference first
+            let invoice: Arc<dyn crate::jobs::Handler> =
+                Arc::new(invoice_handler(ledger, Duration::ZERO));
+            let (store, read) = (cc.store.clone(), cc.protocols_read.clone());
+            pf.register_handler("rechnungStellen", move |job: crate::JobContext| {
+                let (store, read, invoice) = (store.clone(), read.clone(), invoice.clone());
+                async move {
+                    let protocol = store.read(&job.claim_check("protokoll")?).await?;
+                    serde_json::from_slice::<Value>(&protocol).map_err(|e| {
+                        crate::HandlerError::Failed(format!("completion protocol: {e}"))
+                    })?;
+                    read.fetch_add(1, Ordering::Relaxed);
+                    invoice.call(job).await
+                }
+            });
+        }
+    }
+    let claim_check_out = cc.map(|cc| outbox::ClaimCheckOut {
+        store: cc.store.clone(),
+        bucket: ORDERS_BUCKET.into(),
+        above: CLAIM_CHECK_ABOVE,
+    });
+    outbox::register(&pf, &conn, [ORDERS_TOPIC.to_string()], claim_check_out)
         .await
         .map_err(pubsub_err)?;
     let mut sub = SubscriptionConfig::new(COMPLETIONS_SUB, "AuftragAbgeschlossen", "/auftragId");
     sub.max_lease_extension = "10s".into();
+    if cc.is_some() {
+        sub.claim_check = Some("attributes".into());
+        sub.claim_check_variable = Some("protokoll".into());
+    }
     let consumer = Consumer::start(
         conn.clone(),
         &sub,
@@ -132,10 +283,10 @@ pub(super) async fn run(args: &DemoArgs, json_out: bool) -> Result<crate::contra
     // its completion is out before the order's instance even exists
     let mut first = Vec::new();
     for i in (0..n).filter(|&i| early[i]) {
+        // a duplicate is the same message sent again (one protocol object)
+        let m = completion_of(cc, &auftrag(i), &format!("done-{}", auftrag(i))).await?;
         for _ in 0..copies(i) {
-            first.push(
-                provider_pub.publish(completion(&auftrag(i), &format!("done-{}", auftrag(i)))),
-            );
+            first.push(provider_pub.publish(m.clone()));
         }
     }
     progress(
@@ -161,13 +312,18 @@ pub(super) async fn run(args: &DemoArgs, json_out: bool) -> Result<crate::contra
         provider_pub.clone(),
         answers,
         published.clone(),
+        claim_checks.clone(),
     ));
 
     progress(
         json_out,
         &format!("starting {n} orders; the outbox hands them over through Pub/Sub"),
     );
-    super::start_orders(&pf, n).await?;
+    if cc.is_some() {
+        super::start_orders_sized(&pf, n, claim_check_positions).await?;
+    } else {
+        super::start_orders(&pf, n).await?;
+    }
 
     // a broken provider message, twice
     for k in 0..2 {
@@ -206,7 +362,7 @@ pub(super) async fn run(args: &DemoArgs, json_out: bool) -> Result<crate::contra
     // one more completion for an order already invoiced: parked as late
     let late = auftrag(n - 1);
     provider_pub
-        .publish(completion(&late, &format!("nachtrag-{late}")))
+        .publish(completion_of(cc, &late, &format!("nachtrag-{late}")).await?)
         .await
         .map_err(pubsub_err)?;
     published.fetch_add(1, Ordering::SeqCst);
@@ -220,6 +376,13 @@ pub(super) async fn run(args: &DemoArgs, json_out: bool) -> Result<crate::contra
     consumer.stop().await;
     executor.stop().await?;
     let latency = &stats.ack_latency;
+    let claim_json = cc.map(|cc| {
+        json!({
+            "orders_by_reference": cc.orders_read.load(Ordering::Relaxed),
+            "positions_in_them": cc.positions_read.load(Ordering::Relaxed),
+            "protocols_read": cc.protocols_read.load(Ordering::Relaxed),
+        })
+    });
     let mut out = super::summary(
         &pf,
         n,
@@ -234,6 +397,7 @@ pub(super) async fn run(args: &DemoArgs, json_out: bool) -> Result<crate::contra
                 "nacked": stats.nacked.load(Ordering::Relaxed),
                 "ack_latency_p50_ms": latency.quantile(0.5).map(|s| s * 1000.0),
                 "ack_latency_p99_ms": latency.quantile(0.99).map(|s| s * 1000.0),
+                "claim_checks": claim_json,
             }),
         ),
     )?;
@@ -246,6 +410,15 @@ pub(super) async fn run(args: &DemoArgs, json_out: bool) -> Result<crate::contra
         latency.quantile(0.5).unwrap_or(0.0) * 1000.0,
         latency.quantile(0.99).unwrap_or(0.0) * 1000.0,
     ));
+    if let Some(cc) = cc {
+        out.text.push_str(&format!(
+            "  {:<40} {} orders handed over by reference ({} positions read by the provider), {} completion protocols read by the invoice handler\n",
+            "Claim checks (Cloud Storage)",
+            cc.orders_read.load(Ordering::Relaxed),
+            cc.positions_read.load(Ordering::Relaxed),
+            cc.protocols_read.load(Ordering::Relaxed),
+        ));
+    }
     pf.close();
     Ok(out)
 }
@@ -276,6 +449,7 @@ async fn provider(
     publisher: Publisher,
     answers: std::collections::HashMap<String, usize>,
     published: Arc<AtomicUsize>,
+    claim_checks: Option<ClaimChecks>,
 ) -> Result<(), Error> {
     let client = conn.subscriber().await.map_err(pubsub_err)?;
     let mut stream = client
@@ -293,25 +467,46 @@ async fn provider(
         if !seen.insert(event) {
             continue; // the same order again (outbox redelivery): answered already
         }
+        // a lean order: the positions are in the bucket
+        if let (Some(cc), Some(b), Some(o)) = (
+            &claim_checks,
+            m.attributes.get("bucketId"),
+            m.attributes.get("objectId"),
+        ) {
+            let r = crate::objects::ObjectRef::new(
+                b,
+                o,
+                m.attributes.get("objectGeneration").map(String::as_str),
+            )
+            .map_err(pubsub_err)?;
+            let full: Value = serde_json::from_slice(&cc.store.read(&r).await.map_err(pubsub_err)?)
+                .map_err(pubsub_err)?;
+            cc.orders_read.fetch_add(1, Ordering::Relaxed);
+            cc.positions_read.fetch_add(
+                full["positionen"].as_array().map_or(0, Vec::len),
+                Ordering::Relaxed,
+            );
+        }
         let Some(&copies) = answers.get(&order) else {
             continue; // answered before the order existed
         };
-        for _ in 0..copies {
-            let publisher = publisher.clone();
-            let published = published.clone();
-            let order = order.clone();
-            // counted before it is sent, so the demo waits for its ack
-            published.fetch_add(1, Ordering::SeqCst);
-            tokio::spawn(async move {
-                if publisher
-                    .publish(completion(&order, &format!("done-{order}")))
-                    .await
-                    .is_err()
-                {
+        let publisher = publisher.clone();
+        let published = published.clone();
+        let cc = claim_checks.clone();
+        // counted before they are sent, so the demo waits for their acks
+        published.fetch_add(copies, Ordering::SeqCst);
+        tokio::spawn(async move {
+            // a duplicate is the same message sent again (one protocol object)
+            let Ok(m) = completion_of(cc.as_ref(), &order, &format!("done-{order}")).await else {
+                published.fetch_sub(copies, Ordering::SeqCst);
+                return;
+            };
+            for _ in 0..copies {
+                if publisher.publish(m.clone()).await.is_err() {
                     published.fetch_sub(1, Ordering::SeqCst);
                 }
-            });
-        }
+            }
+        });
     }
     Ok(())
 }

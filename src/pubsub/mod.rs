@@ -11,7 +11,9 @@
 
 pub mod consumer;
 pub mod emulator;
+pub mod gcs_emulator;
 pub mod outbox;
+pub mod storage;
 
 pub use crate::server::config::PubsubConfig;
 use google_cloud_gax::error::rpc::Code;
@@ -19,6 +21,8 @@ use google_cloud_pubsub::client::{Publisher, Subscriber, SubscriptionAdmin, Topi
 
 pub use consumer::{Consumer, Sink};
 pub use emulator::Emulator;
+pub use gcs_emulator::FakeGcs;
+pub use storage::CloudStorage;
 
 /// Errors of the Pub/Sub edge.
 #[derive(Debug, thiserror::Error)]
@@ -278,6 +282,7 @@ impl Default for SubscriptionOptions {
 /// subscriptions and the outbox publishers of bound send tasks.
 pub struct Edge {
     consumers: Vec<Consumer>,
+    objects: Option<std::sync::Arc<CloudStorage>>,
 }
 
 impl Edge {
@@ -290,9 +295,11 @@ impl Edge {
         config: &crate::server::config::ConfigFile,
         registry: &crate::ingress::Consumers,
     ) -> Result<Self, PubsubError> {
+        let objects = Self::storage(config).await?;
         if config.subscriptions.is_empty() && config.send_topics.is_empty() {
             return Ok(Self {
                 consumers: Vec::new(),
+                objects,
             });
         }
         let conn = Connection::new(&config.pubsub);
@@ -318,7 +325,15 @@ impl Edge {
                 }
             }
         }
-        outbox::register(pf, &conn, topics.iter().cloned()).await?;
+        let claim_check = match (&objects, &config.storage.claim_check_bucket) {
+            (Some(store), Some(bucket)) => Some(outbox::ClaimCheckOut {
+                store: store.clone(),
+                bucket: bucket.clone(),
+                above: config.storage.claim_check_above(),
+            }),
+            _ => None,
+        };
+        outbox::register(pf, &conn, topics.iter().cloned(), claim_check).await?;
         for t in &topics {
             tracing::info!(topic = %conn.topic_path(t), "outbox publishing to topic");
         }
@@ -338,7 +353,42 @@ impl Edge {
             );
             consumers.push(c);
         }
-        Ok(Self { consumers })
+        Ok(Self { consumers, objects })
+    }
+
+    /// The Cloud Storage client, when claim checks are configured (a
+    /// `[storage]` endpoint or bucket, `$STORAGE_EMULATOR_HOST`, or a
+    /// subscription with `claim_check`); its claim-check bucket is created on
+    /// an emulator.
+    async fn storage(
+        config: &crate::server::config::ConfigFile,
+    ) -> Result<Option<std::sync::Arc<CloudStorage>>, PubsubError> {
+        let s = &config.storage;
+        let wanted = s.endpoint.is_some()
+            || s.claim_check_bucket.is_some()
+            || std::env::var("STORAGE_EMULATOR_HOST").is_ok_and(|h| !h.trim().is_empty())
+            || config.subscriptions.iter().any(|c| c.claim_check.is_some());
+        if !wanted {
+            return Ok(None);
+        }
+        let store = CloudStorage::connect(s).await?;
+        if let Some(bucket) = &s.claim_check_bucket
+            && s.create.unwrap_or(store.is_emulator())
+        {
+            store
+                .ensure_bucket(bucket)
+                .await
+                .map_err(|e| PubsubError::Config(e.to_string()))?;
+        }
+        tracing::info!(endpoint = %store.describe(), bucket = ?s.claim_check_bucket, "claim checks through Cloud Storage");
+        Ok(Some(std::sync::Arc::new(store)))
+    }
+
+    /// The object store claim checks are read through (HTTP and CLI workers).
+    pub fn objects(&self) -> Option<std::sync::Arc<dyn crate::objects::ObjectStore>> {
+        self.objects
+            .clone()
+            .map(|o| o as std::sync::Arc<dyn crate::objects::ObjectStore>)
     }
 
     /// Stops every consumer: no new pulls, in-flight deliveries committed and acked.

@@ -27,6 +27,58 @@ pub struct PubsubConfig {
     pub create: Option<bool>,
 }
 
+/// `[storage]`: Cloud Storage for claim checks, both ways.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct StorageConfig {
+    /// `http://HOST:PORT` of an emulator or `https://...` of a private
+    /// endpoint. Default: `$STORAGE_EMULATOR_HOST` when set (plaintext, no
+    /// credentials), else Google's endpoint with application default credentials.
+    pub endpoint: Option<String>,
+    /// Create the claim-check bucket at start (default: only on an emulator).
+    pub create: Option<bool>,
+    /// Bucket of outgoing claim checks: a send task whose payload is larger
+    /// than `claim_check_above` is uploaded here and published as a reference.
+    /// Without it every payload is published whole.
+    pub claim_check_bucket: Option<String>,
+    /// Payload size in bytes above which a send task goes out as a claim check
+    /// (default 1 MiB; 1 KiB to 9 MiB, below Pub/Sub's 10 MB request limit).
+    pub claim_check_above: Option<u64>,
+}
+
+impl StorageConfig {
+    /// The outgoing claim-check threshold, default applied.
+    pub fn claim_check_above(&self) -> u64 {
+        self.claim_check_above
+            .unwrap_or(crate::limits::CLAIM_CHECK_ABOVE_DEFAULT)
+    }
+
+    fn check(&self) -> Result<(), String> {
+        if let Some(b) = &self.claim_check_bucket {
+            crate::objects::ObjectRef::new(b, "probe", None)
+                .map_err(|e| format!("storage.claim_check_bucket: {e}"))?;
+        }
+        if let Some(n) = self.claim_check_above {
+            let r = crate::limits::CLAIM_CHECK_ABOVE;
+            if !r.contains(&n) {
+                return Err(format!(
+                    "storage.claim_check_above: {n} bytes is outside {}..={} (Pub/Sub takes at most 10 MB per request)",
+                    r.start(),
+                    r.end()
+                ));
+            }
+        }
+        if let Some(e) = &self.endpoint
+            && !(e.starts_with("http://") || e.starts_with("https://"))
+        {
+            return Err(format!(
+                "storage.endpoint: '{e}' is not an http:// or https:// URL"
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// The configuration file of `postfach run`.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -37,6 +89,9 @@ pub struct ConfigFile {
     /// `[pubsub]`: how to reach Pub/Sub.
     #[serde(default)]
     pub pubsub: PubsubConfig,
+    /// `[storage]`: Cloud Storage for claim checks.
+    #[serde(default)]
+    pub storage: StorageConfig,
     /// `[[subscriptions]]`: each consumed into the engine.
     #[serde(default)]
     pub subscriptions: Vec<SubscriptionConfig>,
@@ -56,6 +111,7 @@ impl ConfigFile {
             cond.check()
                 .map_err(|e| format!("{file}: alarm '{name}': {e}"))?;
         }
+        c.storage.check().map_err(|e| format!("{file}: {e}"))?;
         for s in &c.subscriptions {
             s.compile().map_err(|e| format!("{file}: {e}"))?;
         }
@@ -131,5 +187,38 @@ AuftragAbgeschlossen = "auftragId"
         let e =
             ConfigFile::parse("p.toml", "[[subscriptions]]\nsubscription = \"s\"\n").unwrap_err();
         assert!(e.contains("message"), "{e}");
+    }
+
+    #[test]
+    fn storage_settings_are_range_checked_with_their_field() {
+        let ok = ConfigFile::parse(
+            "p.toml",
+            "[storage]\nendpoint = \"http://127.0.0.1:4443\"\nclaim_check_bucket = \"postfach-auftraege\"\nclaim_check_above = 65536\n",
+        )
+        .unwrap();
+        assert_eq!(ok.storage.claim_check_above(), 65536);
+        assert_eq!(
+            ConfigFile::default().storage.claim_check_above(),
+            crate::limits::CLAIM_CHECK_ABOVE_DEFAULT
+        );
+        let err = |text: &str| ConfigFile::parse("p.toml", text).unwrap_err();
+        let e = err("[storage]\nclaim_check_above = 20000000\n");
+        assert!(
+            e.contains(
+                "p.toml: storage.claim_check_above: 20000000 bytes is outside 1024..=9437184"
+            ),
+            "{e}"
+        );
+        let e = err("[storage]\nclaim_check_above = 10\n");
+        assert!(e.contains("claim_check_above"), "{e}");
+        let e = err("[storage]\nclaim_check_bucket = \"Gross Buchstaben\"\n");
+        assert!(
+            e.contains("storage.claim_check_bucket: bucket 'Gross Buchstaben'"),
+            "{e}"
+        );
+        let e = err("[storage]\nendpoint = \"localhost:4443\"\n");
+        assert!(e.contains("storage.endpoint"), "{e}");
+        let e = err("[storage]\nbucket = \"x\"\n");
+        assert!(e.contains("unknown field"), "{e}");
     }
 }

@@ -34,18 +34,21 @@ struct AppState {
     alarms: Arc<crate::server::alarms::Alarms>,
     consumers: crate::ingress::Consumers,
     remote_cli: Option<super::RemoteCli>,
+    objects: Option<Arc<dyn crate::objects::ObjectStore>>,
 }
 
 /// The API as an axum router. `token`: required bearer token, if any; `alarms`:
 /// configured alarms whose state `/metrics` reports; `consumers`: the Pub/Sub
 /// consumers whose state `/health/ready` and `/metrics` report; `remote_cli`:
-/// what `/cli` runs (none: `/cli` answers 501).
+/// what `/cli` runs (none: `/cli` answers 501); `objects`: where claim-check
+/// objects are read (none: `/jobs/{id}/objects/…` answers 501).
 pub fn router(
     pf: Postfach,
     token: Option<String>,
     alarms: Arc<crate::server::alarms::Alarms>,
     consumers: crate::ingress::Consumers,
     remote_cli: Option<super::RemoteCli>,
+    objects: Option<Arc<dyn crate::objects::ObjectStore>>,
 ) -> Router {
     let state = AppState {
         pf,
@@ -53,6 +56,7 @@ pub fn router(
         alarms,
         consumers,
         remote_cli,
+        objects,
     };
     Router::new()
         .route(
@@ -83,6 +87,7 @@ pub fn router(
         .route("/jobs/{id}/fail", post(fail))
         .route("/jobs/{id}/bpmn-error", post(bpmn_error))
         .route("/jobs/{id}/retry", post(retry))
+        .route("/jobs/{id}/objects/{variable}", get(job_object))
         .route("/tasks", get(tasks))
         .route("/tasks/{id}/{action}", post(task_action))
         .route(
@@ -696,6 +701,44 @@ async fn retry(State(s): State<AppState>, Path(id): Path<u64>) -> ApiResult {
     Ok(Json(json!({"job": id.to_string(), "state": "ready"})))
 }
 
+#[utoipa::path(get, path = "/jobs/{id}/objects/{variable}", params(("id" = u64, Path, description = "job id"), ("variable" = String, Path, description = "instance variable holding the claim-check reference")), responses((status = 200, description = "The claim-check object's bytes (application/octet-stream); header x-postfach-object names it"), (status = 404, description = "Unknown job, or the object does not exist: fail the job so it is retried"), (status = 422, description = "The variable holds no reference"), (status = 501, description = "No object store configured ([storage])"), (status = 502, description = "The object store failed")))]
+async fn job_object(
+    State(s): State<AppState>,
+    Path((id, variable)): Path<(u64, String)>,
+) -> Result<Response, ApiError> {
+    use crate::objects::ObjectError as O;
+    let reference = match s.pf.reader()?.claim_check(id, &variable)? {
+        None => return Err(Error::from(EngineError::UnknownJob(id)).into()),
+        Some(Ok(r)) => r,
+        Some(Err(e)) => return Ok(problem(StatusCode::UNPROCESSABLE_ENTITY, e.to_string())),
+    };
+    let Some(store) = &s.objects else {
+        return Ok(problem(
+            StatusCode::NOT_IMPLEMENTED,
+            "no object store is configured: give postfach.toml a [storage] section (or set STORAGE_EMULATOR_HOST)".into(),
+        ));
+    };
+    match store.read(&reference).await {
+        Ok(bytes) => Ok((
+            [
+                (header::CONTENT_TYPE, "application/octet-stream".to_string()),
+                (
+                    header::HeaderName::from_static("x-postfach-object"),
+                    reference.to_uri(),
+                ),
+            ],
+            bytes,
+        )
+            .into_response()),
+        Err(e @ O::NotFound { .. }) => Ok(problem(
+            StatusCode::NOT_FOUND,
+            format!("{e}: fail job {id} so it is retried, or repair the reference"),
+        )),
+        Err(e @ O::TooLarge { .. }) => Ok(problem(StatusCode::PAYLOAD_TOO_LARGE, e.to_string())),
+        Err(e) => Ok(problem(StatusCode::BAD_GATEWAY, e.to_string())),
+    }
+}
+
 #[utoipa::path(get, path = "/metrics", responses((status = 200, description = "Prometheus metrics", body = serde_json::Value)))]
 async fn metrics(State(s): State<AppState>) -> Result<Response, ApiError> {
     let text = super::metrics::render(
@@ -781,6 +824,7 @@ async fn cancel_token(State(s): State<AppState>, Path((id, token)): Path<(u64, u
         fail,
         bpmn_error,
         retry,
+        job_object,
         tasks,
         task_action,
         metrics,

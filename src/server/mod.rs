@@ -145,6 +145,7 @@ pub async fn run(
         alarms,
         consumers,
         listen.remote_cli,
+        edge.objects(),
     );
     ready(bound);
     let server = axum::serve(listener, app).with_graceful_shutdown(async move {
@@ -167,4 +168,7 @@ struct NoEdge;
 #[cfg(not(feature = "pubsub"))]
 impl NoEdge {
     async fn stop(self) {}
+    fn objects(&self) -> Option<Arc<dyn crate::objects::ObjectStore>> {
+        None
+    }
 }

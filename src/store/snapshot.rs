@@ -182,6 +182,11 @@ impl Snapshot {
         self.all(MESSAGES)
     }
 
+    /// A job record.
+    pub fn job(&self, id: u64) -> Result<Option<JobRecord>, StoreError> {
+        get_record(&self.table(JOBS)?, id)
+    }
+
     /// Every job record, by id.
     pub fn jobs(&self) -> Result<Vec<JobRecord>, StoreError> {
         self.all(JOBS)

@@ -2,6 +2,8 @@
 #![allow(dead_code)]
 
 #[cfg(feature = "pubsub")]
+pub mod gcs;
+#[cfg(feature = "pubsub")]
 pub mod pubsub;
 pub mod server;
 

@@ -766,6 +766,7 @@ async fn contender(
     c: Contender,
     root: &Path,
 ) -> Value {
+    let started = Instant::now();
     let plan = Plan::new(args.orders, args.early, args.seed);
     let conn = Connection::emulator(&emulator.endpoint(), PROJECT);
     let tag = c.name.clone();
@@ -1025,6 +1026,7 @@ async fn contender(
             .max(burst_life.rss as f64 / 1048576.0)
     );
     row["ready_after_restart_ms"] = json!(ready_ms);
+    row["wall_seconds"] = json!(started.elapsed().as_secs_f64());
     row["measured_at"] = json!(
         humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_millis(t0)).to_string()
     );
@@ -1474,11 +1476,17 @@ fn main() {
         .any(|c| c.pg)
         .then(|| Postgres::start(&args.pg_bin, &root.join("pg")));
     let mut rows = Vec::new();
+    let started = Instant::now();
     for c in args.contenders.clone() {
         let row = rt.block_on(contender(&args, &emulator, pg.as_ref(), c, &root));
         eprintln!("{row}");
         rows.push(row);
     }
+    eprintln!(
+        "compare: {} contender(s) in {:.1} min",
+        args.contenders.len(),
+        started.elapsed().as_secs_f64() / 60.0
+    );
     drop(pg);
     if let Some(file) = &args.merge {
         rows = merge(file, &args, rows);

@@ -2,12 +2,12 @@
 # postfach against the Flowable-backed receivers of the article, side by side on
 # one machine: one emulator, one seeded workload, one SIGKILL per contender.
 #
-#   benches/compare.sh                       # 10,000 orders, all seven contenders
-#   benches/compare.sh --orders 1000 --burst 2000   # what the README table ran
+#   benches/compare.sh                       # 500 orders, backlog 1,000, all seven: about 35 min here
+#   benches/compare.sh --orders 10000        # the long run: several hours here
 #   benches/compare.sh --orders 300 --contenders postfach,naive-h2
 #
-# Options of the driver (examples/compare.rs): --orders N, --burst N (backlog
-# phase, default min(N, 2000)), --burst-limit S (180), --early SHARE (0.30),
+# Options of the driver (examples/compare.rs): --orders N (500), --burst N (backlog
+# phase, default min(2N, 2000)), --burst-limit S (180), --early SHARE (0.30),
 # --seed N (4711), --quiet S (90: stop waiting after S without progress),
 # --limit S (420: cap of the chaos phase), --out DIR (bench-results).
 #

@@ -11,7 +11,7 @@
 //! every other order when the send task hands it over on the orders topic.
 //!
 //! Before that, in a receiver life of its own on a topic of its own, the
-//! capacity under a backlog: `--burst` orders (default min(N, 2,000)) are
+//! capacity under a backlog: `--burst` orders (default min(2N, 2,000)) are
 //! started and handed over, so each waits at the catch event; then all their
 //! completions are published at once and timed until correlated (after a
 //! warm-up burst of a tenth, for the JIT's sake).
@@ -141,7 +141,7 @@ struct Args {
 
 fn args() -> Args {
     let mut a = Args {
-        orders: 10_000,
+        orders: 500,
         early: 0.30,
         seed: 4711,
         contenders: "postfach,naive-h2,nack-dlt-h2,inbox-h2,naive-pg,nack-dlt-pg,inbox-pg"
@@ -890,7 +890,7 @@ async fn contender(
     let mut burst_life = run.launch(&burst_sub);
     run.wait_ready(&burst_life);
     eprintln!("{tag}: running (backlog)");
-    let burst_n = args.burst.unwrap_or(args.orders.min(2_000));
+    let burst_n = args.burst.unwrap_or((2 * args.orders).min(2_000));
     let mut bursts = Vec::new();
     for (prefix, n) in [("W", (burst_n / 10).max(1)), ("B", burst_n)] {
         let b = burst(

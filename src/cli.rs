@@ -165,6 +165,17 @@ pub enum Command {
         #[arg(long, env = "USER", default_value = "operator")]
         by: String,
     },
+    /// Per element of a deployed process version: tokens waiting and the
+    /// oldest wait, ready jobs, incidents, buffered and parked messages of the
+    /// element's message (read-only).
+    ///
+    /// Example: postfach statistics auftrag-ausfuehrung --version 2
+    Statistics {
+        process: String,
+        /// The definition version (default: the latest).
+        #[arg(long)]
+        version: Option<u32>,
+    },
     /// List jobs, or only incidents.
     ///
     /// Example: postfach jobs --incidents
@@ -827,6 +838,7 @@ pub async fn run(cli: Cli) -> Result<Output, Failure> {
             | Command::Instances { .. }
             | Command::Messages { .. }
             | Command::Jobs { .. }
+            | Command::Statistics { .. }
             | Command::Tasks { .. }
     );
     let pf = if looks_only {
@@ -1190,6 +1202,58 @@ async fn execute(pf: &Postfach, command: Command, sources: Sources<'_>) -> Resul
                 json!({"task": task.to_string(), "done": verb}),
                 format!("task {task} {verb}"),
             )
+        }
+        Command::Statistics { process, version } => {
+            let Some(st) = pf.reader()?.statistics(&process, version)? else {
+                return Err(Failure {
+                    code: 1,
+                    message: match version {
+                        Some(v) => format!(
+                            "process '{process}' has no deployed version {v}: see `postfach deploy`"
+                        ),
+                        None => {
+                            format!("process '{process}' is not deployed: see `postfach deploy`")
+                        }
+                    },
+                    json: None,
+                });
+            };
+            let mut text = format!(
+                "{} version {} (latest {})\n",
+                st.process, st.version, st.latest_version
+            );
+            for e in &st.elements {
+                let mut parts = Vec::new();
+                if e.waiting > 0 {
+                    parts.push(format!(
+                        "{} waiting (oldest {})",
+                        e.waiting,
+                        e.oldest_wait_ms
+                            .map(postfach::limits::human)
+                            .unwrap_or_default()
+                    ));
+                }
+                if e.jobs_ready > 0 {
+                    parts.push(format!("{} jobs ready", e.jobs_ready));
+                }
+                if e.incidents > 0 {
+                    parts.push(format!("{} incidents", e.incidents));
+                }
+                if let Some(m) = &e.message {
+                    let parked: u64 = e.parked.values().sum();
+                    parts.push(format!(
+                        "message {m}: {} buffered, {parked} parked",
+                        e.buffered
+                    ));
+                }
+                let figures = if parts.is_empty() {
+                    "-".to_string()
+                } else {
+                    parts.join(", ")
+                };
+                text.push_str(&format!("  {:<24} {:<20} {figures}\n", e.element, e.kind));
+            }
+            out(json!(st), text.trim_end().to_string())
         }
         Command::Jobs { incidents } => {
             let list = pf.reader()?.jobs(incidents)?;

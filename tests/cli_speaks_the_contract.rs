@@ -279,6 +279,7 @@ fn every_subcommand_explains_itself_with_an_example() {
         "jobs",
         "retry",
         "object",
+        "statistics",
         "complete",
         "work",
     ] {

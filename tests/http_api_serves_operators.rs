@@ -76,6 +76,36 @@ fn the_reference_scenario_over_http_with_metrics() {
     );
     assert_eq!(rejected["reason"], "no_subscription");
 
+    // the statistics of the version: what waits where, and the parked late one
+    let (status, st) = srv.json("GET", "/processes/auftrag-ausfuehrung/statistics", None);
+    assert_eq!(status, 200, "{st}");
+    let wait = st["elements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["element"] == "warteAufAbschluss")
+        .unwrap();
+    assert_eq!(wait["waiting"], 1, "{wait}");
+    assert_eq!(wait["parked"]["late"], 1, "{wait}");
+    assert_eq!(st["version"], 1);
+    let (status, missing) = srv.json(
+        "GET",
+        "/processes/auftrag-ausfuehrung/statistics?version=9",
+        None,
+    );
+    assert_eq!(status, 404);
+    assert!(
+        missing["error"]
+            .as_str()
+            .unwrap()
+            .contains("no deployed version 9")
+    );
+    assert_eq!(
+        srv.json("GET", "/processes/gibt-es-nicht/statistics", None)
+            .0,
+        404
+    );
+
     let (status, metrics) = srv.call("GET", "/metrics", None, None);
     assert_eq!(status, 200);
     let sample = |name: &str| -> f64 {
@@ -244,6 +274,8 @@ fn the_openapi_document_lists_every_resource() {
         "/jobs/{id}/fail",
         "/jobs/{id}/bpmn-error",
         "/jobs/{id}/retry",
+        "/jobs/{id}/objects/{variable}",
+        "/processes/{id}/statistics",
         "/metrics",
         "/health/ready",
         "/cli",

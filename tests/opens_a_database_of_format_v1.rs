@@ -60,6 +60,22 @@ async fn the_format_v1_fixture_opens_and_continues() {
         r.oldest_buffered_age().unwrap().is_some(),
         "early-2 waits in the buffer"
     );
+    // so are the per-version statistics: the fixture's tokens and messages count
+    let st = r
+        .statistics("auftrag-ausfuehrung", None)
+        .unwrap()
+        .expect("the fixture's process is deployed");
+    let at = |id: &str| {
+        st.elements
+            .iter()
+            .find(|e| e.element == id)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(at("warteAufAbschluss").waiting, 1);
+    assert!(at("warteAufAbschluss").oldest_wait_since.is_some());
+    assert_eq!(at("auftragUebergeben").waiting, 1);
+    assert_eq!(at("warteAufAbschluss").buffered, 1, "early-2");
     drop(r);
 
     let msg = |key: &str, id: &str| Publish {

@@ -45,6 +45,7 @@ impl<'a, 't> Engine<'a, 't> {
                 fingerprint,
             };
             self.t.put_definition(&rec)?;
+            self.t.put_definition_source(&p.id, version, xml)?;
             self.schedule_start_timers(&p, version)?;
             let mut entries: BTreeMap<&str, CatalogEntry> = BTreeMap::new();
             for (m, k) in &p.correlation_keys {

@@ -59,6 +59,8 @@ pub fn router(
         objects,
     };
     Router::new()
+        .route("/", get(super::console::index))
+        .route("/console/{*file}", get(super::console::asset))
         .route(
             "/health/live",
             get(|| async { Json(json!({"status": "live"})) }),
@@ -88,6 +90,10 @@ pub fn router(
         .route("/jobs/{id}/bpmn-error", post(bpmn_error))
         .route("/jobs/{id}/retry", post(retry))
         .route("/jobs/{id}/objects/{variable}", get(job_object))
+        .route("/processes", get(processes))
+        .route("/processes/{id}/xml", get(process_xml))
+        .route("/processes/{id}/statistics", get(statistics))
+        .route("/alarms", get(alarm_states))
         .route("/tasks", get(tasks))
         .route("/tasks/{id}/{action}", post(task_action))
         .route(
@@ -107,7 +113,9 @@ async fn auth(State(s): State<AppState>, req: Request, next: Next) -> Response {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "))
             .is_some_and(|t| t.as_bytes() == token.as_bytes());
-        if !ok && req.uri().path() != "/health/live" {
+        let open =
+            req.uri().path() == "/health/live" || super::console::is_console(req.uri().path());
+        if !ok && !open {
             return problem(
                 StatusCode::UNAUTHORIZED,
                 "a bearer token is required: Authorization: Bearer TOKEN".into(),
@@ -490,6 +498,71 @@ async fn jobs(State(s): State<AppState>, Query(q): Query<JobsQuery>) -> ApiResul
 
 #[derive(Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+struct StatisticsQuery {
+    /// The definition version (default: the latest).
+    version: Option<u32>,
+}
+
+#[utoipa::path(get, path = "/processes", responses((status = 200, description = "Every deployed process with its versions", body = serde_json::Value)))]
+async fn processes(State(s): State<AppState>) -> ApiResult {
+    Ok(Json(json!({"processes": s.pf.reader()?.deployed()?})))
+}
+
+#[utoipa::path(get, path = "/processes/{id}/xml", params(("id" = String, Path, description = "process id"), StatisticsQuery), responses((status = 200, description = "The BPMN XML the version was deployed from (application/xml)"), (status = 404, description = "No such process or version, or deployed before sources were kept")))]
+async fn process_xml(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    Query(q): Query<StatisticsQuery>,
+) -> Result<Response, ApiError> {
+    match s.pf.reader()?.source(&id, q.version)? {
+        Some(xml) => Ok((
+            [(header::CONTENT_TYPE, "application/xml; charset=utf-8")],
+            xml,
+        )
+            .into_response()),
+        None => Ok(problem(
+            StatusCode::NOT_FOUND,
+            format!(
+                "no BPMN source of process '{id}'{}: not deployed, or deployed before postfach kept sources (deploy it again)",
+                q.version
+                    .map(|v| format!(" version {v}"))
+                    .unwrap_or_default()
+            ),
+        )),
+    }
+}
+
+#[utoipa::path(get, path = "/alarms", responses((status = 200, description = "Every configured alarm and whether it fires", body = serde_json::Value)))]
+async fn alarm_states(State(s): State<AppState>) -> ApiResult {
+    let list: Vec<Value> = s
+        .alarms
+        .active()
+        .into_iter()
+        .map(|(name, active)| json!({"name": name, "active": active}))
+        .collect();
+    Ok(Json(json!({"alarms": list})))
+}
+
+#[utoipa::path(get, path = "/processes/{id}/statistics", params(("id" = String, Path, description = "process id"), StatisticsQuery), responses((status = 200, description = "Per element of the definition version: tokens waiting and the oldest wait, ready jobs, incidents, buffered and parked messages of the element's message; from gauges and index heads, not scans", body = serde_json::Value), (status = 404, description = "No such process or version")))]
+async fn statistics(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    Query(q): Query<StatisticsQuery>,
+) -> Result<Response, ApiError> {
+    match s.pf.reader()?.statistics(&id, q.version)? {
+        Some(st) => Ok(Json(st).into_response()),
+        None => Ok(problem(
+            StatusCode::NOT_FOUND,
+            match q.version {
+                Some(v) => format!("process '{id}' has no deployed version {v}"),
+                None => format!("process '{id}' is not deployed"),
+            },
+        )),
+    }
+}
+
+#[derive(Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
 struct TasksQuery {
     assignee: Option<String>,
     candidate_user: Option<String>,
@@ -825,6 +898,10 @@ async fn cancel_token(State(s): State<AppState>, Path((id, token)): Path<(u64, u
         bpmn_error,
         retry,
         job_object,
+        statistics,
+        processes,
+        process_xml,
+        alarm_states,
         tasks,
         task_action,
         metrics,

@@ -12,6 +12,7 @@
 
 pub mod alarms;
 pub mod config;
+pub mod console;
 pub mod http;
 pub mod metrics;
 

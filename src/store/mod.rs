@@ -39,7 +39,28 @@ pub(crate) const INCIDENTS_GAUGE: &str = "open:incidents";
 /// [`INDEX_VERSION`] the derived rows and gauges are rebuilt from the records
 /// when the database is opened (records and format stay as they are).
 pub(crate) const INDEX_VERSION_KEY: &str = "index_version";
-pub(crate) const INDEX_VERSION: u64 = 2;
+pub(crate) const INDEX_VERSION: u64 = 3;
+/// Gauges per definition version and element (`stat:KIND:PROCESS:VERSION:ELEMENT`;
+/// BPMN ids are NCNames, so they hold no `:`): tokens resting there, ready jobs
+/// and jobs in an incident of that element.
+pub(crate) const STAT_TOKENS: &str = "stat:tokens:";
+pub(crate) const STAT_READY: &str = "stat:ready:";
+pub(crate) const STAT_INCIDENTS: &str = "stat:incidents:";
+/// Gauges per message name: buffered (`open:buffered:NAME`) and parked
+/// (`open:parked_by:REASON:NAME`; the name last, since names may hold `:`).
+pub(crate) const BUFFERED_BY_NAME: &str = "open:buffered:";
+pub(crate) const PARKED_BY_NAME: &str = "open:parked_by:";
+
+/// The `meta` key of a per-version element gauge.
+pub(crate) fn stat_key(kind: &str, process: &str, version: u32, element: &str) -> String {
+    format!("{kind}{process}:{version}:{element}")
+}
+
+/// Tokens by (process, version, element, since, instance, token): per
+/// definition version, the longest-waiting token at an element is the first
+/// row of its range.
+pub(crate) const VERSION_TOKENS: TableDefinition<(&str, u32, &str, u64, u64, u64), ()> =
+    TableDefinition::new("version_tokens");
 pub(crate) const DEFINITIONS: TableDefinition<(&str, u32), &[u8]> =
     TableDefinition::new("definitions");
 /// (process, version) → the [`crate::model::Extras`] of its elements, as
@@ -48,6 +69,10 @@ pub(crate) const DEFINITIONS: TableDefinition<(&str, u32), &[u8]> =
 pub(crate) const DEFINITION_EXTRAS: TableDefinition<(&str, u32), &[u8]> =
     TableDefinition::new("definition_extras");
 pub(crate) const LATEST: TableDefinition<&str, u32> = TableDefinition::new("definition_latest");
+/// (process, version) → the BPMN XML it was deployed from, for the console's
+/// diagram (versions deployed before this table existed have no row).
+pub(crate) const DEFINITION_SOURCES: TableDefinition<(&str, u32), &[u8]> =
+    TableDefinition::new("definition_sources");
 pub(crate) const CATALOG: TableDefinition<(&str, &str), &[u8]> =
     TableDefinition::new("message_catalog");
 pub(crate) const INSTANCES: TableDefinition<u64, &[u8]> = TableDefinition::new("instances");

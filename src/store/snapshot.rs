@@ -6,6 +6,9 @@
 use super::*;
 use redb::{ReadOnlyTable, ReadTransaction, ReadableTable, ReadableTableMetadata};
 
+/// A deployed version: (version, deployed at, file).
+pub(crate) type DeployedVersion = (u32, Millis, String);
+
 /// One read snapshot of every table.
 pub(crate) struct Snapshot {
     tx: ReadTransaction,
@@ -210,6 +213,49 @@ impl Snapshot {
         Ok(out)
     }
 
+    /// The gauges whose `meta` key starts with `prefix`, by the rest of the
+    /// key (zero ones left out): one range over `meta`, however many records.
+    pub fn gauges(
+        &self,
+        prefix: &str,
+    ) -> Result<std::collections::BTreeMap<String, u64>, StoreError> {
+        let mut out = std::collections::BTreeMap::new();
+        for row in self.table(META)?.range(prefix..)? {
+            let (k, v) = row?;
+            let Some(rest) = k.value().strip_prefix(prefix) else {
+                break;
+            };
+            if v.value() > 0 {
+                out.insert(rest.to_string(), v.value());
+            }
+        }
+        Ok(out)
+    }
+
+    /// Since when the longest-waiting token of a definition version rests at
+    /// `element`: the first row of its `version_tokens` range.
+    pub fn oldest_token(
+        &self,
+        process: &str,
+        version: u32,
+        element: &str,
+    ) -> Result<Option<Millis>, StoreError> {
+        // a database of an earlier release opened read-only may not have the table
+        let t = match self.tx.open_table(VERSION_TOKENS) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+            Err(e) => return Err(redb::Error::from(e).into()),
+        };
+        let mut range = t.range(
+            (process, version, element, 0u64, 0u64, 0u64)
+                ..=(process, version, element, u64::MAX, u64::MAX, u64::MAX),
+        )?;
+        Ok(match range.next() {
+            Some(row) => Some(row?.0.value().3),
+            None => None,
+        })
+    }
+
     /// The earliest due time of a continuation or timer, of a lease's end, and
     /// of a task job of one of `topics`.
     pub fn next_due(&self, topics: &[String]) -> Result<Option<Millis>, StoreError> {
@@ -236,6 +282,47 @@ impl Snapshot {
     /// A named cursor or sequence in `meta` (0 when never set).
     pub fn cursor(&self, name: &str) -> Result<u64, StoreError> {
         Ok(self.table(META)?.get(name)?.map(|g| g.value()).unwrap_or(0))
+    }
+
+    /// The XML a process version was deployed from (`None`: unknown version,
+    /// or deployed before sources were kept).
+    pub fn definition_source(
+        &self,
+        process: &str,
+        version: u32,
+    ) -> Result<Option<String>, StoreError> {
+        let t = match self.tx.open_table(DEFINITION_SOURCES) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+            Err(e) => return Err(redb::Error::from(e).into()),
+        };
+        Ok(t.get((process, version))?
+            .map(|g| String::from_utf8_lossy(g.value()).into_owned()))
+    }
+
+    /// Every deployed process with its versions, by id.
+    pub fn deployed(&self) -> Result<Vec<(String, Vec<DeployedVersion>)>, StoreError> {
+        let mut out: Vec<(String, Vec<DeployedVersion>)> = Vec::new();
+        for row in self.table(DEFINITIONS)?.iter()? {
+            let (k, v) = row?;
+            let (process, version) = k.value();
+            let rec: DefinitionRecord = codec::decode(v.value())?;
+            match out.last_mut() {
+                Some((p, versions)) if p == process => {
+                    versions.push((version, rec.deployed_at, rec.file))
+                }
+                _ => out.push((
+                    process.to_string(),
+                    vec![(version, rec.deployed_at, rec.file)],
+                )),
+            }
+        }
+        Ok(out)
+    }
+
+    /// The latest deployed version of a process (`None`: never deployed).
+    pub fn latest_version(&self, process: &str) -> Result<Option<u32>, StoreError> {
+        Ok(self.table(LATEST)?.get(process)?.map(|g| g.value()))
     }
 
     /// A stored process version.

@@ -3,9 +3,11 @@
 //! Invariant: the store owns its index rows. A record written through
 //! [`Tables`] derives its index rows from the record before and after the
 //! write — a message's `dedup`, `buffer`, `buffer_age`, `expiry` and `parked`
-//! rows and the parked-per-reason gauge, a job's `cont_due`, `topic_due` and
-//! `leases` rows and the incident gauge, an instance's `tokens_at` rows — so no
-//! engine code path can forget one. The tables themselves are private:
+//! rows and the parked-per-reason and per-name gauges, a job's `cont_due`,
+//! `topic_due` and `leases` rows, the incident gauge and the ready/incident
+//! gauges of its element and definition version, an instance's `tokens_at`
+//! and `version_tokens` rows and per-version token gauges — so no engine code
+//! path can forget one. The tables themselves are private:
 //! the engine sees records, questions and registrations, never a redb table.
 
 use super::*;
@@ -23,13 +25,22 @@ pub(crate) struct Tables<'t> {
     /// `None`: known not to exist (a sequence just handed out).
     message_rows: std::collections::HashMap<u64, Option<MessageRows>>,
     job_rows: std::collections::HashMap<u64, Option<JobRows>>,
+    /// Definition version of the instances read or written in this
+    /// transaction, for the per-version job gauges.
+    scopes: std::cell::RefCell<std::collections::HashMap<u64, (String, u32)>>,
+    /// Moves of the per-version job gauges (ready, incident) by (instance,
+    /// element), applied by [`Tables::finish`]: a job may be written before
+    /// the new instance it belongs to.
+    job_stats: std::collections::BTreeMap<(u64, String), (i64, i64)>,
     meta: Table<'t, &'static str, u64>,
     definitions: Table<'t, (&'static str, u32), &'static [u8]>,
     definition_extras: Table<'t, (&'static str, u32), &'static [u8]>,
     latest: Table<'t, &'static str, u32>,
+    definition_sources: Table<'t, (&'static str, u32), &'static [u8]>,
     catalog: Table<'t, (&'static str, &'static str), &'static [u8]>,
     instances: Table<'t, u64, &'static [u8]>,
     tokens_at: Table<'t, (&'static str, u64, u64, u64), ()>,
+    version_tokens: Table<'t, (&'static str, u32, &'static str, u64, u64, u64), ()>,
     subscriptions: MultimapTable<'t, (&'static str, &'static str), (u64, u64)>,
     signal_subs: MultimapTable<'t, &'static str, (u64, u64)>,
     expect: MultimapTable<'t, (&'static str, &'static str), u64>,
@@ -54,7 +65,10 @@ pub(crate) struct Tables<'t> {
 /// the rows that moved.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct Resting {
-    tokens: Vec<(String, Millis, u64)>,
+    /// The definition version the tokens count under.
+    scope: (String, u32),
+    /// (element, since, token, stopped by an engine error)
+    tokens: Vec<(String, Millis, u64, bool)>,
     expects: Vec<(String, String)>,
 }
 
@@ -62,10 +76,14 @@ impl Resting {
     /// The indexed state of `rec`.
     pub fn of(rec: &InstanceRecord) -> Self {
         Resting {
+            scope: (rec.process.clone(), rec.version),
             tokens: rec
                 .tokens
                 .iter()
-                .map(|t| (t.element.clone(), t.since, t.id))
+                .map(|t| {
+                    let incident = matches!(t.wait, Wait::Incident { .. });
+                    (t.element.clone(), t.since, t.id, incident)
+                })
                 .collect(),
             expects: rec.expects.clone(),
         }
@@ -100,10 +118,15 @@ fn parked_reason(m: &MessageRecord) -> &'static str {
 }
 
 /// The index rows a job record owns: its due row, its lease row, for the
-/// schedule of a timer start event its process row, and whether it counts as
-/// an incident.
+/// schedule of a timer start event its process row, whether it counts as an
+/// incident, and whether it is ready (both per element and definition version
+/// for an instance's job).
 #[derive(Clone, PartialEq)]
-struct JobRows(DueRow, Option<Millis>, Option<String>, bool);
+struct JobRows(DueRow, Option<Millis>, Option<String>, bool, bool);
+
+impl JobRows {
+    const NONE: JobRows = JobRows(DueRow::None, None, None, false, false);
+}
 
 impl JobRows {
     fn of(j: &JobRecord) -> Self {
@@ -119,6 +142,7 @@ impl JobRows {
             lease_row(j),
             schedule,
             j.state == JobState::Incident,
+            j.state == JobState::Ready,
         )
     }
 }
@@ -155,13 +179,17 @@ impl<'t> Tables<'t> {
             pending: Default::default(),
             message_rows: Default::default(),
             job_rows: Default::default(),
+            scopes: Default::default(),
+            job_stats: Default::default(),
             meta: tx.open_table(META)?,
             definitions: tx.open_table(DEFINITIONS)?,
             definition_extras: tx.open_table(DEFINITION_EXTRAS)?,
             latest: tx.open_table(LATEST)?,
+            definition_sources: tx.open_table(DEFINITION_SOURCES)?,
             catalog: tx.open_table(CATALOG)?,
             instances: tx.open_table(INSTANCES)?,
             tokens_at: tx.open_table(TOKENS_AT)?,
+            version_tokens: tx.open_table(VERSION_TOKENS)?,
             subscriptions: tx.open_multimap_table(SUBSCRIPTIONS)?,
             signal_subs: tx.open_multimap_table(SIGNAL_SUBS)?,
             expect: tx.open_multimap_table(EXPECT)?,
@@ -235,6 +263,18 @@ impl<'t> Tables<'t> {
 
     /// Writes sequences and counters of this batch; call once before commit.
     pub fn finish(&mut self) -> Result<(), StoreError> {
+        for ((inst, element), (ready, incidents)) in std::mem::take(&mut self.job_stats) {
+            // a job whose instance is gone counts nowhere (verify agrees)
+            let Some((process, version)) = self.scope_of(inst)? else {
+                continue;
+            };
+            for (kind, delta) in [(STAT_READY, ready), (STAT_INCIDENTS, incidents)] {
+                let key = stat_key(kind, &process, version, &element);
+                for _ in 0..delta.unsigned_abs() {
+                    self.gauge(&key, delta > 0)?;
+                }
+            }
+        }
         for (k, v) in std::mem::take(&mut self.pending) {
             self.meta.insert(k.as_str(), v)?;
         }
@@ -265,6 +305,16 @@ impl<'t> Tables<'t> {
         if version >= INDEX_VERSION {
             return Ok(());
         }
+        if version < 2 {
+            self.upgrade_to_2()?;
+        }
+        self.upgrade_to_3()?;
+        self.meta.insert(INDEX_VERSION_KEY, INDEX_VERSION)?;
+        Ok(())
+    }
+
+    /// Index generation 2: `buffer_age`, the parked and incident gauges.
+    fn upgrade_to_2(&mut self) -> Result<(), StoreError> {
         let mut buffered = Vec::new();
         for row in self.buffer.iter()? {
             buffered.push(row?.0.value().2);
@@ -294,7 +344,75 @@ impl<'t> Tables<'t> {
             incidents += u64::from(j.state == JobState::Incident);
         }
         self.meta.insert(INCIDENTS_GAUGE, incidents)?;
-        self.meta.insert(INDEX_VERSION_KEY, INDEX_VERSION)?;
+        Ok(())
+    }
+
+    /// Index generation 3: `version_tokens` and the per-version element
+    /// gauges from the instances and jobs, the per-name message gauges from
+    /// the buffered and parked messages.
+    fn upgrade_to_3(&mut self) -> Result<(), StoreError> {
+        let mut gauges: std::collections::BTreeMap<String, u64> = Default::default();
+        let mut scopes: std::collections::HashMap<u64, (String, u32)> = Default::default();
+        let mut rows = Vec::new();
+        for row in self.instances.iter()? {
+            let i: InstanceRecord = codec::decode(row?.1.value())?;
+            for t in &i.tokens {
+                rows.push((
+                    i.process.clone(),
+                    i.version,
+                    t.element.clone(),
+                    t.since,
+                    i.id,
+                    t.id,
+                ));
+                *gauges
+                    .entry(stat_key(STAT_TOKENS, &i.process, i.version, &t.element))
+                    .or_default() += 1;
+                if matches!(t.wait, Wait::Incident { .. }) {
+                    *gauges
+                        .entry(stat_key(STAT_INCIDENTS, &i.process, i.version, &t.element))
+                        .or_default() += 1;
+                }
+            }
+            scopes.insert(i.id, (i.process, i.version));
+        }
+        for (p, v, e, since, i, t) in &rows {
+            self.version_tokens
+                .insert((p.as_str(), *v, e.as_str(), *since, *i, *t), ())?;
+        }
+        for row in self.jobs.iter()? {
+            let j: JobRecord = codec::decode(row?.1.value())?;
+            if matches!(j.kind, JobKind::StartTimer { .. }) {
+                continue;
+            }
+            let Some((p, v)) = scopes.get(&j.instance) else {
+                continue;
+            };
+            let kind = match j.state {
+                JobState::Ready => STAT_READY,
+                JobState::Incident => STAT_INCIDENTS,
+                JobState::Locked => continue,
+            };
+            *gauges.entry(stat_key(kind, p, *v, &j.element)).or_default() += 1;
+        }
+        for row in self.messages.iter()? {
+            let m: MessageRecord = codec::decode(row?.1.value())?;
+            match m.state {
+                MessageState::Buffered => {
+                    *gauges
+                        .entry(format!("{BUFFERED_BY_NAME}{}", m.name))
+                        .or_default() += 1;
+                }
+                MessageState::Parked => {
+                    let key = format!("{PARKED_BY_NAME}{}:{}", parked_reason(&m), m.name);
+                    *gauges.entry(key).or_default() += 1;
+                }
+                MessageState::Correlated | MessageState::Discarded => {}
+            }
+        }
+        for (k, v) in gauges {
+            self.meta.insert(k.as_str(), v)?;
+        }
         Ok(())
     }
 
@@ -344,6 +462,18 @@ impl<'t> Tables<'t> {
         Ok(())
     }
 
+    /// Keeps the XML a process version was deployed from.
+    pub fn put_definition_source(
+        &mut self,
+        process: &str,
+        version: u32,
+        xml: &str,
+    ) -> Result<(), StoreError> {
+        self.definition_sources
+            .insert((process, version), xml.as_bytes())?;
+        Ok(())
+    }
+
     /// What message `name` means to each process: (process, entry).
     pub fn catalog_of(&self, name: &str) -> Result<Vec<(String, CatalogEntry)>, StoreError> {
         let mut out = Vec::new();
@@ -386,7 +516,27 @@ impl<'t> Tables<'t> {
 
     /// An instance record.
     pub fn instance(&self, id: u64) -> Result<Option<InstanceRecord>, StoreError> {
-        get_record(&self.instances, id)
+        let rec: Option<InstanceRecord> = get_record(&self.instances, id)?;
+        if let Some(r) = &rec {
+            self.remember_scope(r);
+        }
+        Ok(rec)
+    }
+
+    fn remember_scope(&self, rec: &InstanceRecord) {
+        self.scopes
+            .borrow_mut()
+            .entry(rec.id)
+            .or_insert_with(|| (rec.process.clone(), rec.version));
+    }
+
+    /// The definition version of instance `id`, when it exists (or existed
+    /// earlier in this transaction).
+    fn scope_of(&self, id: u64) -> Result<Option<(String, u32)>, StoreError> {
+        if let Some(s) = self.scopes.borrow().get(&id) {
+            return Ok(Some(s.clone()));
+        }
+        Ok(self.instance(id)?.map(|r| (r.process.clone(), r.version)))
     }
 
     /// Writes an instance; its `tokens_at` and `expect` rows move from
@@ -397,6 +547,7 @@ impl<'t> Tables<'t> {
         before: &Resting,
     ) -> Result<(), StoreError> {
         let after = Resting::of(rec);
+        self.remember_scope(rec);
         if after != *before {
             self.instance_rows(rec.id, before, &after, false)?;
             self.instance_rows(rec.id, &after, before, true)?;
@@ -414,12 +565,26 @@ impl<'t> Tables<'t> {
         other: &Resting,
         insert: bool,
     ) -> Result<(), StoreError> {
-        for (e, since, tok) in rows.tokens.iter().filter(|x| !other.tokens.contains(x)) {
+        // a new instance's `before` is empty; its scope counts as different
+        let same_scope = rows.scope == other.scope;
+        let (process, version) = (rows.scope.0.as_str(), rows.scope.1);
+        for (e, since, tok, incident) in rows
+            .tokens
+            .iter()
+            .filter(|x| !same_scope || !other.tokens.contains(x))
+        {
             let k = (e.as_str(), *since, id, *tok);
+            let vk = (process, version, e.as_str(), *since, id, *tok);
             if insert {
                 self.tokens_at.insert(k, ())?;
+                self.version_tokens.insert(vk, ())?;
             } else {
                 self.tokens_at.remove(k)?;
+                self.version_tokens.remove(vk)?;
+            }
+            self.gauge(&stat_key(STAT_TOKENS, process, version, e), insert)?;
+            if *incident {
+                self.gauge(&stat_key(STAT_INCIDENTS, process, version, e), insert)?;
             }
         }
         for (m, key) in rows.expects.iter().filter(|x| !other.expects.contains(x)) {
@@ -430,6 +595,7 @@ impl<'t> Tables<'t> {
 
     /// Removes an instance with its `tokens_at` and `expect` rows.
     pub fn remove_instance(&mut self, rec: &InstanceRecord) -> Result<(), StoreError> {
+        self.remember_scope(rec);
         self.instance_rows(rec.id, &Resting::of(rec), &Resting::default(), false)?;
         self.instances.remove(rec.id)?;
         Ok(())
@@ -516,6 +682,7 @@ impl<'t> Tables<'t> {
                 self.buffer.remove(buffer_key)?;
                 self.buffer_age.remove((accepted_at, m.seq))?;
             }
+            self.gauge(&format!("{BUFFERED_BY_NAME}{}", m.name), insert)?;
         }
         if let Some(at) = rows.expiry {
             if insert {
@@ -531,6 +698,7 @@ impl<'t> Tables<'t> {
                 self.parked.remove(m.seq)?;
             }
             self.gauge(&format!("{PARKED_GAUGE}{reason}"), insert)?;
+            self.gauge(&format!("{PARKED_BY_NAME}{reason}:{}", m.name), insert)?;
         }
         Ok(())
     }
@@ -613,9 +781,7 @@ impl<'t> Tables<'t> {
     /// Writes a job record and brings its due and lease rows in line with it.
     pub fn put_job(&mut self, rec: &JobRecord) -> Result<(), StoreError> {
         let new = JobRows::of(rec);
-        let old = self
-            .stored_job_rows(rec.id)?
-            .unwrap_or(JobRows(DueRow::None, None, None, false));
+        let old = self.stored_job_rows(rec.id)?.unwrap_or(JobRows::NONE);
         if old.0 != new.0 {
             self.due_rows(rec.id, &old.0, false)?;
             self.due_rows(rec.id, &new.0, true)?;
@@ -635,6 +801,11 @@ impl<'t> Tables<'t> {
         if old.3 != new.3 {
             self.gauge(INCIDENTS_GAUGE, new.3)?;
         }
+        self.job_stat(
+            rec,
+            i64::from(new.4) - i64::from(old.4),
+            i64::from(new.3) - i64::from(old.3),
+        );
         self.jobs.insert(rec.id, codec::encode(rec)?.as_slice())?;
         self.job_rows.insert(rec.id, Some(new));
         Ok(())
@@ -642,7 +813,8 @@ impl<'t> Tables<'t> {
 
     /// Removes a job with its due and lease rows.
     pub fn remove_job(&mut self, rec: &JobRecord) -> Result<(), StoreError> {
-        let Some(JobRows(due, lease, schedule, incident)) = self.stored_job_rows(rec.id)? else {
+        let Some(JobRows(due, lease, schedule, incident, ready)) = self.stored_job_rows(rec.id)?
+        else {
             return Ok(());
         };
         self.due_rows(rec.id, &due, false)?;
@@ -650,12 +822,34 @@ impl<'t> Tables<'t> {
         if incident {
             self.gauge(INCIDENTS_GAUGE, false)?;
         }
+        self.job_stat(rec, -i64::from(ready), -i64::from(incident));
         if let Some(p) = schedule {
             self.start_timers.remove((p.as_str(), rec.id))?;
         }
         self.job_rows.insert(rec.id, None);
         self.jobs.remove(rec.id)?;
         Ok(())
+    }
+
+    /// Notes a move of the per-version job gauges of `rec`'s element (applied
+    /// by [`Tables::finish`]). A timer start event's job has no instance.
+    fn job_stat(&mut self, rec: &JobRecord, ready: i64, incidents: i64) {
+        let instance_job = match &rec.kind {
+            JobKind::StartTimer { .. } => false,
+            JobKind::Continue
+            | JobKind::ContinueAfter
+            | JobKind::Task { .. }
+            | JobKind::Timer { .. } => true,
+        };
+        if !instance_job || (ready == 0 && incidents == 0) {
+            return;
+        }
+        let e = self
+            .job_stats
+            .entry((rec.instance, rec.element.clone()))
+            .or_default();
+        e.0 += ready;
+        e.1 += incidents;
     }
 
     fn due_rows(&mut self, id: u64, row: &DueRow, insert: bool) -> Result<(), StoreError> {

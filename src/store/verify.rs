@@ -20,6 +20,10 @@ pub(crate) fn verify(r: &ReadTransaction) -> Result<Vec<String>, StoreError> {
         want.dedup
             .insert((m.message_id.clone(), m.name.clone(), m.seq, m.accepted_at));
         if m.state == MessageState::Buffered {
+            *want
+                .gauges
+                .entry(format!("{BUFFERED_BY_NAME}{}", m.name))
+                .or_default() += 1;
             want.buffer.insert((m.name.clone(), m.key.clone(), m.seq));
             want.buffer_age.insert((m.accepted_at, m.seq));
             if let Some(at) = m.expires_at {
@@ -33,12 +37,36 @@ pub(crate) fn verify(r: &ReadTransaction) -> Result<Vec<String>, StoreError> {
                 .gauges
                 .entry(format!("{PARKED_GAUGE}{reason}"))
                 .or_default() += 1;
+            *want
+                .gauges
+                .entry(format!("{PARKED_BY_NAME}{reason}:{}", m.name))
+                .or_default() += 1;
         }
+    }
+    let mut scopes: std::collections::HashMap<u64, (String, u32)> = Default::default();
+    for row in r.open_table(INSTANCES)?.iter()? {
+        let i: InstanceRecord = codec::decode(row?.1.value())?;
+        scopes.insert(i.id, (i.process, i.version));
     }
     for row in r.open_table(JOBS)?.iter()? {
         let j: JobRecord = codec::decode(row?.1.value())?;
         if j.state == JobState::Incident {
             *want.gauges.entry(INCIDENTS_GAUGE.to_string()).or_default() += 1;
+        }
+        let stat = match j.state {
+            JobState::Ready => Some(STAT_READY),
+            JobState::Incident => Some(STAT_INCIDENTS),
+            JobState::Locked => None,
+        };
+        if let (Some(kind), Some((p, v)), false) = (
+            stat,
+            scopes.get(&j.instance),
+            matches!(j.kind, JobKind::StartTimer { .. }),
+        ) {
+            *want
+                .gauges
+                .entry(stat_key(kind, p, *v, &j.element))
+                .or_default() += 1;
         }
         if j.state == JobState::Ready {
             match &j.kind {
@@ -65,6 +93,24 @@ pub(crate) fn verify(r: &ReadTransaction) -> Result<Vec<String>, StoreError> {
         for t in &i.tokens {
             want.tokens_at
                 .insert((t.element.clone(), t.since, i.id, t.id));
+            want.version_tokens.insert((
+                i.process.clone(),
+                i.version,
+                t.element.clone(),
+                t.since,
+                i.id,
+                t.id,
+            ));
+            *want
+                .gauges
+                .entry(stat_key(STAT_TOKENS, &i.process, i.version, &t.element))
+                .or_default() += 1;
+            if matches!(t.wait, Wait::Incident { .. }) {
+                *want
+                    .gauges
+                    .entry(stat_key(STAT_INCIDENTS, &i.process, i.version, &t.element))
+                    .or_default() += 1;
+            }
         }
         for (m, k) in &i.expects {
             want.expect.insert((m.clone(), k.clone(), i.id));
@@ -159,7 +205,11 @@ pub(crate) fn verify(r: &ReadTransaction) -> Result<Vec<String>, StoreError> {
     for row in r.open_table(META)?.iter()? {
         let (k, v) = row?;
         let key = k.value();
-        if (key.starts_with(PARKED_GAUGE) || key == INCIDENTS_GAUGE) && v.value() > 0 {
+        let gauge = [PARKED_GAUGE, PARKED_BY_NAME, BUFFERED_BY_NAME, "stat:"]
+            .iter()
+            .any(|p| key.starts_with(p))
+            || key == INCIDENTS_GAUGE;
+        if gauge && v.value() > 0 {
             have.gauges.insert(key.to_string(), v.value());
         }
     }
@@ -190,6 +240,11 @@ pub(crate) fn verify(r: &ReadTransaction) -> Result<Vec<String>, StoreError> {
         let row = row?;
         let (e, s, i, t) = row.0.value();
         have.tokens_at.insert((e.into(), s, i, t));
+    }
+    for row in r.open_table(VERSION_TOKENS)?.iter()? {
+        let row = row?;
+        let (p, v, e, s, i, t) = row.0.value();
+        have.version_tokens.insert((p.into(), v, e.into(), s, i, t));
     }
     for row in r.open_multimap_table(EXPECT)?.iter()? {
         let (k, vals) = row?;
@@ -239,6 +294,12 @@ pub(crate) fn verify(r: &ReadTransaction) -> Result<Vec<String>, StoreError> {
     compare("topic_due", &want.topic_due, &have.topic_due, &mut problems);
     compare("leases", &want.leases, &have.leases, &mut problems);
     compare("tokens_at", &want.tokens_at, &have.tokens_at, &mut problems);
+    compare(
+        "version_tokens",
+        &want.version_tokens,
+        &have.version_tokens,
+        &mut problems,
+    );
     compare("expect", &want.expect, &have.expect, &mut problems);
     compare("tasks", &want.tasks, &have.tasks, &mut problems);
     compare(
@@ -283,13 +344,14 @@ struct Rows {
     buffer: BTreeSet<(String, String, u64)>,
     expiry: BTreeSet<(Millis, u64)>,
     buffer_age: BTreeSet<(Millis, u64)>,
-    /// parked per reason and incidents, as `meta` holds them (zero left out)
+    /// the gauges the store keeps, as `meta` holds them (zero left out)
     gauges: std::collections::BTreeMap<String, u64>,
     parked: BTreeSet<u64>,
     cont_due: BTreeSet<(Millis, u64)>,
     topic_due: BTreeSet<(String, Millis, u64)>,
     leases: BTreeSet<(Millis, u64)>,
     tokens_at: BTreeSet<(String, Millis, u64, u64)>,
+    version_tokens: BTreeSet<(String, u32, String, Millis, u64, u64)>,
     expect: BTreeSet<(String, String, u64)>,
     start_timers: BTreeSet<(String, u64)>,
     /// (task, instance, token): open user tasks and the tokens waiting for them

@@ -1,0 +1,131 @@
+//! The operations console in a real browser (headless chromium): `postfach run`
+//! serves it at `/`; it draws the deployed model with bpmn-js (the bpmn.io
+//! watermark visible, as its licence asks) and puts on each element what waits
+//! there, from the statistics of the version; a model without a diagram gets
+//! the same figures as a list. Assets come from the binary; the API keeps its
+//! token while the static page does not need one.
+mod common;
+
+use common::browser;
+use common::server::Server;
+use serde_json::json;
+
+/// The reference process as a modeler saves it, with its diagram (version 2).
+const WITH_DI: &str = include_str!("fixtures/auftrag-mit-diagramm.bpmn");
+
+const NO_DI: &str = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL">
+  <message id="m" name="Freigabe"/>
+  <process id="ohne-diagramm" isExecutable="true">
+    <startEvent id="s"/>
+    <sequenceFlow id="f0" sourceRef="s" targetRef="warteAufFreigabe"/>
+    <receiveTask id="warteAufFreigabe" messageRef="m"/>
+    <sequenceFlow id="f1" sourceRef="warteAufFreigabe" targetRef="e"/>
+    <endEvent id="e"/>
+  </process>
+</definitions>"#;
+
+#[test]
+fn the_console_draws_the_model_with_what_waits_on_each_element() {
+    let srv = Server::start("127.0.0.1:0", None);
+    let (status, body) = srv.json(
+        "POST",
+        "/deployments",
+        Some(json!({"file": "auftrag-mit-diagramm.bpmn", "xml": WITH_DI,
+                    "correlation_keys": {"AuftragAbgeschlossen": "auftragId"}})),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["deployed"][0]["version"], 2, "{body}");
+    for a in ["4711", "4712"] {
+        let (status, _) = srv.json(
+            "POST",
+            "/instances",
+            Some(json!({"process": "auftrag-ausfuehrung", "variables": {"auftragId": a}})),
+        );
+        assert_eq!(status, 201);
+    }
+    srv.hand_over(2);
+    srv.wait_for("/instances?waiting_at=warteAufAbschluss", |v| {
+        v["instances"].as_array().is_some_and(|i| i.len() == 2)
+    });
+    // a late completion of an order nobody has: buffered at the catch point
+    let (status, _) = srv.json(
+        "POST",
+        "/messages",
+        Some(json!({"name": "AuftragAbgeschlossen", "key": "9999", "id": "early-9999"})),
+    );
+    assert_eq!(status, 200);
+
+    let page = browser::dom(&format!("http://{}/", srv.addr), 20_000);
+    assert!(
+        page.contains(r#"data-loaded="true""#),
+        "the page loaded its data:\n{page}"
+    );
+    // the diagram: bpmn-js drew the model, with its watermark
+    assert!(
+        page.contains(r#"data-element-id="warteAufAbschluss""#),
+        "diagram drawn:\n{page}"
+    );
+    assert!(
+        page.contains("bjs-powered-by"),
+        "the bpmn.io watermark stays"
+    );
+    // the overlay on the catch event: two waiting orders
+    assert!(
+        page.contains(r#"class="pf-badge pf-waiting""#)
+            && page.contains(r#"data-element="warteAufAbschluss" data-waiting="2""#),
+        "overlay with 2 waiting:\n{page}"
+    );
+    assert!(
+        page.contains("✉ 1 buffered · 0 parked"),
+        "the buffered completion shows"
+    );
+    // the same figures as a table
+    assert!(page.contains(r#"<tr data-element="warteAufAbschluss" data-waiting="2""#));
+
+    // a model without diagram interchange: the list, same figures
+    let (status, body) = srv.json(
+        "POST",
+        "/deployments",
+        Some(json!({"file": "ohne.bpmn", "xml": NO_DI, "correlation_keys": {"Freigabe": "antragId"}})),
+    );
+    assert_eq!(status, 200, "{body}");
+    let (status, _) = srv.json(
+        "POST",
+        "/instances",
+        Some(json!({"process": "ohne-diagramm", "variables": {"antragId": "F-1"}})),
+    );
+    assert_eq!(status, 201);
+    let page = browser::dom(
+        &format!("http://{}/#process=ohne-diagramm", srv.addr),
+        20_000,
+    );
+    assert!(page.contains(r#"data-loaded="true""#), "{page}");
+    assert!(
+        page.contains(r#"<tr data-element="warteAufFreigabe" data-waiting="1""#),
+        "listed with its waiting token:\n{page}"
+    );
+    assert!(
+        !page.contains(r#"id="no-diagram" class="muted" hidden"#),
+        "says why there is no diagram"
+    );
+    assert!(srv.stop().success());
+}
+
+#[test]
+fn the_page_needs_no_token_but_its_data_does() {
+    let srv = Server::start("127.0.0.1:0", Some("s3cret"));
+    assert_eq!(srv.call("GET", "/", None, None).0, 200);
+    assert_eq!(srv.call("GET", "/console/app.js", None, None).0, 200);
+    assert_eq!(
+        srv.call("GET", "/console/vendor/LICENSE-bpmn-js.txt", None, None)
+            .0,
+        200
+    );
+    assert_eq!(srv.call("GET", "/console/../Cargo.toml", None, None).0, 404);
+    assert_eq!(srv.call("GET", "/processes", None, None).0, 401);
+    assert_eq!(srv.call("GET", "/processes", None, Some("s3cret")).0, 200);
+    // without the token the page asks for it instead of showing nothing
+    let page = browser::dom(&format!("http://{}/", srv.addr), 10_000);
+    assert!(page.contains("this server wants a bearer token"), "{page}");
+    assert!(srv.stop().success());
+}

@@ -1875,14 +1875,7 @@ async fn object_from_server(server: &str, job: u64, variable: &str) -> Result<Fe
             message,
             json: None,
         };
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .build()
-            .into();
-        let mut req = agent.get(&url);
-        if let Ok(token) = std::env::var("POSTFACH_TOKEN") {
-            req = req.header("Authorization", &format!("Bearer {}", token.trim()));
-        }
+        let req = with_token(server_agent().get(&url));
         let mut resp = req
             .call()
             .map_err(|e| fail(1, format!("cannot reach {server}: {e}")))?;
@@ -2079,6 +2072,22 @@ fn files_to_send(args: &[String]) -> Result<BTreeMap<String, String>, Failure> {
     Ok(files)
 }
 
+/// The HTTP client of `--server`: statuses are answers, not errors.
+fn server_agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into()
+}
+
+/// Adds `$POSTFACH_TOKEN` as bearer token, when set.
+fn with_token<B>(req: ureq::RequestBuilder<B>) -> ureq::RequestBuilder<B> {
+    match std::env::var("POSTFACH_TOKEN") {
+        Ok(token) => req.header("Authorization", &format!("Bearer {}", token.trim())),
+        Err(_) => req,
+    }
+}
+
 /// Sends the command line to a server and turns its answer back into output.
 fn remote(server: &str, args: Vec<String>) -> Result<Output, Failure> {
     let fail = |message: String| Failure {
@@ -2086,15 +2095,8 @@ fn remote(server: &str, args: Vec<String>) -> Result<Output, Failure> {
         message,
         json: None,
     };
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .build()
-        .into();
     let url = format!("{}/cli", server.trim_end_matches('/'));
-    let mut req = agent.post(&url);
-    if let Ok(token) = std::env::var("POSTFACH_TOKEN") {
-        req = req.header("Authorization", &format!("Bearer {}", token.trim()));
-    }
+    let req = with_token(server_agent().post(&url));
     let files = files_to_send(&args)?;
     let mut resp = req
         .send_json(json!({ "args": args, "files": files }))

@@ -168,7 +168,53 @@ async function showDiagram() {
   }
 }
 
+function view() {
+  return new URLSearchParams(location.hash.slice(1)).get('view') === 'messages' ? 'messages' : 'overview';
+}
+
+async function renderParked() {
+  const { messages } = await json('/messages?parked=true');
+  const body = $('parked').tBodies[0];
+  body.replaceChildren();
+  for (const m of messages) {
+    const tr = document.createElement('tr');
+    tr.dataset.message = m.message_id;
+    tr.dataset.reason = m.reason || '';
+    const attrs = Object.entries(m.attributes || {}).map(([k, v]) => `${k}=${v}`).join('\n');
+    const raw = cell(m.raw || '');
+    raw.className = 'raw';
+    tr.append(
+      cell(m.message_id),
+      cell(m.name),
+      cell(m.key),
+      cell(m.reason || ''),
+      cell(m.note || ''),
+      cell((m.candidates || []).map((c) => `instance ${c}`).join(', ')),
+      cell(m.accepted_at),
+      cell(attrs),
+      raw,
+    );
+    body.appendChild(tr);
+  }
+  $('no-parked').hidden = messages.length > 0;
+}
+
 async function refresh() {
+  const current = view();
+  $('overview').hidden = current !== 'overview';
+  $('messages').hidden = current !== 'messages';
+  if (current === 'messages') {
+    try {
+      await renderParked();
+      await renderAlarms();
+      $('refreshed').textContent = `updated ${new Date().toLocaleTimeString()}`;
+      document.body.dataset.loaded = 'true';
+      problem(null);
+    } catch (err) {
+      problem(err.message);
+    }
+    return;
+  }
   if (!state.process) return;
   try {
     await showDiagram();
@@ -234,6 +280,7 @@ async function start() {
       state.version = Number($('version').value);
       refresh();
     };
+    window.addEventListener('hashchange', refresh);
     await refresh();
     setInterval(refresh, REFRESH_MS);
   } catch (err) {

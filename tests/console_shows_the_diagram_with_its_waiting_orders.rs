@@ -82,6 +82,31 @@ fn the_console_draws_the_model_with_what_waits_on_each_element() {
     // the same figures as a table
     assert!(page.contains(r#"<tr data-element="warteAufAbschluss" data-waiting="2""#));
 
+    // the parked messages, with their reason, for an operator
+    let (status, parked) = srv.json(
+        "POST",
+        "/messages",
+        Some(json!({"name": "Unbekannt", "key": "7", "id": "u-7"})),
+    );
+    assert_eq!(
+        (status, parked["outcome"].as_str()),
+        (200, Some("parked")),
+        "{parked}"
+    );
+    let page = browser::dom(&format!("http://{}/#view=messages", srv.addr), 20_000);
+    assert!(page.contains(r#"data-loaded="true""#), "{page}");
+    assert!(
+        page.contains(&format!(
+            r#"<tr data-message="u-7" data-reason="{}""#,
+            parked["reason"].as_str().unwrap()
+        )),
+        "the parked message is listed with its reason:\n{page}"
+    );
+    assert!(
+        page.contains(r#"id="overview" hidden"#),
+        "only the messages view shows"
+    );
+
     // a model without diagram interchange: the list, same figures
     let (status, body) = srv.json(
         "POST",

@@ -13,10 +13,16 @@ function token() {
   return sessionStorage.getItem('postfach-token');
 }
 
-async function api(path) {
+async function api(path, body) {
   const headers = {};
   if (token()) headers.Authorization = `Bearer ${token()}`;
-  const r = await fetch(path, { headers });
+  const init = { headers };
+  if (body !== undefined) {
+    init.method = 'POST';
+    headers['Content-Type'] = 'application/json';
+    init.body = JSON.stringify(body);
+  }
+  const r = await fetch(path, init);
   if (r.status === 401) {
     $('token-form').hidden = false;
     throw new Error('this server wants a bearer token: enter it above');
@@ -24,8 +30,8 @@ async function api(path) {
   return r;
 }
 
-async function json(path) {
-  const r = await api(path);
+async function json(path, payload) {
+  const r = await api(path, payload);
   const body = await r.json().catch(() => ({}));
   if (!r.ok) throw new Error(body.error || `${path}: HTTP ${r.status}`);
   return body;
@@ -173,8 +179,11 @@ function view() {
 }
 
 async function renderParked() {
-  const { messages } = await json('/messages?parked=true');
   const body = $('parked').tBodies[0];
+  // an operator typing a reason keeps the rows until the action is done
+  const typing = [...body.querySelectorAll('input.why')].some((i) => i.value || i === document.activeElement);
+  if (typing) return;
+  const { messages } = await json('/messages?parked=true');
   body.replaceChildren();
   for (const m of messages) {
     const tr = document.createElement('tr');
@@ -193,10 +202,49 @@ async function renderParked() {
       cell(m.accepted_at),
       cell(attrs),
       raw,
+      actions(m),
     );
     body.appendChild(tr);
   }
   $('no-parked').hidden = messages.length > 0;
+}
+
+/** Requeue, or discard with a reason and who: the API records both. */
+function actions(m) {
+  const td = document.createElement('td');
+  const id = encodeURIComponent(`${m.name}/${m.message_id}`);
+  const requeue = document.createElement('button');
+  requeue.className = 'requeue';
+  requeue.appendChild(text('Requeue'));
+  requeue.onclick = () => act(`/messages/${id}/requeue`, {});
+  const why = document.createElement('input');
+  why.className = 'why';
+  why.placeholder = 'why discard?';
+  const discard = document.createElement('button');
+  discard.className = 'discard';
+  discard.appendChild(text('Discard'));
+  discard.onclick = () => {
+    const by = $('who').value.trim();
+    if (!why.value.trim() || !by) {
+      problem('a discard needs a reason and who you are (the field "You" above)');
+      return;
+    }
+    act(`/messages/${id}/discard`, { why: why.value.trim(), by });
+  };
+  td.append(requeue, ' ', why, ' ', discard);
+  return td;
+}
+
+async function act(path, body) {
+  try {
+    const answer = await json(path, body);
+    $('done').textContent = `${path.split('/').pop()}: ${JSON.stringify(answer)}`;
+    sessionStorage.setItem('postfach-who', $('who').value.trim());
+    $('parked').tBodies[0].replaceChildren();
+    await refresh();
+  } catch (err) {
+    problem(err.message);
+  }
 }
 
 async function refresh() {
@@ -244,6 +292,7 @@ function fillVersions(p) {
 }
 
 async function start() {
+  $('who').value = sessionStorage.getItem('postfach-who') || '';
   $('token-form').addEventListener('submit', (ev) => {
     ev.preventDefault();
     sessionStorage.setItem('postfach-token', $('token').value.trim());

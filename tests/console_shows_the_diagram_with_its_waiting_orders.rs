@@ -3,7 +3,10 @@
 //! watermark visible, as its licence asks) and puts on each element what waits
 //! there, from the statistics of the version; a model without a diagram gets
 //! the same figures as a list. Assets come from the binary; the API keeps its
-//! token while the static page does not need one.
+//! token while the static page does not need one. An operator requeues and
+//! discards parked messages from the page (clicked through WebDriver); the
+//! discard records the reason and who.
+#![cfg(feature = "server")]
 mod common;
 
 use common::browser;
@@ -153,4 +156,52 @@ fn the_page_needs_no_token_but_its_data_does() {
     let page = browser::dom(&format!("http://{}/", srv.addr), 10_000);
     assert!(page.contains("this server wants a bearer token"), "{page}");
     assert!(srv.stop().success());
+}
+
+#[test]
+fn an_operator_requeues_and_discards_parked_messages_in_the_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::launch(dir.path(), &[], &[]);
+    for (name, id) in [("Unbekannt", "u-1"), ("AuchUnbekannt", "u-2")] {
+        let (_, d) = srv.json(
+            "POST",
+            "/messages",
+            Some(json!({"name": name, "key": "7", "id": id})),
+        );
+        assert_eq!(d["outcome"], "parked", "{d}");
+    }
+    let browser = browser::Driver::start();
+    browser.open(&format!("http://{}/#view=messages", srv.addr));
+
+    // a discard without a reason and who is refused in the page, nothing sent
+    browser.click(r#"tr[data-message="u-2"] button.discard"#);
+    browser.find(r#"#problem:not([hidden])"#);
+    let (_, open) = srv.json("GET", "/messages?parked=true", None);
+    assert_eq!(open["messages"].as_array().unwrap().len(), 2);
+
+    browser.type_into("#who", "anna");
+    browser.type_into(
+        r#"tr[data-message="u-2"] input.why"#,
+        "Testnachricht des Dienstleisters",
+    );
+    browser.click(r#"tr[data-message="u-2"] button.discard"#);
+    srv.wait_for("/messages?parked=true", |v| {
+        v["messages"].as_array().is_some_and(|m| m.len() == 1)
+    });
+    // the requeue is evaluated again: still nobody takes an unknown message, so it parks again
+    browser.click(r#"tr[data-message="u-1"] button.requeue"#);
+    srv.wait_for("/messages?parked=true", |v| {
+        v["messages"][0]["requeues"].as_u64() == Some(1)
+    });
+    drop(browser);
+    assert!(srv.stop().success());
+    // who and why are recorded on the discarded message
+    let pf = postfach::Postfach::open_read_only(dir.path().join("run.redb"), Default::default())
+        .unwrap();
+    let m = pf.reader().unwrap().message("u-2").unwrap();
+    assert_eq!(m[0].state, "discarded");
+    assert_eq!(
+        m[0].note.as_deref(),
+        Some("discarded by anna: Testnachricht des Dienstleisters")
+    );
 }

@@ -24,7 +24,7 @@ pub fn chromium() -> PathBuf {
     if let Some(p) = find() {
         return p;
     }
-    eprintln!("installing chromium (apt-get install chromium)");
+    eprintln!("installing chromium (apt-get install chromium chromium-driver)");
     let apt = |args: &[&str]| {
         Command::new("apt-get")
             .args(args)
@@ -36,7 +36,7 @@ pub fn chromium() -> PathBuf {
             })
     };
     apt(&["update", "-qq"]);
-    let out = apt(&["install", "-y", "-qq", "chromium"]);
+    let out = apt(&["install", "-y", "-qq", "chromium", "chromium-driver"]);
     assert!(
         out.status.success(),
         "apt-get install chromium failed: {}",
@@ -69,4 +69,144 @@ pub fn dom(url: &str, virtual_ms: u64) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A headless chromium driven over WebDriver (Debian's chromedriver), for
+/// tests that click and type. Ends the browser on drop.
+pub struct Driver {
+    child: std::process::Child,
+    base: String,
+    session: String,
+}
+
+const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
+
+impl Driver {
+    pub fn start() -> Driver {
+        let binary = chromium();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new("/usr/bin/chromedriver")
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("chromedriver starts");
+        let base = format!("http://127.0.0.1:{port}");
+        let mut d = Driver {
+            child,
+            base,
+            session: String::new(),
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while d.call("GET", "/status", None).is_none() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "chromedriver never answered"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let caps = serde_json::json!({"capabilities": {"alwaysMatch": {"goog:chromeOptions": {
+            "binary": binary.display().to_string(),
+            "args": ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"]
+        }}}});
+        let v = d.call("POST", "/session", Some(caps)).expect("a session");
+        d.session = v["value"]["sessionId"]
+            .as_str()
+            .expect("session id")
+            .to_string();
+        d
+    }
+
+    fn call(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<serde_json::Value>,
+    ) -> Option<serde_json::Value> {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .build()
+            .into();
+        let url = format!("{}{path}", self.base);
+        let mut r = match (method, body) {
+            ("GET", _) => agent.get(&url).call().ok()?,
+            ("DELETE", _) => agent.delete(&url).call().ok()?,
+            (_, b) => agent
+                .post(&url)
+                .send_json(b.unwrap_or(serde_json::json!({})))
+                .ok()?,
+        };
+        r.body_mut().read_json().ok()
+    }
+
+    fn session(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<serde_json::Value>,
+    ) -> serde_json::Value {
+        let v = self
+            .call(method, &format!("/session/{}{path}", self.session), body)
+            .unwrap_or_else(|| panic!("{method} {path}: no answer"));
+        assert!(v["value"]["error"].is_null(), "{method} {path}: {v}");
+        v["value"].clone()
+    }
+
+    pub fn open(&self, url: &str) {
+        self.session("POST", "/url", Some(serde_json::json!({"url": url})));
+    }
+
+    /// The first element matching `css`, waiting up to 10 s for it.
+    pub fn find(&self, css: &str) -> String {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let v = self
+                .call(
+                    "POST",
+                    &format!("/session/{}/element", self.session),
+                    Some(serde_json::json!({"using": "css selector", "value": css})),
+                )
+                .unwrap();
+            if let Some(id) = v["value"][ELEMENT].as_str() {
+                return id.to_string();
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no element {css}: {v}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+
+    pub fn click(&self, css: &str) {
+        let e = self.find(css);
+        self.session(
+            "POST",
+            &format!("/element/{e}/click"),
+            Some(serde_json::json!({})),
+        );
+    }
+
+    pub fn type_into(&self, css: &str, text: &str) {
+        let e = self.find(css);
+        self.session(
+            "POST",
+            &format!("/element/{e}/value"),
+            Some(serde_json::json!({"text": text})),
+        );
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        if !self.session.is_empty() {
+            let _ = self.call("DELETE", &format!("/session/{}", self.session), None);
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }

@@ -1,6 +1,7 @@
 //! Shared scaffolding: a temporary database with a manual clock and the reference model.
 #![allow(dead_code)]
 
+#[cfg(feature = "server")]
 pub mod browser;
 #[cfg(feature = "pubsub")]
 pub mod gcs;

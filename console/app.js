@@ -247,28 +247,21 @@ async function act(path, body) {
   }
 }
 
+/** The current view's data, then the alarms; one place records the outcome. */
 async function refresh() {
   const current = view();
   $('overview').hidden = current !== 'overview';
   $('messages').hidden = current !== 'messages';
-  if (current === 'messages') {
-    try {
-      await renderParked();
-      await renderAlarms();
-      $('refreshed').textContent = `updated ${new Date().toLocaleTimeString()}`;
-      document.body.dataset.loaded = 'true';
-      problem(null);
-    } catch (err) {
-      problem(err.message);
-    }
-    return;
-  }
-  if (!state.process) return;
+  if (current === 'overview' && !state.process) return;
   try {
-    await showDiagram();
-    const stats = await json(`/processes/${encodeURIComponent(state.process)}/statistics?version=${state.version}`);
-    renderTable(stats);
-    renderOverlays(stats);
+    if (current === 'messages') {
+      await renderParked();
+    } else {
+      await showDiagram();
+      const stats = await json(`/processes/${encodeURIComponent(state.process)}/statistics?version=${state.version}`);
+      renderTable(stats);
+      renderOverlays(stats);
+    }
     await renderAlarms();
     $('refreshed').textContent = `updated ${new Date().toLocaleTimeString()}`;
     document.body.dataset.loaded = 'true';

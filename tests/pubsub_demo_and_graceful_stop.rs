@@ -11,11 +11,15 @@ use serde_json::Value;
 use std::process::Command;
 use std::time::Duration;
 
-#[test]
-fn demo_pubsub_starts_an_emulator_and_loses_nothing() {
+/// `postfach demo ARGS --json` as a new user runs it (it starts its own
+/// emulators): its summary.
+fn demo(args: &[&str]) -> Value {
     let out = Command::new(env!("CARGO_BIN_EXE_postfach"))
-        .args(["demo", "--pubsub", "--orders", "200", "--json"])
+        .arg("demo")
+        .args(args)
+        .arg("--json")
         .env_remove("PUBSUB_EMULATOR_HOST")
+        .env_remove("STORAGE_EMULATOR_HOST")
         .output()
         .unwrap();
     assert!(
@@ -23,7 +27,12 @@ fn demo_pubsub_starts_an_emulator_and_loses_nothing() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let s: Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    serde_json::from_slice(&out.stdout).expect("one JSON document")
+}
+
+#[test]
+fn demo_pubsub_starts_an_emulator_and_loses_nothing() {
+    let s = demo(&["--pubsub", "--orders", "200"]);
     assert_eq!(s["orders_completed"], 200, "{s}");
     assert_eq!(s["invoices_issued"], 200, "{s}");
     assert_eq!(s["orders_invoiced_twice"], 0, "{s}");
@@ -37,25 +46,7 @@ fn demo_pubsub_starts_an_emulator_and_loses_nothing() {
 
 #[test]
 fn demo_pubsub_claim_check_hands_large_orders_and_every_protocol_over_by_reference() {
-    let out = Command::new(env!("CARGO_BIN_EXE_postfach"))
-        .args([
-            "demo",
-            "--pubsub",
-            "--claim-check",
-            "--orders",
-            "50",
-            "--json",
-        ])
-        .env_remove("PUBSUB_EMULATOR_HOST")
-        .env_remove("STORAGE_EMULATOR_HOST")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let s: Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    let s = demo(&["--pubsub", "--claim-check", "--orders", "50"]);
     assert_eq!(s["orders_completed"], 50, "{s}");
     assert_eq!(s["messages_lost"], 0, "{s}");
     let cc = &s["pubsub"]["claim_checks"];

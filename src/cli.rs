@@ -1047,6 +1047,7 @@ async fn execute(pf: &Postfach, command: Command, sources: Sources<'_>) -> Resul
             let list = r.instances(&InstanceFilter {
                 waiting_at: waiting_at.clone(),
                 state,
+                ..Default::default()
             })?;
             let mut text = String::new();
             if let Some(el) = &waiting_at {

@@ -218,14 +218,66 @@ pub struct AttemptView {
     pub error: String,
 }
 
-/// Which instances to list.
+/// Which instances to list (all given conditions hold).
 #[derive(Debug, Clone, Default)]
 pub struct InstanceFilter {
     /// Only instances with a token at this element.
     pub waiting_at: Option<String>,
-    /// Only instances in this state (`active`, `completed`, `cancelled`).
+    /// Only instances in this state (`active`, `incident`, `completed`, `cancelled`).
     pub state: Option<String>,
+    /// Only instances of this process.
+    pub process: Option<String>,
+    /// Only instances that wait for, expect or caught a message with this
+    /// correlation key (found through the subscription indexes).
+    pub key: Option<String>,
+    /// Only instances whose variable (name, value) has this value: a string
+    /// variable compares as is, any other as its JSON text.
+    pub variable: Option<(String, String)>,
+    /// Only instances started at or after this instant.
+    pub started_from: Option<Millis>,
+    /// Only instances started before this instant.
+    pub started_before: Option<Millis>,
+    /// Only instances with (`true`) or without (`false`) an incident: a token
+    /// stopped by an engine error or a job out of attempts.
+    pub has_incident: Option<bool>,
 }
+
+/// Where a page of instances starts and how long it is.
+#[derive(Debug, Clone, Copy)]
+pub struct InstancePaging {
+    /// Continue after this instance id (the `next` of the previous page).
+    pub after: Option<u64>,
+    /// At most this many instances.
+    pub limit: usize,
+    /// Newest (highest id) first; else oldest first.
+    pub newest_first: bool,
+}
+
+impl Default for InstancePaging {
+    fn default() -> Self {
+        InstancePaging {
+            after: None,
+            limit: 50,
+            newest_first: true,
+        }
+    }
+}
+
+/// One page of instances.
+#[derive(Debug, Clone, Serialize)]
+pub struct InstancePage {
+    /// The instances of this page, in the order asked for.
+    pub instances: Vec<InstanceView>,
+    /// The cursor of the next page (`after`), when more instances may match.
+    pub next: Option<String>,
+    /// How many instance records this page examined: a filter that matches
+    /// few instances returns short pages with `next` rather than reading the
+    /// whole table in one request.
+    pub examined: usize,
+}
+
+/// Records one page examines at most.
+pub const PAGE_SCAN_BUDGET: usize = 5_000;
 
 /// Which messages to list; both flags false lists buffered and parked.
 #[derive(Debug, Clone, Default)]
@@ -337,32 +389,180 @@ impl Reader {
 
     /// One instance.
     pub fn instance(&self, id: u64) -> Result<Option<InstanceView>, RErr> {
-        Ok(self.instance_record(id)?.map(|r| instance_view(&r)))
+        self.instance_record(id)?.map(|r| self.view(&r)).transpose()
     }
 
-    /// Instances, optionally only those waiting at an element or in a state.
+    /// Every instance that passes `filter`, by id (no paging: for the
+    /// command line and tests; the HTTP API pages with [`Reader::instance_page`]).
     pub fn instances(&self, filter: &InstanceFilter) -> Result<Vec<InstanceView>, RErr> {
         let mut out = Vec::new();
-        if let Some(el) = &filter.waiting_at {
-            let mut seen = Vec::new();
-            for w in self.waiting_at(el)? {
-                let id: u64 = w.instance.parse().unwrap_or(0);
-                if !seen.contains(&id) {
-                    seen.push(id);
-                    if let Some(v) = self.instance(id)? {
-                        out.push(v);
+        let mut after = None;
+        loop {
+            let page = self.instance_page(
+                filter,
+                InstancePaging {
+                    after,
+                    limit: PAGE_SCAN_BUDGET,
+                    newest_first: false,
+                },
+            )?;
+            out.extend(page.instances);
+            match page.next {
+                Some(n) => after = Some(n.parse().unwrap_or(u64::MAX)),
+                None => return Ok(out),
+            }
+        }
+    }
+
+    /// One page of the instances that pass `filter`. Candidates come from an
+    /// index where the filter names one (`waiting_at`: `tokens_at`; `key`: the
+    /// subscription indexes), else from the instance table in id order; each
+    /// page reads at most [`PAGE_SCAN_BUDGET`] records and says where to go on.
+    pub fn instance_page(
+        &self,
+        filter: &InstanceFilter,
+        paging: InstancePaging,
+    ) -> Result<InstancePage, RErr> {
+        let limit = paging.limit.max(1);
+        let indexed: Option<Vec<u64>> = match (&filter.waiting_at, &filter.key) {
+            (None, None) => None,
+            (waiting_at, key) => {
+                let mut ids: Option<std::collections::BTreeSet<u64>> = None;
+                if let Some(el) = waiting_at {
+                    ids = Some(self.snap.tokens_at(el)?.into_iter().map(|r| r.1).collect());
+                }
+                if let Some(k) = key {
+                    let with_key = self.snap.instances_with_key(k)?;
+                    ids = Some(match ids {
+                        Some(ids) => ids.intersection(&with_key).copied().collect(),
+                        None => with_key,
+                    });
+                }
+                let ids = ids.unwrap_or_default();
+                let mut ids: Vec<u64> = match paging.after {
+                    Some(a) if paging.newest_first => ids.range(..a).copied().collect(),
+                    Some(a) => ids.range(a.saturating_add(1)..).copied().collect(),
+                    None => ids.into_iter().collect(),
+                };
+                if paging.newest_first {
+                    ids.reverse();
+                }
+                Some(ids)
+            }
+        };
+        let mut out = Vec::new();
+        let mut examined = 0usize;
+        let mut last = None;
+        let mut more = false;
+        match indexed {
+            Some(ids) => {
+                for id in &ids {
+                    if out.len() == limit || examined == PAGE_SCAN_BUDGET {
+                        more = true;
+                        break;
+                    }
+                    examined += 1;
+                    last = Some(*id);
+                    if let Some(rec) = self.snap.instance(*id)?
+                        && self.keeps(filter, &rec)?
+                    {
+                        out.push(self.view(&rec)?);
                     }
                 }
             }
-        } else {
-            for rec in self.snap.instances()? {
-                out.push(instance_view(&rec));
+            None => {
+                let mut cursor = paging.after;
+                'scan: loop {
+                    let batch = self
+                        .snap
+                        .instances_after(cursor, paging.newest_first, 256)?;
+                    if batch.is_empty() {
+                        break;
+                    }
+                    for rec in batch {
+                        if out.len() == limit || examined == PAGE_SCAN_BUDGET {
+                            more = true;
+                            break 'scan;
+                        }
+                        examined += 1;
+                        last = Some(rec.id);
+                        cursor = Some(rec.id);
+                        if self.keeps(filter, &rec)? {
+                            out.push(self.view(&rec)?);
+                        }
+                    }
+                }
             }
         }
-        if let Some(s) = &filter.state {
-            out.retain(|v| v.state == s);
+        Ok(InstancePage {
+            instances: out,
+            next: last.filter(|_| more).map(|id| id.to_string()),
+            examined,
+        })
+    }
+
+    fn keeps(&self, f: &InstanceFilter, rec: &InstanceRecord) -> Result<bool, RErr> {
+        if f.process.as_ref().is_some_and(|p| &rec.process != p)
+            || f.started_from.is_some_and(|t| rec.started_at < t)
+            || f.started_before.is_some_and(|t| rec.started_at >= t)
+            || f.waiting_at
+                .as_ref()
+                .is_some_and(|e| !rec.tokens.iter().any(|t| &t.element == e))
+        {
+            return Ok(false);
+        }
+        if let Some((name, value)) = &f.variable {
+            let matches = match rec.variables.get(name) {
+                Some(serde_json::Value::String(s)) => s == value,
+                Some(v) => &v.to_string() == value,
+                None => false,
+            };
+            if !matches {
+                return Ok(false);
+            }
+        }
+        if f.has_incident.is_none() && f.state.is_none() {
+            return Ok(true);
+        }
+        let incidents = self.incidents(rec)?;
+        if f.has_incident
+            .is_some_and(|want| want == incidents.is_empty())
+        {
+            return Ok(false);
+        }
+        Ok(f.state
+            .as_ref()
+            .is_none_or(|s| instance_state(rec, !incidents.is_empty()) == s))
+    }
+
+    /// The incidents of `rec`'s tokens, as `element: error`: a token stopped
+    /// by an engine error, or a job of it out of attempts.
+    fn incidents(&self, rec: &InstanceRecord) -> Result<Vec<String>, RErr> {
+        let mut out = Vec::new();
+        for t in &rec.tokens {
+            match &t.wait {
+                Wait::Incident { error } => out.push(format!("{}: {error}", t.element)),
+                Wait::Job { job } | Wait::Timer { job } => {
+                    if let Some(j) = self.snap.job(*job)?
+                        && j.state == JobState::Incident
+                    {
+                        let error = j.last_error.as_deref().unwrap_or("out of attempts");
+                        out.push(format!("{}: job {}: {error}", t.element, j.id));
+                    }
+                }
+                Wait::Message { .. }
+                | Wait::Signal { .. }
+                | Wait::Events { .. }
+                | Wait::Join { .. }
+                | Wait::Task { .. } => {}
+            }
         }
         Ok(out)
+    }
+
+    /// The operator's view of `rec`.
+    fn view(&self, rec: &InstanceRecord) -> Result<InstanceView, RErr> {
+        Ok(instance_view(rec, self.incidents(rec)?))
     }
 
     /// Tokens resting at `element`, oldest first, with their age.
@@ -613,24 +813,22 @@ impl Reader {
     }
 }
 
-fn instance_view(r: &InstanceRecord) -> InstanceView {
-    let incidents: Vec<String> = r
-        .tokens
-        .iter()
-        .filter_map(|t| match &t.wait {
-            Wait::Incident { error } => Some(format!("{}: {error}", t.element)),
-            _ => None,
-        })
-        .collect();
-    let state = if r.cancelled {
+/// `cancelled`, `completed`, `incident` (an active instance with an
+/// incident) or `active`.
+fn instance_state(r: &InstanceRecord, incident: bool) -> &'static str {
+    if r.cancelled {
         "cancelled"
     } else if r.ended_at.is_some() {
         "completed"
-    } else if !incidents.is_empty() {
+    } else if incident {
         "incident"
     } else {
         "active"
-    };
+    }
+}
+
+fn instance_view(r: &InstanceRecord, incidents: Vec<String>) -> InstanceView {
+    let state = instance_state(r, !incidents.is_empty());
     InstanceView {
         instance: r.id.to_string(),
         process: r.process.clone(),

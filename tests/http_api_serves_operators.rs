@@ -164,6 +164,22 @@ fn bad_input_is_400_naming_the_field_and_unknown_things_are_404() {
     );
     let (status, body) = srv.json("GET", "/messages?reason=whatever", None);
     assert_eq!(status, 400, "{body}");
+    for (query, field) in [
+        ("limit=0", "limit"),
+        ("limit=1001", "limit"),
+        ("order=sideways", "order"),
+        ("variable=auftragId", "variable"),
+        ("started_from=yesterday", "started_from"),
+        ("state=sleeping", "state"),
+        ("after=x", "after"),
+    ] {
+        let (status, body) = srv.json("GET", &format!("/instances?{query}"), None);
+        assert_eq!(status, 400, "{query}: {body}");
+        assert!(
+            body["error"].as_str().unwrap_or("").contains(field),
+            "{query}: {body}"
+        );
+    }
     let (status, body) = srv.json("GET", "/tasks", None);
     assert_eq!((status, &body["tasks"]), (200, &json!([])), "{body}");
     let (status, body) = srv.json("GET", "/tasks?due_before=tomorrow", None);
@@ -208,6 +224,47 @@ fn bad_input_is_400_naming_the_field_and_unknown_things_are_404() {
     );
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["warnings"][0]["element"], "rechnungStellen", "{body}");
+    srv.stop();
+}
+
+#[test]
+fn the_instance_list_pages_by_cursor_and_filters_by_key() {
+    let srv = Server::start("127.0.0.1:0", None);
+    let mut started = Vec::new();
+    for key in ["k1", "k2", "k3"] {
+        let (_, v) = srv.json(
+            "POST",
+            "/instances",
+            Some(json!({"process": "auftrag-ausfuehrung", "variables": {"auftragId": key}})),
+        );
+        started.push(v["instance"].as_str().unwrap().to_string());
+    }
+    let (status, first) = srv.json("GET", "/instances?limit=2", None);
+    assert_eq!(status, 200, "{first}");
+    let listed: Vec<&str> = first["instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["instance"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        listed,
+        [started[2].as_str(), started[1].as_str()],
+        "newest first"
+    );
+    let next = first["next"].as_str().expect("a next cursor");
+    let (_, second) = srv.json("GET", &format!("/instances?limit=2&after={next}"), None);
+    assert_eq!(second["instances"][0]["instance"], started[0].as_str());
+    assert!(second["next"].is_null(), "{second}");
+    let (_, by_key) = srv.json("GET", "/instances?key=k2", None);
+    assert_eq!(by_key["instances"].as_array().unwrap().len(), 1, "{by_key}");
+    assert_eq!(by_key["instances"][0]["instance"], started[1].as_str());
+    let (_, by_var) = srv.json(
+        "GET",
+        "/instances?variable=auftragId&value=k3&order=oldest",
+        None,
+    );
+    assert_eq!(by_var["instances"][0]["instance"], started[2].as_str());
     srv.stop();
 }
 

@@ -27,7 +27,11 @@ fn launch(dir: &std::path::Path, broker: &Broker) -> Server {
 }
 
 fn handed_over(s: &Server) -> usize {
-    let (_, v) = s.json("GET", "/instances?waiting_at=warteAufAbschluss", None);
+    let (_, v) = s.json(
+        "GET",
+        "/instances?waiting_at=warteAufAbschluss&limit=1000",
+        None,
+    );
     v["instances"].as_array().map_or(0, Vec::len)
 }
 

@@ -298,23 +298,116 @@ async fn start(
 }
 
 #[derive(Deserialize, Default, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
 struct InstancesQuery {
+    /// Only instances with a token at this element.
     waiting_at: Option<String>,
+    /// `active`, `incident`, `completed` or `cancelled`.
     state: Option<String>,
+    /// Only instances of this process.
+    process: Option<String>,
+    /// Only instances that wait for, expect or caught a message with this correlation key.
+    key: Option<String>,
+    /// With `value`: only instances whose variable of this name has that value.
+    variable: Option<String>,
+    /// The value `variable` must have (strings as is, others as JSON text).
+    value: Option<String>,
+    /// RFC 3339: started at or after.
+    started_from: Option<String>,
+    /// RFC 3339: started before.
+    started_before: Option<String>,
+    /// Only instances with (`true`) or without (`false`) an incident.
+    has_incident: Option<bool>,
+    /// The `next` cursor of the previous page.
+    after: Option<String>,
+    /// Page size, 1 to 1000 (default 100).
+    limit: Option<usize>,
+    /// `newest` (default) or `oldest` first.
+    order: Option<String>,
 }
 
-#[utoipa::path(get, path = "/instances", params(InstancesQuery), responses((status = 200, description = "Instances, e.g. those waiting at an element with their age", body = serde_json::Value)))]
+/// The most instances one page returns.
+const MAX_PAGE: usize = 1000;
+
+#[utoipa::path(get, path = "/instances", params(InstancesQuery), responses((status = 200, description = "One page of the instances that pass every filter given, newest first unless order=oldest; `next` is the cursor (`after`) of the following page, absent on the last; `waiting` lists the page's tokens at `waiting_at` with their age", body = serde_json::Value)))]
 async fn instances(State(s): State<AppState>, Query(q): Query<InstancesQuery>) -> ApiResult {
-    let r = s.pf.reader()?;
-    let list = r.instances(&InstanceFilter {
+    let variable = match (q.variable, q.value) {
+        (Some(n), Some(v)) => Some((n, v)),
+        (None, None) => None,
+        _ => {
+            return Err(ApiError::BadRequest(
+                "variable and value go together: ?variable=NAME&value=VALUE".into(),
+            ));
+        }
+    };
+    if let Some(st) = &q.state
+        && !["active", "incident", "completed", "cancelled"].contains(&st.as_str())
+    {
+        return Err(ApiError::BadRequest(format!(
+            "state {st:?}: expected active, incident, completed or cancelled"
+        )));
+    }
+    let newest_first = match q.order.as_deref() {
+        None | Some("newest") => true,
+        Some("oldest") => false,
+        Some(o) => {
+            return Err(ApiError::BadRequest(format!(
+                "order {o:?}: expected newest or oldest"
+            )));
+        }
+    };
+    let limit = q.limit.unwrap_or(100);
+    if !(1..=MAX_PAGE).contains(&limit) {
+        return Err(ApiError::BadRequest(format!(
+            "limit {limit}: expected 1 to {MAX_PAGE}"
+        )));
+    }
+    let after = q
+        .after
+        .map(|a| {
+            a.parse::<u64>().map_err(|_| {
+                ApiError::BadRequest(format!("after {a:?}: expected the `next` cursor of a page"))
+            })
+        })
+        .transpose()?;
+    let filter = InstanceFilter {
+        started_from: instant("started_from", q.started_from)?,
+        started_before: instant("started_before", q.started_before)?,
         waiting_at: q.waiting_at.clone(),
         state: q.state,
-    })?;
+        process: q.process,
+        key: q.key,
+        variable,
+        has_incident: q.has_incident,
+    };
+    let r = s.pf.reader()?;
+    let page = r.instance_page(
+        &filter,
+        crate::ops::InstancePaging {
+            after,
+            limit,
+            newest_first,
+        },
+    )?;
     let waiting = match &q.waiting_at {
-        Some(el) => serde_json::to_value(r.waiting_at(el)?).unwrap_or(Value::Null),
+        Some(el) => {
+            let listed: std::collections::HashSet<&str> =
+                page.instances.iter().map(|i| i.instance.as_str()).collect();
+            let rows: Vec<_> = r
+                .waiting_at(el)?
+                .into_iter()
+                .filter(|w| listed.contains(w.instance.as_str()))
+                .collect();
+            serde_json::to_value(rows).unwrap_or(Value::Null)
+        }
         None => Value::Null,
     };
-    Ok(Json(json!({"instances": list, "waiting": waiting})))
+    Ok(Json(json!({
+        "instances": page.instances,
+        "next": page.next,
+        "examined": page.examined,
+        "waiting": waiting,
+    })))
 }
 
 #[utoipa::path(get, path = "/instances/{id}", params(("id" = u64, Path, description = "instance or job id")), responses((status = 200, description = "One instance with tokens, variables and history", body = serde_json::Value)))]

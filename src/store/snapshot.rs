@@ -59,9 +59,84 @@ impl Snapshot {
         get_record(&self.table(INSTANCES)?, id)
     }
 
-    /// Every instance record, by id.
-    pub fn instances(&self) -> Result<Vec<InstanceRecord>, StoreError> {
-        self.all(INSTANCES)
+    /// Up to `limit` instance records after `cursor` (exclusive) in id order,
+    /// newest first when `newest_first`: one range over `instances`.
+    pub fn instances_after(
+        &self,
+        cursor: Option<u64>,
+        newest_first: bool,
+        limit: usize,
+    ) -> Result<Vec<InstanceRecord>, StoreError> {
+        let t = self.table(INSTANCES)?;
+        let mut out = Vec::new();
+        let mut take = |row: Result<
+            (
+                redb::AccessGuard<'_, u64>,
+                redb::AccessGuard<'_, &'static [u8]>,
+            ),
+            redb::StorageError,
+        >|
+         -> Result<bool, StoreError> {
+            out.push(codec::decode(row?.1.value())?);
+            Ok(out.len() < limit)
+        };
+        if newest_first {
+            if cursor == Some(0) {
+                return Ok(out);
+            }
+            let upper = cursor.map_or(u64::MAX, |c| c - 1);
+            for row in t.range(..=upper)?.rev() {
+                if !take(row)? {
+                    break;
+                }
+            }
+        } else {
+            let lower = cursor.map_or(0, |c| c.saturating_add(1));
+            if cursor == Some(u64::MAX) {
+                return Ok(out);
+            }
+            for row in t.range(lower..)? {
+                if !take(row)? {
+                    break;
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Instances that wait for, expect or have caught a message with
+    /// correlation key `key` (any message name): the `subscriptions`, `expect`
+    /// and `passed` rows of every catalogued message name.
+    pub fn instances_with_key(
+        &self,
+        key: &str,
+    ) -> Result<std::collections::BTreeSet<u64>, StoreError> {
+        let mut names: Vec<String> = Vec::new();
+        for row in self.table(CATALOG)?.iter()? {
+            let name = row?.0.value().0.to_string();
+            if names.last() != Some(&name) {
+                names.push(name);
+            }
+        }
+        let open_multimap = |def| self.tx.open_multimap_table(def).map_err(redb::Error::from);
+        let subs = self
+            .tx
+            .open_multimap_table(SUBSCRIPTIONS)
+            .map_err(redb::Error::from)?;
+        let expect = open_multimap(EXPECT)?;
+        let passed = open_multimap(PASSED)?;
+        let mut out = std::collections::BTreeSet::new();
+        for name in &names {
+            for v in subs.get((name.as_str(), key))? {
+                out.insert(v?.value().0);
+            }
+            for t in [&expect, &passed] {
+                for v in t.get((name.as_str(), key))? {
+                    out.insert(v?.value());
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// Tokens resting at `element`, oldest first: (since, instance, token).

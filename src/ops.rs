@@ -117,6 +117,36 @@ pub struct InstanceView {
     pub history: Vec<HistoryView>,
 }
 
+/// One instance with everything that waits on it: an operator's detail page.
+#[derive(Debug, Clone, Serialize)]
+pub struct InstanceDetail {
+    /// The instance as the list shows it.
+    #[serde(flatten)]
+    pub instance: InstanceView,
+    /// The message and signal subscriptions its tokens hold open.
+    pub subscriptions: Vec<SubscriptionView>,
+    /// The jobs of its tokens (tasks, continuations, timers, boundary timers).
+    pub jobs: Vec<JobView>,
+    /// Messages correlated into it, and parked messages that name it as a
+    /// candidate, in accept order.
+    pub messages: Vec<MessageView>,
+}
+
+/// A subscription a token holds open.
+#[derive(Debug, Clone, Serialize)]
+pub struct SubscriptionView {
+    /// The token.
+    pub token: u64,
+    /// The element it waits at (an event-based gateway for its branches).
+    pub element: String,
+    /// `message` or `signal`.
+    pub kind: &'static str,
+    /// Message or signal name.
+    pub name: String,
+    /// The correlation key of a message subscription.
+    pub key: Option<String>,
+}
+
 /// A token of an instance.
 #[derive(Debug, Clone, Serialize)]
 pub struct TokenView {
@@ -172,6 +202,8 @@ pub struct MessageView {
     pub attributes: BTreeMap<String, String>,
     /// Raw payload of a malformed message, as (lossy) text.
     pub raw: Option<String>,
+    /// The same raw payload byte for byte, as lowercase hex.
+    pub raw_hex: Option<String>,
     /// How often an operator requeued it.
     pub requeues: u32,
     /// When it was correlated or discarded.
@@ -390,6 +422,63 @@ impl Reader {
     /// One instance.
     pub fn instance(&self, id: u64) -> Result<Option<InstanceView>, RErr> {
         self.instance_record(id)?.map(|r| self.view(&r)).transpose()
+    }
+
+    /// One instance with its open subscriptions, its jobs and its messages.
+    pub fn instance_detail(&self, id: u64) -> Result<Option<InstanceDetail>, RErr> {
+        let Some(rec) = self.instance_record(id)? else {
+            return Ok(None);
+        };
+        let mut subscriptions = Vec::new();
+        let mut job_ids = Vec::new();
+        for t in &rec.tokens {
+            let mut sub = |kind, name: &String, key: Option<&String>| {
+                subscriptions.push(SubscriptionView {
+                    token: t.id,
+                    element: t.element.clone(),
+                    kind,
+                    name: name.clone(),
+                    key: key.cloned(),
+                })
+            };
+            match &t.wait {
+                Wait::Message { name, key } => sub("message", name, Some(key)),
+                Wait::Signal { name } => sub("signal", name, None),
+                Wait::Events {
+                    messages,
+                    signals,
+                    timers,
+                } => {
+                    for (name, key) in messages {
+                        sub("message", name, Some(key));
+                    }
+                    for name in signals {
+                        sub("signal", name, None);
+                    }
+                    job_ids.extend(timers);
+                }
+                Wait::Job { job } | Wait::Timer { job } => job_ids.push(*job),
+                Wait::Join { .. } | Wait::Incident { .. } | Wait::Task { .. } => {}
+            }
+            job_ids.extend(&t.timers);
+        }
+        let mut jobs = Vec::new();
+        for j in job_ids {
+            if let Some(j) = self.snap.job(j)? {
+                jobs.push(job_view(&j));
+            }
+        }
+        Ok(Some(InstanceDetail {
+            instance: self.view(&rec)?,
+            subscriptions,
+            jobs,
+            messages: self
+                .snap
+                .messages_of_instance(id)?
+                .iter()
+                .map(message_view)
+                .collect(),
+        }))
     }
 
     /// Every instance that passes `filter`, by id (no paging: for the
@@ -892,6 +981,14 @@ fn message_view(m: &MessageRecord) -> MessageView {
             .raw
             .as_ref()
             .map(|b| String::from_utf8_lossy(b).into_owned()),
+        raw_hex: m.raw.as_ref().map(|b| {
+            use std::fmt::Write;
+            b.iter()
+                .fold(String::with_capacity(b.len() * 2), |mut s, x| {
+                    let _ = write!(s, "{x:02x}");
+                    s
+                })
+        }),
         requeues: m.requeues,
         settled_at: m.settled_at.map(rfc3339),
     }

@@ -86,3 +86,54 @@ async fn a_forced_repair_token_makes_the_next_completion_ambiguous_and_the_guard
     );
     assert_eq!(d.candidates, vec![a]);
 }
+
+#[tokio::test]
+async fn each_candidate_s_detail_shows_the_parked_message_and_its_open_subscription_until_the_repair()
+ {
+    let env = Env::reference().await;
+    let a = env.waiting_order("4711").await;
+    let b = env.waiting_order("4711").await;
+    env.pf.publish(completion("4711", "evt-1")).await.unwrap();
+    let detail = |i| {
+        env.pf
+            .reader()
+            .unwrap()
+            .instance_detail(i)
+            .unwrap()
+            .unwrap()
+    };
+    for inst in [a, b] {
+        let d = detail(inst);
+        assert_eq!(d.subscriptions.len(), 1, "{:?}", d.subscriptions);
+        let s = &d.subscriptions[0];
+        assert_eq!(
+            (
+                s.kind,
+                s.name.as_str(),
+                s.key.as_deref(),
+                s.element.as_str()
+            ),
+            ("message", MESSAGE, Some("4711"), "warteAufAbschluss")
+        );
+        assert_eq!(d.messages.len(), 1);
+        assert_eq!(d.messages[0].message_id, "evt-1");
+        assert_eq!(d.messages[0].reason, Some("ambiguous"));
+    }
+    // the operator cancels b's token and requeues: a's detail shows the message correlated
+    let token = detail(b).instance.tokens[0].token;
+    env.pf.cancel_token(b, token).await.unwrap();
+    env.pf.requeue("evt-1").await.unwrap();
+    let d = detail(a);
+    assert!(d.subscriptions.is_empty());
+    assert_eq!(d.messages[0].state, "correlated");
+    assert_eq!(d.messages[0].instance, Some(a.to_string()));
+    assert!(
+        detail(b).messages.is_empty(),
+        "b is no candidate of a correlated message"
+    );
+    // a's next step is the invoice job: the detail lists it
+    env.pf.run_continuations(10).await.unwrap();
+    let jobs = detail(a).jobs;
+    assert_eq!(jobs.len(), 1, "{jobs:?}");
+    assert_eq!(jobs[0].element, "rechnungStellen");
+}

@@ -165,7 +165,11 @@ fn a_bpmn_error_takes_the_boundary_path_and_an_unknown_code_exits_3() {
         "SONSTWAS",
     ]);
     assert_eq!(o.status.code(), Some(3));
-    assert_eq!(cli.state(&other).0, "incident", "its job is out of attempts");
+    assert_eq!(
+        cli.state(&other).0,
+        "incident",
+        "its job is out of attempts"
+    );
     assert_eq!(
         cli.ok(&["jobs", "--incidents"])["jobs"]
             .as_array()

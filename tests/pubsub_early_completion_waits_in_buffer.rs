@@ -99,6 +99,11 @@ async fn malformed_json_is_parked_with_its_raw_bytes_and_acked() {
         "no business id: Pub/Sub's message_id"
     );
     assert_eq!(m.raw.as_deref(), Some("{\"auftragId\": 4711,"));
+    assert_eq!(
+        m.raw_hex.as_deref(),
+        Some("7b22617566747261674964223a20343731312c"),
+        "the same bytes in hex"
+    );
     assert!(
         m.note.as_deref().unwrap_or_default().contains("not JSON"),
         "{m:?}"

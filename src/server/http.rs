@@ -410,11 +410,11 @@ async fn instances(State(s): State<AppState>, Query(q): Query<InstancesQuery>) -
     })))
 }
 
-#[utoipa::path(get, path = "/instances/{id}", params(("id" = u64, Path, description = "instance or job id")), responses((status = 200, description = "One instance with tokens, variables and history", body = serde_json::Value)))]
+#[utoipa::path(get, path = "/instances/{id}", params(("id" = u64, Path, description = "instance or job id")), responses((status = 200, description = "One instance with tokens, variables and history, the subscriptions its tokens hold open, its jobs, and the messages correlated into it or parked naming it", body = serde_json::Value)))]
 async fn instance(State(s): State<AppState>, Path(id): Path<u64>) -> ApiResult {
     let v =
         s.pf.reader()?
-            .instance(id)?
+            .instance_detail(id)?
             .ok_or_else(|| Error::from(EngineError::UnknownInstance(id)))?;
     Ok(Json(serde_json::to_value(v).unwrap_or(Value::Null)))
 }

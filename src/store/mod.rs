@@ -39,7 +39,7 @@ pub(crate) const INCIDENTS_GAUGE: &str = "open:incidents";
 /// [`INDEX_VERSION`] the derived rows and gauges are rebuilt from the records
 /// when the database is opened (records and format stay as they are).
 pub(crate) const INDEX_VERSION_KEY: &str = "index_version";
-pub(crate) const INDEX_VERSION: u64 = 3;
+pub(crate) const INDEX_VERSION: u64 = 4;
 /// Gauges per definition version and element (`stat:KIND:PROCESS:VERSION:ELEMENT`;
 /// BPMN ids are NCNames, so they hold no `:`): tokens resting there, ready jobs
 /// and jobs in an incident of that element.
@@ -94,6 +94,10 @@ pub(crate) const EXPIRY: TableDefinition<(u64, u64), ()> = TableDefinition::new(
 /// first row, so its age is one lookup however many wait.
 pub(crate) const BUFFER_AGE: TableDefinition<(u64, u64), ()> = TableDefinition::new("buffer_age");
 pub(crate) const PARKED: TableDefinition<u64, ()> = TableDefinition::new("parked");
+/// (instance, message seq): the messages an instance's detail lists — one
+/// correlated into it, and a parked one that names it as a candidate.
+pub(crate) const INSTANCE_MESSAGES: TableDefinition<(u64, u64), ()> =
+    TableDefinition::new("instance_messages");
 pub(crate) const JOBS: TableDefinition<u64, &[u8]> = TableDefinition::new("jobs");
 pub(crate) const CONT_DUE: TableDefinition<(u64, u64), ()> = TableDefinition::new("cont_due");
 pub(crate) const TOPIC_DUE: TableDefinition<(&str, u64, u64), ()> =

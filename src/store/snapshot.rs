@@ -250,6 +250,22 @@ impl Snapshot {
         self.messages_of(seqs)
     }
 
+    /// The messages correlated into instance `id` and the parked ones that
+    /// name it as a candidate, by sequence (none on a database opened
+    /// read-only before the index existed).
+    pub fn messages_of_instance(&self, id: u64) -> Result<Vec<MessageRecord>, StoreError> {
+        let t = match self.tx.open_table(INSTANCE_MESSAGES) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+            Err(e) => return Err(redb::Error::from(e).into()),
+        };
+        let mut seqs = Vec::new();
+        for row in t.range((id, 0u64)..=(id, u64::MAX))? {
+            seqs.push(row?.0.value().1);
+        }
+        self.messages_of(seqs)
+    }
+
     /// Every message recorded under this message id (any name).
     pub fn messages_by_id(&self, id: &str) -> Result<Vec<MessageRecord>, StoreError> {
         self.messages_of(seqs_by_id(&self.table(DEDUP)?, id)?)

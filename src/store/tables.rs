@@ -2,8 +2,8 @@
 //!
 //! Invariant: the store owns its index rows. A record written through
 //! [`Tables`] derives its index rows from the record before and after the
-//! write — a message's `dedup`, `buffer`, `buffer_age`, `expiry` and `parked`
-//! rows and the parked-per-reason and per-name gauges, a job's `cont_due`,
+//! write — a message's `dedup`, `buffer`, `buffer_age`, `expiry`, `parked`
+//! and `instance_messages` rows and the parked-per-reason and per-name gauges, a job's `cont_due`,
 //! `topic_due` and `leases` rows, the incident gauge and the ready/incident
 //! gauges of its element and definition version, an instance's `tokens_at`
 //! and `version_tokens` rows and per-version token gauges — so no engine code
@@ -51,6 +51,7 @@ pub(crate) struct Tables<'t> {
     expiry: Table<'t, (u64, u64), ()>,
     buffer_age: Table<'t, (u64, u64), ()>,
     parked: Table<'t, u64, ()>,
+    instance_messages: Table<'t, (u64, u64), ()>,
     jobs: Table<'t, u64, &'static [u8]>,
     cont_due: Table<'t, (u64, u64), ()>,
     topic_due: Table<'t, (&'static str, u64, u64), ()>,
@@ -99,6 +100,9 @@ struct MessageRows {
     expiry: Option<Millis>,
     /// The reason a parked message is parked for.
     parked: Option<&'static str>,
+    /// The instances whose detail lists it: the one it was correlated into,
+    /// or the candidates it is parked with.
+    instances: Vec<u64>,
 }
 
 impl MessageRows {
@@ -108,7 +112,17 @@ impl MessageRows {
             buffered: buffered.then_some(m.accepted_at),
             expiry: m.expires_at.filter(|_| buffered),
             parked: (m.state == MessageState::Parked).then(|| parked_reason(m)),
+            instances: message_instances(m),
         }
+    }
+}
+
+/// The instances whose detail lists message `m` (see [`INSTANCE_MESSAGES`]).
+pub(super) fn message_instances(m: &MessageRecord) -> Vec<u64> {
+    match m.state {
+        MessageState::Correlated => m.instance.into_iter().collect(),
+        MessageState::Parked => m.candidates.clone(),
+        MessageState::Buffered | MessageState::Discarded => Vec::new(),
     }
 }
 
@@ -200,6 +214,7 @@ impl<'t> Tables<'t> {
             expiry: tx.open_table(EXPIRY)?,
             buffer_age: tx.open_table(BUFFER_AGE)?,
             parked: tx.open_table(PARKED)?,
+            instance_messages: tx.open_table(INSTANCE_MESSAGES)?,
             jobs: tx.open_table(JOBS)?,
             cont_due: tx.open_table(CONT_DUE)?,
             topic_due: tx.open_table(TOPIC_DUE)?,
@@ -308,7 +323,10 @@ impl<'t> Tables<'t> {
         if version < 2 {
             self.upgrade_to_2()?;
         }
-        self.upgrade_to_3()?;
+        if version < 3 {
+            self.upgrade_to_3()?;
+        }
+        self.upgrade_to_4()?;
         self.meta.insert(INDEX_VERSION_KEY, INDEX_VERSION)?;
         Ok(())
     }
@@ -412,6 +430,22 @@ impl<'t> Tables<'t> {
         }
         for (k, v) in gauges {
             self.meta.insert(k.as_str(), v)?;
+        }
+        Ok(())
+    }
+
+    /// Index generation 4: `instance_messages` from the correlated and
+    /// parked messages.
+    fn upgrade_to_4(&mut self) -> Result<(), StoreError> {
+        let mut rows = Vec::new();
+        for row in self.messages.iter()? {
+            let m: MessageRecord = codec::decode(row?.1.value())?;
+            for inst in message_instances(&m) {
+                rows.push((inst, m.seq));
+            }
+        }
+        for r in rows {
+            self.instance_messages.insert(r, ())?;
         }
         Ok(())
     }
@@ -654,7 +688,8 @@ impl<'t> Tables<'t> {
                 )?;
                 self.message_rows(rec, &new, true)?;
             }
-            // name and key never change, so the old rows are `rec`'s with the old state
+            // name and key never change, so the old rows are `rec`'s with the
+            // old state (the instances they name are kept in the rows)
             Some(old) if old != new => {
                 self.message_rows(rec, &old, false)?;
                 self.message_rows(rec, &new, true)?;
@@ -689,6 +724,13 @@ impl<'t> Tables<'t> {
                 self.expiry.insert((at, m.seq), ())?;
             } else {
                 self.expiry.remove((at, m.seq))?;
+            }
+        }
+        for &inst in &rows.instances {
+            if insert {
+                self.instance_messages.insert((inst, m.seq), ())?;
+            } else {
+                self.instance_messages.remove((inst, m.seq))?;
             }
         }
         if let Some(reason) = rows.parked {
@@ -1216,6 +1258,49 @@ mod tests {
         assert_eq!(s.parked_gauges().unwrap(), vec![]);
         assert_eq!(s.oldest_buffered_at().unwrap(), Some(5));
         drop(s);
+        assert_eq!(db.verify(), Vec::<String>::new());
+    }
+
+    #[test]
+    fn an_instance_lists_the_messages_parked_with_it_and_then_the_one_correlated_into_it() {
+        let db = MemoryStore::new();
+        let of = |db: &MemoryStore, inst| -> Vec<u64> {
+            db.snapshot()
+                .messages_of_instance(inst)
+                .unwrap()
+                .iter()
+                .map(|m| m.seq)
+                .collect()
+        };
+        db.write(|t| {
+            let mut m = message(1, MessageState::Parked);
+            m.candidates = vec![10, 11];
+            t.put_message(&m).unwrap();
+        });
+        assert_eq!((of(&db, 10), of(&db, 11)), (vec![1], vec![1]));
+        db.write(|t| {
+            let mut m = t.message(1).unwrap().unwrap();
+            m.state = MessageState::Correlated;
+            m.candidates.clear();
+            m.instance = Some(11);
+            t.put_message(&m).unwrap();
+        });
+        assert_eq!((of(&db, 10), of(&db, 11)), (vec![], vec![1]));
+        assert_eq!(db.verify(), Vec::<String>::new());
+        // a database from before the index gets its rows when it is opened
+        db.write(|t| {
+            t.instance_messages.remove((11, 1)).unwrap();
+            t.meta.insert(INDEX_VERSION_KEY, 3).unwrap();
+        });
+        assert!(!db.verify().is_empty());
+        db.write(|t| t.upgrade_indexes().unwrap());
+        assert_eq!(db.verify(), Vec::<String>::new());
+        assert_eq!(of(&db, 11), vec![1]);
+        db.write(|t| {
+            let m = t.message(1).unwrap().unwrap();
+            t.remove_message(&m).unwrap();
+        });
+        assert_eq!(of(&db, 11), Vec::<u64>::new());
         assert_eq!(db.verify(), Vec::<String>::new());
     }
 

@@ -30,6 +30,9 @@ pub(crate) fn verify(r: &ReadTransaction) -> Result<Vec<String>, StoreError> {
                 want.expiry.insert((at, m.seq));
             }
         }
+        for inst in super::tables::message_instances(&m) {
+            want.instance_messages.insert((inst, m.seq));
+        }
         if m.state == MessageState::Parked {
             want.parked.insert(m.seq);
             let reason = m.reason.map_or("unknown", Reason::as_str);
@@ -216,6 +219,9 @@ pub(crate) fn verify(r: &ReadTransaction) -> Result<Vec<String>, StoreError> {
     for row in r.open_table(PARKED)?.iter()? {
         have.parked.insert(row?.0.value());
     }
+    for row in r.open_table(INSTANCE_MESSAGES)?.iter()? {
+        have.instance_messages.insert(row?.0.value());
+    }
     for row in r.open_table(CONT_DUE)?.iter()? {
         have.cont_due.insert(row?.0.value());
     }
@@ -290,6 +296,12 @@ pub(crate) fn verify(r: &ReadTransaction) -> Result<Vec<String>, StoreError> {
         &mut problems,
     );
     compare("parked", &want.parked, &have.parked, &mut problems);
+    compare(
+        "instance_messages",
+        &want.instance_messages,
+        &have.instance_messages,
+        &mut problems,
+    );
     compare("cont_due", &want.cont_due, &have.cont_due, &mut problems);
     compare("topic_due", &want.topic_due, &have.topic_due, &mut problems);
     compare("leases", &want.leases, &have.leases, &mut problems);
@@ -347,6 +359,7 @@ struct Rows {
     /// the gauges the store keeps, as `meta` holds them (zero left out)
     gauges: std::collections::BTreeMap<String, u64>,
     parked: BTreeSet<u64>,
+    instance_messages: BTreeSet<(u64, u64)>,
     cont_due: BTreeSet<(Millis, u64)>,
     topic_due: BTreeSet<(String, Millis, u64)>,
     leases: BTreeSet<(Millis, u64)>,

@@ -308,6 +308,52 @@ pub struct InstancePage {
     pub examined: usize,
 }
 
+/// Where a page of messages goes on: after a parked message (`p:SEQ`) or
+/// after a buffered one (`b:ACCEPTED_AT:SEQ`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum MessageCursor {
+    Parked(u64),
+    Buffered(Millis, u64),
+}
+
+impl MessageCursor {
+    fn parse(s: &str) -> Result<Self, MessageCursorError> {
+        let bad = || MessageCursorError::Cursor(s.to_string());
+        let mut parts = s.split(':');
+        let c = match (parts.next(), parts.next(), parts.next(), parts.next()) {
+            (Some("p"), Some(seq), None, None) => {
+                MessageCursor::Parked(seq.parse().map_err(|_| bad())?)
+            }
+            (Some("b"), Some(at), Some(seq), None) => MessageCursor::Buffered(
+                at.parse().map_err(|_| bad())?,
+                seq.parse().map_err(|_| bad())?,
+            ),
+            _ => return Err(bad()),
+        };
+        Ok(c)
+    }
+}
+
+impl std::fmt::Display for MessageCursor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MessageCursor::Parked(s) => write!(f, "p:{s}"),
+            MessageCursor::Buffered(a, s) => write!(f, "b:{a}:{s}"),
+        }
+    }
+}
+
+/// Why a page of messages could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum MessageCursorError {
+    /// The cursor is not one a page handed out.
+    #[error("cursor {0:?} is not the `next` of a page of messages")]
+    Cursor(String),
+    /// The store could not be read.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
 /// Records one page examines at most.
 pub const PAGE_SCAN_BUDGET: usize = 5_000;
 
@@ -320,6 +366,16 @@ pub struct MessageFilter {
     pub parked: bool,
     /// Only parked messages with this reason.
     pub reason: Option<Reason>,
+}
+
+/// One page of buffered and parked messages: the parked ones by sequence,
+/// then the buffered ones oldest first.
+#[derive(Debug, Clone, Serialize)]
+pub struct MessagePage {
+    /// The messages of this page.
+    pub messages: Vec<MessageView>,
+    /// The cursor of the next page, when more messages may follow.
+    pub next: Option<String>,
 }
 
 /// An open user task in the task list.
@@ -688,6 +744,90 @@ impl Reader {
         }
         recs.sort_by_key(|m| m.seq);
         Ok(recs.iter().map(message_view).collect())
+    }
+
+    /// One page of the messages `filter` asks for, read from the `parked` and
+    /// `buffer_age` indexes (never the whole table): parked ones first, by
+    /// sequence, then buffered ones, oldest first. `after` is the `next` of
+    /// the previous page; a page reads at most [`PAGE_SCAN_BUDGET`] records.
+    pub fn message_page(
+        &self,
+        filter: &MessageFilter,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<MessagePage, MessageCursorError> {
+        let (buffered, parked) = if !filter.buffered && !filter.parked {
+            (true, true)
+        } else {
+            (filter.buffered, filter.parked)
+        };
+        let limit = limit.max(1);
+        let mut cursor = match after {
+            None => None,
+            Some(c) => Some(MessageCursor::parse(c)?),
+        };
+        let mut out = Vec::new();
+        let mut examined = 0usize;
+        let full = |out: &Vec<MessageView>, examined: usize| {
+            out.len() == limit || examined >= PAGE_SCAN_BUDGET
+        };
+        if parked && !matches!(cursor, Some(MessageCursor::Buffered(..))) {
+            let mut from = match cursor {
+                Some(MessageCursor::Parked(s)) => Some(s),
+                _ => None,
+            };
+            loop {
+                let batch = self.snap.parked_after(from, 256)?;
+                if batch.is_empty() {
+                    break;
+                }
+                for m in batch {
+                    if full(&out, examined) {
+                        return Ok(MessagePage {
+                            messages: out,
+                            next: from.map(|s| MessageCursor::Parked(s).to_string()),
+                        });
+                    }
+                    examined += 1;
+                    from = Some(m.seq);
+                    if filter.reason.is_none_or(|r| m.reason == Some(r)) {
+                        out.push(message_view(&m));
+                    }
+                }
+            }
+            cursor = None;
+        }
+        if buffered && filter.reason.is_none() {
+            let mut from = match cursor {
+                Some(MessageCursor::Buffered(at, seq)) => Some((at, seq)),
+                _ => None,
+            };
+            loop {
+                let batch = self.snap.buffered_after(from, 256)?;
+                if batch.is_empty() {
+                    break;
+                }
+                for m in batch {
+                    if full(&out, examined) {
+                        return Ok(MessagePage {
+                            messages: out,
+                            // before the first buffered one: the start of the buffer
+                            next: Some(from.map_or(MessageCursor::Buffered(0, 0), |(a, s)| {
+                                MessageCursor::Buffered(a, s)
+                            }))
+                            .map(|c| c.to_string()),
+                        });
+                    }
+                    examined += 1;
+                    from = Some((m.accepted_at, m.seq));
+                    out.push(message_view(&m));
+                }
+            }
+        }
+        Ok(MessagePage {
+            messages: out,
+            next: None,
+        })
     }
 
     /// Every message record with this id (any state).

@@ -511,9 +511,13 @@ struct MessagesQuery {
     #[serde(default)]
     parked: bool,
     reason: Option<String>,
+    /// The `next` cursor of the previous page.
+    after: Option<String>,
+    /// Page size, 1 to 1000 (default 200).
+    limit: Option<usize>,
 }
 
-#[utoipa::path(get, path = "/messages", params(MessagesQuery), responses((status = 200, description = "Buffered and parked messages", body = serde_json::Value)))]
+#[utoipa::path(get, path = "/messages", params(MessagesQuery), responses((status = 200, description = "One page of buffered and parked messages (both unless one is asked for): parked ones by sequence, then buffered ones oldest first, each with its expiry, reason, candidates, attributes and raw payload; `next` is the cursor (`after`) of the following page", body = serde_json::Value)))]
 async fn messages(
     State(s): State<AppState>,
     Query(q): Query<MessagesQuery>,
@@ -523,12 +527,31 @@ async fn messages(
         Some(Ok(r)) => Some(r),
         None => None,
     };
-    let list = s.pf.reader()?.messages(&MessageFilter {
+    let limit = q.limit.unwrap_or(200);
+    if !(1..=MAX_PAGE).contains(&limit) {
+        return Err(ApiError::BadRequest(format!(
+            "limit {limit}: expected 1 to {MAX_PAGE}"
+        )));
+    }
+    let filter = MessageFilter {
         buffered: q.buffered,
         parked: q.parked,
         reason,
-    })?;
-    Ok(Json(json!({"messages": list})).into_response())
+    };
+    let page = match s
+        .pf
+        .reader()?
+        .message_page(&filter, q.after.as_deref(), limit)
+    {
+        Ok(page) => page,
+        Err(crate::ops::MessageCursorError::Cursor(c)) => {
+            return Err(ApiError::BadRequest(format!(
+                "after {c:?}: expected the `next` cursor of a page of messages"
+            )));
+        }
+        Err(crate::ops::MessageCursorError::Store(e)) => return Err(e.into()),
+    };
+    Ok(Json(json!({"messages": page.messages, "next": page.next})).into_response())
 }
 
 #[utoipa::path(post, path = "/messages/{id}/requeue", params(("id" = String, Path, description = "message id (or NAME/ID)")), responses((status = 200, description = "Evaluate a parked message again", body = serde_json::Value)))]

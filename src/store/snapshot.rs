@@ -266,6 +266,54 @@ impl Snapshot {
         self.messages_of(seqs)
     }
 
+    /// Up to `limit` parked messages after sequence `after`, by sequence.
+    pub fn parked_after(
+        &self,
+        after: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<MessageRecord>, StoreError> {
+        let t = self.table(PARKED)?;
+        let mut seqs = Vec::new();
+        let from = match after {
+            Some(u64::MAX) => return Ok(Vec::new()),
+            Some(a) => a + 1,
+            None => 0,
+        };
+        for row in t.range(from..)? {
+            if seqs.len() == limit {
+                break;
+            }
+            seqs.push(row?.0.value());
+        }
+        self.messages_of(seqs)
+    }
+
+    /// Up to `limit` buffered messages after (accepted_at, seq) `after`,
+    /// oldest first: one range over `buffer_age`.
+    pub fn buffered_after(
+        &self,
+        after: Option<(Millis, u64)>,
+        limit: usize,
+    ) -> Result<Vec<MessageRecord>, StoreError> {
+        let t = self.table(BUFFER_AGE)?;
+        let mut seqs = Vec::new();
+        let range = match after {
+            Some(a) => t.range(a..)?,
+            None => t.range((0u64, 0u64)..)?,
+        };
+        for row in range {
+            let k = row?.0.value();
+            if Some(k) == after {
+                continue;
+            }
+            if seqs.len() == limit {
+                break;
+            }
+            seqs.push(k.1);
+        }
+        self.messages_of(seqs)
+    }
+
     /// Every message recorded under this message id (any name).
     pub fn messages_by_id(&self, id: &str) -> Result<Vec<MessageRecord>, StoreError> {
         self.messages_of(seqs_by_id(&self.table(DEDUP)?, id)?)

@@ -882,14 +882,12 @@ impl Reader {
 
     /// Jobs, or only incidents.
     pub fn jobs(&self, incidents_only: bool) -> Result<Vec<JobView>, RErr> {
-        let mut out = Vec::new();
-        for j in self.snap.jobs()? {
-            if incidents_only && j.state != JobState::Incident {
-                continue;
-            }
-            out.push(job_view(&j));
-        }
-        Ok(out)
+        let jobs = if incidents_only {
+            self.snap.incident_jobs()?
+        } else {
+            self.snap.jobs()?
+        };
+        Ok(jobs.iter().map(job_view).collect())
     }
 
     /// The claim-check reference in variable `variable` of job `id`'s

@@ -172,10 +172,11 @@ async fn the_schedule_is_kept_under_an_injected_clock_until_the_incident() {
     );
     assert_eq!(
         env.state(1),
-        "active",
+        "incident",
         "the instance waits visibly at the incident"
     );
     env.pf.retry_job(job).await.unwrap();
+    assert_eq!(env.state(1), "active", "retried: no incident left");
     assert_eq!(env.lock("rechnungStellen", 1, "w", 60_000).await.len(), 1);
 }
 

@@ -116,11 +116,12 @@ async fn failures_retry_with_backoff_then_become_an_incident_that_can_be_retried
         keys.iter().all(|k| *k == keys[0]),
         "the idempotency key is stable across retries"
     );
-    assert_eq!(env.state(id), "active");
+    assert_eq!(env.state(id), "incident");
 
     let job: u64 = incidents[0].job.parse().unwrap();
     env.pf.retry_job(job).await.unwrap();
     assert!(env.pf.reader().unwrap().jobs(true).unwrap().is_empty());
+    assert_eq!(env.state(id), "active");
     assert_eq!(
         env.pf.fail_job(job, None, "still down").await.unwrap(),
         JobState::Ready

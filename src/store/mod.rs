@@ -98,6 +98,8 @@ pub(crate) const PARKED: TableDefinition<u64, ()> = TableDefinition::new("parked
 /// correlated into it, and a parked one that names it as a candidate.
 pub(crate) const INSTANCE_MESSAGES: TableDefinition<(u64, u64), ()> =
     TableDefinition::new("instance_messages");
+/// The ids of the jobs in an incident (out of attempts), for the incident list.
+pub(crate) const INCIDENT_JOBS: TableDefinition<u64, ()> = TableDefinition::new("incident_jobs");
 pub(crate) const JOBS: TableDefinition<u64, &[u8]> = TableDefinition::new("jobs");
 pub(crate) const CONT_DUE: TableDefinition<(u64, u64), ()> = TableDefinition::new("cont_due");
 pub(crate) const TOPIC_DUE: TableDefinition<(&str, u64, u64), ()> =

@@ -329,6 +329,28 @@ impl Snapshot {
         get_record(&self.table(JOBS)?, id)
     }
 
+    /// The jobs in an incident, by id, from `incident_jobs` (a database
+    /// opened read-only before the index existed: every job is read).
+    pub fn incident_jobs(&self) -> Result<Vec<JobRecord>, StoreError> {
+        let t = match self.tx.open_table(INCIDENT_JOBS) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => {
+                let mut all: Vec<JobRecord> = self.all(JOBS)?;
+                all.retain(|j| j.state == JobState::Incident);
+                return Ok(all);
+            }
+            Err(e) => return Err(redb::Error::from(e).into()),
+        };
+        let jobs = self.table(JOBS)?;
+        let mut out = Vec::new();
+        for row in t.iter()? {
+            if let Some(j) = get_record(&jobs, row?.0.value())? {
+                out.push(j);
+            }
+        }
+        Ok(out)
+    }
+
     /// Every job record, by id.
     pub fn jobs(&self) -> Result<Vec<JobRecord>, StoreError> {
         self.all(JOBS)

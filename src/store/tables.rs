@@ -4,7 +4,7 @@
 //! [`Tables`] derives its index rows from the record before and after the
 //! write — a message's `dedup`, `buffer`, `buffer_age`, `expiry`, `parked`
 //! and `instance_messages` rows and the parked-per-reason and per-name gauges, a job's `cont_due`,
-//! `topic_due` and `leases` rows, the incident gauge and the ready/incident
+//! `topic_due`, `leases` and `incident_jobs` rows, the incident gauge and the ready/incident
 //! gauges of its element and definition version, an instance's `tokens_at`
 //! and `version_tokens` rows and per-version token gauges — so no engine code
 //! path can forget one. The tables themselves are private:
@@ -52,6 +52,7 @@ pub(crate) struct Tables<'t> {
     buffer_age: Table<'t, (u64, u64), ()>,
     parked: Table<'t, u64, ()>,
     instance_messages: Table<'t, (u64, u64), ()>,
+    incident_jobs: Table<'t, u64, ()>,
     jobs: Table<'t, u64, &'static [u8]>,
     cont_due: Table<'t, (u64, u64), ()>,
     topic_due: Table<'t, (&'static str, u64, u64), ()>,
@@ -215,6 +216,7 @@ impl<'t> Tables<'t> {
             buffer_age: tx.open_table(BUFFER_AGE)?,
             parked: tx.open_table(PARKED)?,
             instance_messages: tx.open_table(INSTANCE_MESSAGES)?,
+            incident_jobs: tx.open_table(INCIDENT_JOBS)?,
             jobs: tx.open_table(JOBS)?,
             cont_due: tx.open_table(CONT_DUE)?,
             topic_due: tx.open_table(TOPIC_DUE)?,
@@ -435,8 +437,18 @@ impl<'t> Tables<'t> {
     }
 
     /// Index generation 4: `instance_messages` from the correlated and
-    /// parked messages.
+    /// parked messages, `incident_jobs` from the jobs.
     fn upgrade_to_4(&mut self) -> Result<(), StoreError> {
+        let mut incidents = Vec::new();
+        for row in self.jobs.iter()? {
+            let j: JobRecord = codec::decode(row?.1.value())?;
+            if j.state == JobState::Incident {
+                incidents.push(j.id);
+            }
+        }
+        for id in incidents {
+            self.incident_jobs.insert(id, ())?;
+        }
         let mut rows = Vec::new();
         for row in self.messages.iter()? {
             let m: MessageRecord = codec::decode(row?.1.value())?;
@@ -842,6 +854,11 @@ impl<'t> Tables<'t> {
         }
         if old.3 != new.3 {
             self.gauge(INCIDENTS_GAUGE, new.3)?;
+            if new.3 {
+                self.incident_jobs.insert(rec.id, ())?;
+            } else {
+                self.incident_jobs.remove(rec.id)?;
+            }
         }
         self.job_stat(
             rec,
@@ -863,6 +880,7 @@ impl<'t> Tables<'t> {
         self.lease_rows(rec.id, lease, false)?;
         if incident {
             self.gauge(INCIDENTS_GAUGE, false)?;
+            self.incident_jobs.remove(rec.id)?;
         }
         self.job_stat(rec, -i64::from(ready), -i64::from(incident));
         if let Some(p) = schedule {
@@ -1262,7 +1280,7 @@ mod tests {
     }
 
     #[test]
-    fn an_instance_lists_the_messages_parked_with_it_and_then_the_one_correlated_into_it() {
+    fn instance_messages_and_incident_jobs_follow_their_records_and_are_rebuilt_on_upgrade() {
         let db = MemoryStore::new();
         let of = |db: &MemoryStore, inst| -> Vec<u64> {
             db.snapshot()
@@ -1287,8 +1305,17 @@ mod tests {
         });
         assert_eq!((of(&db, 10), of(&db, 11)), (vec![], vec![1]));
         assert_eq!(db.verify(), Vec::<String>::new());
-        // a database from before the index gets its rows when it is opened
         db.write(|t| {
+            let mut j = job(3, JobKind::Task { topic: "t".into() }, JobState::Ready, 1);
+            t.put_job(&j).unwrap();
+            j.state = JobState::Incident;
+            t.put_job(&j).unwrap();
+        });
+        assert_eq!(db.snapshot().incident_jobs().unwrap().len(), 1);
+        assert_eq!(db.verify(), Vec::<String>::new());
+        // a database from before the indexes gets their rows when it is opened
+        db.write(|t| {
+            t.incident_jobs.remove(3).unwrap();
             t.instance_messages.remove((11, 1)).unwrap();
             t.meta.insert(INDEX_VERSION_KEY, 3).unwrap();
         });
@@ -1296,6 +1323,7 @@ mod tests {
         db.write(|t| t.upgrade_indexes().unwrap());
         assert_eq!(db.verify(), Vec::<String>::new());
         assert_eq!(of(&db, 11), vec![1]);
+        assert_eq!(db.snapshot().incident_jobs().unwrap()[0].id, 3);
         db.write(|t| {
             let m = t.message(1).unwrap().unwrap();
             t.remove_message(&m).unwrap();

@@ -55,6 +55,7 @@ pub(crate) fn verify(r: &ReadTransaction) -> Result<Vec<String>, StoreError> {
         let j: JobRecord = codec::decode(row?.1.value())?;
         if j.state == JobState::Incident {
             *want.gauges.entry(INCIDENTS_GAUGE.to_string()).or_default() += 1;
+            want.incident_jobs.insert(j.id);
         }
         let stat = match j.state {
             JobState::Ready => Some(STAT_READY),
@@ -219,6 +220,9 @@ pub(crate) fn verify(r: &ReadTransaction) -> Result<Vec<String>, StoreError> {
     for row in r.open_table(PARKED)?.iter()? {
         have.parked.insert(row?.0.value());
     }
+    for row in r.open_table(INCIDENT_JOBS)?.iter()? {
+        have.incident_jobs.insert(row?.0.value());
+    }
     for row in r.open_table(INSTANCE_MESSAGES)?.iter()? {
         have.instance_messages.insert(row?.0.value());
     }
@@ -297,6 +301,12 @@ pub(crate) fn verify(r: &ReadTransaction) -> Result<Vec<String>, StoreError> {
     );
     compare("parked", &want.parked, &have.parked, &mut problems);
     compare(
+        "incident_jobs",
+        &want.incident_jobs,
+        &have.incident_jobs,
+        &mut problems,
+    );
+    compare(
         "instance_messages",
         &want.instance_messages,
         &have.instance_messages,
@@ -360,6 +370,7 @@ struct Rows {
     gauges: std::collections::BTreeMap<String, u64>,
     parked: BTreeSet<u64>,
     instance_messages: BTreeSet<(u64, u64)>,
+    incident_jobs: BTreeSet<u64>,
     cont_due: BTreeSet<(Millis, u64)>,
     topic_due: BTreeSet<(String, Millis, u64)>,
     leases: BTreeSet<(Millis, u64)>,

@@ -56,6 +56,12 @@ fn the_reference_scenario_over_http_with_metrics() {
             .unwrap()
             .contains("a second token")
     );
+    assert_eq!(
+        refused["conflict"],
+        json!({"message": "AuftragAbgeschlossen", "key": "4712", "instance": other,
+               "element": "warteAufAbschluss"}),
+        "the subscription the repair would duplicate"
+    );
 
     // a late completion is parked and visible
     let (_, late) = srv.json(

@@ -172,6 +172,22 @@ impl IntoResponse for ApiError {
                 ));
             }
         }
+        if let Error::Engine(EngineError::RepairRefused {
+            message,
+            key,
+            existing_instance,
+            existing_element,
+        }) = &e
+        {
+            // the subscription the repair would duplicate, for a page to link to
+            let conflict = json!({"message": message, "key": key,
+                "instance": existing_instance.to_string(), "element": existing_element});
+            return (
+                status_of(&e),
+                Json(json!({"error": text, "conflict": conflict})),
+            )
+                .into_response();
+        }
         problem(status_of(&e), text)
     }
 }

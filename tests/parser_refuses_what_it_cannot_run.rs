@@ -20,7 +20,27 @@ fn the_reference_model_loads_unchanged_with_a_deploy_time_key() {
     assert!(p.element("auftragUebergeben").unwrap().async_before);
     assert!(p.element("rechnungStellen").unwrap().async_before);
     assert_eq!(p.correlation_keys["AuftragAbgeschlossen"], "auftragId");
-    assert_eq!(p.flows.len(), 4, "flows without ids get generated ids");
+    assert_eq!(p.flows.len(), 4);
+}
+
+#[test]
+fn sequence_flows_without_ids_get_generated_ids() {
+    // the article writes its flows without ids
+    let xml = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL">
+      <process id="p" isExecutable="true">
+        <startEvent id="s"/>
+        <sequenceFlow sourceRef="s" targetRef="t"/>
+        <task id="t"/>
+        <sequenceFlow sourceRef="t" targetRef="e"/>
+        <endEvent id="e"/>
+      </process></definitions>"#;
+    let p = parse("ohne-ids.bpmn", xml, &BTreeMap::new()).unwrap();
+    let ids: Vec<&str> = p[0].flows.iter().map(|f| f.id.as_str()).collect();
+    assert_eq!(ids.len(), 2);
+    assert!(
+        ids.iter().all(|id| !id.is_empty()) && ids[0] != ids[1],
+        "{ids:?}"
+    );
 }
 
 #[test]

@@ -2,7 +2,9 @@
 //! instances waiting at the catch event and 1,000,000 buffered completions.
 //! `Reader::statistics` (gauges and index heads) is timed against the listing
 //! views a console would otherwise have to walk for the same figures
-//! (`waiting_at` and the buffered messages), in the same run on the same file.
+//! (`waiting_at` and the buffered messages), in the same run on the same file;
+//! then what each console view asks for (overview, instance list with filters,
+//! instance detail, buffered messages), against the 1 s a page may take.
 //!
 //! `cargo run --release --example statistics_scale -- 100000 1000000`
 use postfach::{JobContext, Options, Postfach, Publish, Vars, vars};
@@ -123,6 +125,92 @@ async fn main() {
         listing.as_secs_f64() * 1000.0,
         listing.as_secs_f64() / stats.as_secs_f64()
     );
+
+    // what the console's views ask for, each timed as one request would run
+    // it (the read and its JSON), against the 1 s a page may take
+    let limit = Duration::from_secs(1);
+    let page = postfach::ops::InstancePaging::default();
+    let filter = |f: postfach::ops::InstanceFilter| f;
+    let views: Vec<(&str, Box<dyn Fn() -> usize>)> = vec![
+        (
+            "overview (statistics of the version)",
+            Box::new(|| {
+                let st = r.statistics("auftrag-ausfuehrung", None).unwrap();
+                serde_json::to_vec(&st).unwrap().len()
+            }),
+        ),
+        (
+            "instance list, first page of 50, newest first",
+            Box::new(|| {
+                let p = r.instance_page(&Default::default(), page).unwrap();
+                serde_json::to_vec(&p).unwrap().len()
+            }),
+        ),
+        (
+            "instance list waiting at warteAufAbschluss",
+            Box::new(|| {
+                let f = filter(postfach::ops::InstanceFilter {
+                    waiting_at: Some("warteAufAbschluss".into()),
+                    ..Default::default()
+                });
+                let p = r.instance_page(&f, page).unwrap();
+                serde_json::to_vec(&p).unwrap().len()
+            }),
+        ),
+        (
+            "instance list by correlation key",
+            Box::new(|| {
+                let f = filter(postfach::ops::InstanceFilter {
+                    key: Some(format!("A-{}", instances / 2)),
+                    ..Default::default()
+                });
+                let p = r.instance_page(&f, page).unwrap();
+                assert_eq!(p.instances.len(), 1);
+                serde_json::to_vec(&p).unwrap().len()
+            }),
+        ),
+        (
+            "instance list by a variable value nobody has (one budget of reads)",
+            Box::new(|| {
+                let f = filter(postfach::ops::InstanceFilter {
+                    variable: Some(("auftragId".into(), "nobody".into())),
+                    ..Default::default()
+                });
+                let p = r.instance_page(&f, page).unwrap();
+                serde_json::to_vec(&p).unwrap().len()
+            }),
+        ),
+        (
+            "instance detail",
+            Box::new(|| {
+                let d = r.instance_detail(instances as u64 / 2).unwrap().unwrap();
+                serde_json::to_vec(&d).unwrap().len()
+            }),
+        ),
+        (
+            "buffered messages, first page of 100",
+            Box::new(|| {
+                let f = postfach::ops::MessageFilter {
+                    buffered: true,
+                    ..Default::default()
+                };
+                let p = r.message_page(&f, None, 100).unwrap();
+                serde_json::to_vec(&p).unwrap().len()
+            }),
+        ),
+    ];
+    for (name, view) in &views {
+        let t = median(11, || {
+            std::hint::black_box(view());
+        });
+        println!(
+            "{name}: {:.2} ms (median of 11), {:.4} of the 1 s limit{}",
+            t.as_secs_f64() * 1000.0,
+            t.as_secs_f64() / limit.as_secs_f64(),
+            if t > limit { " — OVER THE LIMIT" } else { "" }
+        );
+    }
+    drop(views);
     drop(r);
     pf.close();
 }

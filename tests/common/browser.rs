@@ -109,10 +109,14 @@ impl Driver {
             );
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
-        let caps = serde_json::json!({"capabilities": {"alwaysMatch": {"goog:chromeOptions": {
-            "binary": binary.display().to_string(),
-            "args": ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"]
-        }}}});
+        let caps = serde_json::json!({"capabilities": {"alwaysMatch": {
+            "goog:chromeOptions": {
+                "binary": binary.display().to_string(),
+                "args": ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                         "--window-size=1400,1000"]
+            },
+            "goog:loggingPrefs": {"browser": "ALL"}
+        }}});
         let v = d.call("POST", "/session", Some(caps)).expect("a session");
         d.session = v["value"]["sessionId"]
             .as_str()
@@ -198,6 +202,86 @@ impl Driver {
             &format!("/element/{e}/value"),
             Some(serde_json::json!({"text": text})),
         );
+    }
+}
+
+impl Driver {
+    /// The visible text of the first element matching `css`.
+    pub fn text(&self, css: &str) -> String {
+        let e = self.find(css);
+        self.session("GET", &format!("/element/{e}/text"), None)
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    }
+
+    /// Waits up to 10 s until the text of `css` contains `part`; returns it.
+    pub fn wait_for_text(&self, css: &str, part: &str) -> String {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let t = self.text(css);
+            if t.contains(part) {
+                return t;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{css} never showed {part:?}; it shows {t:?}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+
+    /// Runs `script` in the page and returns its value.
+    pub fn execute(&self, script: &str) -> serde_json::Value {
+        self.session(
+            "POST",
+            "/execute/sync",
+            Some(serde_json::json!({"script": script, "args": []})),
+        )
+    }
+
+    /// Picks `value` in the first `<select>` matching `css`.
+    pub fn select(&self, css: &str, value: &str) {
+        self.find(css);
+        let script = format!(
+            "const s = document.querySelector({css:?}); s.value = {value:?}; \
+             s.dispatchEvent(new Event('change')); return s.value;"
+        );
+        assert_eq!(self.execute(&script), serde_json::json!(value), "{css}");
+    }
+
+    /// Saves a screenshot of the page as a test artefact, under
+    /// target/tmp/console-screenshots/NAME.png; returns the path.
+    pub fn screenshot(&self, name: &str) -> PathBuf {
+        use base64::Engine;
+        let png = self.session("GET", "/screenshot", None);
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(png.as_str().expect("base64 PNG"))
+            .expect("a PNG");
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("console-screenshots");
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(format!("{name}.png"));
+        std::fs::write(&path, bytes).unwrap();
+        path
+    }
+
+    /// The browser's log entries at level SEVERE (errors, failed requests,
+    /// refused by the Content-Security-Policy) since the last call.
+    pub fn errors(&self) -> Vec<String> {
+        let v = self.session(
+            "POST",
+            "/se/log",
+            Some(serde_json::json!({"type": "browser"})),
+        );
+        v.as_array()
+            .map(|entries| {
+                entries
+                    .iter()
+                    .filter(|e| e["level"] == "SEVERE")
+                    .map(|e| e["message"].as_str().unwrap_or_default().to_string())
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 }
 

@@ -1,0 +1,121 @@
+// Messages that did not reach an instance: parked ones with their reason and
+// why (candidates of an ambiguous one as links, the raw bytes of a malformed
+// one as text and hex, attributes with Pub/Sub's publish time and delivery
+// attempt), to requeue or discard; and buffered ones with their expiry, page
+// by page from the API's cursor.
+
+import { $, cell, h, hexLines, instanceLink, json, problem } from './lib.js';
+
+const buffered = { cursor: null, next: null };
+
+function attributes(m) {
+  return Object.entries(m.attributes || {}).map(([k, v]) => `${k}=${v}`).join('\n');
+}
+
+/** The payload of a malformed message: its text, and its bytes in hex on demand. */
+function payload(m) {
+  const td = h('td', { class: 'raw' });
+  if (m.raw != null) {
+    td.append(h('pre', { class: 'raw-text' }, m.raw));
+    if (m.raw_hex) {
+      td.append(h('details', {}, h('summary', {}, 'hex'), h('pre', { class: 'raw-hex' }, hexLines(m.raw_hex))));
+    }
+  }
+  return td;
+}
+
+function candidates(m) {
+  const td = h('td', {});
+  (m.candidates || []).forEach((c, i) => {
+    if (i > 0) td.append(', ');
+    td.append(instanceLink(c));
+  });
+  return td;
+}
+
+async function act(path, body, after) {
+  try {
+    const answer = await json(path, body);
+    $('done').textContent = `${path.split('/').pop()}: ${JSON.stringify(answer)}`;
+    sessionStorage.setItem('postfach-who', $('who').value.trim());
+    $('parked').tBodies[0].replaceChildren();
+    await after();
+  } catch (err) {
+    problem(err.message);
+  }
+}
+
+/** Requeue, or discard with a reason and who: the API records both. */
+function actions(m, after) {
+  const id = encodeURIComponent(`${m.name}/${m.message_id}`);
+  const why = h('input', { class: 'why', placeholder: 'why discard?' });
+  return h('td', {},
+    h('button', { class: 'requeue', onclick: () => act(`/messages/${id}/requeue`, {}, after) }, 'Requeue'),
+    ' ', why, ' ',
+    h('button', {
+      class: 'discard',
+      onclick: () => {
+        const by = $('who').value.trim();
+        if (!why.value.trim() || !by) {
+          problem('a discard needs a reason and who you are (the field "You" above)');
+          return;
+        }
+        act(`/messages/${id}/discard`, { why: why.value.trim(), by }, after);
+      },
+    }, 'Discard'));
+}
+
+async function renderParked(after) {
+  const body = $('parked').tBodies[0];
+  // an operator typing a reason keeps the rows until the action is done
+  const typing = [...body.querySelectorAll('input.why')].some((i) => i.value || i === document.activeElement);
+  if (typing) return;
+  const { messages, next } = await json('/messages?parked=true&limit=200');
+  body.replaceChildren();
+  for (const m of messages) {
+    body.appendChild(h('tr', { dataset: { message: m.message_id, reason: m.reason || '' } },
+      cell(m.message_id),
+      cell(m.name),
+      cell(m.key),
+      cell(m.reason || ''),
+      cell(m.note || ''),
+      candidates(m),
+      cell(m.accepted_at),
+      cell(m.requeues, 'num'),
+      cell(attributes(m), 'attrs'),
+      payload(m),
+      actions(m, after),
+    ));
+  }
+  $('no-parked').hidden = messages.length > 0;
+  $('more-parked').hidden = !next;
+}
+
+async function renderBuffered() {
+  const q = buffered.cursor ? `&after=${encodeURIComponent(buffered.cursor)}` : '';
+  const { messages, next } = await json(`/messages?buffered=true&limit=100${q}`);
+  const body = $('buffered').tBodies[0];
+  body.replaceChildren();
+  for (const m of messages) {
+    body.appendChild(h('tr', { dataset: { message: m.message_id } },
+      cell(m.message_id),
+      cell(m.name),
+      cell(m.key),
+      cell(m.accepted_at),
+      cell(m.expires_at || ''),
+      cell(attributes(m), 'attrs'),
+    ));
+  }
+  buffered.next = next;
+  $('no-buffered').hidden = messages.length > 0;
+  $('buffered-next').hidden = !next;
+  $('buffered-first').hidden = !buffered.cursor;
+}
+
+/** Both lists; `after` re-renders the page once an action is done. */
+export async function renderMessages(after) {
+  $('buffered-next').onclick = () => { buffered.cursor = buffered.next; renderBuffered().catch((e) => problem(e.message)); };
+  $('buffered-first').onclick = () => { buffered.cursor = null; renderBuffered().catch((e) => problem(e.message)); };
+  await renderParked(after);
+  await renderBuffered();
+}

@@ -130,8 +130,8 @@ async fn main() {
     // it (the read and its JSON), against the 1 s a page may take
     let limit = Duration::from_secs(1);
     let page = postfach::ops::InstancePaging::default();
-    let filter = |f: postfach::ops::InstanceFilter| f;
-    let views: Vec<(&str, Box<dyn Fn() -> usize>)> = vec![
+    type View<'a> = (&'static str, Box<dyn Fn() -> usize + 'a>);
+    let views: Vec<View> = vec![
         (
             "overview (statistics of the version)",
             Box::new(|| {
@@ -149,10 +149,10 @@ async fn main() {
         (
             "instance list waiting at warteAufAbschluss",
             Box::new(|| {
-                let f = filter(postfach::ops::InstanceFilter {
+                let f = postfach::ops::InstanceFilter {
                     waiting_at: Some("warteAufAbschluss".into()),
                     ..Default::default()
-                });
+                };
                 let p = r.instance_page(&f, page).unwrap();
                 serde_json::to_vec(&p).unwrap().len()
             }),
@@ -160,10 +160,10 @@ async fn main() {
         (
             "instance list by correlation key",
             Box::new(|| {
-                let f = filter(postfach::ops::InstanceFilter {
+                let f = postfach::ops::InstanceFilter {
                     key: Some(format!("A-{}", instances / 2)),
                     ..Default::default()
-                });
+                };
                 let p = r.instance_page(&f, page).unwrap();
                 assert_eq!(p.instances.len(), 1);
                 serde_json::to_vec(&p).unwrap().len()
@@ -172,10 +172,10 @@ async fn main() {
         (
             "instance list by a variable value nobody has (one budget of reads)",
             Box::new(|| {
-                let f = filter(postfach::ops::InstanceFilter {
+                let f = postfach::ops::InstanceFilter {
                     variable: Some(("auftragId".into(), "nobody".into())),
                     ..Default::default()
-                });
+                };
                 let p = r.instance_page(&f, page).unwrap();
                 serde_json::to_vec(&p).unwrap().len()
             }),

@@ -866,18 +866,10 @@ impl Reader {
             .collect())
     }
 
-    /// Open user tasks per element: how many, and since when the oldest is open.
+    /// Open user tasks per element: how many, and since when the oldest is
+    /// open (from a gauge and an index head per element, not the tasks).
     pub fn open_tasks_summary(&self) -> Result<Vec<(String, u64, Millis)>, RErr> {
-        let mut by: BTreeMap<String, (u64, Millis)> = BTreeMap::new();
-        for t in self.snap.tasks()? {
-            let e = by.entry(t.element.clone()).or_insert((0, t.created_at));
-            e.0 += 1;
-            e.1 = e.1.min(t.created_at);
-        }
-        Ok(by
-            .into_iter()
-            .map(|(e, (n, oldest))| (e, n, oldest))
-            .collect())
+        self.snap.open_tasks_summary()
     }
 
     /// Jobs, or only incidents.

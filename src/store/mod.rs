@@ -98,6 +98,11 @@ pub(crate) const PARKED: TableDefinition<u64, ()> = TableDefinition::new("parked
 /// correlated into it, and a parked one that names it as a candidate.
 pub(crate) const INSTANCE_MESSAGES: TableDefinition<(u64, u64), ()> =
     TableDefinition::new("instance_messages");
+/// Open user tasks by (element, created_at, task): the oldest open task of an
+/// element is the first row of its range.
+pub(crate) const TASKS_AT: TableDefinition<(&str, u64, u64), ()> = TableDefinition::new("tasks_at");
+/// Gauge of open user tasks per element (`open:tasks:ELEMENT`).
+pub(crate) const OPEN_TASKS: &str = "open:tasks:";
 /// The ids of the jobs in an incident (out of attempts), for the incident list.
 pub(crate) const INCIDENT_JOBS: TableDefinition<u64, ()> = TableDefinition::new("incident_jobs");
 pub(crate) const JOBS: TableDefinition<u64, &[u8]> = TableDefinition::new("jobs");

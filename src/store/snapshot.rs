@@ -151,16 +151,63 @@ impl Snapshot {
         Ok(out)
     }
 
-    /// Per element: tokens resting there and since when the oldest waits, by element id.
+    /// Per element: tokens resting there and since when the oldest waits, by
+    /// element id, over every definition version: the per-version token
+    /// gauges and the first `version_tokens` row of each, never a walk over
+    /// the tokens.
     pub fn resting_summary(&self) -> Result<Vec<(String, u64, Millis)>, StoreError> {
-        let mut out: Vec<(String, u64, Millis)> = Vec::new();
-        for row in self.table(TOKENS_AT)?.iter()? {
-            let row = row?;
-            let (element, since, _, _) = row.0.value();
-            match out.last_mut() {
-                Some((e, n, _)) if e == element => *n += 1,
-                _ => out.push((element.to_string(), 1, since)),
+        let mut by: std::collections::BTreeMap<String, (u64, Millis)> = Default::default();
+        for (scoped, n) in self.gauges(STAT_TOKENS)? {
+            // PROCESS:VERSION:ELEMENT (BPMN ids hold no `:`)
+            let mut parts = scoped.splitn(3, ':');
+            let (Some(process), Some(version), Some(element)) =
+                (parts.next(), parts.next(), parts.next())
+            else {
+                continue;
+            };
+            let Ok(version) = version.parse::<u32>() else {
+                continue;
+            };
+            let oldest = self
+                .oldest_token(process, version, element)?
+                .unwrap_or(Millis::MAX);
+            let e = by.entry(element.to_string()).or_insert((0, Millis::MAX));
+            e.0 += n;
+            e.1 = e.1.min(oldest);
+        }
+        Ok(by
+            .into_iter()
+            .map(|(e, (n, oldest))| (e, n, oldest))
+            .collect())
+    }
+
+    /// Per element: open user tasks and since when the oldest is open, from
+    /// the open-task gauges and the first `tasks_at` row of each element.
+    pub fn open_tasks_summary(&self) -> Result<Vec<(String, u64, Millis)>, StoreError> {
+        let t = match self.tx.open_table(TASKS_AT) {
+            Ok(t) => t,
+            // a database of an earlier release opened read-only: read the tasks
+            Err(redb::TableError::TableDoesNotExist(_)) => {
+                let mut by: std::collections::BTreeMap<String, (u64, Millis)> = Default::default();
+                for task in self.tasks()? {
+                    let e = by.entry(task.element).or_insert((0, task.created_at));
+                    e.0 += 1;
+                    e.1 = e.1.min(task.created_at);
+                }
+                return Ok(by.into_iter().map(|(e, (n, o))| (e, n, o)).collect());
             }
+            Err(e) => return Err(redb::Error::from(e).into()),
+        };
+        let mut out = Vec::new();
+        for (element, n) in self.gauges(OPEN_TASKS)? {
+            let first = t
+                .range((element.as_str(), 0u64, 0u64)..=(element.as_str(), u64::MAX, u64::MAX))?
+                .next();
+            let oldest = match first {
+                Some(row) => row?.0.value().1,
+                None => continue,
+            };
+            out.push((element, n, oldest));
         }
         Ok(out)
     }

@@ -53,6 +53,7 @@ pub(crate) struct Tables<'t> {
     parked: Table<'t, u64, ()>,
     instance_messages: Table<'t, (u64, u64), ()>,
     incident_jobs: Table<'t, u64, ()>,
+    tasks_at: Table<'t, (&'static str, u64, u64), ()>,
     jobs: Table<'t, u64, &'static [u8]>,
     cont_due: Table<'t, (u64, u64), ()>,
     topic_due: Table<'t, (&'static str, u64, u64), ()>,
@@ -217,6 +218,7 @@ impl<'t> Tables<'t> {
             parked: tx.open_table(PARKED)?,
             instance_messages: tx.open_table(INSTANCE_MESSAGES)?,
             incident_jobs: tx.open_table(INCIDENT_JOBS)?,
+            tasks_at: tx.open_table(TASKS_AT)?,
             jobs: tx.open_table(JOBS)?,
             cont_due: tx.open_table(CONT_DUE)?,
             topic_due: tx.open_table(TOPIC_DUE)?,
@@ -437,8 +439,22 @@ impl<'t> Tables<'t> {
     }
 
     /// Index generation 4: `instance_messages` from the correlated and
-    /// parked messages, `incident_jobs` from the jobs.
+    /// parked messages, `incident_jobs` from the jobs, `tasks_at` and the
+    /// open-task gauges from the open user tasks.
     fn upgrade_to_4(&mut self) -> Result<(), StoreError> {
+        let mut tasks = Vec::new();
+        for row in self.tasks.iter()? {
+            let t: TaskRecord = codec::decode(row?.1.value())?;
+            tasks.push((t.element, t.created_at, t.id));
+        }
+        let mut open: std::collections::BTreeMap<String, u64> = Default::default();
+        for (element, at, id) in &tasks {
+            self.tasks_at.insert((element.as_str(), *at, *id), ())?;
+            *open.entry(format!("{OPEN_TASKS}{element}")).or_default() += 1;
+        }
+        for (k, n) in open {
+            self.meta.insert(k.as_str(), n)?;
+        }
         let mut incidents = Vec::new();
         for row in self.jobs.iter()? {
             let j: JobRecord = codec::decode(row?.1.value())?;
@@ -1015,14 +1031,25 @@ impl<'t> Tables<'t> {
         get_record(&self.tasks, id)
     }
 
-    /// Writes an open user task.
+    /// Writes an open user task; a new one gets its `tasks_at` row and moves
+    /// the open-task gauge of its element (element and creation never change).
     pub fn put_task(&mut self, rec: &TaskRecord) -> Result<(), StoreError> {
+        if self.tasks.get(rec.id)?.is_none() {
+            self.tasks_at
+                .insert((rec.element.as_str(), rec.created_at, rec.id), ())?;
+            self.gauge(&format!("{OPEN_TASKS}{}", rec.element), true)?;
+        }
         self.tasks.insert(rec.id, codec::encode(rec)?.as_slice())?;
         Ok(())
     }
 
-    /// Removes a user task (completed, or its token left).
+    /// Removes a user task (completed, or its token left) with its row and gauge.
     pub fn remove_task(&mut self, id: u64) -> Result<(), StoreError> {
+        if let Some(rec) = self.task(id)? {
+            self.tasks_at
+                .remove((rec.element.as_str(), rec.created_at, rec.id))?;
+            self.gauge(&format!("{OPEN_TASKS}{}", rec.element), false)?;
+        }
         self.tasks.remove(id)?;
         Ok(())
     }
@@ -1202,6 +1229,104 @@ mod tests {
                 && problems.iter().any(|p| p.starts_with("dedup:")),
             "{problems:?}"
         );
+    }
+
+    fn instance(id: u64, version: u32, tokens: &[(&str, Millis)]) -> InstanceRecord {
+        InstanceRecord {
+            id,
+            process: "p".into(),
+            version,
+            business_key: None,
+            variables: Default::default(),
+            tokens: tokens
+                .iter()
+                .enumerate()
+                .map(|(i, (element, since))| Token {
+                    id: i as u64 + 1,
+                    element: element.to_string(),
+                    wait: Wait::Join { flow: 0 },
+                    since: *since,
+                    timers: Vec::new(),
+                })
+                .collect(),
+            next_token: tokens.len() as u64 + 1,
+            activations: 0,
+            history: Vec::new(),
+            started_at: 0,
+            ended_at: None,
+            cancelled: false,
+            expects: Vec::new(),
+        }
+    }
+
+    fn task(id: u64, element: &str, created_at: Millis) -> TaskRecord {
+        TaskRecord {
+            id,
+            instance: 1,
+            token: id,
+            process: "p".into(),
+            element: element.into(),
+            name: None,
+            assignee: None,
+            candidate_users: Vec::new(),
+            candidate_groups: Vec::new(),
+            due: None,
+            follow_up: None,
+            priority: None,
+            form_key: None,
+            created_at,
+        }
+    }
+
+    #[test]
+    fn the_scraped_summaries_come_from_gauges_and_index_heads_and_match_the_records() {
+        let db = MemoryStore::new();
+        db.write(|t| {
+            // two versions with tokens at `a`, one at `b`
+            t.put_instance(
+                &instance(1, 1, &[("a", 50), ("b", 70)]),
+                &Resting::default(),
+            )
+            .unwrap();
+            t.put_instance(&instance(2, 2, &[("a", 30)]), &Resting::default())
+                .unwrap();
+            t.put_task(&task(7, "review", 40)).unwrap();
+            t.put_task(&task(8, "review", 20)).unwrap();
+            let mut claimed = task(8, "review", 20);
+            claimed.assignee = Some("anna".into());
+            t.put_task(&claimed).unwrap(); // a claim counts the task once
+            t.put_task(&task(9, "approve", 90)).unwrap();
+        });
+        let snap = db.snapshot();
+        assert_eq!(
+            snap.resting_summary().unwrap(),
+            vec![("a".to_string(), 2, 30), ("b".to_string(), 1, 70)]
+        );
+        assert_eq!(
+            snap.open_tasks_summary().unwrap(),
+            vec![
+                ("approve".to_string(), 1, 90),
+                ("review".to_string(), 2, 20)
+            ]
+        );
+        // (the tasks' tokens are not written here: only rows and gauges count)
+        let derived = |db: &MemoryStore| -> Vec<String> {
+            db.verify()
+                .into_iter()
+                .filter(|p| p.starts_with("tasks_at") || p.starts_with("gauges"))
+                .collect()
+        };
+        assert_eq!(derived(&db), Vec::<String>::new());
+        db.write(|t| {
+            t.remove_task(8).unwrap();
+            t.remove_task(9).unwrap();
+            t.remove_task(9).unwrap(); // gone already: nothing moves
+        });
+        assert_eq!(
+            db.snapshot().open_tasks_summary().unwrap(),
+            vec![("review".to_string(), 1, 40)]
+        );
+        assert_eq!(derived(&db), Vec::<String>::new());
     }
 
     fn job(id: u64, kind: JobKind, state: JobState, due_at: Millis) -> JobRecord {

@@ -209,9 +209,15 @@ pub(crate) fn verify(r: &ReadTransaction) -> Result<Vec<String>, StoreError> {
     for row in r.open_table(META)?.iter()? {
         let (k, v) = row?;
         let key = k.value();
-        let gauge = [PARKED_GAUGE, PARKED_BY_NAME, BUFFERED_BY_NAME, "stat:"]
-            .iter()
-            .any(|p| key.starts_with(p))
+        let gauge = [
+            PARKED_GAUGE,
+            PARKED_BY_NAME,
+            BUFFERED_BY_NAME,
+            "stat:",
+            OPEN_TASKS,
+        ]
+        .iter()
+        .any(|p| key.starts_with(p))
             || key == INCIDENTS_GAUGE;
         if gauge && v.value() > 0 {
             have.gauges.insert(key.to_string(), v.value());
@@ -240,6 +246,17 @@ pub(crate) fn verify(r: &ReadTransaction) -> Result<Vec<String>, StoreError> {
     for row in r.open_table(TASKS)?.iter()? {
         let t: TaskRecord = codec::decode(row?.1.value())?;
         have.tasks.insert((t.id, t.instance, t.token));
+        want.tasks_at
+            .insert((t.element.clone(), t.created_at, t.id));
+        *want
+            .gauges
+            .entry(format!("{OPEN_TASKS}{}", t.element))
+            .or_default() += 1;
+    }
+    for row in r.open_table(TASKS_AT)?.iter()? {
+        let row = row?;
+        let (e, at, id) = row.0.value();
+        have.tasks_at.insert((e.into(), at, id));
     }
     for row in r.open_table(START_TIMERS)?.iter()? {
         let row = row?;
@@ -324,6 +341,7 @@ pub(crate) fn verify(r: &ReadTransaction) -> Result<Vec<String>, StoreError> {
     );
     compare("expect", &want.expect, &have.expect, &mut problems);
     compare("tasks", &want.tasks, &have.tasks, &mut problems);
+    compare("tasks_at", &want.tasks_at, &have.tasks_at, &mut problems);
     compare(
         "start_timers",
         &want.start_timers,
@@ -371,6 +389,7 @@ struct Rows {
     parked: BTreeSet<u64>,
     instance_messages: BTreeSet<(u64, u64)>,
     incident_jobs: BTreeSet<u64>,
+    tasks_at: BTreeSet<(String, Millis, u64)>,
     cont_due: BTreeSet<(Millis, u64)>,
     topic_due: BTreeSet<(String, Millis, u64)>,
     leases: BTreeSet<(Millis, u64)>,

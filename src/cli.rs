@@ -128,15 +128,36 @@ pub enum Command {
     ///
     /// Example: postfach instance 17
     Instance { id: u64 },
-    /// List instances, e.g. those waiting at an element (oldest first).
+    /// List instances, e.g. those waiting at an element (oldest first); every
+    /// filter given must hold.
     ///
     /// Example: postfach instances --waiting-at warteAufAbschluss
+    ///
+    /// Example: postfach instances --key A-4711
     Instances {
         #[arg(long)]
         waiting_at: Option<String>,
-        /// active, completed or incident
-        #[arg(long)]
+        /// active, incident, completed or cancelled
+        #[arg(long, value_parser = ["active", "incident", "completed", "cancelled"])]
         state: Option<String>,
+        /// Only instances of this process.
+        #[arg(long)]
+        process: Option<String>,
+        /// Only instances that wait for, expect or caught a message with this correlation key.
+        #[arg(long)]
+        key: Option<String>,
+        /// Only instances whose variable has this value (strings as is, others as JSON).
+        #[arg(long, value_name = "NAME=VALUE", value_parser = parse_variable_filter)]
+        variable: Option<(String, String)>,
+        /// Started at or after this instant (RFC 3339).
+        #[arg(long, value_parser = parse_instant)]
+        started_from: Option<u64>,
+        /// Started before this instant (RFC 3339).
+        #[arg(long, value_parser = parse_instant)]
+        started_before: Option<u64>,
+        /// Only instances with an incident.
+        #[arg(long)]
+        incident: bool,
     },
     /// List buffered and parked messages.
     ///
@@ -684,6 +705,14 @@ fn usage(message: String) -> Failure {
     }
 }
 
+/// `NAME=VALUE` of `instances --variable`.
+fn parse_variable_filter(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((n, v)) if !n.trim().is_empty() => Ok((n.trim().to_string(), v.to_string())),
+        _ => Err(format!("{s:?}: expected NAME=VALUE")),
+    }
+}
+
 // Durations of the command line, each parsed within its documented range.
 /// An RFC 3339 instant as milliseconds since the epoch.
 fn parse_instant(s: &str) -> Result<u64, String> {
@@ -1042,12 +1071,26 @@ async fn execute(pf: &Postfach, command: Command, sources: Sources<'_>) -> Resul
                 text.trim_end().to_string(),
             )
         }
-        Command::Instances { waiting_at, state } => {
+        Command::Instances {
+            waiting_at,
+            state,
+            process,
+            key,
+            variable,
+            started_from,
+            started_before,
+            incident,
+        } => {
             let r = pf.reader()?;
             let list = r.instances(&InstanceFilter {
                 waiting_at: waiting_at.clone(),
                 state,
-                ..Default::default()
+                process,
+                key,
+                variable,
+                started_from,
+                started_before,
+                has_incident: incident.then_some(true),
             })?;
             let mut text = String::new();
             if let Some(el) = &waiting_at {

@@ -140,6 +140,21 @@ fn reference_scenario_through_the_command_line() {
     assert_eq!(cli.json(&["instance", &id])["state"], "completed");
     let listed = cli.json(&["instances", "--state", "completed"]);
     assert_eq!(listed["instances"].as_array().unwrap().len(), 1);
+    let count = |args: &[&str]| {
+        cli.json(&[&["instances"], args].concat())["instances"]
+            .as_array()
+            .unwrap()
+            .len()
+    };
+    assert_eq!(count(&["--key", "4711"]), 1, "by correlation key");
+    assert_eq!(count(&["--key", "4712"]), 0);
+    assert_eq!(count(&["--variable", "auftragId=4711"]), 1);
+    assert_eq!(
+        count(&["--variable", "rechnungNr=R-1", "--state", "active"]),
+        0
+    );
+    assert_eq!(count(&["--started-from", "2999-01-01T00:00:00Z"]), 0);
+    assert_eq!(count(&["--incident"]), 0);
 
     // duplicate and late
     assert_eq!(
@@ -227,6 +242,16 @@ fn errors_exit_1_with_one_line_and_usage_errors_exit_2() {
     assert_eq!(o.status.code(), Some(2));
     let o = cli.run(&["publish", "X"]);
     assert_eq!(o.status.code(), Some(2), "missing --key is a usage error");
+    for bad in [
+        &["instances", "--state", "sleeping"][..],
+        &["instances", "--variable", "novalue"],
+        &["instances", "--started-from", "yesterday"],
+    ] {
+        let o = cli.run(bad);
+        assert_eq!(o.status.code(), Some(2), "{bad:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(bad[1]), "{bad:?} names the option: {err}");
+    }
     let o = cli.run(&[
         "deploy",
         "bpmn/auftrag-ausfuehrung.bpmn",

@@ -882,6 +882,24 @@ impl Reader {
         Ok(jobs.iter().map(job_view).collect())
     }
 
+    /// One page of jobs (or only incidents) after job id `after`, by id, and
+    /// the cursor of the next page when more may follow.
+    pub fn job_page(
+        &self,
+        incidents_only: bool,
+        after: Option<u64>,
+        limit: usize,
+    ) -> Result<(Vec<JobView>, Option<String>), RErr> {
+        let limit = limit.max(1);
+        let mut jobs = self.snap.jobs_after(incidents_only, after, limit + 1)?;
+        let more = jobs.len() > limit;
+        jobs.truncate(limit);
+        let next = more
+            .then(|| jobs.last().map(|j| j.id.to_string()))
+            .flatten();
+        Ok((jobs.iter().map(job_view).collect(), next))
+    }
+
     /// The claim-check reference in variable `variable` of job `id`'s
     /// instance: `Ok(None)` for an unknown job, an error naming the job and
     /// variable when it holds no reference.

@@ -271,6 +271,19 @@ fn the_instance_list_pages_by_cursor_and_filters_by_key() {
         None,
     );
     assert_eq!(by_var["instances"][0]["instance"], started[2].as_str());
+    // the jobs list pages by cursor too
+    srv.wait_for("/jobs", |v| {
+        v["jobs"]
+            .as_array()
+            .is_some_and(|j| j.len() == 3 && j.iter().all(|j| j["kind"] == "task"))
+    });
+    let (_, jobs) = srv.json("GET", "/jobs?limit=2", None);
+    assert_eq!(jobs["jobs"].as_array().unwrap().len(), 2, "{jobs}");
+    let next = jobs["next"].as_str().expect("a next cursor");
+    let (_, rest) = srv.json("GET", &format!("/jobs?limit=2&after={next}"), None);
+    assert_eq!(rest["jobs"].as_array().unwrap().len(), 1, "{rest}");
+    assert!(rest["next"].is_null());
+    assert_eq!(srv.json("GET", "/jobs?limit=0", None).0, 400);
     srv.stop();
 }
 

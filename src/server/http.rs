@@ -619,13 +619,33 @@ async fn signal(
 
 #[derive(Deserialize, Default, utoipa::IntoParams)]
 struct JobsQuery {
+    /// Only jobs in an incident (out of attempts).
     #[serde(default)]
     incidents: bool,
+    /// The `next` cursor of the previous page.
+    after: Option<String>,
+    /// Page size, 1 to 1000 (default 500).
+    limit: Option<usize>,
 }
 
-#[utoipa::path(get, path = "/jobs", params(JobsQuery), responses((status = 200, description = "Jobs, or only incidents", body = serde_json::Value)))]
+#[utoipa::path(get, path = "/jobs", params(JobsQuery), responses((status = 200, description = "One page of jobs, or only incidents, by id; `next` is the cursor (`after`) of the following page", body = serde_json::Value)))]
 async fn jobs(State(s): State<AppState>, Query(q): Query<JobsQuery>) -> ApiResult {
-    Ok(Json(json!({"jobs": s.pf.reader()?.jobs(q.incidents)?})))
+    let limit = q.limit.unwrap_or(500);
+    if !(1..=MAX_PAGE).contains(&limit) {
+        return Err(ApiError::BadRequest(format!(
+            "limit {limit}: expected 1 to {MAX_PAGE}"
+        )));
+    }
+    let after = q
+        .after
+        .map(|a| {
+            a.parse::<u64>().map_err(|_| {
+                ApiError::BadRequest(format!("after {a:?}: expected the `next` cursor of a page"))
+            })
+        })
+        .transpose()?;
+    let (jobs, next) = s.pf.reader()?.job_page(q.incidents, after, limit)?;
+    Ok(Json(json!({"jobs": jobs, "next": next})))
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]

@@ -398,6 +398,51 @@ impl Snapshot {
         Ok(out)
     }
 
+    /// Up to `limit` jobs after id `after` (exclusive), by id: all of them, or
+    /// only those in an incident (from `incident_jobs`).
+    pub fn jobs_after(
+        &self,
+        incidents_only: bool,
+        after: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<JobRecord>, StoreError> {
+        let from = match after {
+            Some(u64::MAX) => return Ok(Vec::new()),
+            Some(a) => a + 1,
+            None => 0,
+        };
+        let jobs = self.table(JOBS)?;
+        let mut out = Vec::new();
+        if incidents_only {
+            let t = match self.tx.open_table(INCIDENT_JOBS) {
+                Ok(t) => t,
+                Err(redb::TableError::TableDoesNotExist(_)) => {
+                    let mut all = self.incident_jobs()?;
+                    all.retain(|j| j.id >= from);
+                    all.truncate(limit);
+                    return Ok(all);
+                }
+                Err(e) => return Err(redb::Error::from(e).into()),
+            };
+            for row in t.range(from..)? {
+                if out.len() == limit {
+                    break;
+                }
+                if let Some(j) = get_record(&jobs, row?.0.value())? {
+                    out.push(j);
+                }
+            }
+        } else {
+            for row in jobs.range(from..)? {
+                if out.len() == limit {
+                    break;
+                }
+                out.push(codec::decode(row?.1.value())?);
+            }
+        }
+        Ok(out)
+    }
+
     /// Every job record, by id.
     pub fn jobs(&self) -> Result<Vec<JobRecord>, StoreError> {
         self.all(JOBS)

@@ -7,6 +7,7 @@
 import { $, cell, h, hexLines, instanceLink, json, problem } from './lib.js';
 
 const buffered = { cursor: null, next: null };
+const parkedPage = { cursor: null, next: null };
 
 function attributes(m) {
   return Object.entries(m.attributes || {}).map(([k, v]) => `${k}=${v}`).join('\n');
@@ -70,7 +71,8 @@ async function renderParked(after) {
   // an operator typing a reason keeps the rows until the action is done
   const typing = [...body.querySelectorAll('input.why')].some((i) => i.value || i === document.activeElement);
   if (typing) return;
-  const { messages, next } = await json('/messages?parked=true&limit=200');
+  const q = parkedPage.cursor ? `&after=${encodeURIComponent(parkedPage.cursor)}` : '';
+  const { messages, next } = await json(`/messages?parked=true&limit=100${q}`);
   body.replaceChildren();
   for (const m of messages) {
     body.appendChild(h('tr', { dataset: { message: m.message_id, reason: m.reason || '' } },
@@ -87,8 +89,10 @@ async function renderParked(after) {
       actions(m, after),
     ));
   }
+  parkedPage.next = next;
   $('no-parked').hidden = messages.length > 0;
-  $('more-parked').hidden = !next;
+  $('parked-next').hidden = !next;
+  $('parked-first').hidden = !parkedPage.cursor;
 }
 
 async function renderBuffered() {
@@ -114,6 +118,8 @@ async function renderBuffered() {
 
 /** Both lists; `after` re-renders the page once an action is done. */
 export async function renderMessages(after) {
+  $('parked-next').onclick = () => { parkedPage.cursor = parkedPage.next; renderParked(after).catch((e) => problem(e.message)); };
+  $('parked-first').onclick = () => { parkedPage.cursor = null; renderParked(after).catch((e) => problem(e.message)); };
   $('buffered-next').onclick = () => { buffered.cursor = buffered.next; renderBuffered().catch((e) => problem(e.message)); };
   $('buffered-first').onclick = () => { buffered.cursor = null; renderBuffered().catch((e) => problem(e.message)); };
   await renderParked(after);

@@ -205,3 +205,29 @@ fn an_operator_requeues_and_discards_parked_messages_in_the_page() {
         Some("discarded by anna: Testnachricht des Dienstleisters")
     );
 }
+
+#[test]
+fn parked_messages_beyond_one_page_are_reached_with_next_page() {
+    let srv = Server::start("127.0.0.1:0", None);
+    for i in 0..101 {
+        let (_, d) = srv.json(
+            "POST",
+            "/messages",
+            Some(json!({"name": "Unbekannt", "key": "7", "id": format!("u-{i:03}")})),
+        );
+        assert_eq!(d["outcome"], "parked", "{d}");
+    }
+    let browser = browser::Driver::start();
+    browser.open(&format!("http://{}/#view=messages", srv.addr));
+    browser.find(r#"#parked tr[data-message="u-099"]"#);
+    assert_eq!(
+        browser.execute("return document.querySelectorAll('#parked tbody tr').length;"),
+        json!(100)
+    );
+    browser.click("#parked-next:not([hidden])");
+    browser.find(r#"#parked tr[data-message="u-100"]"#);
+    browser.click("#parked-first:not([hidden])");
+    browser.find(r#"#parked tr[data-message="u-000"]"#);
+    drop(browser);
+    assert!(srv.stop().success());
+}

@@ -72,6 +72,17 @@ async fn an_operator_repairs_the_demo_s_ambiguous_order_and_it_is_invoiced_once(
     let srv = Server::launch(dir.path(), &[], &[]);
     let b = Driver::start();
     let base = format!("http://{}/", srv.addr);
+    // the demo starts its orders concurrently: which instance is A-000000 varies
+    let (_, parked) = srv.json("GET", "/messages?parked=true", None);
+    let inst = parked["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["message_id"] == COMPLETION)
+        .expect("the ambiguous completion is parked")["candidates"][0]
+        .as_str()
+        .unwrap()
+        .to_string();
 
     // the overview: the order waits twice at the catch event, its completion is parked
     b.open(&base);
@@ -85,7 +96,7 @@ async fn an_operator_repairs_the_demo_s_ambiguous_order_and_it_is_invoiced_once(
     let parked = format!(r#"#parked tr[data-message="{COMPLETION}"][data-reason="ambiguous"]"#);
     b.find(&parked);
     b.click(&format!("{parked} a.instance-link"));
-    b.wait_for_text("#instance-title", "Instance 1");
+    b.wait_for_text("#instance-title", &format!("Instance {inst} "));
     wait_rows(&b, "#tokens tbody tr", 2);
     let subs = b.text("#subscriptions");
     assert_eq!(
@@ -103,7 +114,9 @@ async fn an_operator_repairs_the_demo_s_ambiguous_order_and_it_is_invoiced_once(
     // a third token would wait for the same key: refused, the conflict named
     b.select("#add-token select.add-at", "auftragUebergeben");
     b.click("#add-token button.add-token");
-    b.find(r#"#repair-outcome[data-conflict-instance="1"]"#);
+    b.find(&format!(
+        r#"#repair-outcome[data-conflict-instance="{inst}"]"#
+    ));
     let refusal = b.text("#repair-outcome");
     assert!(refusal.contains("refused"), "{refusal}");
     assert!(
@@ -120,8 +133,8 @@ async fn an_operator_repairs_the_demo_s_ambiguous_order_and_it_is_invoiced_once(
     b.click(&format!(
         r#"#parked tr[data-message="{COMPLETION}"] button.requeue"#
     ));
-    srv.wait_for("/instances/1", |v| v["state"] == "completed");
-    b.open(&format!("{base}#view=instance&id=1"));
+    srv.wait_for(&format!("/instances/{inst}"), |v| v["state"] == "completed");
+    b.open(&format!("{base}#view=instance&id={inst}"));
     b.wait_for_text("#instance-title", "completed");
     let messages = b.text("#instance-messages");
     assert!(
@@ -190,7 +203,7 @@ async fn an_operator_repairs_the_demo_s_ambiguous_order_and_it_is_invoiced_once(
     let errors: Vec<String> = b
         .errors()
         .into_iter()
-        .filter(|e| !(e.contains("/instances/1/tokens ") && e.contains("409")))
+        .filter(|e| !(e.contains(&format!("/instances/{inst}/tokens ")) && e.contains("409")))
         .collect();
     assert!(errors.is_empty(), "the browser logged errors: {errors:#?}");
     drop(b);

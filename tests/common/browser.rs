@@ -186,20 +186,43 @@ impl Driver {
         }
     }
 
+    /// An action on the element matching `css`, found again when the page
+    /// replaced it between finding and acting (its views re-render as they poll).
+    fn on_element(
+        &self,
+        css: &str,
+        method: &str,
+        action: &str,
+        body: Option<serde_json::Value>,
+    ) -> serde_json::Value {
+        for _ in 0..20 {
+            let e = self.find(css);
+            let v = self
+                .call(
+                    method,
+                    &format!("/session/{}/element/{e}/{action}", self.session),
+                    body.clone(),
+                )
+                .unwrap_or_else(|| panic!("{action} {css}: no answer"));
+            if v["value"]["error"] == "stale element reference" {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                continue;
+            }
+            assert!(v["value"]["error"].is_null(), "{action} {css}: {v}");
+            return v["value"].clone();
+        }
+        panic!("{css} went stale 20 times in a row")
+    }
+
     pub fn click(&self, css: &str) {
-        let e = self.find(css);
-        self.session(
-            "POST",
-            &format!("/element/{e}/click"),
-            Some(serde_json::json!({})),
-        );
+        self.on_element(css, "POST", "click", Some(serde_json::json!({})));
     }
 
     pub fn type_into(&self, css: &str, text: &str) {
-        let e = self.find(css);
-        self.session(
+        self.on_element(
+            css,
             "POST",
-            &format!("/element/{e}/value"),
+            "value",
             Some(serde_json::json!({"text": text})),
         );
     }
@@ -208,8 +231,7 @@ impl Driver {
 impl Driver {
     /// The visible text of the first element matching `css`.
     pub fn text(&self, css: &str) -> String {
-        let e = self.find(css);
-        self.session("GET", &format!("/element/{e}/text"), None)
+        self.on_element(css, "GET", "text", None)
             .as_str()
             .unwrap_or_default()
             .to_string()

@@ -518,6 +518,36 @@ impl Reader {
             }
             job_ids.extend(&t.timers);
         }
+        // the message boundary events of the activities its tokens are in
+        if let Some(model) = self.process(&rec.process, rec.version)? {
+            for t in &rec.tokens {
+                let Some(host) = model.element(&t.element) else {
+                    continue;
+                };
+                for &b in &host.boundaries {
+                    let boundary = model.at(b);
+                    let crate::model::ElementKind::Boundary {
+                        trigger: crate::model::Trigger::Message { message },
+                        ..
+                    } = &boundary.kind
+                    else {
+                        continue;
+                    };
+                    let Ok(key) = model.correlation_key(message, &rec.variables) else {
+                        continue;
+                    };
+                    if self.snap.subscribers(message, &key)?.contains(&(id, t.id)) {
+                        subscriptions.push(SubscriptionView {
+                            token: t.id,
+                            element: boundary.id.clone(),
+                            kind: "message",
+                            name: message.clone(),
+                            key: Some(key),
+                        });
+                    }
+                }
+            }
+        }
         let mut jobs = Vec::new();
         for j in job_ids {
             if let Some(j) = self.snap.job(j)? {

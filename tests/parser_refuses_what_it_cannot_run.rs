@@ -150,7 +150,7 @@ fn every_unsupported_element_is_listed_with_id_type_and_line() {
 <process id="p">
 <startEvent id="s"/>
 <callActivity id="approve" calledElement="other"/>
-<boundaryEvent id="b1" attachedToRef="approve"><messageEventDefinition/></boundaryEvent>
+<boundaryEvent id="b1" attachedToRef="approve"><escalationEventDefinition/></boundaryEvent>
 <intermediateCatchEvent id="wait"><conditionalEventDefinition/></intermediateCatchEvent>
 <subProcess id="sub"><startEvent id="inner"/></subProcess>
 <serviceTask id="loop"><multiInstanceLoopCharacteristics/></serviceTask>
@@ -169,7 +169,7 @@ fn every_unsupported_element_is_listed_with_id_type_and_line() {
         got,
         vec![
             ("approve", "callActivity", 4),
-            ("b1", "boundaryEvent with messageEventDefinition", 5),
+            ("b1", "boundaryEvent with escalationEventDefinition", 5),
             (
                 "wait",
                 "intermediateCatchEvent with conditionalEventDefinition",

@@ -244,7 +244,7 @@ impl<'a, 't> Engine<'a, 't> {
     pub(super) fn execute(&mut self, inst: u64, token: u64, idx: usize) -> R<()> {
         let p = self.proc_of(inst);
         let el = p.at(idx);
-        if !el.boundaries.is_empty()
+        let hosts = !el.boundaries.is_empty()
             && matches!(
                 el.kind,
                 ElementKind::ServiceTask { .. }
@@ -252,10 +252,25 @@ impl<'a, 't> Engine<'a, 't> {
                     | ElementKind::UserTask { .. }
                     | ElementKind::Publish { .. }
                     | ElementKind::ReceiveTask { .. }
-            )
-        {
+            );
+        if hosts {
+            if let Some(error) = self.boundary_key_problem(inst, &p, idx) {
+                self.incident(inst, token, &el.id, error);
+                return Ok(());
+            }
             self.open_boundaries(inst, token, &p, idx)?;
         }
+        self.execute_kind(inst, token, idx)?;
+        if hosts {
+            self.take_buffered_at_boundaries(inst, token, idx)?;
+        }
+        Ok(())
+    }
+
+    /// What an element does when a token reaches it, by kind.
+    fn execute_kind(&mut self, inst: u64, token: u64, idx: usize) -> R<()> {
+        let p = self.proc_of(inst);
+        let el = p.at(idx);
         match &el.kind {
             ElementKind::TimerCatch { timer } => {
                 let job = self.create_job_at(

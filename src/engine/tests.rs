@@ -290,3 +290,95 @@ fn a_user_task_record_lives_exactly_as_long_as_its_waiting_token() {
         assert!(ended, "instance {id} ended");
     }
 }
+
+/// An activity with a message boundary (interrupting or not) and a timer
+/// boundary, entered after an async continuation so that messages can come
+/// before, during and after it.
+fn storno_model(cancel: bool) -> String {
+    format!(
+        r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL"
+    xmlns:flowable="http://flowable.org/bpmn">
+  <message id="m" name="Storno"/>
+  <process id="storno" isExecutable="true">
+    <startEvent id="s"/>
+    <sequenceFlow id="f0" sourceRef="s" targetRef="bearbeiten"/>
+    <serviceTask id="bearbeiten" flowable:async="true"/>
+    <sequenceFlow id="f1" sourceRef="bearbeiten" targetRef="fertig"/>
+    <endEvent id="fertig"/>
+    <boundaryEvent id="storniert" attachedToRef="bearbeiten" cancelActivity="{cancel}"><messageEventDefinition messageRef="m"/></boundaryEvent>
+    <boundaryEvent id="frist" attachedToRef="bearbeiten"><timerEventDefinition><timeDuration>PT1H</timeDuration></timerEventDefinition></boundaryEvent>
+    <sequenceFlow id="f2" sourceRef="storniert" targetRef="ende"/>
+    <sequenceFlow id="f3" sourceRef="frist" targetRef="ende"/>
+    <endEvent id="ende"/>
+  </process>
+</definitions>"#
+    )
+}
+
+#[derive(Debug, Clone)]
+enum StornoOp {
+    Start(u8),
+    Publish(u8, u8),
+    Continue,
+    Complete,
+    Advance(u32),
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// Message boundary events under any order of starts, messages, work and
+    /// time: after every step the indexes match the records — a boundary's
+    /// subscription exists only while its token is in the activity, and per
+    /// (message, key) a subscription xor a buffered message — and every
+    /// message id has one record.
+    #[test]
+    fn message_boundaries_keep_the_engine_invariants(
+        cancel in any::<bool>(),
+        ops in proptest::collection::vec(prop_oneof![
+            (0..3u8).prop_map(StornoOp::Start),
+            (0..3u8, 0..6u8).prop_map(|(k, id)| StornoOp::Publish(k, id)),
+            Just(StornoOp::Continue),
+            Just(StornoOp::Complete),
+            (0..7_200u32).prop_map(StornoOp::Advance),
+        ], 1..30)
+    ) {
+        let mut h = Harness::reference();
+        let keys = [("Storno".to_string(), "auftragId".to_string())].into();
+        h.step(|e| e.deploy("storno.bpmn", &storno_model(cancel), &keys, None)).unwrap();
+        let mut ids = std::collections::BTreeSet::new();
+        for op in ops {
+            match op {
+                StornoOp::Start(k) => {
+                    h.step(|e| e.start("storno", crate::vars([("auftragId", k.to_string().into())]), None))
+                        .unwrap();
+                }
+                StornoOp::Publish(k, id) => {
+                    let msg = Publish {
+                        name: "Storno".into(),
+                        key: k.to_string(),
+                        message_id: Some(format!("s-{id}")),
+                        ..Default::default()
+                    };
+                    h.step(|e| e.publish(&msg)).unwrap();
+                    ids.insert(format!("s-{id}"));
+                }
+                StornoOp::Continue => {
+                    h.step(|e| e.run_continuations(100)).unwrap();
+                }
+                StornoOp::Complete => {
+                    let jobs = h.step(|e| e.lock_jobs("bearbeiten", 10, "w", 30_000, false)).unwrap();
+                    for j in jobs {
+                        h.step(|e| e.complete_job(j.task.job, Some(j.lease_token), &Vars::new())).unwrap();
+                    }
+                }
+                StornoOp::Advance(s) => {
+                    h.now += u64::from(s) * 1000;
+                    h.step(|e| e.run_continuations(100)).unwrap();
+                }
+            }
+            h.check_invariants();
+        }
+        prop_assert_eq!(h.messages().len(), ids.len(), "one record per message id");
+    }
+}

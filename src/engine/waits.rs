@@ -1,6 +1,6 @@
 //! Waits: what a resting token registers (message subscription, signal
 //! subscription, job, timer, the branches of an event-based gateway, boundary
-//! timers and boundary signals) is opened and closed here.
+//! timers, boundary signals and boundary messages) is opened and closed here.
 //!
 //! Invariant: per (message, key) an open subscription xor a buffered message;
 //! `cancel_wait` removes every registration of a token together.
@@ -25,7 +25,8 @@ impl<'a, 't> Engine<'a, 't> {
     }
 
     /// Moves a token waiting for message `name` on (at a catch event, a receive
-    /// task or an event-based gateway); returns the element it caught it at.
+    /// task or an event-based gateway), or fires the message boundary event
+    /// of the activity it is in; returns the element that caught it.
     pub(super) fn deliver(
         &mut self,
         inst: u64,
@@ -34,6 +35,9 @@ impl<'a, 't> Engine<'a, 't> {
         key: &str,
         vars: &Vars,
     ) -> R<String> {
+        if let Some(b) = self.message_boundary(inst, token, name) {
+            return self.fire_message_boundary(inst, token, b, vars);
+        }
         let idx = self.event_target(inst, token, |k| k.waits_for_message() == Some(name));
         self.cancel_wait(inst, token)?;
         let element = self.proc_of(inst).at(idx).id.clone();
@@ -163,11 +167,137 @@ impl<'a, 't> Engine<'a, 't> {
                     }
                 }
                 Trigger::Signal { signal } => self.t.subscribe_signal(signal, inst, token)?,
+                Trigger::Message { message } => {
+                    // `boundary_key_problem` was asked before: the key is set
+                    if let Ok(key) = p.correlation_key(message, &self.inst(inst).variables) {
+                        self.t.subscribe(message, &key, inst, token)?;
+                    }
+                }
                 // caught when the worker throws it, nothing to open
                 Trigger::Error { .. } => {}
             }
         }
         Ok(())
+    }
+
+    /// Why the message boundary events of activity `host` cannot be opened
+    /// for this instance (a correlation key variable that is not set), if so.
+    pub(super) fn boundary_key_problem(
+        &mut self,
+        inst: u64,
+        p: &Process,
+        host: usize,
+    ) -> Option<String> {
+        let vars = &self.inst(inst).variables;
+        p.at(host).boundaries.iter().find_map(|&b| match &p.at(b).kind {
+            ElementKind::Boundary {
+                trigger: Trigger::Message { message },
+                ..
+            } => p.correlation_key(message, vars).err().map(|var| {
+                format!("correlation key variable '{var}' of message '{message}' (boundary event '{}') is not set", p.at(b).id)
+            }),
+            _ => None,
+        })
+    }
+
+    /// Once the activity waits: a message buffered for one of its message
+    /// boundary events is taken now, in this transaction (per (message, key)
+    /// a subscription xor a buffered message). An interrupting boundary takes
+    /// one and ends the activity; a non-interrupting one takes every buffered
+    /// message, each starting a token.
+    pub(super) fn take_buffered_at_boundaries(
+        &mut self,
+        inst: u64,
+        token: u64,
+        host: usize,
+    ) -> R<()> {
+        let p = self.proc_of(inst);
+        for &b in &p.at(host).boundaries {
+            let ElementKind::Boundary {
+                trigger: Trigger::Message { message },
+                ..
+            } = &p.at(b).kind
+            else {
+                continue;
+            };
+            let Ok(key) = p.correlation_key(message, &self.inst(inst).variables) else {
+                continue;
+            };
+            loop {
+                let waits = self.inst(inst).tokens.iter().any(|t| {
+                    t.id == token
+                        && t.element == p.at(host).id
+                        && !matches!(t.wait, Wait::Incident { .. })
+                });
+                if !waits {
+                    return Ok(());
+                }
+                let Some(seq) = self.t.oldest_buffered(message, &key)? else {
+                    break;
+                };
+                self.consume_buffered(seq, inst, token)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The message boundary event of the activity `token` is in that catches
+    /// `message`, if the token does not itself wait for it.
+    pub(super) fn message_boundary(
+        &mut self,
+        inst: u64,
+        token: u64,
+        message: &str,
+    ) -> Option<usize> {
+        let p = self.proc_of(inst);
+        let t = self.inst(inst).tokens.iter().find(|t| t.id == token)?;
+        let own = match &t.wait {
+            Wait::Message { name, .. } => name == message,
+            Wait::Events { messages, .. } => messages.iter().any(|(n, _)| n == message),
+            Wait::Signal { .. }
+            | Wait::Job { .. }
+            | Wait::Timer { .. }
+            | Wait::Join { .. }
+            | Wait::Incident { .. }
+            | Wait::Task { .. } => false,
+        };
+        if own {
+            return None;
+        }
+        let host = p.index_of(&t.element)?;
+        p.at(host).boundaries.iter().copied().find(|&b| {
+            matches!(&p.at(b).kind, ElementKind::Boundary { trigger: Trigger::Message { message: m }, .. } if m == message)
+        })
+    }
+
+    /// A message boundary event fires: an interrupting one ends its activity
+    /// (its wait, timers and subscriptions), a non-interrupting one leaves it
+    /// open and subscribed; either way a new token leaves from the boundary
+    /// event with the message's variables. Returns the boundary event's id.
+    pub(super) fn fire_message_boundary(
+        &mut self,
+        inst: u64,
+        token: u64,
+        b: usize,
+        vars: &Vars,
+    ) -> R<String> {
+        let p = self.proc_of(inst);
+        let ElementKind::Boundary { cancel, .. } = p.at(b).kind else {
+            return Ok(p.at(b).id.clone());
+        };
+        let boundary = p.at(b).id.clone();
+        if cancel {
+            self.interrupt(inst, token)?;
+        }
+        self.history(inst, &boundary, "message_correlated");
+        let new = self.new_token(inst, &boundary);
+        self.complete_with(inst, b, vars)?;
+        self.queue.push_back(Step::Leave {
+            inst,
+            token: new,
+            element: b,
+        });
+        Ok(boundary)
     }
 
     /// Closes the boundary events of a token leaving its activity: cancels
@@ -183,12 +313,43 @@ impl<'a, 't> Engine<'a, 't> {
         }
         if let Some(host) = host {
             for &b in &p.at(host).boundaries {
-                if let ElementKind::Boundary {
-                    trigger: Trigger::Signal { signal },
-                    ..
-                } = &p.at(b).kind
-                {
-                    self.t.unsubscribe_signal(signal, inst, token)?;
+                match &p.at(b).kind {
+                    ElementKind::Boundary {
+                        trigger: Trigger::Signal { signal },
+                        ..
+                    } => self.t.unsubscribe_signal(signal, inst, token)?,
+                    ElementKind::Boundary {
+                        trigger: Trigger::Message { message },
+                        ..
+                    } => {
+                        // the key it was opened with: from the variables now, and
+                        // any key of that message the instance expected (should the
+                        // activity have changed the key variable meanwhile)
+                        let rec = self.inst(inst);
+                        let mut keys: Vec<String> = rec
+                            .expects
+                            .iter()
+                            .filter(|(m, _)| m == message)
+                            .map(|(_, k)| k.clone())
+                            .collect();
+                        if let Ok(k) = p.correlation_key(message, &rec.variables) {
+                            keys.push(k);
+                        }
+                        keys.sort();
+                        keys.dedup();
+                        for key in keys {
+                            self.t.unsubscribe(message, &key, inst, token)?;
+                            // the activity is left: a later message is late
+                            self.t.set_passed(message, &key, inst, true)?;
+                        }
+                    }
+                    // timers were deleted above; errors open nothing
+                    ElementKind::Boundary {
+                        trigger: Trigger::Timer(_) | Trigger::Error { .. },
+                        ..
+                    } => {}
+                    // `boundaries` holds boundary events only (the parser's rule)
+                    other => debug_assert!(false, "not a boundary event: {}", other.label()),
                 }
             }
         }

@@ -414,9 +414,12 @@ impl ElementKind {
     /// The message this element waits for, if it is a message wait state.
     pub fn waits_for_message(&self) -> Option<&str> {
         match self {
-            ElementKind::ReceiveTask { message } | ElementKind::MessageCatch { message } => {
-                Some(message)
-            }
+            ElementKind::ReceiveTask { message }
+            | ElementKind::MessageCatch { message }
+            | ElementKind::Boundary {
+                trigger: Trigger::Message { message },
+                ..
+            } => Some(message),
             _ => None,
         }
     }
@@ -516,6 +519,13 @@ pub enum Trigger {
         /// The signal name.
         signal: String,
     },
+    /// A message correlated by its key while the token is in the activity:
+    /// subscribed when the activity is entered, unsubscribed when it is left
+    /// (appended last: definitions stored before it still decode).
+    Message {
+        /// The message name.
+        message: String,
+    },
 }
 
 /// A sequence flow.
@@ -572,11 +582,15 @@ impl Process {
         use std::sync::Arc;
         const UNSEEN: usize = usize::MAX;
         let n = self.elements.len();
+        // a token in an activity may leave by its boundary events: they are
+        // successors of their host here
         let targets = |v: usize| {
             self.elements[v]
                 .outgoing
                 .iter()
                 .filter_map(|&f| self.flows.get(f).map(|fl| fl.target))
+                .chain(self.elements[v].boundaries.iter().copied())
+                .filter(|&t| t < n)
         };
         let (mut order, mut low) = (vec![UNSEEN; n], vec![0usize; n]);
         let (mut on_stack, mut comp) = (vec![false; n], vec![UNSEEN; n]);
@@ -663,7 +677,8 @@ impl Process {
             .collect()
     }
 
-    /// Message names a token at element `idx` may still wait for: there or downstream.
+    /// Message names a token at element `idx` may still wait for: there, at
+    /// the boundary events of the activity, or downstream of either.
     pub fn messages_reachable_from(&self, idx: usize) -> &[String] {
         self.reach.get(idx).map(|s| &s[..]).unwrap_or(&[])
     }
@@ -853,6 +868,7 @@ mod tests {
             }
             out.extend(p.elements[i].kind.waits_for_message().map(str::to_string));
             stack.extend(p.elements[i].outgoing.iter().map(|&f| p.flows[f].target));
+            stack.extend(p.elements[i].boundaries.iter().copied());
         }
         out.sort();
         out.dedup();

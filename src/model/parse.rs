@@ -1063,6 +1063,15 @@ fn process(
                         };
                         Trigger::Signal { signal }
                     }
+                    [d] if d.name == "messageEventDefinition" => {
+                        let Some((message, key)) = message_of(d) else {
+                            issues.push(no_message(n));
+                            continue;
+                        };
+                        let key = key.or_else(|| model_key(n)).or_else(|| model_key(d));
+                        catches.push((message.clone(), n.id(), n.line, key));
+                        Trigger::Message { message }
+                    }
                     [d] => {
                         refuse(unsupported, n, format!("boundaryEvent with {}", d.name));
                         continue;
@@ -1344,6 +1353,30 @@ fn process(
                     {
                         issues.push(issue(n, format!("a second boundary event for signal '{sig}' on '{host_id}': one activity catches a signal at one boundary event")));
                         continue;
+                    }
+                    // one subscription per (host, message) too, and a receive
+                    // task's own message is not also its boundary's: one token
+                    // would hold the same (message, key) twice
+                    let message_of = |k: &ElementKind| match k {
+                        ElementKind::Boundary {
+                            trigger: Trigger::Message { message },
+                            ..
+                        } => Some(message.clone()),
+                        _ => None,
+                    };
+                    if let Some(m) = message_of(&elements[i].kind) {
+                        if elements[h]
+                            .boundaries
+                            .iter()
+                            .any(|&b| message_of(&elements[b].kind).as_deref() == Some(m.as_str()))
+                        {
+                            issues.push(issue(n, format!("a second boundary event for message '{m}' on '{host_id}': one activity catches a message at one boundary event")));
+                            continue;
+                        }
+                        if elements[h].kind.waits_for_message() == Some(m.as_str()) {
+                            issues.push(issue(n, format!("boundary event for message '{m}' on '{host_id}', which itself waits for '{m}': every such message would be ambiguous")));
+                            continue;
+                        }
                     }
                     if let ElementKind::Boundary { host, .. } = &mut elements[i].kind {
                         *host = h;

@@ -173,17 +173,25 @@ pub(crate) fn verify(r: &ReadTransaction) -> Result<Vec<String>, StoreError> {
                 continue;
             };
             for &b in &host.boundaries {
-                if let Some(crate::model::Element {
-                    kind:
-                        crate::model::ElementKind::Boundary {
-                            trigger: crate::model::Trigger::Signal { signal },
-                            ..
-                        },
-                    ..
-                }) = p.elements.get(b)
-                {
-                    want.boundary_signals
-                        .insert((signal.clone(), String::new(), i.id, t.id));
+                match p.elements.get(b).map(|e| &e.kind) {
+                    Some(crate::model::ElementKind::Boundary {
+                        trigger: crate::model::Trigger::Signal { signal },
+                        ..
+                    }) => {
+                        want.boundary_signals
+                            .insert((signal.clone(), String::new(), i.id, t.id));
+                    }
+                    // a message boundary subscribes under the key its instance has now
+                    Some(crate::model::ElementKind::Boundary {
+                        trigger: crate::model::Trigger::Message { message },
+                        ..
+                    }) => {
+                        if let Ok(key) = p.correlation_key(message, &i.variables) {
+                            want.boundary_messages
+                                .insert((message.clone(), key, i.id, t.id));
+                        }
+                    }
+                    _ => {}
                 }
             }
         }
@@ -348,6 +356,12 @@ pub(crate) fn verify(r: &ReadTransaction) -> Result<Vec<String>, StoreError> {
         &have.start_timers,
         &mut problems,
     );
+    let allowed: BTreeSet<_> = have
+        .subscriptions
+        .intersection(&want.boundary_messages)
+        .cloned()
+        .collect();
+    want.subscriptions.extend(allowed);
     compare(
         "subscriptions",
         &want.subscriptions,
@@ -401,6 +415,9 @@ struct Rows {
     tasks: BTreeSet<(u64, u64, u64)>,
     /// (message or signal, key or "", instance, token)
     subscriptions: BTreeSet<(String, String, u64, u64)>,
+    /// subscriptions a token in an activity may hold for the activity's
+    /// message boundary events
+    boundary_messages: BTreeSet<(String, String, u64, u64)>,
     signal_subs: BTreeSet<(String, String, u64, u64)>,
     /// signal subscriptions a token may hold for its activity's boundary events
     boundary_signals: BTreeSet<(String, String, u64, u64)>,

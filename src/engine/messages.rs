@@ -365,7 +365,7 @@ impl<'a, 't> Engine<'a, 't> {
             if !waits_for_it {
                 // the token is in an activity whose boundary event catches it
                 if let Some(b) = self.signal_boundary(inst, token, name) {
-                    self.fire_signal_boundary(inst, token, b, vars)?;
+                    self.fire_boundary(inst, token, b, vars, "signal_received")?;
                 }
                 continue;
             }
@@ -385,28 +385,5 @@ impl<'a, 't> Engine<'a, 't> {
             });
         }
         Ok(subs.len())
-    }
-
-    /// A signal boundary event fires: an interrupting one ends its activity
-    /// (its wait, timers and signals), a non-interrupting one leaves it open
-    /// and subscribed; either way a new token leaves from the boundary event.
-    fn fire_signal_boundary(&mut self, inst: u64, token: u64, b: usize, vars: &Vars) -> R<()> {
-        let p = self.proc_of(inst);
-        let ElementKind::Boundary { cancel, .. } = p.at(b).kind else {
-            return Ok(());
-        };
-        let boundary = p.at(b).id.clone();
-        if cancel {
-            self.interrupt(inst, token)?;
-        }
-        self.history(inst, &boundary, "signal_received");
-        let new = self.new_token(inst, &boundary);
-        self.complete_with(inst, b, vars)?;
-        self.queue.push_back(Step::Leave {
-            inst,
-            token: new,
-            element: b,
-        });
-        Ok(())
     }
 }

@@ -36,7 +36,7 @@ impl<'a, 't> Engine<'a, 't> {
         vars: &Vars,
     ) -> R<String> {
         if let Some(b) = self.message_boundary(inst, token, name) {
-            return self.fire_message_boundary(inst, token, b, vars);
+            return self.fire_boundary(inst, token, b, vars, "message_correlated");
         }
         let idx = self.event_target(inst, token, |k| k.waits_for_message() == Some(name));
         self.cancel_wait(inst, token)?;
@@ -270,16 +270,18 @@ impl<'a, 't> Engine<'a, 't> {
         })
     }
 
-    /// A message boundary event fires: an interrupting one ends its activity
-    /// (its wait, timers and subscriptions), a non-interrupting one leaves it
-    /// open and subscribed; either way a new token leaves from the boundary
-    /// event with the message's variables. Returns the boundary event's id.
-    pub(super) fn fire_message_boundary(
+    /// A boundary event fires on a message or signal (`event`, for the
+    /// history): an interrupting one ends its activity (its wait, timers and
+    /// subscriptions), a non-interrupting one leaves it open and subscribed;
+    /// either way a new token leaves from the boundary event with the event's
+    /// variables. Returns the boundary event's id.
+    pub(super) fn fire_boundary(
         &mut self,
         inst: u64,
         token: u64,
         b: usize,
         vars: &Vars,
+        event: &str,
     ) -> R<String> {
         let p = self.proc_of(inst);
         let ElementKind::Boundary { cancel, .. } = p.at(b).kind else {
@@ -289,7 +291,7 @@ impl<'a, 't> Engine<'a, 't> {
         if cancel {
             self.interrupt(inst, token)?;
         }
-        self.history(inst, &boundary, "message_correlated");
+        self.history(inst, &boundary, event);
         let new = self.new_token(inst, &boundary);
         self.complete_with(inst, b, vars)?;
         self.queue.push_back(Step::Leave {

@@ -342,8 +342,30 @@ struct InstancesQuery {
     order: Option<String>,
 }
 
-/// The most instances one page returns.
+/// The most records one page of a list returns.
 const MAX_PAGE: usize = 1000;
+
+/// A page size from a query (`default` when absent), or 400 naming `limit`.
+fn page_limit(limit: Option<usize>, default: usize) -> Result<usize, ApiError> {
+    let limit = limit.unwrap_or(default);
+    if !(1..=MAX_PAGE).contains(&limit) {
+        return Err(ApiError::BadRequest(format!(
+            "limit {limit}: expected 1 to {MAX_PAGE}"
+        )));
+    }
+    Ok(limit)
+}
+
+/// The `after` cursor of a list paged by id, or 400 naming `after`.
+fn id_cursor(after: Option<String>) -> Result<Option<u64>, ApiError> {
+    after
+        .map(|a| {
+            a.parse::<u64>().map_err(|_| {
+                ApiError::BadRequest(format!("after {a:?}: expected the `next` cursor of a page"))
+            })
+        })
+        .transpose()
+}
 
 #[utoipa::path(get, path = "/instances", params(InstancesQuery), responses((status = 200, description = "One page of the instances that pass every filter given, newest first unless order=oldest; `next` is the cursor (`after`) of the following page, absent on the last; `waiting` lists the page's tokens at `waiting_at` with their age", body = serde_json::Value)))]
 async fn instances(State(s): State<AppState>, Query(q): Query<InstancesQuery>) -> ApiResult {
@@ -372,20 +394,8 @@ async fn instances(State(s): State<AppState>, Query(q): Query<InstancesQuery>) -
             )));
         }
     };
-    let limit = q.limit.unwrap_or(100);
-    if !(1..=MAX_PAGE).contains(&limit) {
-        return Err(ApiError::BadRequest(format!(
-            "limit {limit}: expected 1 to {MAX_PAGE}"
-        )));
-    }
-    let after = q
-        .after
-        .map(|a| {
-            a.parse::<u64>().map_err(|_| {
-                ApiError::BadRequest(format!("after {a:?}: expected the `next` cursor of a page"))
-            })
-        })
-        .transpose()?;
+    let limit = page_limit(q.limit, 100)?;
+    let after = id_cursor(q.after)?;
     let filter = InstanceFilter {
         started_from: instant("started_from", q.started_from)?,
         started_before: instant("started_before", q.started_before)?,
@@ -543,12 +553,7 @@ async fn messages(
         Some(Ok(r)) => Some(r),
         None => None,
     };
-    let limit = q.limit.unwrap_or(200);
-    if !(1..=MAX_PAGE).contains(&limit) {
-        return Err(ApiError::BadRequest(format!(
-            "limit {limit}: expected 1 to {MAX_PAGE}"
-        )));
-    }
+    let limit = page_limit(q.limit, 200)?;
     let filter = MessageFilter {
         buffered: q.buffered,
         parked: q.parked,
@@ -630,20 +635,8 @@ struct JobsQuery {
 
 #[utoipa::path(get, path = "/jobs", params(JobsQuery), responses((status = 200, description = "One page of jobs, or only incidents, by id; `next` is the cursor (`after`) of the following page", body = serde_json::Value)))]
 async fn jobs(State(s): State<AppState>, Query(q): Query<JobsQuery>) -> ApiResult {
-    let limit = q.limit.unwrap_or(500);
-    if !(1..=MAX_PAGE).contains(&limit) {
-        return Err(ApiError::BadRequest(format!(
-            "limit {limit}: expected 1 to {MAX_PAGE}"
-        )));
-    }
-    let after = q
-        .after
-        .map(|a| {
-            a.parse::<u64>().map_err(|_| {
-                ApiError::BadRequest(format!("after {a:?}: expected the `next` cursor of a page"))
-            })
-        })
-        .transpose()?;
+    let limit = page_limit(q.limit, 500)?;
+    let after = id_cursor(q.after)?;
     let (jobs, next) = s.pf.reader()?.job_page(q.incidents, after, limit)?;
     Ok(Json(json!({"jobs": jobs, "next": next})))
 }

@@ -142,7 +142,7 @@ function tokenRow(id, t) {
   return h('tr', { dataset: { token: t.token, element: t.element } },
     cell(t.token, 'num'),
     cell(t.element),
-    cell(t.waits_for),
+    cell(t.scope ? `${t.waits_for} (inside the subprocess of token ${t.scope})` : t.waits_for),
     cell(t.since),
     h('td', {},
       h('button', { class: 'cancel-token', onclick: () => repair(`/instances/${id}/tokens/${t.token}/cancel`, {}) }, 'Cancel'),

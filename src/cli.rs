@@ -554,6 +554,17 @@ fn next_step(e: &Error) -> Option<String> {
                 postfach::JobRefusal::NotATask => None,
             },
             E::RepairRefused { .. } => Some("pass --force to add it anyway".into()),
+            E::NoSingleScope {
+                instance,
+                subprocess,
+                active: 0,
+                ..
+            } => Some(format!(
+                "start the subprocess first (postfach add-token {instance} {subprocess}), then place the token inside it"
+            )),
+            E::NoSingleScope { instance, .. } => Some(format!(
+                "see its tokens with `postfach instance {instance}`: cancel the scopes you do not want first"
+            )),
             E::UnknownTask(_) => Some("list open tasks with `postfach tasks`".into()),
             E::TaskRefused { task, refusal } => match refusal {
                 postfach::TaskRefusal::HeldBy(u) => Some(format!(

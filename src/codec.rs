@@ -10,6 +10,11 @@ use serde::{Serialize, de::DeserializeOwned};
 /// Version byte written in front of every record.
 pub const FORMAT_VERSION: u8 = 1;
 
+/// Version byte of a record that carries a tail after its format-1 body
+/// (written by [`encode_tailed`] only when there is a tail to carry). A build
+/// that reads format 1 only refuses such a record instead of dropping its tail.
+pub const TAILED_VERSION: u8 = 2;
+
 /// A record that could not be encoded or decoded.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -57,6 +62,49 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CodecError> {
     Ok(value)
 }
 
+/// Encodes `value` as [`encode`] does, and with `tail` (when there is one)
+/// after it under [`TAILED_VERSION`]: what a record gained after format 1
+/// travels in its tail, and a record that needs none keeps format 1.
+pub fn encode_tailed<T: Serialize, X: Serialize>(
+    value: &T,
+    tail: Option<&X>,
+) -> Result<Vec<u8>, CodecError> {
+    let mut out = encode(value)?;
+    if let Some(tail) = tail {
+        out[0] = TAILED_VERSION;
+        let more = bincode::serde::encode_to_vec(tail, config())
+            .map_err(|e| CodecError::Encode(e.to_string()))?;
+        out.extend_from_slice(&more);
+    }
+    Ok(out)
+}
+
+/// Decodes a record written by [`encode_tailed`] (or by [`encode`]): its tail,
+/// or the default tail for a format-1 record. Bytes after the tail are refused.
+pub fn decode_tailed<T: DeserializeOwned, X: DeserializeOwned + Default>(
+    bytes: &[u8],
+) -> Result<(T, X), CodecError> {
+    let (&version, body) = bytes.split_first().ok_or(CodecError::Empty)?;
+    if version != FORMAT_VERSION && version != TAILED_VERSION {
+        return Err(CodecError::UnknownVersion { found: version });
+    }
+    let (value, used) = bincode::serde::decode_from_slice(body, config())
+        .map_err(|e| CodecError::Decode(e.to_string()))?;
+    if version == FORMAT_VERSION {
+        return Ok((value, X::default()));
+    }
+    let rest = body.get(used..).unwrap_or_default();
+    let (tail, used) = bincode::serde::decode_from_slice(rest, config())
+        .map_err(|e| CodecError::Decode(format!("record tail: {e}")))?;
+    if used != rest.len() {
+        return Err(CodecError::Decode(format!(
+            "{} bytes after the record's tail",
+            rest.len() - used
+        )));
+    }
+    Ok((value, tail))
+}
+
 /// Serde adapter that stores a JSON map as its JSON text, because bincode
 /// cannot carry self-describing values such as `serde_json::Value`.
 pub mod json_text {
@@ -97,6 +145,33 @@ mod tests {
         let bytes = encode(&rec).unwrap();
         assert_eq!(bytes[0], FORMAT_VERSION);
         assert_eq!(decode::<Rec>(&bytes).unwrap(), rec);
+    }
+
+    #[test]
+    fn a_tail_travels_under_its_own_version_and_format_one_reads_as_no_tail() {
+        let plain = encode_tailed(&7u64, None::<&Vec<u64>>).unwrap();
+        assert_eq!(plain, encode(&7u64).unwrap());
+        assert_eq!(
+            decode_tailed::<u64, Vec<u64>>(&plain).unwrap(),
+            (7, Vec::new())
+        );
+        let tailed = encode_tailed(&7u64, Some(&vec![0u64, 3])).unwrap();
+        assert_eq!(tailed[0], TAILED_VERSION);
+        assert_eq!(
+            decode_tailed::<u64, Vec<u64>>(&tailed).unwrap(),
+            (7, vec![0, 3])
+        );
+        // a format-1 reader refuses it rather than dropping the tail
+        assert!(matches!(
+            decode::<u64>(&tailed),
+            Err(CodecError::UnknownVersion { found: 2 })
+        ));
+        let mut longer = tailed.clone();
+        longer.push(0);
+        assert!(matches!(
+            decode_tailed::<u64, Vec<u64>>(&longer),
+            Err(CodecError::Decode(_))
+        ));
     }
 
     #[test]

@@ -158,6 +158,10 @@ pub struct TokenView {
     pub waits_for: String,
     /// Since when (RFC 3339).
     pub since: String,
+    /// The token holding the subprocess scope it runs in (absent at the
+    /// process level).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scope: Option<u64>,
 }
 
 /// A token waiting at an element, with its age.
@@ -514,7 +518,7 @@ impl Reader {
                     job_ids.extend(timers);
                 }
                 Wait::Job { job } | Wait::Timer { job } => job_ids.push(*job),
-                Wait::Join { .. } | Wait::Incident { .. } | Wait::Task { .. } => {}
+                Wait::Join { .. } | Wait::Incident { .. } | Wait::Task { .. } | Wait::Scope => {}
             }
             job_ids.extend(&t.timers);
         }
@@ -729,7 +733,8 @@ impl Reader {
                 | Wait::Signal { .. }
                 | Wait::Events { .. }
                 | Wait::Join { .. }
-                | Wait::Task { .. } => {}
+                | Wait::Task { .. }
+                | Wait::Scope => {}
             }
         }
         Ok(out)
@@ -1118,8 +1123,10 @@ fn instance_view(r: &InstanceRecord, incidents: Vec<String>) -> InstanceView {
                     Wait::Join { .. } => "the other branches of the join".to_string(),
                     Wait::Incident { error } => format!("an operator: {error}"),
                     Wait::Task { task } => format!("user task {task}"),
+                    Wait::Scope => "the tokens inside it to end".to_string(),
                 },
                 since: rfc3339(t.since),
+                scope: (t.scope != 0).then_some(t.scope),
             })
             .collect(),
         incidents,

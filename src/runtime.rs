@@ -66,7 +66,10 @@ impl Error {
     pub fn is_rejection(&self) -> bool {
         matches!(
             self,
-            Error::Rejected { .. } | Error::Engine(EngineError::RepairRefused { .. })
+            Error::Rejected { .. }
+                | Error::Engine(
+                    EngineError::RepairRefused { .. } | EngineError::NoSingleScope { .. }
+                )
         )
     }
 }

@@ -152,7 +152,7 @@ fn every_unsupported_element_is_listed_with_id_type_and_line() {
 <callActivity id="approve" calledElement="other"/>
 <boundaryEvent id="b1" attachedToRef="approve"><escalationEventDefinition/></boundaryEvent>
 <intermediateCatchEvent id="wait"><conditionalEventDefinition/></intermediateCatchEvent>
-<subProcess id="sub"><startEvent id="inner"/></subProcess>
+<subProcess id="sub" triggeredByEvent="true"><startEvent id="inner"/></subProcess>
 <serviceTask id="loop"><multiInstanceLoopCharacteristics/></serviceTask>
 <endEvent id="e"><escalationEventDefinition/></endEvent>
 </process></definitions>"#;
@@ -175,7 +175,11 @@ fn every_unsupported_element_is_listed_with_id_type_and_line() {
                 "intermediateCatchEvent with conditionalEventDefinition",
                 6
             ),
-            ("sub", "subProcess", 7),
+            (
+                "sub",
+                "subProcess with triggeredByEvent=\"true\" (event subprocess)",
+                7
+            ),
             (
                 "loop",
                 "serviceTask with multiInstanceLoopCharacteristics",

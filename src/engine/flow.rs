@@ -47,6 +47,7 @@ impl<'a, 't> Engine<'a, 't> {
                 },
                 since: self.now,
                 timers: Vec::new(),
+                scope: 0,
             }],
             next_token: 2,
             activations: 0,
@@ -121,6 +122,9 @@ impl<'a, 't> Engine<'a, 't> {
                 self.queue.clear();
                 break;
             }
+            if !self.has_token(step.instance(), step.token()) {
+                continue; // withdrawn meanwhile (its scope was cancelled or ended)
+            }
             match step {
                 Step::Arrive {
                     inst,
@@ -144,7 +148,7 @@ impl<'a, 't> Engine<'a, 't> {
     }
 
     /// Fires every inclusive join with waiting tokens that no other token of its
-    /// instance can still reach; returns whether one fired (its token moves on).
+    /// scope can still reach; returns whether one fired (its token moves on).
     fn settle_inclusive_joins(&mut self) -> R<bool> {
         let mut fired = false;
         let ids: Vec<u64> = self.dirty.keys().copied().collect();
@@ -160,22 +164,28 @@ impl<'a, 't> Engine<'a, 't> {
                     .flatten()
                     .filter(|&i| matches!(p.at(i).kind, ElementKind::InclusiveGateway { .. }))
             };
-            let mut joins: Vec<usize> = rec.tokens.iter().filter_map(waiting_at).collect();
+            let mut joins: Vec<(usize, u64)> = rec
+                .tokens
+                .iter()
+                .filter_map(|t| Some((waiting_at(t)?, t.scope)))
+                .collect();
             joins.sort_unstable();
             joins.dedup();
-            for join in joins {
+            for (join, scope) in joins {
                 let rec = self.inst(inst);
+                let here = |t: &Token| t.scope == scope && waiting_at(t) == Some(join);
                 let blocked = rec.tokens.iter().any(|t| {
-                    waiting_at(t) != Some(join)
+                    t.scope == scope
+                        && !here(t)
                         && p.index_of(&t.element)
                             .is_none_or(|at| p.can_reach(at, join))
                 });
                 if blocked {
                     continue;
                 }
-                rec.tokens.retain(|t| waiting_at(t) != Some(join));
+                rec.tokens.retain(|t| !here(t));
                 let id = p.at(join).id.clone();
-                let merged = self.new_token(inst, &id);
+                let merged = self.new_token(inst, &id, scope);
                 self.history(inst, &id, "joined");
                 self.queue.push_back(Step::Leave {
                     inst,
@@ -206,18 +216,22 @@ impl<'a, 't> Engine<'a, 't> {
         if el.kind == ElementKind::ParallelGateway && el.incoming.len() > 1 {
             let flow = via.unwrap_or(usize::MAX);
             self.set_token(inst, token, &el.id, Wait::Join { flow });
+            let scope = self.scope_of(inst, token);
             let rec = self.inst(inst);
             let mut take: Vec<u64> = Vec::new();
             for f in &el.incoming {
                 if let Some(t) = rec.tokens.iter().find(|t| {
-                    t.element == el.id && t.wait == Wait::Join { flow: *f } && !take.contains(&t.id)
+                    t.element == el.id
+                        && t.scope == scope
+                        && t.wait == Wait::Join { flow: *f }
+                        && !take.contains(&t.id)
                 }) {
                     take.push(t.id);
                 }
             }
             if take.len() == el.incoming.len() {
                 rec.tokens.retain(|t| !take.contains(&t.id));
-                let merged = self.new_token(inst, &el.id);
+                let merged = self.new_token(inst, &el.id, scope);
                 self.history(inst, &el.id, "joined");
                 self.queue.push_back(Step::Leave {
                     inst,
@@ -252,6 +266,7 @@ impl<'a, 't> Engine<'a, 't> {
                     | ElementKind::UserTask { .. }
                     | ElementKind::Publish { .. }
                     | ElementKind::ReceiveTask { .. }
+                    | ElementKind::SubProcess { .. }
             );
         if hosts {
             if let Some(error) = self.boundary_key_problem(inst, &p, idx) {
@@ -295,27 +310,46 @@ impl<'a, 't> Engine<'a, 't> {
             }
             ElementKind::End => {
                 self.history(inst, &el.id, "completed");
-                self.inst(inst).tokens.retain(|t| t.id != token);
-                if self.inst(inst).tokens.is_empty() {
-                    self.complete_instance(inst)?;
-                }
+                self.end_token(inst, token)?;
             }
             ElementKind::TerminateEnd => {
                 self.history(inst, &el.id, "terminated");
+                let scope = self.scope_of(inst, token);
                 let others: Vec<u64> = self
                     .inst(inst)
                     .tokens
                     .iter()
+                    .filter(|t| t.id != token && (scope == 0 || t.scope == scope))
                     .map(|t| t.id)
-                    .filter(|&t| t != token)
                     .collect();
+                // a scope token among them withdraws what runs inside it
                 for t in others {
                     self.interrupt(inst, t)?;
                 }
-                self.inst(inst).tokens.clear();
-                // steps of this instance still queued belong to withdrawn tokens
-                self.queue.retain(|s| s.instance() != inst);
-                self.complete_instance(inst)?;
+                if scope == 0 {
+                    self.inst(inst).tokens.clear();
+                    // steps of this instance still queued belong to withdrawn tokens
+                    self.queue.retain(|s| s.instance() != inst);
+                    self.complete_instance(inst)?;
+                } else {
+                    // the subprocess ends normally and its token moves on
+                    self.end_token(inst, token)?;
+                }
+            }
+            ElementKind::SubProcess { start, .. } => {
+                let Some(first) = p.elements.get(*start) else {
+                    let error = format!("subprocess '{}' has no start event", el.id);
+                    self.incident(inst, token, &el.id, error);
+                    return Ok(());
+                };
+                self.set_token(inst, token, &el.id, Wait::Scope);
+                let inner = self.new_token(inst, &first.id, token);
+                self.queue.push_back(Step::Arrive {
+                    inst,
+                    token: inner,
+                    element: *start,
+                    via: None,
+                });
             }
             ElementKind::UserTask { spec } => {
                 let task = self.open_user_task(inst, token, idx, spec)?;
@@ -463,6 +497,7 @@ impl<'a, 't> Engine<'a, 't> {
             | ElementKind::SignalThrow { .. }
             | ElementKind::NoneThrow
             | ElementKind::Publish { .. }
+            | ElementKind::SubProcess { .. }
             | ElementKind::Task { .. } => holding(&p, el.outgoing.iter().copied(), &vars, false),
         };
         let chosen = match taken {
@@ -474,11 +509,7 @@ impl<'a, 't> Engine<'a, 't> {
         };
         if el.outgoing.is_empty() {
             // implicit end
-            self.inst(inst).tokens.retain(|t| t.id != token);
-            if self.inst(inst).tokens.is_empty() {
-                self.complete_instance(inst)?;
-            }
-            return Ok(());
+            return self.end_token(inst, token);
         }
         if chosen.is_empty() {
             let error = format!(
@@ -488,12 +519,13 @@ impl<'a, 't> Engine<'a, 't> {
             self.incident(inst, token, &el.id, error);
             return Ok(());
         }
+        let scope = self.scope_of(inst, token);
         for (i, f) in chosen.into_iter().enumerate() {
             let target = p.flows[f].target;
             let tid = if i == 0 {
                 token
             } else {
-                self.new_token(inst, &el.id)
+                self.new_token(inst, &el.id, scope)
             };
             let target_id = p.at(target).id.clone();
             self.set_token(
@@ -511,6 +543,40 @@ impl<'a, 't> Engine<'a, 't> {
                 via: Some(f),
             });
         }
+        Ok(())
+    }
+
+    /// A token ends (at an end event, or where no flow leads on). The last
+    /// token of a subprocess's scope completes the subprocess: its token
+    /// leaves it; the last token of the instance completes the instance.
+    pub(super) fn end_token(&mut self, inst: u64, token: u64) -> R<()> {
+        let scope = self.scope_of(inst, token);
+        self.inst(inst).tokens.retain(|t| t.id != token);
+        if scope == 0 {
+            if self.inst(inst).tokens.is_empty() {
+                self.complete_instance(inst)?;
+            }
+            return Ok(());
+        }
+        if self.inst(inst).tokens.iter().any(|t| t.scope == scope) {
+            return Ok(());
+        }
+        let p = self.proc_of(inst);
+        let Some(idx) = self
+            .inst(inst)
+            .tokens
+            .iter()
+            .find(|t| t.id == scope)
+            .and_then(|t| p.index_of(&t.element))
+        else {
+            return Ok(());
+        };
+        self.cancel_wait(inst, scope)?;
+        self.queue.push_back(Step::Leave {
+            inst,
+            token: scope,
+            element: idx,
+        });
         Ok(())
     }
 
@@ -538,10 +604,7 @@ impl<'a, 't> Engine<'a, 't> {
         let rec = self.inst(inst);
         let mut desired: Vec<(String, String)> = Vec::new();
         for t in &rec.tokens {
-            let Some(idx) = p.index_of(&t.element) else {
-                continue;
-            };
-            for m in p.messages_reachable_from(idx) {
+            for m in token_reach(&p, t) {
                 if let Ok(k) = p.correlation_key(m, &rec.variables) {
                     let e = (m.clone(), k);
                     if !desired.contains(&e) {
@@ -600,4 +663,19 @@ fn or_default(mut chosen: Vec<usize>, default: &Option<usize>) -> Vec<usize> {
         chosen.push(*d);
     }
     chosen
+}
+
+/// Message names token `t` may still wait for: at its element and downstream
+/// (inside a subprocess and after it), or, for the token holding a
+/// subprocess's scope, at that subprocess's boundary events and after them
+/// (the tokens inside speak for the rest).
+pub(super) fn token_reach<'p>(p: &'p Process, t: &Token) -> &'p [String] {
+    let Some(idx) = p.index_of(&t.element) else {
+        return &[];
+    };
+    if t.wait == Wait::Scope {
+        p.messages_reachable_from_scope(idx)
+    } else {
+        p.messages_reachable_from(idx)
+    }
 }

@@ -420,6 +420,7 @@ impl<'a, 't> Engine<'a, 't> {
                     JobKind::Timer { repetitions_left } => repetitions_left,
                     _ => Some(1),
                 };
+                let scope = tok.scope;
                 if *cancel {
                     self.interrupt(inst, job.token)?;
                 } else if let (Some(due), false) =
@@ -439,7 +440,7 @@ impl<'a, 't> Engine<'a, 't> {
                 {
                     t.timers.retain(|&j| j != job.id);
                 }
-                let new = self.new_token(inst, &job.element);
+                let new = self.new_token(inst, &job.element, scope);
                 self.queue.push_back(Step::Leave {
                     inst,
                     token: new,
@@ -486,6 +487,7 @@ impl<'a, 't> Engine<'a, 't> {
             | ElementKind::SignalThrow { .. }
             | ElementKind::NoneThrow
             | ElementKind::Publish { .. }
+            | ElementKind::SubProcess { .. }
             | ElementKind::Task { .. } => {}
         }
         self.run()
@@ -519,16 +521,39 @@ impl<'a, 't> Engine<'a, 't> {
                 process: p.id.clone(),
                 element: job.element.clone(),
             })?;
-        let catcher = p.at(host).boundaries.iter().copied().find(|&b| {
-            matches!(&p.at(b).kind, ElementKind::Boundary { trigger: Trigger::Error { code: c }, .. } if c.as_deref().is_none_or(|c| c == code))
-        });
+        let catches = |host: usize| {
+            p.at(host).boundaries.iter().copied().find(|&b| {
+                matches!(&p.at(b).kind, ElementKind::Boundary { trigger: Trigger::Error { code: c }, .. } if c.as_deref().is_none_or(|c| c == code))
+            })
+        };
+        // the task's own boundary events, else those of the subprocesses around it
+        let (mut holder, mut at) = (job.token, Some(host));
+        let mut catcher = None;
+        while let Some(h) = at {
+            if let Some(b) = catches(h) {
+                catcher = Some(b);
+                break;
+            }
+            holder = self.scope_of(inst, holder);
+            at = match holder {
+                0 => None,
+                s => self
+                    .inst(inst)
+                    .tokens
+                    .iter()
+                    .find(|t| t.id == s)
+                    .and_then(|t| p.index_of(&t.element)),
+            };
+        }
         match catcher {
             Some(b) => {
                 self.merge_vars(inst, vars)?;
                 self.history(inst, &job.element, &format!("bpmn_error {code}"));
-                self.interrupt(inst, job.token)?;
+                let scope = self.scope_of(inst, holder);
+                // the task, or the subprocess that catches it with all inside
+                self.interrupt(inst, holder)?;
                 let boundary = p.at(b).id.clone();
-                let new = self.new_token(inst, &boundary);
+                let new = self.new_token(inst, &boundary, scope);
                 self.queue.push_back(Step::Leave {
                     inst,
                     token: new,
@@ -539,7 +564,7 @@ impl<'a, 't> Engine<'a, 't> {
             }
             None => {
                 let error = format!(
-                    "BPMN error '{code}' ({message}) is not caught: '{}' has no error boundary event for it",
+                    "BPMN error '{code}' ({message}) is not caught: '{}' or a subprocess around it has no error boundary event for it",
                     job.element
                 );
                 job.attempt_failed(self.now, error);

@@ -184,6 +184,21 @@ pub enum EngineError {
         /// Why.
         refusal: TaskRefusal,
     },
+    /// A repair names an element inside a subprocess, and the instance does
+    /// not have exactly one scope of that subprocess to place the token in.
+    #[error(
+        "element '{element}' is inside subprocess '{subprocess}', which has {active} active scopes in instance {instance}: a token can be placed inside a subprocess only while exactly one scope of it is active"
+    )]
+    NoSingleScope {
+        /// The instance id.
+        instance: u64,
+        /// The element asked for.
+        element: String,
+        /// The subprocess it is inside.
+        subprocess: String,
+        /// How many scopes of it are active (other than the token being moved).
+        active: usize,
+    },
     /// The instance has no token with this id.
     #[error("instance {instance} has no token {token}")]
     UnknownToken {
@@ -442,6 +457,14 @@ enum Step {
 }
 
 impl Step {
+    fn token(&self) -> u64 {
+        match *self {
+            Step::Arrive { token, .. }
+            | Step::Execute { token, .. }
+            | Step::Leave { token, .. } => token,
+        }
+    }
+
     fn instance(&self) -> u64 {
         match *self {
             Step::Arrive { inst, .. } | Step::Execute { inst, .. } | Step::Leave { inst, .. } => {
@@ -559,7 +582,9 @@ impl<'a, 't> Engine<'a, 't> {
         }
     }
 
-    fn new_token(&mut self, inst: u64, element: &str) -> u64 {
+    /// A new token at `element`, running in `scope` (the token holding it, 0
+    /// for the process itself).
+    fn new_token(&mut self, inst: u64, element: &str, scope: u64) -> u64 {
         let now = self.now;
         let rec = self.inst(inst);
         let id = rec.next_token;
@@ -572,8 +597,23 @@ impl<'a, 't> Engine<'a, 't> {
             },
             since: now,
             timers: Vec::new(),
+            scope,
         });
         id
+    }
+
+    /// The scope `token` runs in (0: the process itself, or no such token).
+    fn scope_of(&mut self, inst: u64, token: u64) -> u64 {
+        self.inst(inst)
+            .tokens
+            .iter()
+            .find(|t| t.id == token)
+            .map_or(0, |t| t.scope)
+    }
+
+    /// Whether `token` of `inst` exists (a queued step of a withdrawn token is dropped).
+    fn has_token(&mut self, inst: u64, token: u64) -> bool {
+        self.inst(inst).tokens.iter().any(|t| t.id == token)
     }
 
     fn incident(&mut self, inst: u64, token: u64, element: &str, error: String) {

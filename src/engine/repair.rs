@@ -1,7 +1,9 @@
 //! Guarded token repair: add, move and cancel tokens.
 //!
 //! Invariant: a repair that would make a second token wait for (or reach) a
-//! (message, key) already waited for is refused unless forced.
+//! (message, key) already waited for is refused unless forced; a token placed
+//! inside a subprocess runs in its one active scope, and a scope a repair
+//! leaves empty is cancelled with it.
 
 use super::*;
 
@@ -15,7 +17,8 @@ impl<'a, 't> Engine<'a, 't> {
         if !force {
             self.repair_guard(inst, idx, None)?;
         }
-        let token = self.new_token(inst, element);
+        let scope = self.repair_scope(inst, idx, None)?;
+        let token = self.new_token(inst, element, scope);
         self.history(
             inst,
             element,
@@ -35,9 +38,17 @@ impl<'a, 't> Engine<'a, 't> {
         if !force {
             self.repair_guard(inst, idx, Some(token))?;
         }
+        let scope = self.repair_scope(inst, idx, Some(token))?;
+        let left = self.scope_of(inst, token);
         self.cancel_wait(inst, token)?;
         self.close_boundaries(inst, token)?;
+        if let Some(t) = self.inst(inst).tokens.iter_mut().find(|t| t.id == token) {
+            t.scope = scope;
+        }
         self.history(inst, &from, &format!("token_moved_to {element}"));
+        if left != scope {
+            self.withdraw_empty_scopes(inst, left)?;
+        }
         self.place(inst, token, idx)
     }
 
@@ -45,8 +56,10 @@ impl<'a, 't> Engine<'a, 't> {
     pub fn cancel_token(&mut self, inst: u64, token: u64) -> R<Repair> {
         self.repair_target(inst, "")?;
         let at = self.existing_token(inst, token)?;
+        let scope = self.scope_of(inst, token);
         self.interrupt(inst, token)?;
         self.history(inst, &at, "token_cancelled");
+        self.withdraw_empty_scopes(inst, scope)?;
         if self.inst(inst).tokens.is_empty() {
             self.inst(inst).cancelled = true;
             self.complete_instance(inst)?;
@@ -57,6 +70,66 @@ impl<'a, 't> Engine<'a, 't> {
             jobs_created: Vec::new(),
             waiting_at: self.waiting(inst)?,
         })
+    }
+
+    /// The scope a token placed at `idx` runs in: 0 at the process level, else
+    /// the one active scope of the subprocess around `idx` (not `moving`, nor
+    /// one inside it, which the move withdraws); a refusal changes nothing.
+    pub(super) fn repair_scope(&mut self, inst: u64, idx: usize, moving: Option<u64>) -> R<u64> {
+        let p = self.proc_of(inst);
+        let Some(sp) = p.parent_of(idx) else {
+            return Ok(0);
+        };
+        let sp_id = p.at(sp).id.clone();
+        let rec = self.inst(inst);
+        let scope_of = |id: u64| rec.tokens.iter().find(|t| t.id == id).map(|t| t.scope);
+        let inside_moving = |mut id: u64| {
+            let mut hops = 0;
+            while id != 0 && hops <= rec.tokens.len() {
+                if Some(id) == moving {
+                    return true;
+                }
+                id = scope_of(id).unwrap_or(0);
+                hops += 1;
+            }
+            false
+        };
+        let holders: Vec<u64> = rec
+            .tokens
+            .iter()
+            .filter(|t| t.element == sp_id && t.wait == Wait::Scope && !inside_moving(t.id))
+            .map(|t| t.id)
+            .collect();
+        if let [one] = holders[..] {
+            return Ok(one);
+        }
+        self.dirty.remove(&inst);
+        Err(EngineError::NoSingleScope {
+            instance: inst,
+            element: p.at(idx).id.clone(),
+            subprocess: sp_id,
+            active: holders.len(),
+        })
+    }
+
+    /// A repair took the last token out of `scope`: the scope is cancelled,
+    /// and so is each scope around it that this leaves empty.
+    pub(super) fn withdraw_empty_scopes(&mut self, inst: u64, mut scope: u64) -> R<()> {
+        while scope != 0 && !self.inst(inst).tokens.iter().any(|t| t.scope == scope) {
+            let Some(holder) = self
+                .inst(inst)
+                .tokens
+                .iter()
+                .find(|t| t.id == scope)
+                .cloned()
+            else {
+                break;
+            };
+            self.interrupt(inst, scope)?;
+            self.history(inst, &holder.element, "scope_cancelled");
+            scope = holder.scope;
+        }
+        Ok(())
     }
 
     /// The element of a token named by an operator, or a refusal that changed nothing.
@@ -111,9 +184,7 @@ impl<'a, 't> Engine<'a, 't> {
                 let op = self.def(&rec.process, rec.version)?;
                 let holder = rec.tokens.iter().find(|t| {
                     !(other == inst && Some(t.id) == moving)
-                        && op
-                            .index_of(&t.element)
-                            .is_some_and(|i| op.messages_reachable_from(i).contains(&m))
+                        && super::flow::token_reach(&op, t).contains(&m)
                 });
                 if let Some(t) = holder {
                     let existing_element = t.element.clone();

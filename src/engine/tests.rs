@@ -90,7 +90,7 @@ impl Harness {
     /// subscriptions of waiting tokens); per (message, key) an open
     /// subscription xor a buffered message; a correlated message names its instance.
     fn check_invariants(&self) {
-        let problems = self.db.verify();
+        let problems = self.db.verify_with_waits();
         assert!(problems.is_empty(), "{problems:#?}");
         for m in &self.messages() {
             if m.state == MessageState::Correlated {
@@ -378,6 +378,178 @@ proptest! {
                 }
             }
             h.check_invariants();
+        }
+        prop_assert_eq!(h.messages().len(), ids.len(), "one record per message id");
+    }
+}
+
+/// A model with scopes for the property test: an order subprocess with a
+/// parallel receive task and checked job (its own timer boundary leading to a
+/// plain or terminate end), then a nested payment subprocess with a message
+/// catch; on the order subprocess a message boundary (interrupting or not), a
+/// timer boundary (interrupting or not) and an error boundary.
+fn scoped_model(storno_cancels: bool, frist_cancels: bool, terminate: bool) -> String {
+    let abbruch = if terminate {
+        "<terminateEventDefinition/>"
+    } else {
+        ""
+    };
+    format!(
+        r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL">
+  <message id="ml" name="Lieferung"/>
+  <message id="mz" name="Zahlung"/>
+  <message id="ms" name="Storno"/>
+  <process id="scoped" isExecutable="true">
+    <startEvent id="s"/>
+    <sequenceFlow id="f0" sourceRef="s" targetRef="auftrag"/>
+    <subProcess id="auftrag">
+      <startEvent id="as"/>
+      <sequenceFlow id="a0" sourceRef="as" targetRef="fork"/>
+      <parallelGateway id="fork"/>
+      <sequenceFlow id="a1" sourceRef="fork" targetRef="lieferung"/>
+      <sequenceFlow id="a2" sourceRef="fork" targetRef="pruefen"/>
+      <receiveTask id="lieferung" messageRef="ml"/>
+      <serviceTask id="pruefen"/>
+      <boundaryEvent id="pruefFrist" attachedToRef="pruefen"><timerEventDefinition><timeDuration>PT10M</timeDuration></timerEventDefinition></boundaryEvent>
+      <sequenceFlow id="a3" sourceRef="lieferung" targetRef="join"/>
+      <sequenceFlow id="a4" sourceRef="pruefen" targetRef="join"/>
+      <sequenceFlow id="a5" sourceRef="pruefFrist" targetRef="abbruch"/>
+      <endEvent id="abbruch">{abbruch}</endEvent>
+      <parallelGateway id="join"/>
+      <sequenceFlow id="a6" sourceRef="join" targetRef="zahlung"/>
+      <subProcess id="zahlung">
+        <startEvent id="zs"/>
+        <sequenceFlow id="z0" sourceRef="zs" targetRef="eingang"/>
+        <intermediateCatchEvent id="eingang"><messageEventDefinition messageRef="mz"/></intermediateCatchEvent>
+        <sequenceFlow id="z1" sourceRef="eingang" targetRef="ze"/>
+        <endEvent id="ze"/>
+      </subProcess>
+      <sequenceFlow id="a7" sourceRef="zahlung" targetRef="ae"/>
+      <endEvent id="ae"/>
+    </subProcess>
+    <boundaryEvent id="storno" attachedToRef="auftrag" cancelActivity="{storno_cancels}"><messageEventDefinition messageRef="ms"/></boundaryEvent>
+    <boundaryEvent id="frist" attachedToRef="auftrag" cancelActivity="{frist_cancels}"><timerEventDefinition><timeDuration>PT1H</timeDuration></timerEventDefinition></boundaryEvent>
+    <boundaryEvent id="fehler" attachedToRef="auftrag"><errorEventDefinition/></boundaryEvent>
+    <sequenceFlow id="f1" sourceRef="auftrag" targetRef="fertig"/>
+    <sequenceFlow id="f2" sourceRef="storno" targetRef="storniert"/>
+    <sequenceFlow id="f3" sourceRef="frist" targetRef="ende"/>
+    <sequenceFlow id="f4" sourceRef="fehler" targetRef="ende"/>
+    <endEvent id="fertig"/>
+    <endEvent id="storniert"/>
+    <endEvent id="ende"/>
+  </process>
+</definitions>"#
+    )
+}
+
+#[derive(Debug, Clone)]
+enum ScopeOp {
+    Start(u8),
+    /// Message 0 Lieferung, 1 Zahlung, 2 Storno; key; id.
+    Publish(u8, u8, u8),
+    /// The worker of `pruefen` completes (0), fails (1) or throws a BPMN error (2).
+    Work(u8),
+    Advance(u32),
+    /// An operator cancels token t of the i-th started instance.
+    Cancel(u8, u8),
+    /// An operator adds a token at element e (0 lieferung, 1 pruefen, 2
+    /// eingang, 3 auftrag) of the i-th started instance (refused or not).
+    Add(u8, u8),
+    Requeue(u8),
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+
+    /// Random models with scopes under random starts, messages, worker
+    /// results, timers and repairs: after every step every index row matches
+    /// its record, every token runs in an active scope of its subprocess, no
+    /// scope is empty, every job is held by a live token (no wait outside an
+    /// active scope), per (message, key) a subscription xor a buffered
+    /// message; every message id has one record; ended instances hold no tokens.
+    #[test]
+    fn scopes_keep_the_engine_invariants(
+        storno_cancels in any::<bool>(),
+        frist_cancels in any::<bool>(),
+        terminate in any::<bool>(),
+        ops in proptest::collection::vec(prop_oneof![
+            (0..3u8).prop_map(ScopeOp::Start),
+            (0..3u8, 0..3u8, 0..8u8).prop_map(|(m, k, id)| ScopeOp::Publish(m, k, id)),
+            (0..3u8).prop_map(ScopeOp::Work),
+            (0..5_400u32).prop_map(ScopeOp::Advance),
+            (0..4u8, 1..12u8).prop_map(|(i, t)| ScopeOp::Cancel(i, t)),
+            (0..4u8, 0..4u8).prop_map(|(i, e)| ScopeOp::Add(i, e)),
+            (0..8u8).prop_map(ScopeOp::Requeue),
+        ], 1..40)
+    ) {
+        let mut h = Harness::reference();
+        h.cfg.max_attempts = 2;
+        let keys = ["Lieferung", "Zahlung", "Storno"]
+            .map(|m| (m.to_string(), "auftragId".to_string()))
+            .into();
+        let xml = scoped_model(storno_cancels, frist_cancels, terminate);
+        h.step(|e| e.deploy("scoped.bpmn", &xml, &keys, None)).unwrap();
+        let mut started: Vec<u64> = Vec::new();
+        let mut ids = std::collections::BTreeSet::new();
+        for op in ops {
+            match op {
+                ScopeOp::Start(k) => {
+                    let id = h
+                        .step(|e| e.start("scoped", crate::vars([("auftragId", k.to_string().into())]), None))
+                        .unwrap();
+                    started.push(id);
+                }
+                ScopeOp::Publish(m, k, id) => {
+                    let name = ["Lieferung", "Zahlung", "Storno"][usize::from(m)];
+                    let id = format!("{name}-{id}");
+                    let msg = Publish {
+                        name: name.into(),
+                        key: k.to_string(),
+                        message_id: Some(id.clone()),
+                        ..Default::default()
+                    };
+                    h.step(|e| e.publish(&msg)).unwrap();
+                    ids.insert(id);
+                }
+                ScopeOp::Work(how) => {
+                    let jobs = h.step(|e| e.lock_jobs("pruefen", 10, "w", 30_000, false)).unwrap();
+                    for j in jobs {
+                        let (job, lease) = (j.task.job, Some(j.lease_token));
+                        h.step(|e| match how {
+                            0 => e.complete_job(job, lease, &Vars::new()),
+                            1 => e.fail_job(job, lease, "boom", None, None).map(|_| ()),
+                            _ => e.throw_error(job, lease, "DEFEKT", "defekt", &Vars::new()).map(|_| ()),
+                        })
+                        .unwrap();
+                    }
+                }
+                ScopeOp::Advance(s) => {
+                    h.now += u64::from(s) * 1000;
+                    h.step(|e| e.run_continuations(100)).unwrap();
+                }
+                ScopeOp::Cancel(i, t) => {
+                    if let Some(&inst) = started.get(usize::from(i)) {
+                        // unknown tokens and ended instances are refused, which is fine
+                        let _ = h.step(|e| e.cancel_token(inst, u64::from(t)));
+                    }
+                }
+                ScopeOp::Add(i, el) => {
+                    if let Some(&inst) = started.get(usize::from(i)) {
+                        let element = ["lieferung", "pruefen", "eingang", "auftrag"][usize::from(el)];
+                        let _ = h.step(|e| e.add_token(inst, element, false));
+                    }
+                }
+                ScopeOp::Requeue(id) => {
+                    for name in ["Lieferung", "Zahlung", "Storno"] {
+                        let _ = h.step(|e| e.requeue(&format!("{name}-{id}")));
+                    }
+                }
+            }
+            h.check_invariants();
+            for &inst in &started {
+                let rec = h.db.write(|t| t.instance(inst).unwrap().unwrap());
+                prop_assert!(rec.ended_at.is_none() || rec.tokens.is_empty(), "{rec:?}");
+            }
         }
         prop_assert_eq!(h.messages().len(), ids.len(), "one record per message id");
     }

@@ -128,6 +128,29 @@ impl<'a, 't> Engine<'a, 't> {
                 }
             }
             Wait::Task { task } => self.t.remove_task(task)?,
+            // the scope is cancelled: everything running inside goes with it
+            Wait::Scope => {
+                let inside: Vec<u64> = self
+                    .inst(inst)
+                    .tokens
+                    .iter()
+                    .filter(|t| t.scope == token)
+                    .map(|t| t.id)
+                    .collect();
+                if !inside.is_empty() {
+                    let element = self
+                        .inst(inst)
+                        .tokens
+                        .iter()
+                        .find(|t| t.id == token)
+                        .map(|t| t.element.clone())
+                        .unwrap_or_default();
+                    for t in inside {
+                        self.interrupt(inst, t)?;
+                    }
+                    self.history(inst, &element, "scope_cancelled");
+                }
+            }
             Wait::Join { .. } | Wait::Incident { .. } => {}
         }
         if let Some(t) = self.inst(inst).tokens.iter_mut().find(|t| t.id == token) {
@@ -259,7 +282,8 @@ impl<'a, 't> Engine<'a, 't> {
             | Wait::Timer { .. }
             | Wait::Join { .. }
             | Wait::Incident { .. }
-            | Wait::Task { .. } => false,
+            | Wait::Task { .. }
+            | Wait::Scope => false,
         };
         if own {
             return None;
@@ -288,11 +312,13 @@ impl<'a, 't> Engine<'a, 't> {
             return Ok(p.at(b).id.clone());
         };
         let boundary = p.at(b).id.clone();
+        // the boundary event sits beside its activity, in the same scope
+        let scope = self.scope_of(inst, token);
         if cancel {
             self.interrupt(inst, token)?;
         }
         self.history(inst, &boundary, event);
-        let new = self.new_token(inst, &boundary);
+        let new = self.new_token(inst, &boundary, scope);
         self.complete_with(inst, b, vars)?;
         self.queue.push_back(Step::Leave {
             inst,
@@ -374,7 +400,9 @@ impl<'a, 't> Engine<'a, 't> {
         })
     }
 
-    /// Ends the activity a token is in (interrupting boundary event).
+    /// Ends the activity a token is in (interrupting boundary event, a
+    /// cancelled scope): its wait (for a scope token, everything inside),
+    /// its boundary events, the token.
     pub(super) fn interrupt(&mut self, inst: u64, token: u64) -> R<()> {
         self.cancel_wait(inst, token)?;
         self.close_boundaries(inst, token)?;
@@ -461,6 +489,7 @@ impl<'a, 't> Engine<'a, 't> {
                 | ElementKind::SignalThrow { .. }
                 | ElementKind::NoneThrow
                 | ElementKind::Publish { .. }
+                | ElementKind::SubProcess { .. }
                 | ElementKind::Task { .. } => {}
             }
         }

@@ -39,6 +39,13 @@ pub struct Process {
     /// (sorted; elements of one cycle, and a chain without catch points, share one set).
     #[serde(skip)]
     reach: Vec<std::sync::Arc<[String]>>,
+    /// Per element: the embedded subprocess it is directly inside, if any.
+    #[serde(skip)]
+    parent: Vec<Option<usize>>,
+    /// Per subprocess: message names its boundary events (and what follows
+    /// them) wait for; empty for every other element.
+    #[serde(skip)]
+    boundary_reach: Vec<std::sync::Arc<[String]>>,
 }
 
 /// A flow node.
@@ -259,9 +266,20 @@ pub enum ElementKind {
         /// The default flow (index into [`Process::flows`]).
         default: Option<usize>,
     },
-    /// A terminate end event: ends the instance at once, withdrawing every
-    /// other token with its waits, jobs, timers and user tasks.
+    /// A terminate end event: ends its scope at once (the instance, or the
+    /// embedded subprocess it is in), withdrawing every other token of that
+    /// scope with its waits, jobs, timers and user tasks.
     TerminateEnd,
+    /// An embedded subprocess: a scope. The token that enters it rests here
+    /// (holding the boundary events) while tokens inside run from `start`; it
+    /// completes when the last token inside has ended.
+    SubProcess {
+        /// Its none start event (index into [`Process::elements`]).
+        start: usize,
+        /// The flow nodes directly inside it (indices), nested scopes' own
+        /// elements not included.
+        children: Vec<usize>,
+    },
 }
 
 /// A user task's attributes as written in the model (Flowable and Camunda 7
@@ -408,6 +426,7 @@ impl ElementKind {
             ElementKind::UserTask { .. } => "userTask",
             ElementKind::InclusiveGateway { .. } => "inclusiveGateway",
             ElementKind::TerminateEnd => "endEvent(terminate)",
+            ElementKind::SubProcess { .. } => "subProcess",
         }
     }
 
@@ -557,6 +576,8 @@ impl Process {
             correlation_keys,
             index: HashMap::new(),
             reach: Vec::new(),
+            parent: Vec::new(),
+            boundary_reach: Vec::new(),
         };
         p.build_index();
         p
@@ -570,7 +591,79 @@ impl Process {
             .enumerate()
             .map(|(i, e)| (e.id.clone(), i))
             .collect();
+        let n = self.elements.len();
+        self.parent = vec![None; n];
+        for (i, e) in self.elements.iter().enumerate() {
+            if let ElementKind::SubProcess { children, .. } = &e.kind {
+                for &c in children.iter().filter(|&&c| c < n && c != i) {
+                    self.parent[c] = Some(i);
+                }
+            }
+        }
         self.reach = self.reach_sets();
+        self.boundary_reach = (0..n)
+            .map(|i| {
+                let e = &self.elements[i];
+                if !matches!(e.kind, ElementKind::SubProcess { .. }) || e.boundaries.is_empty() {
+                    return std::sync::Arc::from(Vec::new());
+                }
+                let mut all: Vec<String> = e
+                    .boundaries
+                    .iter()
+                    .filter_map(|&b| self.reach.get(b))
+                    .flat_map(|s| s.iter().cloned())
+                    .collect();
+                all.sort();
+                all.dedup();
+                std::sync::Arc::from(all)
+            })
+            .collect();
+    }
+
+    /// Where a token at element `v` can go next: along its outgoing flows, to
+    /// the boundary events of the activity, into a subprocess (its start), and,
+    /// for an element inside a subprocess that ends its token (no outgoing
+    /// flows), to what follows the subprocess once its scope completes.
+    fn successors(&self, v: usize) -> impl Iterator<Item = usize> + '_ {
+        let n = self.elements.len();
+        let el = &self.elements[v];
+        let start = match &el.kind {
+            ElementKind::SubProcess { start, .. } => Some(*start),
+            _ => None,
+        };
+        // the first enclosing subprocess that has outgoing flows
+        let mut exit = None;
+        if el.outgoing.is_empty() {
+            let mut at = self.parent.get(v).copied().flatten();
+            let mut hops = 0;
+            while let Some(sp) = at {
+                if !self.elements[sp].outgoing.is_empty() {
+                    exit = Some(sp);
+                    break;
+                }
+                at = self.parent.get(sp).copied().flatten();
+                hops += 1;
+                if hops > n {
+                    break;
+                }
+            }
+        }
+        let flows_of = move |e: usize| {
+            self.elements[e]
+                .outgoing
+                .iter()
+                .filter_map(|&f| self.flows.get(f).map(|fl| fl.target))
+        };
+        flows_of(v)
+            .chain(el.boundaries.iter().copied())
+            .chain(start)
+            .chain(exit.into_iter().flat_map(flows_of))
+            .filter(move |&t| t < n)
+    }
+
+    /// The embedded subprocess element `idx` is directly inside, if any.
+    pub fn parent_of(&self, idx: usize) -> Option<usize> {
+        self.parent.get(idx).copied().flatten()
     }
 
     /// Message names waited for at or downstream of each element, in time linear
@@ -583,15 +676,8 @@ impl Process {
         const UNSEEN: usize = usize::MAX;
         let n = self.elements.len();
         // a token in an activity may leave by its boundary events: they are
-        // successors of their host here
-        let targets = |v: usize| {
-            self.elements[v]
-                .outgoing
-                .iter()
-                .filter_map(|&f| self.flows.get(f).map(|fl| fl.target))
-                .chain(self.elements[v].boundaries.iter().copied())
-                .filter(|&t| t < n)
-        };
+        // successors of their host here (see `successors`)
+        let targets = |v: usize| self.successors(v);
         let (mut order, mut low) = (vec![UNSEEN; n], vec![0usize; n]);
         let (mut on_stack, mut comp) = (vec![false; n], vec![UNSEEN; n]);
         let mut stack: Vec<usize> = Vec::new();
@@ -678,9 +764,17 @@ impl Process {
     }
 
     /// Message names a token at element `idx` may still wait for: there, at
-    /// the boundary events of the activity, or downstream of either.
+    /// the boundary events of the activity, or downstream of either (inside
+    /// a subprocess, and after it once it completes).
     pub fn messages_reachable_from(&self, idx: usize) -> &[String] {
         self.reach.get(idx).map(|s| &s[..]).unwrap_or(&[])
+    }
+
+    /// Message names the token holding the scope of subprocess `idx` may
+    /// still wait for: at its boundary events and after them. (What is
+    /// inside, and after its completion, the tokens inside contribute.)
+    pub fn messages_reachable_from_scope(&self, idx: usize) -> &[String] {
+        self.boundary_reach.get(idx).map(|s| &s[..]).unwrap_or(&[])
     }
 
     /// The element with this id.
@@ -698,11 +792,14 @@ impl Process {
         self.index.get(id).copied()
     }
 
-    /// The none start event the instance begins at, if there is one.
+    /// The none start event the instance begins at, if there is one (a
+    /// subprocess's own start event is not one).
     pub fn none_start(&self) -> Option<&Element> {
         self.elements
             .iter()
-            .find(|e| e.kind == ElementKind::NoneStart)
+            .enumerate()
+            .find(|(i, e)| e.kind == ElementKind::NoneStart && self.parent_of(*i).is_none())
+            .map(|(_, e)| e)
     }
 
     /// The message start event for `message`, if there is one.
@@ -766,9 +863,7 @@ impl Process {
             if std::mem::replace(&mut seen[e], true) {
                 continue;
             }
-            let el = &self.elements[e];
-            stack.extend(el.outgoing.iter().map(|&f| self.flows[f].target));
-            stack.extend(el.boundaries.iter().copied());
+            stack.extend(self.successors(e));
         }
         false
     }
@@ -885,6 +980,50 @@ mod tests {
                 prop_assert_eq!(p.messages_reachable_from(i).to_vec(), walk(&p, i), "from e{}", i);
             }
         }
+    }
+
+    #[test]
+    fn reach_enters_a_subprocess_at_its_start_and_leaves_it_after_its_ends() {
+        let xml = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL">
+  <message id="a" name="A"/><message id="b" name="B"/><message id="c" name="C"/>
+  <process id="p">
+    <startEvent id="s"/>
+    <sequenceFlow id="f0" sourceRef="s" targetRef="sub"/>
+    <subProcess id="sub">
+      <startEvent id="is"/>
+      <sequenceFlow id="i0" sourceRef="is" targetRef="innen"/>
+      <receiveTask id="innen" messageRef="a"/>
+      <sequenceFlow id="i1" sourceRef="innen" targetRef="nested"/>
+      <subProcess id="nested">
+        <startEvent id="ns"/>
+        <sequenceFlow id="n0" sourceRef="ns" targetRef="tief"/>
+        <serviceTask id="tief"/>
+      </subProcess>
+    </subProcess>
+    <sequenceFlow id="f1" sourceRef="sub" targetRef="danach"/>
+    <receiveTask id="danach" messageRef="b"/>
+    <boundaryEvent id="rand" attachedToRef="sub"><messageEventDefinition messageRef="c"/></boundaryEvent>
+  </process>
+</definitions>"#;
+        let keys: BTreeMap<String, String> = ["A", "B", "C"]
+            .map(|m| (m.to_string(), "k".to_string()))
+            .into();
+        let p = parse::parse("r.bpmn", xml, &keys).unwrap().remove(0);
+        let at = |id: &str| p.index_of(id).unwrap();
+        let reach = |id: &str| p.messages_reachable_from(at(id)).to_vec();
+        assert_eq!(reach("s"), ["A", "B", "C"]);
+        // the service task in the nested subprocess has no outgoing flow: after
+        // it, both scopes complete and the token goes on after `sub`
+        assert_eq!(reach("tief"), ["B"]);
+        assert_eq!(reach("innen"), ["A", "B"]);
+        // the token holding `sub` speaks for its boundary event only
+        assert_eq!(p.messages_reachable_from_scope(at("sub")), ["C"]);
+        assert_eq!(p.parent_of(at("tief")), Some(at("nested")));
+        assert_eq!(p.parent_of(at("nested")), Some(at("sub")));
+        assert_eq!(p.parent_of(at("sub")), None);
+        assert_eq!(p.none_start().map(|e| e.id.as_str()), Some("s"));
+        assert!(p.can_reach(at("tief"), at("danach")));
+        assert!(!p.can_reach(at("danach"), at("tief")));
     }
 
     #[test]

@@ -365,7 +365,6 @@ fn build_tree(file: &str, xml: &str) -> Result<Node, ParseError> {
 /// Flow nodes the engine does not execute (yet): refused at deploy.
 const UNSUPPORTED_NODES: &[&str] = &[
     "callActivity",
-    "subProcess",
     "transaction",
     "adHocSubProcess",
     "complexGateway",
@@ -780,7 +779,7 @@ fn not_run_as_written(p: &Node, proc: &Process, out: &mut Vec<Warning>) {
         }
     };
     listener_warnings(p, &mut warn);
-    for n in &p.children {
+    for (n, _) in scope_tree(p) {
         let Some(el) = proc.element(&n.id()) else {
             continue;
         };
@@ -898,6 +897,28 @@ fn event_definitions(node: &Node) -> Vec<&Node> {
         .collect()
 }
 
+/// Whether `n` is an event subprocess (`triggeredByEvent="true"`).
+fn event_subprocess(n: &Node) -> bool {
+    n.name == "subProcess" && is_true(n.attr("triggeredByEvent"))
+}
+
+/// The children of a process and of its embedded subprocesses, depth first
+/// (a subprocess before its own children), each with the subprocess node it
+/// is directly inside (`None` at the process level). Event subprocesses are
+/// not entered: they are refused as a whole.
+fn scope_tree(p: &Node) -> Vec<(&Node, Option<&Node>)> {
+    let mut out = Vec::new();
+    let mut stack: Vec<(&Node, Option<&Node>)> =
+        p.children.iter().rev().map(|c| (c, None)).collect();
+    while let Some((n, parent)) = stack.pop() {
+        out.push((n, parent));
+        if n.name == "subProcess" && !event_subprocess(n) {
+            stack.extend(n.children.iter().rev().map(|c| (c, Some(n))));
+        }
+    }
+    out
+}
+
 fn process(
     p: &Node,
     defs: &Defs,
@@ -946,10 +967,21 @@ fn process(
             "names no message: set messageRef to the id of a <message>".into(),
         )
     };
-    for n in &p.children {
+    let tree = scope_tree(p);
+    // per kept element: the id of the subprocess it is directly inside
+    let mut parent_ids: Vec<Option<String>> = Vec::new();
+    for &(n, container) in &tree {
         let name = n.name.as_str();
         if UNSUPPORTED_NODES.contains(&name) {
             refuse(unsupported, n, name.to_string());
+            continue;
+        }
+        if event_subprocess(n) {
+            refuse(
+                unsupported,
+                n,
+                "subProcess with triggeredByEvent=\"true\" (event subprocess)".into(),
+            );
             continue;
         }
         let evdefs = event_definitions(n);
@@ -1094,6 +1126,11 @@ fn process(
                 }
             }
             "parallelGateway" => ElementKind::ParallelGateway,
+            // its start and children are filled in once every element has its index
+            "subProcess" => ElementKind::SubProcess {
+                start: usize::MAX,
+                children: Vec::new(),
+            },
             "task" => ElementKind::Task { manual: false },
             "manualTask" => ElementKind::Task { manual: true },
             "sendTask" => {
@@ -1219,6 +1256,7 @@ fn process(
             extras: extras_of(n).0,
         });
         flow_nodes.push(n);
+        parent_ids.push(container.map(Node::id));
     }
     for (message, id, line, key) in catches {
         if !ids.contains(&id) {
@@ -1264,14 +1302,80 @@ fn process(
         .map(|(i, e)| (e.id.clone(), i))
         .collect();
     // every id in the process, refused elements included (for the errors below)
-    let known: std::collections::HashSet<String> = p
-        .children
+    let known: std::collections::HashSet<String> = tree
         .iter()
-        .map(Node::id)
+        .map(|(n, _)| n.id())
         .filter(|id| !id.is_empty())
         .collect();
+    // the subprocess each element is directly inside, and each subprocess's
+    // children and start event
+    let parents: Vec<Option<usize>> = parent_ids
+        .iter()
+        .map(|c| c.as_ref().and_then(|c| index.get(c).copied()))
+        .collect();
+    for (i, parent) in parents.iter().enumerate() {
+        if let Some(sp) = *parent
+            && let ElementKind::SubProcess { children, .. } = &mut elements[sp].kind
+        {
+            children.push(i);
+        }
+    }
+    for (i, n) in flow_nodes.iter().enumerate() {
+        let ElementKind::SubProcess { children, .. } = &elements[i].kind else {
+            continue;
+        };
+        let starts: Vec<usize> = children
+            .iter()
+            .copied()
+            .filter(|&c| {
+                matches!(
+                    elements[c].kind,
+                    ElementKind::NoneStart
+                        | ElementKind::MessageStart { .. }
+                        | ElementKind::TimerStart { .. }
+                )
+            })
+            .collect();
+        match starts.as_slice() {
+            [s] if elements[*s].kind == ElementKind::NoneStart => {
+                let s = *s;
+                if let ElementKind::SubProcess { start, .. } = &mut elements[i].kind {
+                    *start = s;
+                }
+            }
+            [s] => issues.push(issue(
+                n,
+                format!(
+                    "starts at '{}', a {}: an embedded subprocess starts at one none start event (message and timer starts belong to event subprocesses)",
+                    elements[*s].id,
+                    elements[*s].kind.label()
+                ),
+            )),
+            [] => issues.push(issue(
+                n,
+                "embedded subprocess has no start event: give it one none start event".into(),
+            )),
+            _ => issues.push(issue(
+                n,
+                format!(
+                    "embedded subprocess has {} start events: give it exactly one none start event",
+                    starts.len()
+                ),
+            )),
+        }
+    }
     let mut flows = Vec::new();
-    for f in p.children.iter().filter(|c| c.name == "sequenceFlow") {
+    let scope_flows = tree
+        .iter()
+        .filter(|(n, _)| n.name == "subProcess" && !event_subprocess(n))
+        .flat_map(|(n, _)| n.children.iter().map(move |c| (c, Some(n.id()))));
+    let all_flows = p
+        .children
+        .iter()
+        .map(|c| (c, None))
+        .chain(scope_flows)
+        .filter(|(c, _)| c.name == "sequenceFlow");
+    for (f, container) in all_flows {
         let (src, tgt) = (
             f.attr("sourceRef").unwrap_or(""),
             f.attr("targetRef").unwrap_or(""),
@@ -1292,6 +1396,24 @@ fn process(
             }
             continue;
         };
+        if parents[s] != parents[t] || parent_ids[s] != container {
+            let scope = |e: usize| {
+                parents[e]
+                    .map(|sp| format!("subprocess '{}'", elements[sp].id))
+                    .unwrap_or_else(|| format!("process '{pid}'"))
+            };
+            issues.push(Issue {
+                id,
+                line: f.line,
+                message: format!(
+                    "sequence flow from '{src}' ({}) to '{tgt}' ({}) crosses a scope boundary: a flow connects nodes of one process or subprocess",
+                    scope(s),
+                    scope(t)
+                ),
+                missing_key_for: None,
+            });
+            continue;
+        }
         let condition = match f
             .child("conditionExpression")
             .map(|c| c.text.trim())
@@ -1325,6 +1447,9 @@ fn process(
         if let ElementKind::Boundary { .. } = elements[i].kind {
             let host_id = n.attr("attachedToRef").unwrap_or("");
             match index.get(host_id).copied() {
+                Some(h) if parents[h] != parents[i] => {
+                    issues.push(issue(n, format!("attachedToRef '{host_id}' is in another scope: a boundary event sits beside its activity, in the same process or subprocess")));
+                }
                 Some(h)
                     if matches!(
                         elements[h].kind,
@@ -1334,6 +1459,7 @@ fn process(
                             | ElementKind::SendTask
                             | ElementKind::Publish { .. }
                             | ElementKind::ReceiveTask { .. }
+                            | ElementKind::SubProcess { .. }
                     ) =>
                 {
                     // one subscription per (host, signal): two boundary events for
@@ -1383,7 +1509,7 @@ fn process(
                     }
                     elements[h].boundaries.push(i);
                 }
-                _ => issues.push(issue(n, format!("attachedToRef '{host_id}' is not a service, script, business-rule, user, send or receive task of this process"))),
+                _ => issues.push(issue(n, format!("attachedToRef '{host_id}' is not a service, script, business-rule, user, send or receive task or an embedded subprocess of this process"))),
             }
         }
         if elements[i].kind == ElementKind::EventGateway {
@@ -1423,13 +1549,14 @@ fn process(
             }
         }
     }
-    if !elements.iter().any(|e| {
-        matches!(
-            e.kind,
-            ElementKind::NoneStart
-                | ElementKind::MessageStart { .. }
-                | ElementKind::TimerStart { .. }
-        )
+    if !elements.iter().enumerate().any(|(i, e)| {
+        parents[i].is_none()
+            && matches!(
+                e.kind,
+                ElementKind::NoneStart
+                    | ElementKind::MessageStart { .. }
+                    | ElementKind::TimerStart { .. }
+            )
     }) {
         issues.push(Issue {
             id: pid.clone(),

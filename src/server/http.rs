@@ -228,6 +228,7 @@ fn status_of(e: &Error) -> StatusCode {
             | E::AmbiguousMessageId { .. }
             | E::NotParked { .. }
             | E::RepairRefused { .. }
+            | E::NoSingleScope { .. }
             | E::InstanceEnded(_)
             | E::TaskRefused { .. } => StatusCode::CONFLICT,
         },

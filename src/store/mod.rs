@@ -252,6 +252,10 @@ pub enum Wait {
         /// The task id.
         task: u64,
     },
+    /// The token holds the scope of an embedded subprocess: tokens whose
+    /// `scope` is its id run inside; it holds the subprocess's boundary events
+    /// and leaves when the last of them has ended.
+    Scope,
 }
 
 /// A token at rest. Between transactions every live token rests somewhere.
@@ -263,6 +267,12 @@ pub struct Token {
     pub since: Millis,
     /// Timer jobs of the boundary events of the activity this token is in.
     pub timers: Vec<u64>,
+    /// The token holding the scope this token runs in ([`Wait::Scope`], at an
+    /// embedded subprocess); 0 for the process itself. Stored after the
+    /// record (see [`encode_instance`]), so records without scopes keep the
+    /// layout of format version 1.
+    #[serde(skip)]
+    pub scope: u64,
 }
 
 /// One line of an instance's history.
@@ -273,7 +283,9 @@ pub struct HistoryEntry {
     pub at: Millis,
 }
 
-/// A process instance with its tokens and variables.
+/// A process instance with its tokens and variables. (Read and written
+/// through [`decode_instance`] and [`encode_instance`], which keep the token
+/// scopes.)
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct InstanceRecord {
     pub id: u64,
@@ -292,6 +304,44 @@ pub struct InstanceRecord {
     pub cancelled: bool,
     /// (message, key) pairs registered in `expect`.
     pub expects: Vec<(String, String)>,
+}
+
+/// What an instance record carries after its format-1 body: the scope of
+/// each token, in token order (absent when every token runs in the process
+/// itself).
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct InstanceTail {
+    scopes: Vec<u64>,
+}
+
+/// An instance record's bytes: format 1 when every token runs in the process
+/// itself, else with the token scopes in its tail ([`codec::TAILED_VERSION`]).
+pub(crate) fn encode_instance(rec: &InstanceRecord) -> Result<Vec<u8>, CodecError> {
+    let tail = rec
+        .tokens
+        .iter()
+        .any(|t| t.scope != 0)
+        .then(|| InstanceTail {
+            scopes: rec.tokens.iter().map(|t| t.scope).collect(),
+        });
+    codec::encode_tailed(rec, tail.as_ref())
+}
+
+/// Reads [`encode_instance`]'s bytes: every instance record is read here.
+pub(crate) fn decode_instance(bytes: &[u8]) -> Result<InstanceRecord, CodecError> {
+    let (mut rec, tail): (InstanceRecord, InstanceTail) = codec::decode_tailed(bytes)?;
+    if !tail.scopes.is_empty() && tail.scopes.len() != rec.tokens.len() {
+        return Err(CodecError::Decode(format!(
+            "instance {}: {} token scopes for {} tokens",
+            rec.id,
+            tail.scopes.len(),
+            rec.tokens.len()
+        )));
+    }
+    for (t, s) in rec.tokens.iter_mut().zip(tail.scopes) {
+        t.scope = s;
+    }
+    Ok(rec)
 }
 
 /// Where a message stands.
@@ -575,13 +625,36 @@ pub struct Attempt {
 
 // ---------- typed access ----------
 
+/// A record of a u64-keyed table, read the way its type is stored.
+pub(crate) trait Record: Sized {
+    /// The record from its stored bytes.
+    fn from_bytes(bytes: &[u8]) -> Result<Self, CodecError>;
+}
+
+impl Record for InstanceRecord {
+    fn from_bytes(bytes: &[u8]) -> Result<Self, CodecError> {
+        decode_instance(bytes)
+    }
+}
+
+macro_rules! plain_record {
+    ($($t:ty),*) => {$(
+        impl Record for $t {
+            fn from_bytes(bytes: &[u8]) -> Result<Self, CodecError> {
+                codec::decode(bytes)
+            }
+        }
+    )*};
+}
+plain_record!(MessageRecord, JobRecord, TaskRecord);
+
 /// Reads a record from a u64-keyed table.
-pub(crate) fn get_record<T: serde::de::DeserializeOwned>(
+pub(crate) fn get_record<T: Record>(
     table: &impl ReadableTable<u64, &'static [u8]>,
     id: u64,
 ) -> Result<Option<T>, StoreError> {
     match table.get(id)? {
-        Some(g) => Ok(Some(codec::decode(g.value())?)),
+        Some(g) => Ok(Some(T::from_bytes(g.value())?)),
         None => Ok(None),
     }
 }

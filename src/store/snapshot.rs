@@ -28,13 +28,13 @@ impl Snapshot {
     }
 
     /// Every record of a u64-keyed table, in key order.
-    fn all<T: serde::de::DeserializeOwned>(
+    fn all<T: super::Record>(
         &self,
         def: TableDefinition<u64, &'static [u8]>,
     ) -> Result<Vec<T>, StoreError> {
         let mut out = Vec::new();
         for row in self.table(def)?.iter()? {
-            out.push(codec::decode(row?.1.value())?);
+            out.push(T::from_bytes(row?.1.value())?);
         }
         Ok(out)
     }
@@ -77,7 +77,7 @@ impl Snapshot {
             redb::StorageError,
         >|
          -> Result<bool, StoreError> {
-            out.push(codec::decode(row?.1.value())?);
+            out.push(super::decode_instance(row?.1.value())?);
             Ok(out.len() < limit)
         };
         if newest_first {

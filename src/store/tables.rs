@@ -377,7 +377,7 @@ impl<'t> Tables<'t> {
         let mut scopes: std::collections::HashMap<u64, (String, u32)> = Default::default();
         let mut rows = Vec::new();
         for row in self.instances.iter()? {
-            let i: InstanceRecord = codec::decode(row?.1.value())?;
+            let i = super::decode_instance(row?.1.value())?;
             for t in &i.tokens {
                 rows.push((
                     i.process.clone(),
@@ -615,7 +615,7 @@ impl<'t> Tables<'t> {
             self.instance_rows(rec.id, &after, before, true)?;
         }
         self.instances
-            .insert(rec.id, codec::encode(rec)?.as_slice())?;
+            .insert(rec.id, super::encode_instance(rec)?.as_slice())?;
         Ok(())
     }
 
@@ -1170,7 +1170,7 @@ fn multimap_u64(
 
 /// Up to `limit` records of a u64-keyed table from `from` on, and the key to
 /// continue from when more follow.
-fn scan<T: serde::de::DeserializeOwned>(
+fn scan<T: super::Record>(
     table: &impl ReadableTable<u64, &'static [u8]>,
     from: u64,
     limit: usize,
@@ -1181,7 +1181,7 @@ fn scan<T: serde::de::DeserializeOwned>(
         if out.len() == limit {
             return Ok((out, Some(k.value())));
         }
-        out.push(codec::decode(v.value())?);
+        out.push(T::from_bytes(v.value())?);
     }
     Ok((out, None))
 }
@@ -1247,6 +1247,7 @@ mod tests {
                     wait: Wait::Join { flow: 0 },
                     since: *since,
                     timers: Vec::new(),
+                    scope: 0,
                 })
                 .collect(),
             next_token: tokens.len() as u64 + 1,

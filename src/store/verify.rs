@@ -10,8 +10,10 @@ use redb::{ReadTransaction, ReadableMultimapTable, ReadableTable};
 use std::collections::BTreeSet;
 
 /// Every disagreement between records and index rows, in words (empty when
-/// the database is consistent).
-pub(crate) fn verify(r: &ReadTransaction) -> Result<Vec<String>, StoreError> {
+/// the database is consistent). With `waits`, also the engine's ownership
+/// rule: every job of an instance is held by a live token of it (what the
+/// engine writes; the store's own tests write jobs without instances).
+pub(crate) fn verify(r: &ReadTransaction, waits: bool) -> Result<Vec<String>, StoreError> {
     let mut problems = Vec::new();
     let mut want = Rows::default();
 
@@ -48,7 +50,7 @@ pub(crate) fn verify(r: &ReadTransaction) -> Result<Vec<String>, StoreError> {
     }
     let mut scopes: std::collections::HashMap<u64, (String, u32)> = Default::default();
     for row in r.open_table(INSTANCES)?.iter()? {
-        let i: InstanceRecord = codec::decode(row?.1.value())?;
+        let i: InstanceRecord = super::decode_instance(row?.1.value())?;
         scopes.insert(i.id, (i.process, i.version));
     }
     for row in r.open_table(JOBS)?.iter()? {
@@ -93,7 +95,7 @@ pub(crate) fn verify(r: &ReadTransaction) -> Result<Vec<String>, StoreError> {
         }
     }
     for row in r.open_table(INSTANCES)?.iter()? {
-        let i: InstanceRecord = codec::decode(row?.1.value())?;
+        let i: InstanceRecord = super::decode_instance(row?.1.value())?;
         for t in &i.tokens {
             want.tokens_at
                 .insert((t.element.clone(), t.since, i.id, t.id));
@@ -144,7 +146,8 @@ pub(crate) fn verify(r: &ReadTransaction) -> Result<Vec<String>, StoreError> {
                 Wait::Job { .. }
                 | Wait::Timer { .. }
                 | Wait::Join { .. }
-                | Wait::Incident { .. } => {}
+                | Wait::Incident { .. }
+                | Wait::Scope => {}
             }
         }
     }
@@ -155,12 +158,18 @@ pub(crate) fn verify(r: &ReadTransaction) -> Result<Vec<String>, StoreError> {
     let mut models: std::collections::HashMap<(String, u32), Option<crate::model::Process>> =
         Default::default();
     let definitions = r.open_table(DEFINITIONS)?;
+    // (job, instance, token) of every job a live token holds
+    let mut owned_jobs: BTreeSet<(u64, u64, u64)> = BTreeSet::new();
     for row in r.open_table(INSTANCES)?.iter()? {
-        let i: InstanceRecord = codec::decode(row?.1.value())?;
+        let i: InstanceRecord = super::decode_instance(row?.1.value())?;
         let key = (i.process.clone(), i.version);
         if !models.contains_key(&key) {
             let process = match definitions.get((i.process.as_str(), i.version))? {
-                Some(g) => Some(codec::decode::<DefinitionRecord>(g.value())?.process),
+                Some(g) => {
+                    let mut p = codec::decode::<DefinitionRecord>(g.value())?.process;
+                    p.build_index();
+                    Some(p)
+                }
                 None => None,
             };
             models.insert(key.clone(), process);
@@ -168,6 +177,21 @@ pub(crate) fn verify(r: &ReadTransaction) -> Result<Vec<String>, StoreError> {
         let Some(Some(p)) = models.get(&key) else {
             continue;
         };
+        scope_problems(&i, p, &mut problems);
+        for t in &i.tokens {
+            let mut jobs: Vec<u64> = t.timers.clone();
+            match &t.wait {
+                Wait::Job { job } | Wait::Timer { job } => jobs.push(*job),
+                Wait::Events { timers, .. } => jobs.extend(timers),
+                Wait::Message { .. }
+                | Wait::Signal { .. }
+                | Wait::Join { .. }
+                | Wait::Incident { .. }
+                | Wait::Task { .. }
+                | Wait::Scope => {}
+            }
+            owned_jobs.extend(jobs.into_iter().map(|j| (j, i.id, t.id)));
+        }
         for t in &i.tokens {
             let Some(host) = p.elements.iter().find(|e| e.id == t.element) else {
                 continue;
@@ -194,6 +218,20 @@ pub(crate) fn verify(r: &ReadTransaction) -> Result<Vec<String>, StoreError> {
                     _ => {}
                 }
             }
+        }
+    }
+
+    // no wait outside a live token: every job of an instance is held by its token
+    for row in r.open_table(JOBS)?.iter()? {
+        let j: JobRecord = codec::decode(row?.1.value())?;
+        if waits
+            && !matches!(j.kind, JobKind::StartTimer { .. })
+            && !owned_jobs.contains(&(j.id, j.instance, j.token))
+        {
+            problems.push(format!(
+                "jobs: job {} of instance {} at '{}' is held by no token (token {})",
+                j.id, j.instance, j.element, j.token
+            ));
         }
     }
 
@@ -484,6 +522,43 @@ impl MemoryStore {
 
     /// What [`verify`] finds.
     pub fn verify(&self) -> Vec<String> {
-        verify(&self.db.begin_read().expect("read transaction")).expect("verify")
+        verify(&self.db.begin_read().expect("read transaction"), false).expect("verify")
+    }
+
+    /// What [`verify`] finds, with the rule that every job is held by a token.
+    pub fn verify_with_waits(&self) -> Vec<String> {
+        verify(&self.db.begin_read().expect("read transaction"), true).expect("verify")
+    }
+}
+
+/// The scope tree of one instance: every token runs in the process or in an
+/// active scope (a token of the same instance holding [`Wait::Scope`] at the
+/// subprocess the token's element is directly inside); every scope holds at
+/// least one token (an empty one has completed or been cancelled).
+fn scope_problems(i: &InstanceRecord, p: &crate::model::Process, problems: &mut Vec<String>) {
+    for t in &i.tokens {
+        let parent = p.index_of(&t.element).and_then(|e| p.parent_of(e));
+        let holder = (t.scope != 0)
+            .then(|| i.tokens.iter().find(|h| h.id == t.scope))
+            .flatten();
+        match (parent, t.scope, holder) {
+            (None, 0, _) => {}
+            (Some(sp), s, Some(h))
+                if s != 0 && h.wait == Wait::Scope && h.element == p.at(sp).id => {}
+            _ => problems.push(format!(
+                "scopes: instance {} token {} at '{}' runs in scope {} (element inside {:?}), which is not an active scope of its subprocess",
+                i.id,
+                t.id,
+                t.element,
+                t.scope,
+                parent.map(|sp| p.at(sp).id.clone())
+            )),
+        }
+        if t.wait == Wait::Scope && !i.tokens.iter().any(|c| c.scope == t.id) {
+            problems.push(format!(
+                "scopes: instance {} token {} holds the scope of '{}' with no token inside",
+                i.id, t.id, t.element
+            ));
+        }
     }
 }

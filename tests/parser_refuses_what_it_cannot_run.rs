@@ -150,11 +150,11 @@ fn every_unsupported_element_is_listed_with_id_type_and_line() {
 <process id="p">
 <startEvent id="s"/>
 <callActivity id="approve" calledElement="other"/>
-<boundaryEvent id="b1" attachedToRef="approve"><escalationEventDefinition/></boundaryEvent>
+<boundaryEvent id="b1" attachedToRef="approve"><compensateEventDefinition/></boundaryEvent>
 <intermediateCatchEvent id="wait"><conditionalEventDefinition/></intermediateCatchEvent>
 <subProcess id="sub" triggeredByEvent="true"><startEvent id="inner"/></subProcess>
 <serviceTask id="loop"><multiInstanceLoopCharacteristics/></serviceTask>
-<endEvent id="e"><escalationEventDefinition/></endEvent>
+<endEvent id="e"><compensateEventDefinition/></endEvent>
 </process></definitions>"#;
     let err = parse("x.bpmn", xml, &BTreeMap::new()).unwrap_err();
     let ParseError::Unsupported { file, items } = &err else {
@@ -169,7 +169,7 @@ fn every_unsupported_element_is_listed_with_id_type_and_line() {
         got,
         vec![
             ("approve", "callActivity", 4),
-            ("b1", "boundaryEvent with escalationEventDefinition", 5),
+            ("b1", "boundaryEvent with compensateEventDefinition", 5),
             (
                 "wait",
                 "intermediateCatchEvent with conditionalEventDefinition",
@@ -185,7 +185,7 @@ fn every_unsupported_element_is_listed_with_id_type_and_line() {
                 "serviceTask with multiInstanceLoopCharacteristics",
                 8
             ),
-            ("e", "endEvent with escalationEventDefinition", 9),
+            ("e", "endEvent with compensateEventDefinition", 9),
         ]
     );
     assert!(err.to_string().contains("callActivity 'approve' (line 4)"));

@@ -336,6 +336,8 @@ impl<'a, 't> Engine<'a, 't> {
                     self.end_token(inst, token)?;
                 }
             }
+            ElementKind::ErrorEnd { .. } => self.throw_error_end(inst, token, idx)?,
+            ElementKind::Escalation { .. } => self.escalate(inst, token, idx)?,
             ElementKind::SubProcess { start, .. } => {
                 let Some(first) = p.elements.get(*start) else {
                     let error = format!("subprocess '{}' has no start event", el.id);
@@ -498,6 +500,8 @@ impl<'a, 't> Engine<'a, 't> {
             | ElementKind::NoneThrow
             | ElementKind::Publish { .. }
             | ElementKind::SubProcess { .. }
+            | ElementKind::ErrorEnd { .. }
+            | ElementKind::Escalation { .. }
             | ElementKind::Task { .. } => holding(&p, el.outgoing.iter().copied(), &vars, false),
         };
         let chosen = match taken {

@@ -488,6 +488,8 @@ impl<'a, 't> Engine<'a, 't> {
             | ElementKind::NoneThrow
             | ElementKind::Publish { .. }
             | ElementKind::SubProcess { .. }
+            | ElementKind::ErrorEnd { .. }
+            | ElementKind::Escalation { .. }
             | ElementKind::Task { .. } => {}
         }
         self.run()
@@ -515,50 +517,17 @@ impl<'a, 't> Engine<'a, 't> {
         self.load(job.instance)?;
         let inst = job.instance;
         let p = self.proc_of(inst);
-        let host = p
-            .index_of(&job.element)
-            .ok_or_else(|| EngineError::UnknownElement {
+        if p.index_of(&job.element).is_none() {
+            return Err(EngineError::UnknownElement {
                 process: p.id.clone(),
                 element: job.element.clone(),
-            })?;
-        let catches = |host: usize| {
-            p.at(host).boundaries.iter().copied().find(|&b| {
-                matches!(&p.at(b).kind, ElementKind::Boundary { trigger: Trigger::Error { code: c }, .. } if c.as_deref().is_none_or(|c| c == code))
-            })
-        };
-        // the task's own boundary events, else those of the subprocesses around it
-        let (mut holder, mut at) = (job.token, Some(host));
-        let mut catcher = None;
-        while let Some(h) = at {
-            if let Some(b) = catches(h) {
-                catcher = Some(b);
-                break;
-            }
-            holder = self.scope_of(inst, holder);
-            at = match holder {
-                0 => None,
-                s => self
-                    .inst(inst)
-                    .tokens
-                    .iter()
-                    .find(|t| t.id == s)
-                    .and_then(|t| p.index_of(&t.element)),
-            };
+            });
         }
-        match catcher {
-            Some(b) => {
-                self.merge_vars(inst, vars)?;
+        match self.catcher(inst, job.token, true, |t| t.catches_error(code)) {
+            Some((holder, b)) => {
                 self.history(inst, &job.element, &format!("bpmn_error {code}"));
-                let scope = self.scope_of(inst, holder);
                 // the task, or the subprocess that catches it with all inside
-                self.interrupt(inst, holder)?;
-                let boundary = p.at(b).id.clone();
-                let new = self.new_token(inst, &boundary, scope);
-                self.queue.push_back(Step::Leave {
-                    inst,
-                    token: new,
-                    element: b,
-                });
+                self.fire_boundary(inst, holder, b, vars, "error_caught")?;
                 self.run()?;
                 Ok(true)
             }

@@ -31,6 +31,7 @@ mod retention;
 mod tasks;
 #[cfg(test)]
 mod tests;
+mod throws;
 mod waits;
 
 /// Engine settings.

@@ -385,14 +385,16 @@ proptest! {
 
 /// A model with scopes for the property test: an order subprocess with a
 /// parallel receive task and checked job (its own timer boundary leading to a
-/// plain or terminate end), then a nested payment subprocess with a message
-/// catch; on the order subprocess a message boundary (interrupting or not), a
-/// timer boundary (interrupting or not) and an error boundary.
-fn scoped_model(storno_cancels: bool, frist_cancels: bool, terminate: bool) -> String {
-    let abbruch = if terminate {
-        "<terminateEventDefinition/>"
-    } else {
-        ""
+/// plain, terminate, error or escalation end), then a nested payment
+/// subprocess with a message catch; on the order subprocess a message boundary
+/// (interrupting or not), a timer and an escalation boundary (interrupting or
+/// not) and an error boundary.
+fn scoped_model(storno_cancels: bool, frist_cancels: bool, abbruch: u8) -> String {
+    let abbruch = match abbruch {
+        0 => "",
+        1 => "<terminateEventDefinition/>",
+        2 => "<errorEventDefinition/>",
+        _ => "<escalationEventDefinition/>",
     };
     format!(
         r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL">
@@ -430,6 +432,8 @@ fn scoped_model(storno_cancels: bool, frist_cancels: bool, terminate: bool) -> S
     <boundaryEvent id="storno" attachedToRef="auftrag" cancelActivity="{storno_cancels}"><messageEventDefinition messageRef="ms"/></boundaryEvent>
     <boundaryEvent id="frist" attachedToRef="auftrag" cancelActivity="{frist_cancels}"><timerEventDefinition><timeDuration>PT1H</timeDuration></timerEventDefinition></boundaryEvent>
     <boundaryEvent id="fehler" attachedToRef="auftrag"><errorEventDefinition/></boundaryEvent>
+    <boundaryEvent id="eskalation" attachedToRef="auftrag" cancelActivity="{frist_cancels}"><escalationEventDefinition/></boundaryEvent>
+    <sequenceFlow id="f5" sourceRef="eskalation" targetRef="ende"/>
     <sequenceFlow id="f1" sourceRef="auftrag" targetRef="fertig"/>
     <sequenceFlow id="f2" sourceRef="storno" targetRef="storniert"/>
     <sequenceFlow id="f3" sourceRef="frist" targetRef="ende"/>
@@ -471,7 +475,7 @@ proptest! {
     fn scopes_keep_the_engine_invariants(
         storno_cancels in any::<bool>(),
         frist_cancels in any::<bool>(),
-        terminate in any::<bool>(),
+        abbruch in 0..4u8,
         ops in proptest::collection::vec(prop_oneof![
             (0..3u8).prop_map(ScopeOp::Start),
             (0..3u8, 0..3u8, 0..8u8).prop_map(|(m, k, id)| ScopeOp::Publish(m, k, id)),
@@ -487,7 +491,7 @@ proptest! {
         let keys = ["Lieferung", "Zahlung", "Storno"]
             .map(|m| (m.to_string(), "auftragId".to_string()))
             .into();
-        let xml = scoped_model(storno_cancels, frist_cancels, terminate);
+        let xml = scoped_model(storno_cancels, frist_cancels, abbruch);
         h.step(|e| e.deploy("scoped.bpmn", &xml, &keys, None)).unwrap();
         let mut started: Vec<u64> = Vec::new();
         let mut ids = std::collections::BTreeSet::new();

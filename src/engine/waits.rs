@@ -196,8 +196,9 @@ impl<'a, 't> Engine<'a, 't> {
                         self.t.subscribe(message, &key, inst, token)?;
                     }
                 }
-                // caught when the worker throws it, nothing to open
-                Trigger::Error { .. } => {}
+                // caught when thrown (by a worker, an end or throw event
+                // inside): nothing to open
+                Trigger::Error { .. } | Trigger::Escalation { .. } => {}
             }
         }
         Ok(())
@@ -373,7 +374,8 @@ impl<'a, 't> Engine<'a, 't> {
                     }
                     // timers were deleted above; errors open nothing
                     ElementKind::Boundary {
-                        trigger: Trigger::Timer(_) | Trigger::Error { .. },
+                        trigger:
+                            Trigger::Timer(_) | Trigger::Error { .. } | Trigger::Escalation { .. },
                         ..
                     } => {}
                     // `boundaries` holds boundary events only (the parser's rule)
@@ -490,6 +492,8 @@ impl<'a, 't> Engine<'a, 't> {
                 | ElementKind::NoneThrow
                 | ElementKind::Publish { .. }
                 | ElementKind::SubProcess { .. }
+                | ElementKind::ErrorEnd { .. }
+                | ElementKind::Escalation { .. }
                 | ElementKind::Task { .. } => {}
             }
         }

@@ -280,6 +280,23 @@ pub enum ElementKind {
         /// elements not included.
         children: Vec<usize>,
     },
+    /// An error end event: throws BPMN error `code` to the error boundary
+    /// events of the subprocesses around it (innermost first); the scope that
+    /// catches it is cancelled. Uncaught, it is an incident.
+    ErrorEnd {
+        /// The error code (from the `<error>` its `errorRef` names).
+        code: Option<String>,
+    },
+    /// An escalation end or intermediate throw event: escalates `code` to the
+    /// escalation boundary events of the subprocesses around it. An
+    /// interrupting catcher cancels its scope; otherwise (and when nothing
+    /// catches it) the token goes on (throw) or ends (end event).
+    Escalation {
+        /// The escalation code (from the `<escalation>` its `escalationRef` names).
+        code: Option<String>,
+        /// An end event (else an intermediate throw event).
+        end: bool,
+    },
 }
 
 /// A user task's attributes as written in the model (Flowable and Camunda 7
@@ -427,6 +444,9 @@ impl ElementKind {
             ElementKind::InclusiveGateway { .. } => "inclusiveGateway",
             ElementKind::TerminateEnd => "endEvent(terminate)",
             ElementKind::SubProcess { .. } => "subProcess",
+            ElementKind::ErrorEnd { .. } => "endEvent(error)",
+            ElementKind::Escalation { end: true, .. } => "endEvent(escalation)",
+            ElementKind::Escalation { end: false, .. } => "intermediateThrowEvent(escalation)",
         }
     }
 
@@ -545,6 +565,25 @@ pub enum Trigger {
         /// The message name.
         message: String,
     },
+    /// An escalation thrown inside the subprocess it is attached to; `None`
+    /// catches every code (appended last).
+    Escalation {
+        /// The escalation code caught (every code when `None`).
+        code: Option<String>,
+    },
+}
+
+impl Trigger {
+    /// Whether this boundary trigger catches BPMN error `code`.
+    pub fn catches_error(&self, code: &str) -> bool {
+        matches!(self, Trigger::Error { code: c } if c.as_deref().is_none_or(|c| c == code))
+    }
+
+    /// Whether this boundary trigger catches escalation `code` (`None`: the
+    /// throw names none, caught only by a catch-all).
+    pub fn catches_escalation(&self, code: Option<&str>) -> bool {
+        matches!(self, Trigger::Escalation { code: c } if c.is_none() || c.as_deref() == code)
+    }
 }
 
 /// A sequence flow.

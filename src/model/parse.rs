@@ -391,6 +391,8 @@ struct Defs {
     signals: HashMap<String, String>,
     /// error id → errorCode
     errors: HashMap<String, String>,
+    /// escalation id → escalationCode
+    escalations: HashMap<String, String>,
     /// Cron weekdays as Quartz counts them (Camunda 7, Flowable), unless the
     /// file declares Zeebe's namespace (Spring: 0 or 7 = Sunday).
     quartz_weekdays: bool,
@@ -545,6 +547,7 @@ pub fn parse_report(
         messages: HashMap::new(),
         signals: HashMap::new(),
         errors: HashMap::new(),
+        escalations: HashMap::new(),
         quartz_weekdays: !xml.contains("camunda.org/schema/zeebe/"),
     };
     for c in &root.children {
@@ -564,6 +567,14 @@ pub fn parse_report(
                     .unwrap_or("")
                     .to_string();
                 defs.errors.insert(c.id(), code);
+            }
+            "escalation" => {
+                let code = c
+                    .attr("escalationCode")
+                    .or(c.attr("name"))
+                    .unwrap_or("")
+                    .to_string();
+                defs.escalations.insert(c.id(), code);
             }
             _ => {}
         }
@@ -961,6 +972,25 @@ fn process(
             None => (r.to_string(), None),
         })
     };
+    // the code an error or escalation event definition names (its `<error>`'s
+    // or `<escalation>`'s code, else the reference itself); `None` for none
+    let error_code = |d: &Node| {
+        d.attr("errorRef")
+            .map(str::trim)
+            .filter(|r| !r.is_empty())
+            .map(|r| defs.errors.get(r).cloned().unwrap_or_else(|| r.to_string()))
+    };
+    let escalation_code = |d: &Node| {
+        d.attr("escalationRef")
+            .map(str::trim)
+            .filter(|r| !r.is_empty())
+            .map(|r| {
+                defs.escalations
+                    .get(r)
+                    .cloned()
+                    .unwrap_or_else(|| r.to_string())
+            })
+    };
     let no_message = |n: &Node| {
         issue(
             n,
@@ -1017,6 +1047,16 @@ fn process(
                     }
                     ("endEvent", None) => ElementKind::End,
                     ("endEvent", Some("terminateEventDefinition")) => ElementKind::TerminateEnd,
+                    ("endEvent", Some("errorEventDefinition")) => ElementKind::ErrorEnd {
+                        code: error_code(evdefs[0]),
+                    },
+                    ("endEvent", Some("escalationEventDefinition"))
+                    | ("intermediateThrowEvent", Some("escalationEventDefinition")) => {
+                        ElementKind::Escalation {
+                            code: escalation_code(evdefs[0]),
+                            end: name == "endEvent",
+                        }
+                    }
                     ("intermediateCatchEvent", Some("messageEventDefinition")) => {
                         let Some((message, key)) = message_of(evdefs[0]) else {
                             issues.push(no_message(n));
@@ -1084,9 +1124,10 @@ fn process(
                         }
                     }
                     [d] if d.name == "errorEventDefinition" => Trigger::Error {
-                        code: d
-                            .attr("errorRef")
-                            .map(|r| defs.errors.get(r).cloned().unwrap_or_else(|| r.to_string())),
+                        code: error_code(d),
+                    },
+                    [d] if d.name == "escalationEventDefinition" => Trigger::Escalation {
+                        code: escalation_code(d),
                     },
                     [d] if d.name == "signalEventDefinition" => {
                         let Some(signal) = defs.signal_of(d) else {
@@ -1447,6 +1488,17 @@ fn process(
         if let ElementKind::Boundary { .. } = elements[i].kind {
             let host_id = n.attr("attachedToRef").unwrap_or("");
             match index.get(host_id).copied() {
+                Some(h)
+                    if matches!(
+                        elements[i].kind,
+                        ElementKind::Boundary {
+                            trigger: Trigger::Escalation { .. },
+                            ..
+                        }
+                    ) && !matches!(elements[h].kind, ElementKind::SubProcess { .. }) =>
+                {
+                    issues.push(issue(n, format!("escalation boundary event on '{host_id}', which is not a subprocess: only what runs inside a subprocess can escalate")));
+                }
                 Some(h) if parents[h] != parents[i] => {
                     issues.push(issue(n, format!("attachedToRef '{host_id}' is in another scope: a boundary event sits beside its activity, in the same process or subprocess")));
                 }

@@ -65,6 +65,7 @@ fn delivery(message_id: String) -> Delivery {
         element: None,
         reason: None,
         candidates: vec![],
+        candidate_elements: vec![],
         expires_at: None,
     }
 }

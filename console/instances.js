@@ -191,6 +191,7 @@ export async function renderInstance(force) {
     d.business_key ? `business key ${d.business_key}` : null,
     `started ${d.started_at}`,
     d.ended_at ? `ended ${d.ended_at}` : null,
+    d.called_by ? `called by instance ${d.called_by}` : null,
   ].filter(Boolean).join(' · ');
   const viewer = await draw($('instance-diagram'), d.process, d.version);
   $('instance-diagram').hidden = !viewer;

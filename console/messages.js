@@ -27,6 +27,15 @@ function payload(m) {
 
 function candidates(m) {
   const td = h('td', {});
+  const places = m.candidate_elements || [];
+  if (places.length) {
+    // an ambiguous message: every place that waited for it, two of one instance too
+    places.forEach((c, i) => {
+      if (i > 0) td.append(', ');
+      td.append(instanceLink(c.instance), ` at ${c.element}`);
+    });
+    return td;
+  }
   (m.candidates || []).forEach((c, i) => {
     if (i > 0) td.append(', ');
     td.append(instanceLink(c));

@@ -1008,6 +1008,7 @@ async fn execute(pf: &Postfach, command: Command, sources: Sources<'_>) -> Resul
                         element: None,
                         reason: Reason::parse(reason),
                         candidates: candidates.clone(),
+                        candidate_elements: Vec::new(),
                         expires_at: None,
                     };
                     let e = Error::Rejected {

@@ -25,6 +25,9 @@ pub fn delivery_json(d: &Delivery) -> Value {
         "element": d.element,
         "reason": d.reason.map(Reason::as_str),
         "candidates": d.candidates.iter().map(u64::to_string).collect::<Vec<_>>(),
+        "candidate_elements": d.candidate_elements.iter()
+            .map(|(i, e)| json!({"instance": i.to_string(), "element": e}))
+            .collect::<Vec<_>>(),
         "expires_at": d.expires_at.map(rfc3339),
     })
 }

@@ -791,6 +791,7 @@ mod tests {
             element: None,
             reason: None,
             candidates: vec![],
+            candidate_elements: vec![],
             expires_at: None,
         };
         for o in [

@@ -115,6 +115,9 @@ pub struct InstanceView {
     pub ended_at: Option<String>,
     /// What happened, oldest first.
     pub history: Vec<HistoryView>,
+    /// The instance whose call activity started this one, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub called_by: Option<String>,
 }
 
 /// One instance with everything that waits on it: an operator's detail page.
@@ -164,6 +167,15 @@ pub struct TokenView {
     pub scope: Option<u64>,
 }
 
+/// A place an ambiguous message was open at.
+#[derive(Debug, Clone, Serialize)]
+pub struct CandidateView {
+    /// The instance.
+    pub instance: String,
+    /// The element of it that waited for the message.
+    pub element: String,
+}
+
 /// A token waiting at an element, with its age.
 #[derive(Debug, Clone, Serialize)]
 pub struct WaitingView {
@@ -196,6 +208,8 @@ pub struct MessageView {
     pub expires_at: Option<String>,
     /// Instances that could have taken it (ambiguous, late).
     pub candidates: Vec<String>,
+    /// Of an ambiguous message: every place that waited for it.
+    pub candidate_elements: Vec<CandidateView>,
     /// Instance it was correlated into.
     pub instance: Option<String>,
     /// Element that caught it.
@@ -518,7 +532,11 @@ impl Reader {
                     job_ids.extend(timers);
                 }
                 Wait::Job { job } | Wait::Timer { job } => job_ids.push(*job),
-                Wait::Join { .. } | Wait::Incident { .. } | Wait::Task { .. } | Wait::Scope => {}
+                Wait::Join { .. }
+                | Wait::Incident { .. }
+                | Wait::Task { .. }
+                | Wait::Scope
+                | Wait::Child { .. } => {}
             }
             job_ids.extend(&t.timers);
         }
@@ -734,7 +752,8 @@ impl Reader {
                 | Wait::Events { .. }
                 | Wait::Join { .. }
                 | Wait::Task { .. }
-                | Wait::Scope => {}
+                | Wait::Scope
+                | Wait::Child { .. } => {}
             }
         }
         Ok(out)
@@ -1124,6 +1143,7 @@ fn instance_view(r: &InstanceRecord, incidents: Vec<String>) -> InstanceView {
                     Wait::Incident { error } => format!("an operator: {error}"),
                     Wait::Task { task } => format!("user task {task}"),
                     Wait::Scope => "the tokens inside it to end".to_string(),
+                    Wait::Child { instance } => format!("called instance {instance} to end"),
                 },
                 since: rfc3339(t.since),
                 scope: (t.scope != 0).then_some(t.scope),
@@ -1142,6 +1162,7 @@ fn instance_view(r: &InstanceRecord, incidents: Vec<String>) -> InstanceView {
                 at: rfc3339(h.at),
             })
             .collect(),
+        called_by: r.called_by.map(|(i, _)| i.to_string()),
     }
 }
 
@@ -1158,6 +1179,14 @@ fn message_view(m: &MessageRecord) -> MessageView {
             .filter(|_| m.state == MessageState::Buffered)
             .map(rfc3339),
         candidates: m.candidates.iter().map(u64::to_string).collect(),
+        candidate_elements: m
+            .candidate_elements
+            .iter()
+            .map(|(i, e)| CandidateView {
+                instance: i.to_string(),
+                element: e.clone(),
+            })
+            .collect(),
         instance: m.instance.map(|i| i.to_string()),
         element: m.element.clone(),
         note: m.note.clone(),

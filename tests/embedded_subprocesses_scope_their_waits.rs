@@ -358,6 +358,25 @@ async fn the_same_message_open_at_a_boundary_and_at_an_inner_catch_is_parked_amb
         (Outcome::Parked, Some(Reason::Ambiguous), vec![id]),
         "two places of one instance wait for it: nothing is correlated"
     );
+    assert_eq!(
+        d.candidate_elements,
+        vec![(id, "aussen".to_string()), (id, "innen".to_string())],
+        "the parked message names both places"
+    );
+    let parked = env.pf.reader().unwrap().message("s-d").unwrap().remove(0);
+    let places: Vec<(String, String)> = parked
+        .candidate_elements
+        .iter()
+        .map(|c| (c.instance.clone(), c.element.clone()))
+        .collect();
+    assert_eq!(
+        places,
+        [
+            (id.to_string(), "aussen".into()),
+            (id.to_string(), "innen".into())
+        ],
+        "and keeps naming them"
+    );
     assert_eq!(sorted(env.waiting_at(id)), ["innen", "sub"]);
 }
 

@@ -149,10 +149,10 @@ fn every_unsupported_element_is_listed_with_id_type_and_line() {
     let xml = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL">
 <process id="p">
 <startEvent id="s"/>
-<callActivity id="approve" calledElement="other"/>
+<complexGateway id="approve"/>
 <boundaryEvent id="b1" attachedToRef="approve"><compensateEventDefinition/></boundaryEvent>
 <intermediateCatchEvent id="wait"><conditionalEventDefinition/></intermediateCatchEvent>
-<subProcess id="sub" triggeredByEvent="true"><startEvent id="inner"/></subProcess>
+<transaction id="sub"><startEvent id="inner"/></transaction>
 <serviceTask id="loop"><multiInstanceLoopCharacteristics/></serviceTask>
 <endEvent id="e"><compensateEventDefinition/></endEvent>
 </process></definitions>"#;
@@ -168,18 +168,14 @@ fn every_unsupported_element_is_listed_with_id_type_and_line() {
     assert_eq!(
         got,
         vec![
-            ("approve", "callActivity", 4),
+            ("approve", "complexGateway", 4),
             ("b1", "boundaryEvent with compensateEventDefinition", 5),
             (
                 "wait",
                 "intermediateCatchEvent with conditionalEventDefinition",
                 6
             ),
-            (
-                "sub",
-                "subProcess with triggeredByEvent=\"true\" (event subprocess)",
-                7
-            ),
+            ("sub", "transaction", 7),
             (
                 "loop",
                 "serviceTask with multiInstanceLoopCharacteristics",
@@ -188,7 +184,10 @@ fn every_unsupported_element_is_listed_with_id_type_and_line() {
             ("e", "endEvent with compensateEventDefinition", 9),
         ]
     );
-    assert!(err.to_string().contains("callActivity 'approve' (line 4)"));
+    assert!(
+        err.to_string()
+            .contains("complexGateway 'approve' (line 4)")
+    );
 }
 
 #[test]

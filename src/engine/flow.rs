@@ -60,6 +60,7 @@ impl<'a, 't> Engine<'a, 't> {
             ended_at: None,
             cancelled: false,
             expects: Vec::new(),
+            called_by: None,
         };
         self.dirty.insert(
             id,
@@ -75,6 +76,7 @@ impl<'a, 't> Engine<'a, 't> {
             element: start,
             via: None,
         });
+        self.open_listeners(id, 0, None);
         Ok(id)
     }
 
@@ -267,6 +269,7 @@ impl<'a, 't> Engine<'a, 't> {
                     | ElementKind::Publish { .. }
                     | ElementKind::ReceiveTask { .. }
                     | ElementKind::SubProcess { .. }
+                    | ElementKind::CallActivity { .. }
             );
         if hosts {
             if let Some(error) = self.boundary_key_problem(inst, &p, idx) {
@@ -338,21 +341,10 @@ impl<'a, 't> Engine<'a, 't> {
             }
             ElementKind::ErrorEnd { .. } => self.throw_error_end(inst, token, idx)?,
             ElementKind::Escalation { .. } => self.escalate(inst, token, idx)?,
-            ElementKind::SubProcess { start, .. } => {
-                let Some(first) = p.elements.get(*start) else {
-                    let error = format!("subprocess '{}' has no start event", el.id);
-                    self.incident(inst, token, &el.id, error);
-                    return Ok(());
-                };
-                self.set_token(inst, token, &el.id, Wait::Scope);
-                let inner = self.new_token(inst, &first.id, token);
-                self.queue.push_back(Step::Arrive {
-                    inst,
-                    token: inner,
-                    element: *start,
-                    via: None,
-                });
-            }
+            ElementKind::SubProcess { start, .. } => self.enter_scope(inst, token, idx, *start),
+            // a token placed here listens for the event that starts it
+            ElementKind::EventSubProcess { .. } => self.arm_listener(inst, token, idx)?,
+            ElementKind::CallActivity { .. } => self.call(inst, token, idx)?,
             ElementKind::UserTask { spec } => {
                 let task = self.open_user_task(inst, token, idx, spec)?;
                 self.set_token(inst, token, &el.id, Wait::Task { task });
@@ -502,6 +494,8 @@ impl<'a, 't> Engine<'a, 't> {
             | ElementKind::SubProcess { .. }
             | ElementKind::ErrorEnd { .. }
             | ElementKind::Escalation { .. }
+            | ElementKind::EventSubProcess { .. }
+            | ElementKind::CallActivity { .. }
             | ElementKind::Task { .. } => holding(&p, el.outgoing.iter().copied(), &vars, false),
         };
         let chosen = match taken {
@@ -556,13 +550,14 @@ impl<'a, 't> Engine<'a, 't> {
     pub(super) fn end_token(&mut self, inst: u64, token: u64) -> R<()> {
         let scope = self.scope_of(inst, token);
         self.inst(inst).tokens.retain(|t| t.id != token);
+        if !self.scope_done(inst, scope) {
+            return Ok(());
+        }
         if scope == 0 {
+            self.close_listeners(inst, 0)?;
             if self.inst(inst).tokens.is_empty() {
                 self.complete_instance(inst)?;
             }
-            return Ok(());
-        }
-        if self.inst(inst).tokens.iter().any(|t| t.scope == scope) {
             return Ok(());
         }
         let p = self.proc_of(inst);
@@ -584,7 +579,48 @@ impl<'a, 't> Engine<'a, 't> {
         Ok(())
     }
 
+    /// Whether nothing runs in `scope` any more: no token but the listeners
+    /// of its event subprocesses (which stop when their scope ends).
+    pub(super) fn scope_done(&mut self, inst: u64, scope: u64) -> bool {
+        let p = self.proc_of(inst);
+        !self
+            .inst(inst)
+            .tokens
+            .iter()
+            .any(|t| t.scope == scope && !is_listener(&p, t))
+    }
+
+    /// The token `holder` enters the subprocess or event subprocess at `idx`:
+    /// it holds the scope, a token starts inside at `start`, and the event
+    /// subprocesses inside begin to listen.
+    pub(super) fn enter_scope(&mut self, inst: u64, holder: u64, idx: usize, start: usize) {
+        let p = self.proc_of(inst);
+        let el = p.at(idx);
+        let Some(first) = p.elements.get(start) else {
+            let error = format!("subprocess '{}' has no start event", el.id);
+            self.incident(inst, holder, &el.id, error);
+            return;
+        };
+        self.set_token(inst, holder, &el.id, Wait::Scope);
+        let inner = self.new_token(inst, &first.id, holder);
+        self.queue.push_back(Step::Arrive {
+            inst,
+            token: inner,
+            element: start,
+            via: None,
+        });
+        self.open_listeners(inst, holder, Some(idx));
+    }
+
+    /// The instance has ended (completed, terminated or cancelled by an
+    /// operator): recorded, and a call activity waiting for it is told.
     pub(super) fn complete_instance(&mut self, inst: u64) -> R<()> {
+        self.finish_instance(inst)?;
+        self.child_ended(inst)
+    }
+
+    /// Records the end of an instance: no later message for it is expected.
+    pub(super) fn finish_instance(&mut self, inst: u64) -> R<()> {
         let p = self.proc_of(inst);
         let now = self.now;
         let rec = self.inst(inst);
@@ -673,6 +709,14 @@ fn or_default(mut chosen: Vec<usize>, default: &Option<usize>) -> Vec<usize> {
 /// (inside a subprocess and after it), or, for the token holding a
 /// subprocess's scope, at that subprocess's boundary events and after them
 /// (the tokens inside speak for the rest).
+/// Whether token `t` listens for the event of an event subprocess (rather
+/// than running inside one, or anywhere else).
+pub(super) fn is_listener(p: &Process, t: &Token) -> bool {
+    t.wait != Wait::Scope
+        && p.element(&t.element)
+            .is_some_and(|e| matches!(e.kind, ElementKind::EventSubProcess { .. }))
+}
+
 pub(super) fn token_reach<'p>(p: &'p Process, t: &Token) -> &'p [String] {
     let Some(idx) = p.index_of(&t.element) else {
         return &[];

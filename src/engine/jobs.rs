@@ -465,6 +465,35 @@ impl<'a, 't> Engine<'a, 't> {
                     element: from,
                 });
             }
+            // the timer of an event subprocess's listener
+            ElementKind::EventSubProcess {
+                trigger: Trigger::Timer(def),
+                interrupting,
+                ..
+            } => {
+                if tok.wait != (Wait::Timer { job: job.id }) {
+                    return Ok(());
+                }
+                if !*interrupting {
+                    // a cycle keeps listening with the same job; else the listener is done
+                    let left = match job.kind {
+                        JobKind::Timer { repetitions_left } => repetitions_left,
+                        _ => Some(1),
+                    };
+                    match (def.next_due(job.due_at, self.now), left == Some(1)) {
+                        (Some(due), false) => {
+                            let mut next = job.clone();
+                            next.due_at = due;
+                            next.kind = JobKind::Timer {
+                                repetitions_left: left.map(|n| n.saturating_sub(1)),
+                            };
+                            self.t.put_job(&next)?;
+                        }
+                        _ => self.interrupt(inst, job.token)?,
+                    }
+                }
+                self.start_event_subprocess(inst, tok.scope, at, &Vars::new(), "timer_fired")?;
+            }
             // a timer job belongs to a timer catch or a timer boundary event;
             // on anything else (a model changed under a stored job) it is stale
             ElementKind::Boundary { .. }
@@ -490,6 +519,8 @@ impl<'a, 't> Engine<'a, 't> {
             | ElementKind::SubProcess { .. }
             | ElementKind::ErrorEnd { .. }
             | ElementKind::Escalation { .. }
+            | ElementKind::EventSubProcess { .. }
+            | ElementKind::CallActivity { .. }
             | ElementKind::Task { .. } => {}
         }
         self.run()
@@ -524,16 +555,16 @@ impl<'a, 't> Engine<'a, 't> {
             });
         }
         match self.catcher(inst, job.token, true, |t| t.catches_error(code)) {
-            Some((holder, b)) => {
+            Some(c) => {
                 self.history(inst, &job.element, &format!("bpmn_error {code}"));
                 // the task, or the subprocess that catches it with all inside
-                self.fire_boundary(inst, holder, b, vars, "error_caught")?;
+                self.caught(c, vars, "error_caught")?;
                 self.run()?;
                 Ok(true)
             }
             None => {
                 let error = format!(
-                    "BPMN error '{code}' ({message}) is not caught: '{}' or a subprocess around it has no error boundary event for it",
+                    "BPMN error '{code}' ({message}) is not caught: '{}' nothing around it (boundary event, subprocess, event subprocess) catches it",
                     job.element
                 );
                 job.attempt_failed(self.now, error);

@@ -25,11 +25,44 @@ impl<'a, 't> Engine<'a, 't> {
         Ok(rows)
     }
 
+    /// The element where token `token` of `inst` waits for message `name`: a
+    /// catch event, receive task or event subprocess it rests at, the branch
+    /// of its event-based gateway, or the message boundary event of its
+    /// activity.
+    pub(super) fn waiting_element(&self, inst: u64, token: u64, name: &str) -> R<Option<String>> {
+        let Some(rec) = self.t.instance(inst)? else {
+            return Ok(None);
+        };
+        let Some(t) = rec.tokens.iter().find(|t| t.id == token) else {
+            return Ok(None);
+        };
+        let p = self.def(&rec.process, rec.version)?;
+        let Some(at) = p.index_of(&t.element) else {
+            return Ok(Some(t.element.clone()));
+        };
+        let catches = |e: usize| p.at(e).kind.waits_for_message() == Some(name);
+        let found = match &t.wait {
+            Wait::Message { name: n, .. } if n == name => Some(at),
+            Wait::Events { messages, .. } if messages.iter().any(|(n, _)| n == name) => p
+                .at(at)
+                .outgoing
+                .iter()
+                .map(|&f| p.flows[f].target)
+                .find(|&e| catches(e)),
+            _ => p.at(at).boundaries.iter().copied().find(|&b| catches(b)),
+        };
+        Ok(Some(p.at(found.unwrap_or(at)).id.clone()))
+    }
+
     /// Decides what a message meets without changing anything.
     pub(super) fn classify(&self, name: &str, key: &str) -> R<Decision> {
         let catalog = self.catalog(name)?;
         if catalog.is_empty() {
-            return Ok(Decision::Park(Reason::UnknownMessage, Vec::new()));
+            return Ok(Decision::Park(
+                Reason::UnknownMessage,
+                Vec::new(),
+                Vec::new(),
+            ));
         }
         let subs = self.t.subscribers(name, key)?;
         match subs.len() {
@@ -38,7 +71,15 @@ impl<'a, 't> Engine<'a, 't> {
                 let mut c: Vec<u64> = subs.iter().map(|s| s.0).collect();
                 c.sort_unstable();
                 c.dedup();
-                return Ok(Decision::Park(Reason::Ambiguous, c));
+                let mut at = Vec::new();
+                for &(inst, token) in &subs {
+                    if let Some(e) = self.waiting_element(inst, token, name)? {
+                        at.push((inst, e));
+                    }
+                }
+                at.sort();
+                at.dedup();
+                return Ok(Decision::Park(Reason::Ambiguous, c, at));
             }
             _ => {}
         }
@@ -50,7 +91,7 @@ impl<'a, 't> Engine<'a, 't> {
         }
         let passed = self.t.passed(name, key)?;
         if !passed.is_empty() {
-            return Ok(Decision::Park(Reason::Late, passed));
+            return Ok(Decision::Park(Reason::Late, passed, Vec::new()));
         }
         Ok(Decision::Wait)
     }
@@ -84,6 +125,7 @@ impl<'a, 't> Engine<'a, 't> {
                 element: orig.as_ref().and_then(|m| m.element.clone()),
                 reason: None,
                 candidates: Vec::new(),
+                candidate_elements: Vec::new(),
                 expires_at: None,
             });
         }
@@ -92,7 +134,7 @@ impl<'a, 't> Engine<'a, 't> {
             let rejection = match &decision {
                 Decision::Deliver(..) | Decision::StartInstance(_) => None,
                 Decision::Wait => Some((Reason::NoSubscription, Vec::new())),
-                Decision::Park(r, c) => Some((*r, c.clone())),
+                Decision::Park(r, c, _) => Some((*r, c.clone())),
             };
             if let Some((reason, candidates)) = rejection {
                 return Ok(Delivery {
@@ -102,6 +144,7 @@ impl<'a, 't> Engine<'a, 't> {
                     element: None,
                     reason: Some(reason),
                     candidates,
+                    candidate_elements: Vec::new(),
                     expires_at: None,
                 });
             }
@@ -111,6 +154,7 @@ impl<'a, 't> Engine<'a, 't> {
                 r.requeues += 1;
                 r.reason = None;
                 r.candidates.clear();
+                r.candidate_elements.clear();
                 r
             }
             None => {
@@ -130,6 +174,7 @@ impl<'a, 't> Engine<'a, 't> {
                     accepted_at: self.now,
                     expires_at: None,
                     candidates: Vec::new(),
+                    candidate_elements: Vec::new(),
                     instance: None,
                     element: None,
                     raw: None,
@@ -145,7 +190,9 @@ impl<'a, 't> Engine<'a, 't> {
             .or_else(|| self.cfg.ttl_per_message.get(&msg.name).copied())
             .unwrap_or(self.cfg.default_ttl);
         let decision = match decision {
-            Decision::Wait if ttl == 0 => Decision::Park(Reason::NoSubscription, Vec::new()),
+            Decision::Wait if ttl == 0 => {
+                Decision::Park(Reason::NoSubscription, Vec::new(), Vec::new())
+            }
             d => d,
         };
         match decision {
@@ -192,10 +239,11 @@ impl<'a, 't> Engine<'a, 't> {
                 self.t.put_message(&rec)?;
                 self.t.bump(Counter::MessagesBuffered, 1)?;
             }
-            Decision::Park(reason, candidates) => {
+            Decision::Park(reason, candidates, at) => {
                 rec.state = MessageState::Parked;
                 rec.reason = Some(reason);
                 rec.candidates = candidates;
+                rec.candidate_elements = at;
                 rec.settled_at = Some(self.now);
                 self.t.put_message(&rec)?;
                 self.t.bump(Counter::MessagesParked(reason), 1)?;
@@ -216,6 +264,7 @@ impl<'a, 't> Engine<'a, 't> {
                 element: None,
                 reason: None,
                 candidates: Vec::new(),
+                candidate_elements: Vec::new(),
                 expires_at: None,
             });
         }
@@ -231,6 +280,7 @@ impl<'a, 't> Engine<'a, 't> {
             accepted_at: self.now,
             expires_at: None,
             candidates: Vec::new(),
+            candidate_elements: Vec::new(),
             instance: None,
             element: None,
             raw: Some(m.raw.clone()),
@@ -354,6 +404,15 @@ impl<'a, 't> Engine<'a, 't> {
         }
         for &(inst, token) in &subs {
             self.load(inst)?;
+            if let Some(esp) = self.listener_at(inst, token) {
+                let waits_for_it = self.inst(inst).tokens.iter().any(|t| {
+                    t.id == token && matches!(&t.wait, Wait::Signal { name: n } if n == name)
+                });
+                if waits_for_it {
+                    self.listener_fires(inst, token, esp, vars, "signal_received")?;
+                }
+                continue;
+            }
             let waits_for_it = self.inst(inst).tokens.iter().any(|t| {
                 t.id == token
                     && match &t.wait {

@@ -22,7 +22,9 @@ use std::sync::{Arc, Mutex};
 
 pub use tasks::{TaskAction, TaskRefusal};
 
+mod calls;
 mod deploy;
+mod event_subprocesses;
 mod flow;
 mod jobs;
 mod messages;
@@ -314,6 +316,9 @@ pub struct Delivery {
     pub reason: Option<Reason>,
     /// Instances that could have taken it (ambiguous, late).
     pub candidates: Vec<u64>,
+    /// Of an ambiguous message: every (instance, element) that waited for
+    /// it — two places of one instance are two entries.
+    pub candidate_elements: Vec<(u64, String)>,
     /// When a buffered message expires.
     pub expires_at: Option<Millis>,
 }
@@ -669,7 +674,9 @@ enum Decision {
     Deliver(u64, u64),
     StartInstance(String),
     Wait,
-    Park(Reason, Vec<u64>),
+    /// Parked, with the candidate instances and (ambiguous) the elements
+    /// that waited for it.
+    Park(Reason, Vec<u64>, Vec<(u64, String)>),
 }
 
 fn delivery_of(rec: &MessageRecord) -> Delivery {
@@ -684,6 +691,7 @@ fn delivery_of(rec: &MessageRecord) -> Delivery {
         element: rec.element.clone(),
         reason: rec.reason,
         candidates: rec.candidates.clone(),
+        candidate_elements: rec.candidate_elements.clone(),
         expires_at: rec
             .expires_at
             .filter(|_| rec.state == MessageState::Buffered),

@@ -60,6 +60,9 @@ impl<'a, 't> Engine<'a, 't> {
         self.interrupt(inst, token)?;
         self.history(inst, &at, "token_cancelled");
         self.withdraw_empty_scopes(inst, scope)?;
+        if self.scope_done(inst, 0) {
+            self.close_listeners(inst, 0)?;
+        }
         if self.inst(inst).tokens.is_empty() {
             self.inst(inst).cancelled = true;
             self.complete_instance(inst)?;
@@ -115,7 +118,7 @@ impl<'a, 't> Engine<'a, 't> {
     /// A repair took the last token out of `scope`: the scope is cancelled,
     /// and so is each scope around it that this leaves empty.
     pub(super) fn withdraw_empty_scopes(&mut self, inst: u64, mut scope: u64) -> R<()> {
-        while scope != 0 && !self.inst(inst).tokens.iter().any(|t| t.scope == scope) {
+        while scope != 0 && self.scope_done(inst, scope) {
             let Some(holder) = self
                 .inst(inst)
                 .tokens

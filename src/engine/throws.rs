@@ -1,52 +1,133 @@
 //! BPMN errors and escalations: where a throw is caught.
 //!
 //! Invariant: a throw is caught by the innermost catcher — the boundary events
-//! of the activity whose worker threw it, then those of each subprocess around
-//! it, outwards — and the catching boundary event fires through
-//! `fire_boundary`, the one place an interrupting boundary event cancels its
-//! activity or scope. An error nobody catches is an incident; an escalation
+//! of the activity whose worker threw it, then, scope by scope outwards, the
+//! scope's event subprocesses and the boundary events of the subprocess
+//! holding it — and fires through `fire_boundary` or
+//! `start_event_subprocess`, the places where an interrupting catcher cancels
+//! what it interrupts. An error nobody catches is an incident; an escalation
 //! nobody catches is recorded and the token goes on.
 
 use super::*;
 
+/// Where a throw is caught.
+pub(super) enum Catch {
+    /// A boundary event of the activity or subprocess `holder` holds in
+    /// instance `inst`.
+    Boundary {
+        inst: u64,
+        holder: u64,
+        boundary: usize,
+    },
+    /// An event subprocess of `scope` (0: the process) of instance `inst`.
+    EventSubProcess { inst: u64, scope: u64, esp: usize },
+}
+
 impl<'a, 't> Engine<'a, 't> {
-    /// The innermost boundary event whose trigger `catches`, for a throw from
+    /// The innermost catcher whose trigger `catches`, for a throw from
     /// `token`: with `own`, the boundary events of the activity the token is
-    /// in come first; then those of the subprocesses around it. Returns the
-    /// token holding that activity or scope, and the boundary event.
+    /// in first; then, scope by scope outwards, the event subprocesses of the
+    /// scope (not the one the throw comes out of) and the boundary events of
+    /// the subprocess holding it.
     pub(super) fn catcher(
         &mut self,
         inst: u64,
         token: u64,
         own: bool,
         catches: impl Fn(&Trigger) -> bool,
-    ) -> Option<(u64, usize)> {
+    ) -> Option<Catch> {
         let p = self.proc_of(inst);
-        let mut holder = if own {
-            token
-        } else {
-            self.scope_of(inst, token)
-        };
-        let limit = self.inst(inst).tokens.len();
-        for _ in 0..=limit {
-            if holder == 0 {
-                return None;
-            }
-            let at = self
-                .inst(inst)
+        let holds = |k: &ElementKind| matches!(k, ElementKind::Boundary { trigger, .. } if catches(trigger));
+        let element_of = |me: &mut Self, t: u64| {
+            me.inst(inst)
                 .tokens
                 .iter()
-                .find(|t| t.id == holder)
-                .and_then(|t| p.index_of(&t.element))?;
-            let caught = p.at(at).boundaries.iter().copied().find(|&b| {
-                matches!(&p.at(b).kind, ElementKind::Boundary { trigger, .. } if catches(trigger))
+                .find(|x| x.id == t)
+                .and_then(|x| p.index_of(&x.element))
+        };
+        if own
+            && let Some(at) = element_of(self, token)
+            && let Some(b) = p
+                .at(at)
+                .boundaries
+                .iter()
+                .copied()
+                .find(|&b| holds(&p.at(b).kind))
+        {
+            return Some(Catch::Boundary {
+                inst,
+                holder: token,
+                boundary: b,
             });
-            if let Some(b) = caught {
-                return Some((holder, b));
+        }
+        let mut scope = self.scope_of(inst, token);
+        let mut came_from: Option<usize> = None;
+        let limit = self.inst(inst).tokens.len();
+        for _ in 0..=limit {
+            let container = match scope {
+                0 => None,
+                s => Some(element_of(self, s)?),
+            };
+            let esp = p.event_subprocesses_of(container).into_iter().find(|&e| {
+                Some(e) != came_from
+                    && matches!(&p.at(e).kind, ElementKind::EventSubProcess { trigger, .. } if catches(trigger))
+            });
+            if let Some(esp) = esp {
+                return Some(Catch::EventSubProcess { inst, scope, esp });
             }
-            holder = self.scope_of(inst, holder);
+            let Some(at) = container else {
+                // uncaught in this instance: on at the call activity that started it
+                let (parent, token) = self.inst(inst).called_by?;
+                self.load(parent).ok()?;
+                return self.catcher(parent, token, true, catches);
+            };
+            if let Some(b) = p
+                .at(at)
+                .boundaries
+                .iter()
+                .copied()
+                .find(|&b| holds(&p.at(b).kind))
+            {
+                return Some(Catch::Boundary {
+                    inst,
+                    holder: scope,
+                    boundary: b,
+                });
+            }
+            came_from = matches!(p.at(at).kind, ElementKind::EventSubProcess { .. }).then_some(at);
+            scope = self.scope_of(inst, scope);
         }
         None
+    }
+
+    /// Fires what [`Engine::catcher`] found; returns whether it interrupts
+    /// (the throwing token is withdrawn with the scope it cancels).
+    pub(super) fn caught(&mut self, c: Catch, vars: &Vars, event: &str) -> R<bool> {
+        match c {
+            Catch::Boundary {
+                inst,
+                holder,
+                boundary,
+            } => {
+                let p = self.proc_of(inst);
+                self.fire_boundary(inst, holder, boundary, vars, event)?;
+                Ok(matches!(
+                    p.at(boundary).kind,
+                    ElementKind::Boundary { cancel: true, .. }
+                ))
+            }
+            Catch::EventSubProcess { inst, scope, esp } => {
+                let p = self.proc_of(inst);
+                self.start_event_subprocess(inst, scope, esp, vars, event)?;
+                Ok(matches!(
+                    p.at(esp).kind,
+                    ElementKind::EventSubProcess {
+                        interrupting: true,
+                        ..
+                    }
+                ))
+            }
+        }
     }
 
     /// An error end event throws `code`: the subprocess that catches it is
@@ -61,8 +142,8 @@ impl<'a, 't> Engine<'a, 't> {
         let code = code.clone().unwrap_or_default();
         self.history(inst, &el.id, &format!("bpmn_error {code}"));
         match self.catcher(inst, token, false, |t| t.catches_error(&code)) {
-            Some((holder, b)) => {
-                self.fire_boundary(inst, holder, b, &Vars::new(), "error_caught")?;
+            Some(c) => {
+                self.caught(c, &Vars::new(), "error_caught")?;
             }
             None => {
                 let error = format!(
@@ -92,10 +173,7 @@ impl<'a, 't> Engine<'a, 't> {
         match self.catcher(inst, token, false, |t| {
             t.catches_escalation(code.as_deref())
         }) {
-            Some((holder, b)) => {
-                interrupted = matches!(p.at(b).kind, ElementKind::Boundary { cancel: true, .. });
-                self.fire_boundary(inst, holder, b, &Vars::new(), "escalation_caught")?;
-            }
+            Some(c) => interrupted = self.caught(c, &Vars::new(), "escalation_caught")?,
             None => self.history(inst, &el.id, "escalation_uncaught"),
         }
         if interrupted {

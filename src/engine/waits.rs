@@ -35,6 +35,9 @@ impl<'a, 't> Engine<'a, 't> {
         key: &str,
         vars: &Vars,
     ) -> R<String> {
+        if let Some(esp) = self.listener_at(inst, token) {
+            return self.listener_fires(inst, token, esp, vars, "message_correlated");
+        }
         if let Some(b) = self.message_boundary(inst, token, name) {
             return self.fire_boundary(inst, token, b, vars, "message_correlated");
         }
@@ -151,6 +154,8 @@ impl<'a, 't> Engine<'a, 't> {
                     self.history(inst, &element, "scope_cancelled");
                 }
             }
+            // the call activity is left: its child goes
+            Wait::Child { instance } => self.cancel_child(instance)?,
             Wait::Join { .. } | Wait::Incident { .. } => {}
         }
         if let Some(t) = self.inst(inst).tokens.iter_mut().find(|t| t.id == token) {
@@ -284,7 +289,8 @@ impl<'a, 't> Engine<'a, 't> {
             | Wait::Join { .. }
             | Wait::Incident { .. }
             | Wait::Task { .. }
-            | Wait::Scope => false,
+            | Wait::Scope
+            | Wait::Child { .. } => false,
         };
         if own {
             return None;
@@ -494,6 +500,8 @@ impl<'a, 't> Engine<'a, 't> {
                 | ElementKind::SubProcess { .. }
                 | ElementKind::ErrorEnd { .. }
                 | ElementKind::Escalation { .. }
+                | ElementKind::EventSubProcess { .. }
+                | ElementKind::CallActivity { .. }
                 | ElementKind::Task { .. } => {}
             }
         }

@@ -46,6 +46,9 @@ pub struct Process {
     /// them) wait for; empty for every other element.
     #[serde(skip)]
     boundary_reach: Vec<std::sync::Arc<[String]>>,
+    /// The event subprocesses of the process level.
+    #[serde(skip)]
+    event_subprocesses: Vec<usize>,
 }
 
 /// A flow node.
@@ -297,6 +300,58 @@ pub enum ElementKind {
         /// An end event (else an intermediate throw event).
         end: bool,
     },
+    /// An event subprocess (`triggeredByEvent="true"`) of the process or of
+    /// the subprocess it is in: while that scope is active, `trigger` (a
+    /// message, timer or signal; or an error or escalation thrown inside the
+    /// scope) starts it at `start`. An interrupting one first cancels
+    /// everything else in the scope; a non-interrupting one runs beside it,
+    /// once per event. It has no sequence flows.
+    EventSubProcess {
+        /// Its start event (index into [`Process::elements`]); the trigger is
+        /// kept here, the start event itself is a plain start.
+        start: usize,
+        /// The flow nodes directly inside it (indices).
+        children: Vec<usize>,
+        /// What starts it.
+        trigger: Trigger,
+        /// `isInterrupting` of its start event (default true).
+        interrupting: bool,
+    },
+    /// A call activity: starts an instance of `process` (a child) and waits
+    /// until it ends; cancelling the call activity cancels the child.
+    CallActivity {
+        /// The called process id.
+        process: String,
+        /// The version called; `None`: the latest deployed when it is called.
+        version: Option<u32>,
+        /// The variables the child starts with.
+        inputs: VarPass,
+        /// The child's variables that come back when it completes.
+        outputs: VarPass,
+    },
+}
+
+/// Which variables cross between a call activity and its child: all of
+/// them, and/or the mapped ones.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VarPass {
+    /// Every variable, as it is.
+    pub all: bool,
+    /// Mapped variables (after `all`, so they win).
+    pub mappings: Vec<Mapping>,
+}
+
+impl VarPass {
+    /// The variables that cross, from `from`.
+    pub fn apply(&self, from: &crate::Vars) -> crate::Vars {
+        let mut out = if self.all {
+            from.clone()
+        } else {
+            crate::Vars::new()
+        };
+        out.extend(mapped(&self.mappings, from));
+        out
+    }
 }
 
 /// A user task's attributes as written in the model (Flowable and Camunda 7
@@ -444,6 +499,8 @@ impl ElementKind {
             ElementKind::InclusiveGateway { .. } => "inclusiveGateway",
             ElementKind::TerminateEnd => "endEvent(terminate)",
             ElementKind::SubProcess { .. } => "subProcess",
+            ElementKind::EventSubProcess { .. } => "subProcess(event)",
+            ElementKind::CallActivity { .. } => "callActivity",
             ElementKind::ErrorEnd { .. } => "endEvent(error)",
             ElementKind::Escalation { end: true, .. } => "endEvent(escalation)",
             ElementKind::Escalation { end: false, .. } => "intermediateThrowEvent(escalation)",
@@ -456,6 +513,10 @@ impl ElementKind {
             ElementKind::ReceiveTask { message }
             | ElementKind::MessageCatch { message }
             | ElementKind::Boundary {
+                trigger: Trigger::Message { message },
+                ..
+            }
+            | ElementKind::EventSubProcess {
                 trigger: Trigger::Message { message },
                 ..
             } => Some(message),
@@ -617,6 +678,7 @@ impl Process {
             reach: Vec::new(),
             parent: Vec::new(),
             boundary_reach: Vec::new(),
+            event_subprocesses: Vec::new(),
         };
         p.build_index();
         p
@@ -633,12 +695,20 @@ impl Process {
         let n = self.elements.len();
         self.parent = vec![None; n];
         for (i, e) in self.elements.iter().enumerate() {
-            if let ElementKind::SubProcess { children, .. } = &e.kind {
+            if let ElementKind::SubProcess { children, .. }
+            | ElementKind::EventSubProcess { children, .. } = &e.kind
+            {
                 for &c in children.iter().filter(|&&c| c < n && c != i) {
                     self.parent[c] = Some(i);
                 }
             }
         }
+        self.event_subprocesses = (0..n)
+            .filter(|&i| {
+                matches!(self.elements[i].kind, ElementKind::EventSubProcess { .. })
+                    && self.parent[i].is_none()
+            })
+            .collect();
         self.reach = self.reach_sets();
         self.boundary_reach = (0..n)
             .map(|i| {
@@ -666,10 +736,19 @@ impl Process {
     fn successors(&self, v: usize) -> impl Iterator<Item = usize> + '_ {
         let n = self.elements.len();
         let el = &self.elements[v];
-        let start = match &el.kind {
-            ElementKind::SubProcess { start, .. } => Some(*start),
-            _ => None,
+        // into a subprocess at its start, and to its event subprocesses
+        // (listening from the moment it is entered)
+        let (start, inner): (Option<usize>, &[usize]) = match &el.kind {
+            ElementKind::SubProcess { start, children } => (Some(*start), children),
+            ElementKind::EventSubProcess { start, .. } => (Some(*start), &[]),
+            _ => (None, &[]),
         };
+        let listeners = inner.iter().copied().filter(move |&c| {
+            matches!(
+                self.elements.get(c).map(|e| &e.kind),
+                Some(ElementKind::EventSubProcess { .. })
+            )
+        });
         // the first enclosing subprocess that has outgoing flows
         let mut exit = None;
         if el.outgoing.is_empty() {
@@ -696,6 +775,7 @@ impl Process {
         flows_of(v)
             .chain(el.boundaries.iter().copied())
             .chain(start)
+            .chain(listeners)
             .chain(exit.into_iter().flat_map(flows_of))
             .filter(move |&t| t < n)
     }
@@ -703,6 +783,30 @@ impl Process {
     /// The embedded subprocess element `idx` is directly inside, if any.
     pub fn parent_of(&self, idx: usize) -> Option<usize> {
         self.parent.get(idx).copied().flatten()
+    }
+
+    /// The event subprocesses of a scope: of the process (`None`), or directly
+    /// inside subprocess or event subprocess `container`.
+    pub fn event_subprocesses_of(&self, container: Option<usize>) -> Vec<usize> {
+        let Some(c) = container else {
+            return self.event_subprocesses.clone();
+        };
+        match self.elements.get(c).map(|e| &e.kind) {
+            Some(
+                ElementKind::SubProcess { children, .. }
+                | ElementKind::EventSubProcess { children, .. },
+            ) => children
+                .iter()
+                .copied()
+                .filter(|&i| {
+                    matches!(
+                        self.elements.get(i).map(|e| &e.kind),
+                        Some(ElementKind::EventSubProcess { .. })
+                    )
+                })
+                .collect(),
+            _ => Vec::new(),
+        }
     }
 
     /// Message names waited for at or downstream of each element, in time linear

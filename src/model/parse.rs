@@ -364,7 +364,6 @@ fn build_tree(file: &str, xml: &str) -> Result<Node, ParseError> {
 
 /// Flow nodes the engine does not execute (yet): refused at deploy.
 const UNSUPPORTED_NODES: &[&str] = &[
-    "callActivity",
     "transaction",
     "adHocSubProcess",
     "complexGateway",
@@ -810,6 +809,17 @@ fn not_run_as_written(p: &Node, proc: &Process, out: &mut Vec<Warning>) {
                     "{attr} '{v}' is not run: the task waits as a job on topic '{topic}' for a handler or worker"
                 ),
             ),
+            (ElementKind::CallActivity { process, .. }, _)
+                if n.attr("calledElementBinding").map(str::trim) == Some("deployment")
+                    || is_true(n.attr("sameDeployment")) =>
+            {
+                warn(
+                    n,
+                    format!(
+                        "calls the latest deployed version of '{process}', not the one deployed with this file"
+                    ),
+                )
+            }
             (
                 ElementKind::Delegated {
                     topic,
@@ -908,22 +918,124 @@ fn event_definitions(node: &Node) -> Vec<&Node> {
         .collect()
 }
 
+/// A call activity as the vendors write it: the called process
+/// (`calledElement`, Zeebe `calledElement processId`), the version
+/// (`camunda:calledElementBinding="version"` with `calledElementVersion`,
+/// else the latest), and the variables in and out (`camunda:in`/`out`,
+/// `flowable:in`/`out` with `variables="all"` or `source`/`sourceExpression`
+/// and `target`; `flowable:inheritVariables`; Zeebe
+/// `propagateAllParentVariables` / `propagateAllChildVariables`). Without any
+/// of them every variable goes in and comes back out.
+fn call_activity(n: &Node) -> Result<ElementKind, String> {
+    let zeebe = extension(n, "calledElement");
+    let raw = n
+        .attr("calledElement")
+        .or_else(|| zeebe.and_then(|z| z.attr("processId")))
+        .map(str::trim)
+        .filter(|r| !r.is_empty())
+        .ok_or(
+            "call activity names no process: set calledElement (or zeebe:calledElement processId)",
+        )?;
+    let process = match raw.strip_prefix('=').map(str::trim) {
+        Some(feel) => feel
+            .strip_prefix('"')
+            .and_then(|f| f.strip_suffix('"'))
+            .map(str::to_string)
+            .ok_or_else(|| format!("called process given by the expression '{raw}': name the process id in the model"))?,
+        None if raw.contains("${") || raw.contains("#{") => {
+            return Err(format!(
+                "called process given by the expression '{raw}': name the process id in the model"
+            ));
+        }
+        None => raw.to_string(),
+    };
+    if n.attr("calledElementType")
+        .is_some_and(|t| t.trim() == "id")
+    {
+        return Err("flowable:calledElementType=\"id\" names a deployed definition id: name the process key instead".into());
+    }
+    let version = match n.attr("calledElementBinding").map(str::trim) {
+        None | Some("latest") | Some("deployment") => None,
+        Some("version") => {
+            let v = n.attr("calledElementVersion").map(str::trim).unwrap_or("");
+            Some(v.parse::<u32>().ok().filter(|&v| v > 0).ok_or_else(|| {
+                format!("calledElementBinding=\"version\" needs calledElementVersion as a version number, not '{v}'")
+            })?)
+        }
+        Some(other) => {
+            return Err(format!(
+                "calledElementBinding '{other}' is not supported: use latest, deployment or version"
+            ));
+        }
+    };
+    let mut inputs = super::VarPass::default();
+    let mut outputs = super::VarPass::default();
+    let (mut any_in, mut any_out) = (false, false);
+    for c in n
+        .child("extensionElements")
+        .map(|x| x.children.as_slice())
+        .unwrap_or_default()
+    {
+        let pass = match c.name.as_str() {
+            "in" => {
+                any_in = true;
+                &mut inputs
+            }
+            "out" => {
+                any_out = true;
+                &mut outputs
+            }
+            _ => continue,
+        };
+        if c.attr("variables").is_some_and(|v| v.trim() == "all") {
+            pass.all = true;
+            continue;
+        }
+        let target = c.attr("target").map(str::trim).unwrap_or("");
+        let source = match (c.attr("source"), c.attr("sourceExpression")) {
+            (Some(v), _) => variable_path(v).map(super::Source::Variable),
+            (None, Some(e)) => camunda_source(e),
+            // a business key passes to the child anyway
+            (None, None) if c.attr("businessKey").is_some() => continue,
+            (None, None) => None,
+        };
+        match (variable_path(target).filter(|t| !t.contains('.')), source) {
+            (Some(target), Some(source)) => pass.mappings.push(super::Mapping { target, source }),
+            _ => {
+                return Err(format!(
+                    "{} mapping to '{target}' cannot be applied: postfach maps plain variables, paths and constants",
+                    c.name
+                ));
+            }
+        }
+    }
+    let off = |v: Option<&str>| v.is_some_and(|v| v.trim().eq_ignore_ascii_case("false"));
+    inputs.all |= is_true(n.attr("inheritVariables"))
+        || (!any_in && !off(zeebe.and_then(|z| z.attr("propagateAllParentVariables"))));
+    outputs.all |= !any_out && !off(zeebe.and_then(|z| z.attr("propagateAllChildVariables")));
+    Ok(ElementKind::CallActivity {
+        process,
+        version,
+        inputs,
+        outputs,
+    })
+}
+
 /// Whether `n` is an event subprocess (`triggeredByEvent="true"`).
 fn event_subprocess(n: &Node) -> bool {
     n.name == "subProcess" && is_true(n.attr("triggeredByEvent"))
 }
 
-/// The children of a process and of its embedded subprocesses, depth first
-/// (a subprocess before its own children), each with the subprocess node it
-/// is directly inside (`None` at the process level). Event subprocesses are
-/// not entered: they are refused as a whole.
+/// The children of a process and of its subprocesses (embedded and event
+/// subprocesses), depth first (a subprocess before its own children), each
+/// with the subprocess node it is directly inside (`None` at the process level).
 fn scope_tree(p: &Node) -> Vec<(&Node, Option<&Node>)> {
     let mut out = Vec::new();
     let mut stack: Vec<(&Node, Option<&Node>)> =
         p.children.iter().rev().map(|c| (c, None)).collect();
     while let Some((n, parent)) = stack.pop() {
         out.push((n, parent));
-        if n.name == "subProcess" && !event_subprocess(n) {
+        if n.name == "subProcess" {
             stack.extend(n.children.iter().rev().map(|c| (c, Some(n))));
         }
     }
@@ -998,6 +1110,8 @@ fn process(
         )
     };
     let tree = scope_tree(p);
+    // event subprocess id → (trigger, interrupting), from its start event
+    let mut esp_starts: HashMap<String, (Trigger, bool)> = HashMap::new();
     // per kept element: the id of the subprocess it is directly inside
     let mut parent_ids: Vec<Option<String>> = Vec::new();
     for &(n, container) in &tree {
@@ -1006,16 +1120,75 @@ fn process(
             refuse(unsupported, n, name.to_string());
             continue;
         }
-        if event_subprocess(n) {
-            refuse(
-                unsupported,
-                n,
-                "subProcess with triggeredByEvent=\"true\" (event subprocess)".into(),
-            );
-            continue;
-        }
         let evdefs = event_definitions(n);
         let kind = match name {
+            // the start event of an event subprocess: its event starts the
+            // event subprocess, which keeps the trigger
+            "startEvent" if container.is_some_and(event_subprocess) => {
+                let interrupting = !matches!(n.attr("isInterrupting"), Some(v) if v.trim().eq_ignore_ascii_case("false"));
+                let trigger = match evdefs.as_slice() {
+                    [d] if d.name == "messageEventDefinition" => {
+                        let Some((message, key)) = message_of(d) else {
+                            issues.push(no_message(n));
+                            continue;
+                        };
+                        let key = key.or_else(|| model_key(n)).or_else(|| model_key(d));
+                        catches.push((message.clone(), n.id(), n.line, key));
+                        Trigger::Message { message }
+                    }
+                    [d] if d.name == "timerEventDefinition" => {
+                        match timer_of(d, defs.quartz_weekdays) {
+                            Ok(t) => Trigger::Timer(t),
+                            Err(message) => {
+                                issues.push(issue(n, message));
+                                continue;
+                            }
+                        }
+                    }
+                    [d] if d.name == "signalEventDefinition" => {
+                        let Some(signal) = defs.signal_of(d) else {
+                            issues.push(no_signal(n));
+                            continue;
+                        };
+                        Trigger::Signal { signal }
+                    }
+                    [d] if d.name == "errorEventDefinition" => {
+                        if !interrupting {
+                            issues.push(issue(n, "an error start event always interrupts: isInterrupting=\"false\" is not allowed on it".into()));
+                        }
+                        Trigger::Error {
+                            code: error_code(d),
+                        }
+                    }
+                    [d] if d.name == "escalationEventDefinition" => Trigger::Escalation {
+                        code: escalation_code(d),
+                    },
+                    [d] => {
+                        refuse(
+                            unsupported,
+                            n,
+                            format!("startEvent with {} in an event subprocess", d.name),
+                        );
+                        continue;
+                    }
+                    [] => {
+                        issues.push(issue(n, "the start event of an event subprocess needs a message, timer, signal, error or escalation definition".into()));
+                        continue;
+                    }
+                    _ => {
+                        refuse(
+                            unsupported,
+                            n,
+                            "startEvent with several event definitions".into(),
+                        );
+                        continue;
+                    }
+                };
+                if let Some(c) = container {
+                    esp_starts.insert(c.id(), (trigger, interrupting));
+                }
+                ElementKind::NoneStart
+            }
             "startEvent" | "endEvent" | "intermediateCatchEvent" | "intermediateThrowEvent" => {
                 if evdefs.len() > 1 {
                     refuse(
@@ -1168,9 +1341,22 @@ fn process(
             }
             "parallelGateway" => ElementKind::ParallelGateway,
             // its start and children are filled in once every element has its index
+            "subProcess" if event_subprocess(n) => ElementKind::EventSubProcess {
+                start: usize::MAX,
+                children: Vec::new(),
+                trigger: Trigger::Error { code: None },
+                interrupting: true,
+            },
             "subProcess" => ElementKind::SubProcess {
                 start: usize::MAX,
                 children: Vec::new(),
+            },
+            "callActivity" => match call_activity(n) {
+                Ok(kind) => kind,
+                Err(message) => {
+                    issues.push(issue(n, message));
+                    continue;
+                }
             },
             "task" => ElementKind::Task { manual: false },
             "manualTask" => ElementKind::Task { manual: true },
@@ -1356,15 +1542,19 @@ fn process(
         .collect();
     for (i, parent) in parents.iter().enumerate() {
         if let Some(sp) = *parent
-            && let ElementKind::SubProcess { children, .. } = &mut elements[sp].kind
+            && let ElementKind::SubProcess { children, .. }
+            | ElementKind::EventSubProcess { children, .. } = &mut elements[sp].kind
         {
             children.push(i);
         }
     }
     for (i, n) in flow_nodes.iter().enumerate() {
-        let ElementKind::SubProcess { children, .. } = &elements[i].kind else {
+        let (ElementKind::SubProcess { children, .. }
+        | ElementKind::EventSubProcess { children, .. }) = &elements[i].kind
+        else {
             continue;
         };
+        let is_event = matches!(elements[i].kind, ElementKind::EventSubProcess { .. });
         let starts: Vec<usize> = children
             .iter()
             .copied()
@@ -1378,6 +1568,21 @@ fn process(
             })
             .collect();
         match starts.as_slice() {
+            [s] if is_event => {
+                let s = *s;
+                // a start event whose definition was refused has no trigger:
+                // its issue is reported already
+                if let Some((t, intr)) = esp_starts.remove(&n.id())
+                    && let ElementKind::EventSubProcess {
+                        start,
+                        trigger,
+                        interrupting,
+                        ..
+                    } = &mut elements[i].kind
+                {
+                    (*start, *trigger, *interrupting) = (s, t, intr);
+                }
+            }
             [s] if elements[*s].kind == ElementKind::NoneStart => {
                 let s = *s;
                 if let ElementKind::SubProcess { start, .. } = &mut elements[i].kind {
@@ -1392,6 +1597,11 @@ fn process(
                     elements[*s].kind.label()
                 ),
             )),
+            [] if is_event => issues.push(issue(
+                n,
+                "event subprocess has no start event: give it one with the event that starts it"
+                    .into(),
+            )),
             [] => issues.push(issue(
                 n,
                 "embedded subprocess has no start event: give it one none start event".into(),
@@ -1399,7 +1609,12 @@ fn process(
             _ => issues.push(issue(
                 n,
                 format!(
-                    "embedded subprocess has {} start events: give it exactly one none start event",
+                    "{} has {} start events: give it exactly one",
+                    if is_event {
+                        "event subprocess"
+                    } else {
+                        "embedded subprocess"
+                    },
                     starts.len()
                 ),
             )),
@@ -1408,7 +1623,7 @@ fn process(
     let mut flows = Vec::new();
     let scope_flows = tree
         .iter()
-        .filter(|(n, _)| n.name == "subProcess" && !event_subprocess(n))
+        .filter(|(n, _)| n.name == "subProcess")
         .flat_map(|(n, _)| n.children.iter().map(move |c| (c, Some(n.id()))));
     let all_flows = p
         .children
@@ -1455,6 +1670,21 @@ fn process(
             });
             continue;
         }
+        if let Some(e) = [s, t]
+            .into_iter()
+            .find(|&e| matches!(elements[e].kind, ElementKind::EventSubProcess { .. }))
+        {
+            issues.push(Issue {
+                id,
+                line: f.line,
+                message: format!(
+                    "sequence flow touches event subprocess '{}': an event subprocess is started by its event, not by a flow",
+                    elements[e].id
+                ),
+                missing_key_for: None,
+            });
+            continue;
+        }
         let condition = match f
             .child("conditionExpression")
             .map(|c| c.text.trim())
@@ -1495,9 +1725,12 @@ fn process(
                             trigger: Trigger::Escalation { .. },
                             ..
                         }
-                    ) && !matches!(elements[h].kind, ElementKind::SubProcess { .. }) =>
+                    ) && !matches!(
+                        elements[h].kind,
+                        ElementKind::SubProcess { .. } | ElementKind::CallActivity { .. }
+                    ) =>
                 {
-                    issues.push(issue(n, format!("escalation boundary event on '{host_id}', which is not a subprocess: only what runs inside a subprocess can escalate")));
+                    issues.push(issue(n, format!("escalation boundary event on '{host_id}', which is not a subprocess or call activity: only what runs inside one can escalate")));
                 }
                 Some(h) if parents[h] != parents[i] => {
                     issues.push(issue(n, format!("attachedToRef '{host_id}' is in another scope: a boundary event sits beside its activity, in the same process or subprocess")));
@@ -1512,6 +1745,7 @@ fn process(
                             | ElementKind::Publish { .. }
                             | ElementKind::ReceiveTask { .. }
                             | ElementKind::SubProcess { .. }
+                            | ElementKind::CallActivity { .. }
                     ) =>
                 {
                     // one subscription per (host, signal): two boundary events for
@@ -1561,7 +1795,7 @@ fn process(
                     }
                     elements[h].boundaries.push(i);
                 }
-                _ => issues.push(issue(n, format!("attachedToRef '{host_id}' is not a service, script, business-rule, user, send or receive task or an embedded subprocess of this process"))),
+                _ => issues.push(issue(n, format!("attachedToRef '{host_id}' is not a service, script, business-rule, user, send or receive task, an embedded subprocess or a call activity of this process"))),
             }
         }
         if elements[i].kind == ElementKind::EventGateway {

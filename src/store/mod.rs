@@ -256,6 +256,11 @@ pub enum Wait {
     /// `scope` is its id run inside; it holds the subprocess's boundary events
     /// and leaves when the last of them has ended.
     Scope,
+    /// A call activity: waits for the child instance it started.
+    Child {
+        /// The child instance's id.
+        instance: u64,
+    },
 }
 
 /// A token at rest. Between transactions every live token rests somewhere.
@@ -304,42 +309,59 @@ pub struct InstanceRecord {
     pub cancelled: bool,
     /// (message, key) pairs registered in `expect`.
     pub expects: Vec<(String, String)>,
+    /// The instance and token of the call activity that started this one
+    /// (stored in the record's tail, see [`encode_instance`]).
+    #[serde(skip)]
+    pub called_by: Option<(u64, u64)>,
 }
 
-/// What an instance record carries after its format-1 body: the scope of
-/// each token, in token order (absent when every token runs in the process
-/// itself).
-#[derive(Debug, Default, Serialize, Deserialize)]
-struct InstanceTail {
-    scopes: Vec<u64>,
+/// One thing an instance record carries after its format-1 body (see
+/// [`encode_instance`]). Variants are encoded by position: new ones go last,
+/// and a build that does not know one refuses the record.
+#[derive(Debug, Serialize, Deserialize)]
+enum TailField {
+    /// The scope of each token, in token order.
+    Scopes(Vec<u64>),
+    /// The call activity that started this instance: (instance, token).
+    CalledBy(u64, u64),
 }
 
 /// An instance record's bytes: format 1 when every token runs in the process
-/// itself, else with the token scopes in its tail ([`codec::TAILED_VERSION`]).
+/// itself and no call activity started it, else with what it has of these in
+/// its tail ([`codec::TAILED_VERSION`]).
 pub(crate) fn encode_instance(rec: &InstanceRecord) -> Result<Vec<u8>, CodecError> {
-    let tail = rec
-        .tokens
-        .iter()
-        .any(|t| t.scope != 0)
-        .then(|| InstanceTail {
-            scopes: rec.tokens.iter().map(|t| t.scope).collect(),
-        });
-    codec::encode_tailed(rec, tail.as_ref())
+    let mut tail = Vec::new();
+    if rec.tokens.iter().any(|t| t.scope != 0) {
+        tail.push(TailField::Scopes(
+            rec.tokens.iter().map(|t| t.scope).collect(),
+        ));
+    }
+    if let Some((i, t)) = rec.called_by {
+        tail.push(TailField::CalledBy(i, t));
+    }
+    codec::encode_tailed(rec, (!tail.is_empty()).then_some(&tail))
 }
 
 /// Reads [`encode_instance`]'s bytes: every instance record is read here.
 pub(crate) fn decode_instance(bytes: &[u8]) -> Result<InstanceRecord, CodecError> {
-    let (mut rec, tail): (InstanceRecord, InstanceTail) = codec::decode_tailed(bytes)?;
-    if !tail.scopes.is_empty() && tail.scopes.len() != rec.tokens.len() {
-        return Err(CodecError::Decode(format!(
-            "instance {}: {} token scopes for {} tokens",
-            rec.id,
-            tail.scopes.len(),
-            rec.tokens.len()
-        )));
-    }
-    for (t, s) in rec.tokens.iter_mut().zip(tail.scopes) {
-        t.scope = s;
+    let (mut rec, tail): (InstanceRecord, Vec<TailField>) = codec::decode_tailed(bytes)?;
+    for field in tail {
+        match field {
+            TailField::Scopes(scopes) => {
+                if scopes.len() != rec.tokens.len() {
+                    return Err(CodecError::Decode(format!(
+                        "instance {}: {} token scopes for {} tokens",
+                        rec.id,
+                        scopes.len(),
+                        rec.tokens.len()
+                    )));
+                }
+                for (t, s) in rec.tokens.iter_mut().zip(scopes) {
+                    t.scope = s;
+                }
+            }
+            TailField::CalledBy(i, t) => rec.called_by = Some((i, t)),
+        }
     }
     Ok(rec)
 }
@@ -500,6 +522,40 @@ pub struct MessageRecord {
     /// Free text: the error of a malformed payload, or why it was discarded.
     pub note: Option<String>,
     pub requeues: u32,
+    /// Of an ambiguous message: every (instance, element) that waited for
+    /// it (stored in the record's tail, see [`encode_message`]).
+    #[serde(skip)]
+    pub candidate_elements: Vec<(u64, String)>,
+}
+
+/// One thing a message record carries after its format-1 body. Variants are
+/// encoded by position: new ones go last.
+#[derive(Debug, Serialize, Deserialize)]
+enum MessageField {
+    /// Every (instance, element) an ambiguous message was open at.
+    CandidateElements(Vec<(u64, String)>),
+}
+
+/// A message record's bytes: format 1, with a tail
+/// ([`codec::TAILED_VERSION`]) only when it names candidate elements.
+pub(crate) fn encode_message(rec: &MessageRecord) -> Result<Vec<u8>, CodecError> {
+    let tail = (!rec.candidate_elements.is_empty()).then(|| {
+        vec![MessageField::CandidateElements(
+            rec.candidate_elements.clone(),
+        )]
+    });
+    codec::encode_tailed(rec, tail.as_ref())
+}
+
+/// Reads [`encode_message`]'s bytes: every message record is read here.
+pub(crate) fn decode_message(bytes: &[u8]) -> Result<MessageRecord, CodecError> {
+    let (mut rec, tail): (MessageRecord, Vec<MessageField>) = codec::decode_tailed(bytes)?;
+    for field in tail {
+        match field {
+            MessageField::CandidateElements(c) => rec.candidate_elements = c,
+        }
+    }
+    Ok(rec)
 }
 
 /// What a job does when it runs.
@@ -646,7 +702,13 @@ macro_rules! plain_record {
         }
     )*};
 }
-plain_record!(MessageRecord, JobRecord, TaskRecord);
+impl Record for MessageRecord {
+    fn from_bytes(bytes: &[u8]) -> Result<Self, CodecError> {
+        decode_message(bytes)
+    }
+}
+
+plain_record!(JobRecord, TaskRecord);
 
 /// Reads a record from a u64-keyed table.
 pub(crate) fn get_record<T: Record>(

@@ -418,7 +418,7 @@ impl<'t> Tables<'t> {
             *gauges.entry(stat_key(kind, p, *v, &j.element)).or_default() += 1;
         }
         for row in self.messages.iter()? {
-            let m: MessageRecord = codec::decode(row?.1.value())?;
+            let m = super::decode_message(row?.1.value())?;
             match m.state {
                 MessageState::Buffered => {
                     *gauges
@@ -467,7 +467,7 @@ impl<'t> Tables<'t> {
         }
         let mut rows = Vec::new();
         for row in self.messages.iter()? {
-            let m: MessageRecord = codec::decode(row?.1.value())?;
+            let m = super::decode_message(row?.1.value())?;
             for inst in message_instances(&m) {
                 rows.push((inst, m.seq));
             }
@@ -725,7 +725,7 @@ impl<'t> Tables<'t> {
             Some(_) => {}
         }
         self.messages
-            .insert(rec.seq, codec::encode(rec)?.as_slice())?;
+            .insert(rec.seq, super::encode_message(rec)?.as_slice())?;
         self.message_rows.insert(rec.seq, Some(new));
         Ok(())
     }
@@ -1210,6 +1210,7 @@ mod tests {
             settled_at: None,
             note: None,
             requeues: 0,
+            candidate_elements: Vec::new(),
         }
     }
 
@@ -1257,6 +1258,7 @@ mod tests {
             ended_at: None,
             cancelled: false,
             expects: Vec::new(),
+            called_by: None,
         }
     }
 

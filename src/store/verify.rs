@@ -18,7 +18,7 @@ pub(crate) fn verify(r: &ReadTransaction, waits: bool) -> Result<Vec<String>, St
     let mut want = Rows::default();
 
     for row in r.open_table(MESSAGES)?.iter()? {
-        let m: MessageRecord = codec::decode(row?.1.value())?;
+        let m = super::decode_message(row?.1.value())?;
         want.dedup
             .insert((m.message_id.clone(), m.name.clone(), m.seq, m.accepted_at));
         if m.state == MessageState::Buffered {
@@ -147,7 +147,8 @@ pub(crate) fn verify(r: &ReadTransaction, waits: bool) -> Result<Vec<String>, St
                 | Wait::Timer { .. }
                 | Wait::Join { .. }
                 | Wait::Incident { .. }
-                | Wait::Scope => {}
+                | Wait::Scope
+                | Wait::Child { .. } => {}
             }
         }
     }
@@ -188,7 +189,8 @@ pub(crate) fn verify(r: &ReadTransaction, waits: bool) -> Result<Vec<String>, St
                 | Wait::Join { .. }
                 | Wait::Incident { .. }
                 | Wait::Task { .. }
-                | Wait::Scope => {}
+                | Wait::Scope
+                | Wait::Child { .. } => {}
             }
             owned_jobs.extend(jobs.into_iter().map(|j| (j, i.id, t.id)));
         }
@@ -216,6 +218,43 @@ pub(crate) fn verify(r: &ReadTransaction, waits: bool) -> Result<Vec<String>, St
                         }
                     }
                     _ => {}
+                }
+            }
+        }
+    }
+
+    // a waiting call activity and its active child name each other
+    let mut links: std::collections::HashMap<u64, InstanceRecord> = Default::default();
+    for row in r.open_table(INSTANCES)?.iter()? {
+        let i = super::decode_instance(row?.1.value())?;
+        links.insert(i.id, i);
+    }
+    for i in links.values() {
+        if i.ended_at.is_none()
+            && let Some((pi, pt)) = i.called_by
+        {
+            let waits = links.get(&pi).is_some_and(|p| {
+                p.tokens
+                    .iter()
+                    .any(|t| t.id == pt && t.wait == (Wait::Child { instance: i.id }))
+            });
+            if !waits {
+                problems.push(format!(
+                    "calls: active instance {} was called by instance {pi} token {pt}, which does not wait for it",
+                    i.id
+                ));
+            }
+        }
+        for t in &i.tokens {
+            if let Wait::Child { instance } = t.wait {
+                let ok = links
+                    .get(&instance)
+                    .is_some_and(|c| c.ended_at.is_none() && c.called_by == Some((i.id, t.id)));
+                if !ok {
+                    problems.push(format!(
+                        "calls: instance {} token {} waits for instance {instance}, which is not its active child",
+                        i.id, t.id
+                    ));
                 }
             }
         }
@@ -511,7 +550,7 @@ impl MemoryStore {
         let t = r.open_table(MESSAGES).expect("messages");
         t.iter()
             .expect("scan")
-            .map(|row| codec::decode(row.expect("row").1.value()).expect("record"))
+            .map(|row| super::decode_message(row.expect("row").1.value()).expect("record"))
             .collect()
     }
 

@@ -1,0 +1,199 @@
+//! Event subprocesses: while a scope (the process, a subprocess, an event
+//! subprocess) is active, each message, timer or signal event subprocess of
+//! it has a listener token resting at the event subprocess with the matching
+//! wait; an error or escalation event subprocess needs none (a throw finds it,
+//! `throws`). When its event comes, an occurrence token enters the event
+//! subprocess as its scope; an interrupting one first withdraws everything
+//! else in the enclosing scope (the listener with it), a non-interrupting one
+//! leaves the listener listening.
+//!
+//! Invariant: listeners do not keep a scope alive — a scope whose last other
+//! token has ended completes and its listeners stop (`end_token`,
+//! `scope_done`); a listener's registrations are removed by `cancel_wait`
+//! like any wait.
+
+use super::flow::is_listener;
+use super::*;
+
+impl<'a, 't> Engine<'a, 't> {
+    /// The scope held by `holder` (0: the process) at `container` (`None`: the
+    /// process) begins: a listener token for each of its message, timer and
+    /// signal event subprocesses, armed when its step runs.
+    pub(super) fn open_listeners(&mut self, inst: u64, holder: u64, container: Option<usize>) {
+        let p = self.proc_of(inst);
+        for esp in p.event_subprocesses_of(container) {
+            let ElementKind::EventSubProcess { trigger, .. } = &p.at(esp).kind else {
+                continue;
+            };
+            match trigger {
+                Trigger::Message { .. } | Trigger::Timer(_) | Trigger::Signal { .. } => {
+                    let listener = self.new_token(inst, &p.at(esp).id, holder);
+                    self.queue.push_back(Step::Execute {
+                        inst,
+                        token: listener,
+                        element: esp,
+                    });
+                }
+                // started by a throw inside the scope: nothing to listen for
+                Trigger::Error { .. } | Trigger::Escalation { .. } => {}
+            }
+        }
+    }
+
+    /// A listener token at event subprocess `idx` opens its wait: a message
+    /// subscription under the instance's key (a buffered message is taken at
+    /// once: one by an interrupting listener, every one by a non-interrupting
+    /// one), a timer job, or a signal subscription.
+    pub(super) fn arm_listener(&mut self, inst: u64, token: u64, idx: usize) -> R<()> {
+        let p = self.proc_of(inst);
+        let el = p.at(idx);
+        let ElementKind::EventSubProcess {
+            trigger,
+            interrupting,
+            ..
+        } = &el.kind
+        else {
+            return Ok(());
+        };
+        match trigger {
+            Trigger::Message { message } => {
+                let key = match p.correlation_key(message, &self.inst(inst).variables) {
+                    Ok(key) => key,
+                    Err(var) => {
+                        let error = format!(
+                            "correlation key variable '{var}' of message '{message}' (event subprocess '{}') is not set: set the variable and add a token here again",
+                            el.id
+                        );
+                        self.incident(inst, token, &el.id, error);
+                        return Ok(());
+                    }
+                };
+                let wait = Wait::Message {
+                    name: message.clone(),
+                    key: key.clone(),
+                };
+                if *interrupting && let Some(seq) = self.t.oldest_buffered(message, &key)? {
+                    self.set_token(inst, token, &el.id, wait);
+                    return self.consume_buffered(seq, inst, token);
+                }
+                self.t.subscribe(message, &key, inst, token)?;
+                self.set_token(inst, token, &el.id, wait);
+                if !*interrupting {
+                    while let Some(seq) = self.t.oldest_buffered(message, &key)? {
+                        self.consume_buffered(seq, inst, token)?;
+                    }
+                }
+            }
+            Trigger::Timer(def) => {
+                let job = self.create_job_at(
+                    inst,
+                    token,
+                    &el.id,
+                    JobKind::Timer {
+                        repetitions_left: def.repetitions(),
+                    },
+                    def.first_due(self.now),
+                )?;
+                self.set_token(inst, token, &el.id, Wait::Timer { job });
+            }
+            Trigger::Signal { signal } => {
+                self.t.subscribe_signal(signal, inst, token)?;
+                self.set_token(
+                    inst,
+                    token,
+                    &el.id,
+                    Wait::Signal {
+                        name: signal.clone(),
+                    },
+                );
+            }
+            Trigger::Error { .. } | Trigger::Escalation { .. } => {
+                let error = format!(
+                    "event subprocess '{}' is started by an error or escalation thrown inside its scope, not by a token",
+                    el.id
+                );
+                self.incident(inst, token, &el.id, error);
+            }
+        }
+        Ok(())
+    }
+
+    /// The event subprocess `token` listens for, if it is a listener.
+    pub(super) fn listener_at(&mut self, inst: u64, token: u64) -> Option<usize> {
+        let p = self.proc_of(inst);
+        let t = self.inst(inst).tokens.iter().find(|t| t.id == token)?;
+        is_listener(&p, t).then(|| p.index_of(&t.element)).flatten()
+    }
+
+    /// The event of event subprocess `idx` came to listener `token` (a message,
+    /// a signal, a timer): it starts in the listener's scope; a
+    /// non-interrupting listener keeps listening. Returns the event
+    /// subprocess's id.
+    pub(super) fn listener_fires(
+        &mut self,
+        inst: u64,
+        token: u64,
+        idx: usize,
+        vars: &Vars,
+        event: &str,
+    ) -> R<String> {
+        let scope = self.scope_of(inst, token);
+        self.start_event_subprocess(inst, scope, idx, vars, event)
+    }
+
+    /// Event subprocess `idx` of `scope` starts: an interrupting one withdraws
+    /// every token of the scope first (listeners, and what runs in nested
+    /// scopes, included); then a new token enters it as its scope.
+    pub(super) fn start_event_subprocess(
+        &mut self,
+        inst: u64,
+        scope: u64,
+        idx: usize,
+        vars: &Vars,
+        event: &str,
+    ) -> R<String> {
+        let p = self.proc_of(inst);
+        let el = p.at(idx);
+        let ElementKind::EventSubProcess {
+            start,
+            interrupting,
+            ..
+        } = &el.kind
+        else {
+            return Ok(el.id.clone());
+        };
+        if *interrupting {
+            let others: Vec<u64> = self
+                .inst(inst)
+                .tokens
+                .iter()
+                .filter(|t| t.scope == scope)
+                .map(|t| t.id)
+                .collect();
+            for t in others {
+                self.interrupt(inst, t)?;
+            }
+        }
+        let occurrence = self.new_token(inst, &el.id, scope);
+        self.history(inst, &el.id, event);
+        self.complete_with(inst, idx, vars)?;
+        self.enter_scope(inst, occurrence, idx, *start);
+        Ok(el.id.clone())
+    }
+
+    /// The listeners of `scope` stop (it has ended).
+    pub(super) fn close_listeners(&mut self, inst: u64, scope: u64) -> R<()> {
+        let p = self.proc_of(inst);
+        let listeners: Vec<u64> = self
+            .inst(inst)
+            .tokens
+            .iter()
+            .filter(|t| t.scope == scope && is_listener(&p, t))
+            .map(|t| t.id)
+            .collect();
+        for l in listeners {
+            self.interrupt(inst, l)?;
+        }
+        Ok(())
+    }
+}

@@ -560,7 +560,7 @@ fn next_step(e: &Error) -> Option<String> {
                 active: 0,
                 ..
             } => Some(format!(
-                "start the subprocess first (postfach add-token {instance} {subprocess}), then place the token inside it"
+                "start the subprocess first (postfach add-token {instance} {subprocess}; an event subprocess starts by its event), then place the token inside it"
             )),
             E::NoSingleScope { instance, .. } => Some(format!(
                 "see its tokens with `postfach instance {instance}`: cancel the scopes you do not want first"

@@ -395,3 +395,47 @@ async fn a_call_activity_without_a_process_or_with_an_expression_is_refused() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn a_child_an_operator_cancels_stops_its_call_activity_at_an_incident() {
+    let env = Env::new();
+    deploy(&env, "kind.bpmn", &child(JOB)).await;
+    deploy(&env, "eltern.bpmn", &parent("", "")).await;
+    let id = start(&env, "A-10").await;
+    let kid = child_of(&env, id);
+    let token = view(&env, kid).tokens[0].token;
+    env.pf.cancel_token(kid, token).await.unwrap();
+    assert_eq!(env.state(kid), "cancelled");
+    assert_eq!(env.state(id), "incident");
+    assert!(
+        view(&env, id)
+            .incidents
+            .iter()
+            .any(|i| i.contains(&format!("called instance {kid} was cancelled"))),
+        "{:?}",
+        view(&env, id).incidents
+    );
+}
+
+#[tokio::test]
+async fn a_deployment_binding_calls_the_latest_version_and_says_so_at_deploy() {
+    let env = Env::new();
+    let report = env
+        .pf
+        .deploy_checked(
+            "eltern.bpmn",
+            &parent(r#"camunda:calledElementBinding="deployment""#, ""),
+            [("Storno".to_string(), "auftragId".to_string())].into(),
+            false,
+        )
+        .await
+        .unwrap();
+    assert!(
+        report
+            .warnings
+            .iter()
+            .any(|w| w.id == "aufruf" && w.message.contains("latest deployed version of 'kind'")),
+        "{:?}",
+        report.warnings
+    );
+}

@@ -98,24 +98,6 @@ fn child_of(env: &Env, parent: u64) -> u64 {
         .unwrap_or_else(|| panic!("{}", t.waits_for))
 }
 
-async fn complete(env: &Env, topic: &str, vars: postfach::Vars) -> usize {
-    let jobs = env.lock(topic, 100, "w", 60_000).await;
-    for j in &jobs {
-        env.pf
-            .complete_job(j.task.job, Some(j.lease_token), vars.clone())
-            .await
-            .expect("job completes");
-    }
-    jobs.len()
-}
-
-fn has(env: &Env, id: u64, element: &str, event: &str) -> bool {
-    view(env, id)
-        .history
-        .iter()
-        .any(|h| h.element == element && h.event == event)
-}
-
 #[tokio::test]
 async fn a_call_activity_runs_the_child_with_every_variable_and_takes_its_variables_back() {
     let env = Env::new();
@@ -132,7 +114,8 @@ async fn a_call_activity_runs_the_child_with_every_variable_and_takes_its_variab
     );
     assert_eq!(k.waiting_at, ["pruefen"]);
 
-    complete(&env, "pruefen", postfach::vars([("ergebnis", "ok".into())])).await;
+    env.complete_jobs("pruefen", postfach::vars([("ergebnis", "ok".into())]))
+        .await;
     assert_eq!(env.state(kid), "completed");
     assert_eq!(view(&env, id).waiting_at, ["danach"]);
     assert_eq!(
@@ -140,7 +123,11 @@ async fn a_call_activity_runs_the_child_with_every_variable_and_takes_its_variab
         "ok",
         "every variable comes back by default"
     );
-    assert!(has(&env, id, "aufruf", &format!("child_completed {kid}")));
+    assert!(has(
+        &env.history(id),
+        "aufruf",
+        &format!("child_completed {kid}")
+    ));
 }
 
 #[tokio::test]
@@ -160,8 +147,7 @@ async fn camunda_in_and_out_mappings_choose_what_crosses() {
         !k.variables.contains_key("auftragId"),
         "only the mapped variable goes in"
     );
-    complete(
-        &env,
+    env.complete_jobs(
         "pruefen",
         postfach::vars([("ergebnis", "ok".into()), ("intern", 1.into())]),
     )
@@ -196,7 +182,7 @@ async fn a_childs_uncaught_bpmn_error_reaches_the_call_activitys_boundary() {
         "the parent's call activity catches what the child throws"
     );
     assert_eq!(env.state(id), "completed");
-    assert!(has(&env, id, "fehler", "error_caught"));
+    assert!(has(&env.history(id), "fehler", "error_caught"));
     assert_eq!(
         env.state(kid),
         "cancelled",
@@ -222,7 +208,7 @@ async fn an_error_end_event_in_the_child_reaches_the_parent_too() {
     deploy(&env, "eltern.bpmn", &parent("", "")).await;
     let id = start(&env, "A-4").await;
     assert_eq!(env.state(id), "completed");
-    assert!(has(&env, id, "fehler", "error_caught"));
+    assert!(has(&env.history(id), "fehler", "error_caught"));
 }
 
 #[tokio::test]
@@ -238,7 +224,7 @@ async fn a_non_interrupting_escalation_from_the_child_branches_in_the_parent() {
     deploy(&env, "kind.bpmn", &xml).await;
     deploy(&env, "eltern.bpmn", &parent("", "")).await;
     let id = start(&env, "A-5").await;
-    assert!(has(&env, id, "meldung", "escalation_caught"));
+    assert!(has(&env.history(id), "meldung", "escalation_caught"));
     let kid = child_of(&env, id);
     assert_eq!(view(&env, kid).waiting_at, ["pruefen"], "the child goes on");
 }
@@ -264,7 +250,7 @@ async fn cancelling_the_call_activity_cancels_the_child_and_its_subscription() {
         .unwrap();
     assert_eq!(d.element.as_deref(), Some("storno"));
     assert_eq!(env.state(kid), "cancelled");
-    assert!(has(&env, kid, "kind", "cancelled_by_parent"));
+    assert!(has(&env.history(kid), "kind", "cancelled_by_parent"));
     let late = env
         .pf
         .publish(Publish {
@@ -369,7 +355,8 @@ async fn zeebe_propagate_all_child_variables_false_keeps_the_childs_variables_in
 </definitions>"#;
     deploy(&env, "eltern.bpmn", zeebe).await;
     let id = start(&env, "Z-1").await;
-    complete(&env, "pruefen", postfach::vars([("ergebnis", "ok".into())])).await;
+    env.complete_jobs("pruefen", postfach::vars([("ergebnis", "ok".into())]))
+        .await;
     let p = view(&env, id);
     assert_eq!(p.waiting_at, ["danach"]);
     assert!(!p.variables.contains_key("ergebnis"));

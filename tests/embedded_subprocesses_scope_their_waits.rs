@@ -83,42 +83,12 @@ fn message(name: &str, key: &str, id: &str) -> Publish {
     }
 }
 
-/// Completes every job of `topic` as a worker would; returns how many.
-async fn complete(env: &Env, topic: &str) -> usize {
-    let jobs = env.lock(topic, 100, "w", 60_000).await;
-    for j in &jobs {
-        env.pf
-            .complete_job(j.task.job, Some(j.lease_token), no_vars())
-            .await
-            .expect("job completes");
-    }
-    jobs.len()
-}
-
-fn sorted(mut v: Vec<String>) -> Vec<String> {
-    v.sort();
-    v
-}
-
-fn history(env: &Env, inst: u64) -> Vec<(String, String)> {
-    env.pf
-        .reader()
-        .unwrap()
-        .instance(inst)
-        .unwrap()
-        .unwrap()
-        .history
-        .into_iter()
-        .map(|h| (h.element, h.event))
-        .collect()
-}
-
 #[tokio::test]
 async fn a_subprocess_runs_inside_its_scope_and_moves_on_when_its_last_token_ends() {
     let env = Env::new();
     deploy(&env, true).await;
     let id = env.start_keyed("auftrag", "A-1").await;
-    assert_eq!(complete(&env, "vorbereiten").await, 1);
+    assert_eq!(env.complete_jobs("vorbereiten", no_vars()).await, 1);
     assert_eq!(
         sorted(env.waiting_at(id)),
         ["lieferung", "pruefen", "wareneingang"],
@@ -140,7 +110,7 @@ async fn a_subprocess_runs_inside_its_scope_and_moves_on_when_its_last_token_end
         );
     }
 
-    assert_eq!(complete(&env, "pruefen").await, 1);
+    assert_eq!(env.complete_jobs("pruefen", no_vars()).await, 1);
     assert_eq!(
         sorted(env.waiting_at(id)),
         ["join", "lieferung", "wareneingang"]
@@ -155,7 +125,7 @@ async fn a_subprocess_runs_inside_its_scope_and_moves_on_when_its_last_token_end
         (Outcome::Correlated, Some("wareneingang"))
     );
     assert_eq!(env.state(id), "completed");
-    let h = history(&env, id);
+    let h = env.history(id);
     let pos = |e: &str, ev: &str| {
         h.iter()
             .position(|(a, b)| a == e && b == ev)
@@ -196,7 +166,7 @@ async fn a_message_for_a_catch_point_two_steps_ahead_inside_a_subprocess_is_buff
         Outcome::Buffered,
         "the instance can still reach the receive task inside the subprocess"
     );
-    assert_eq!(complete(&env, "vorbereiten").await, 1);
+    assert_eq!(env.complete_jobs("vorbereiten", no_vars()).await, 1);
     assert_eq!(
         sorted(env.waiting_at(id)),
         ["join", "lieferung", "pruefen"],
@@ -211,7 +181,7 @@ async fn an_interrupting_message_boundary_cancels_the_subprocess_with_its_inner_
     let env = Env::new();
     deploy(&env, true).await;
     let id = env.start_keyed("auftrag", "A-3").await;
-    complete(&env, "vorbereiten").await;
+    env.complete_jobs("vorbereiten", no_vars()).await;
     let jobs: Vec<String> = env.jobs().into_iter().map(|j| j.element).collect();
     assert_eq!(sorted(jobs), ["frist", "pruefen"]);
 
@@ -229,7 +199,10 @@ async fn an_interrupting_message_boundary_cancels_the_subprocess_with_its_inner_
         env.jobs().is_empty(),
         "the inner job and the subprocess's timer went with the scope"
     );
-    assert!(history(&env, id).contains(&("lieferung".into(), "scope_cancelled".into())));
+    assert!(
+        env.history(id)
+            .contains(&("lieferung".into(), "scope_cancelled".into()))
+    );
     // the receive task inside is no longer subscribed: its message is late now
     let late = env
         .pf
@@ -249,7 +222,7 @@ async fn a_non_interrupting_message_boundary_branches_and_the_subprocess_runs_on
     let env = Env::new();
     deploy(&env, false).await;
     let id = env.start_keyed("auftrag", "A-4").await;
-    complete(&env, "vorbereiten").await;
+    env.complete_jobs("vorbereiten", no_vars()).await;
     for n in 1..=2 {
         let d = env
             .pf
@@ -263,7 +236,7 @@ async fn a_non_interrupting_message_boundary_branches_and_the_subprocess_runs_on
         ["lieferung", "pruefen", "wareneingang"],
         "both branches ended at storniert; the scope is untouched"
     );
-    complete(&env, "pruefen").await;
+    env.complete_jobs("pruefen", no_vars()).await;
     env.pf
         .publish(message("Lieferung", "A-4", "l-4"))
         .await
@@ -276,11 +249,14 @@ async fn a_timer_boundary_on_the_subprocess_cancels_everything_inside() {
     let env = Env::new();
     deploy(&env, true).await;
     let id = env.start_keyed("auftrag", "A-5").await;
-    complete(&env, "vorbereiten").await;
+    env.complete_jobs("vorbereiten", no_vars()).await;
     env.advance(Duration::from_secs(2 * 3600 + 1));
     env.pf.run_continuations(100).await.unwrap();
     assert_eq!(env.state(id), "completed");
-    assert!(history(&env, id).contains(&("verspaetet".into(), "completed".into())));
+    assert!(
+        env.history(id)
+            .contains(&("verspaetet".into(), "completed".into()))
+    );
     assert!(env.jobs().is_empty());
 }
 
@@ -289,7 +265,7 @@ async fn a_bpmn_error_from_a_task_inside_reaches_the_subprocess_boundary() {
     let env = Env::new();
     deploy(&env, true).await;
     let id = env.start_keyed("auftrag", "A-6").await;
-    complete(&env, "vorbereiten").await;
+    env.complete_jobs("vorbereiten", no_vars()).await;
     let job = env.lock("pruefen", 1, "w", 60_000).await.remove(0);
     let caught = env
         .pf
@@ -307,7 +283,10 @@ async fn a_bpmn_error_from_a_task_inside_reaches_the_subprocess_boundary() {
         "the subprocess's error boundary catches what its task throws"
     );
     assert_eq!(env.state(id), "completed");
-    assert!(history(&env, id).contains(&("gescheitert".into(), "completed".into())));
+    assert!(
+        env.history(id)
+            .contains(&("gescheitert".into(), "completed".into()))
+    );
     assert!(env.jobs().is_empty());
     let late = env
         .pf
@@ -418,7 +397,7 @@ async fn terminate_inside_a_subprocess_ends_that_scope_and_the_subprocess_moves_
         sorted(env.waiting_at(id)),
         ["daneben", "langsam", "schnell", "sub"]
     );
-    assert_eq!(complete(&env, "schnell").await, 1);
+    assert_eq!(env.complete_jobs("schnell", no_vars()).await, 1);
     assert_eq!(
         sorted(env.waiting_at(id)),
         ["danach", "daneben"],
@@ -452,9 +431,9 @@ async fn nested_subprocesses_complete_inside_out() {
     env.deploy(xml).await;
     let id = env.start_keyed("tief", "N-1").await;
     assert_eq!(sorted(env.waiting_at(id)), ["arbeit", "aussen", "innen"]);
-    complete(&env, "arbeit").await;
+    env.complete_jobs("arbeit", no_vars()).await;
     assert_eq!(env.state(id), "completed");
-    let h = history(&env, id);
+    let h = env.history(id);
     let at = |e: &str| {
         h.iter()
             .rposition(|(a, b)| a == e && b == "completed")
@@ -479,7 +458,7 @@ async fn repair_places_a_token_inside_the_active_scope_and_the_guard_still_holds
         ),
         "no scope of 'lieferung' is active yet: {refused}"
     );
-    complete(&env, "vorbereiten").await;
+    env.complete_jobs("vorbereiten", no_vars()).await;
     let again = env
         .pf
         .add_token(id, "wareneingang", false)
@@ -512,7 +491,10 @@ async fn repair_places_a_token_inside_the_active_scope_and_the_guard_still_holds
     }
     assert_eq!(env.state(id), "cancelled");
     assert!(env.jobs().is_empty(), "the subprocess's timer went with it");
-    assert!(history(&env, id).contains(&("lieferung".into(), "scope_cancelled".into())));
+    assert!(
+        env.history(id)
+            .contains(&("lieferung".into(), "scope_cancelled".into()))
+    );
 }
 
 #[tokio::test]
@@ -520,9 +502,9 @@ async fn a_database_with_subprocess_tokens_reopens_with_its_scopes() {
     let mut env = Env::new();
     deploy(&env, true).await;
     let id = env.start_keyed("auftrag", "O-1").await;
-    complete(&env, "vorbereiten").await;
+    env.complete_jobs("vorbereiten", no_vars()).await;
     env.reopen();
-    complete(&env, "pruefen").await;
+    env.complete_jobs("pruefen", no_vars()).await;
     env.pf
         .publish(message("Lieferung", "O-1", "l-o"))
         .await
@@ -592,7 +574,10 @@ async fn a_signal_boundary_on_a_subprocess_withdraws_the_user_task_inside() {
     assert_eq!(env.pf.signal("Rueckruf", no_vars()).await.unwrap(), 1);
     assert_eq!(env.state(id), "completed");
     assert_eq!(tasks(), 0, "the user task went with its scope");
-    assert!(history(&env, id).contains(&("zurueck".into(), "completed".into())));
+    assert!(
+        env.history(id)
+            .contains(&("zurueck".into(), "completed".into()))
+    );
 }
 
 #[tokio::test]

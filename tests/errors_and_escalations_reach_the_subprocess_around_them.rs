@@ -55,23 +55,6 @@ const ERROR_END: &str =
 const ESCALATION_END: &str =
     r#"<endEvent id="wirf"><escalationEventDefinition escalationRef="esc-spaet"/></endEvent>"#;
 
-fn history(env: &Env, inst: u64) -> Vec<(String, String)> {
-    env.pf
-        .reader()
-        .unwrap()
-        .instance(inst)
-        .unwrap()
-        .unwrap()
-        .history
-        .into_iter()
-        .map(|h| (h.element, h.event))
-        .collect()
-}
-
-fn has(h: &[(String, String)], element: &str, event: &str) -> bool {
-    h.iter().any(|(e, ev)| e == element && ev == event)
-}
-
 #[tokio::test]
 async fn an_error_end_event_is_caught_by_the_innermost_subprocess_whose_code_matches() {
     let env = Env::new();
@@ -82,7 +65,7 @@ async fn an_error_end_event_is_caught_by_the_innermost_subprocess_whose_code_mat
     ))
     .await;
     let id = env.start_keyed("p", "1").await;
-    let h = history(&env, id);
+    let h = env.history(id);
     assert!(has(&h, "wirf", "bpmn_error DEFEKT"), "{h:?}");
     assert!(has(&h, "innenFaengt", "error_caught"), "{h:?}");
     assert!(has(&h, "innen", "scope_cancelled"), "{h:?}");
@@ -108,7 +91,7 @@ async fn an_error_whose_code_the_inner_boundary_does_not_catch_reaches_the_outer
     ))
     .await;
     let id = env.start_keyed("p", "2").await;
-    let h = history(&env, id);
+    let h = env.history(id);
     assert!(has(&h, "aussenFehler", "error_caught"), "{h:?}");
     assert!(has(&h, "fehlerEnde", "completed"), "{h:?}");
     assert!(!has(&h, "e", "completed"));
@@ -155,7 +138,7 @@ async fn an_interrupting_escalation_boundary_cancels_the_subprocess_the_escalati
     ))
     .await;
     let id = env.start_keyed("p", "4").await;
-    let h = history(&env, id);
+    let h = env.history(id);
     assert!(has(&h, "wirf", "escalation_thrown SPAET"), "{h:?}");
     assert!(has(&h, "aussenEskalation", "escalation_caught"), "{h:?}");
     assert!(has(&h, "aussen", "scope_cancelled"), "{h:?}");
@@ -176,7 +159,7 @@ async fn a_non_interrupting_escalation_branches_and_the_thrower_goes_on() {
     ))
     .await;
     let id = env.start_keyed("p", "5").await;
-    let h = history(&env, id);
+    let h = env.history(id);
     assert!(has(&h, "eskalationEnde", "completed"), "{h:?}");
     let mut waiting = env.waiting_at(id);
     waiting.sort();
@@ -202,7 +185,7 @@ async fn an_escalation_nobody_catches_is_recorded_and_the_token_goes_on() {
     env.deploy(xml).await;
     let id = env.start_keyed("r", "6").await;
     assert_eq!(env.state(id), "completed");
-    assert!(has(&history(&env, id), "hoch", "escalation_uncaught"));
+    assert!(has(&env.history(id), "hoch", "escalation_uncaught"));
 }
 
 #[tokio::test]

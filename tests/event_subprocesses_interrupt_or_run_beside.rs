@@ -63,39 +63,6 @@ fn storno(key: &str, id: &str) -> Publish {
     }
 }
 
-async fn complete(env: &Env, topic: &str) -> usize {
-    let jobs = env.lock(topic, 100, "w", 60_000).await;
-    for j in &jobs {
-        env.pf
-            .complete_job(j.task.job, Some(j.lease_token), no_vars())
-            .await
-            .expect("job completes");
-    }
-    jobs.len()
-}
-
-fn sorted(mut v: Vec<String>) -> Vec<String> {
-    v.sort();
-    v
-}
-
-fn history(env: &Env, inst: u64) -> Vec<(String, String)> {
-    env.pf
-        .reader()
-        .unwrap()
-        .instance(inst)
-        .unwrap()
-        .unwrap()
-        .history
-        .into_iter()
-        .map(|h| (h.element, h.event))
-        .collect()
-}
-
-fn has(h: &[(String, String)], element: &str, event: &str) -> bool {
-    h.iter().any(|(e, ev)| e == element && ev == event)
-}
-
 #[tokio::test]
 async fn an_interrupting_message_event_subprocess_withdraws_the_process_and_runs_instead() {
     let env = Env::new();
@@ -130,9 +97,9 @@ async fn an_interrupting_message_event_subprocess_withdraws_the_process_and_runs
         (Outcome::Parked, Some(Reason::Late)),
         "the interrupting listener is gone"
     );
-    complete(&env, "drin").await;
+    env.complete_jobs("drin", no_vars()).await;
     assert_eq!(env.state(id), "completed");
-    assert!(!has(&history(&env, id), "e", "completed"));
+    assert!(!has(&env.history(id), "e", "completed"));
 }
 
 #[tokio::test]
@@ -165,7 +132,7 @@ async fn a_non_interrupting_message_event_subprocess_runs_once_per_message_besid
         ["drin", "drin", "esp", "esp", "esp"],
         "the listener still listens while the scope is active"
     );
-    assert_eq!(complete(&env, "drin").await, 2);
+    assert_eq!(env.complete_jobs("drin", no_vars()).await, 2);
     assert_eq!(env.state(id), "completed");
     let late = env.pf.publish(storno("A-2", "s-3")).await.unwrap();
     assert_eq!(late.reason, Some(Reason::Late), "the scope ended: late");
@@ -206,13 +173,13 @@ async fn a_message_for_an_event_subprocess_of_a_subprocess_not_yet_entered_is_bu
         Outcome::Buffered,
         "the instance will enter the subprocess whose event subprocess waits for it"
     );
-    complete(&env, "vorher").await;
+    env.complete_jobs("vorher", no_vars()).await;
     assert_eq!(
         env.waiting_at(id),
         ["nachher"],
         "entered, interrupted by the buffered message, completed, moved on"
     );
-    let h = history(&env, id);
+    let h = env.history(id);
     assert!(has(&h, "abbruch", "message_correlated"), "{h:?}");
     assert!(!has(&h, "innen", "completed"), "{h:?}");
 }
@@ -226,7 +193,8 @@ async fn a_non_interrupting_timer_cycle_starts_one_occurrence_per_due_time() {
     for hour in 1..=3 {
         env.advance(Duration::from_secs(3600));
         env.pf.run_continuations(100).await.unwrap();
-        let fired = history(&env, id)
+        let fired = env
+            .history(id)
             .iter()
             .filter(|(e, ev)| e == "esp" && ev == "timer_fired")
             .count();
@@ -237,7 +205,7 @@ async fn a_non_interrupting_timer_cycle_starts_one_occurrence_per_due_time() {
         ["arbeit"],
         "two occurrences ran through; the listener is done after R2"
     );
-    complete(&env, "arbeit").await;
+    env.complete_jobs("arbeit", no_vars()).await;
     assert_eq!(env.state(id), "completed");
 }
 
@@ -250,7 +218,7 @@ async fn an_interrupting_signal_event_subprocess_withdraws_the_task() {
     assert_eq!(env.pf.signal("Rueckruf", no_vars()).await.unwrap(), 1);
     assert_eq!(env.state(id), "completed");
     assert!(env.jobs().is_empty());
-    assert!(has(&history(&env, id), "esp", "signal_received"));
+    assert!(has(&env.history(id), "esp", "signal_received"));
 }
 
 #[tokio::test]
@@ -278,8 +246,8 @@ async fn an_error_event_subprocess_catches_a_workers_bpmn_error_in_its_scope() {
         .unwrap();
     assert!(caught);
     assert_eq!(sorted(env.waiting_at(id)), ["drin", "esp"]);
-    assert!(has(&history(&env, id), "esp", "error_caught"));
-    complete(&env, "drin").await;
+    assert!(has(&env.history(id), "esp", "error_caught"));
+    env.complete_jobs("drin", no_vars()).await;
     assert_eq!(env.state(id), "completed");
 }
 
@@ -311,7 +279,7 @@ async fn an_error_event_subprocess_inside_a_subprocess_catches_before_the_subpro
     env.deploy(xml).await;
     let id = env.start_keyed("r", "E-2").await;
     assert_eq!(env.state(id), "completed");
-    let h = history(&env, id);
+    let h = env.history(id);
     assert!(has(&h, "reparatur", "error_caught"), "{h:?}");
     assert!(has(&h, "gut", "completed"), "{h:?}");
     assert!(!has(&h, "aussen", "error_caught"), "{h:?}");
@@ -342,13 +310,13 @@ async fn a_non_interrupting_escalation_event_subprocess_runs_beside_the_thrower(
     env.deploy(xml).await;
     let id = env.start_keyed("t", "X-1").await;
     assert_eq!(sorted(env.waiting_at(id)), ["anrufen", "melden", "weiter"]);
-    complete(&env, "weiter").await;
+    env.complete_jobs("weiter", no_vars()).await;
     assert_eq!(
         env.state(id),
         "active",
         "the occurrence keeps the scope open"
     );
-    complete(&env, "anrufen").await;
+    env.complete_jobs("anrufen", no_vars()).await;
     assert_eq!(env.state(id), "completed");
 }
 

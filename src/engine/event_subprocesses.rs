@@ -96,17 +96,7 @@ impl<'a, 't> Engine<'a, 't> {
                 )?;
                 self.set_token(inst, token, &el.id, Wait::Timer { job });
             }
-            Trigger::Signal { signal } => {
-                self.t.subscribe_signal(signal, inst, token)?;
-                self.set_token(
-                    inst,
-                    token,
-                    &el.id,
-                    Wait::Signal {
-                        name: signal.clone(),
-                    },
-                );
-            }
+            Trigger::Signal { signal } => self.wait_for_signal(inst, token, &el.id, signal)?,
             Trigger::Error { .. } | Trigger::Escalation { .. } => {
                 let error = format!(
                     "event subprocess '{}' is started by an error or escalation thrown inside its scope, not by a token",

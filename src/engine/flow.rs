@@ -397,15 +397,7 @@ impl<'a, 't> Engine<'a, 't> {
                 }
             }
             ElementKind::SignalCatch { signal } => {
-                self.t.subscribe_signal(signal, inst, token)?;
-                self.set_token(
-                    inst,
-                    token,
-                    &el.id,
-                    Wait::Signal {
-                        name: signal.clone(),
-                    },
-                );
+                self.wait_for_signal(inst, token, &el.id, signal)?;
                 self.history(inst, &el.id, "waiting");
             }
             ElementKind::SignalThrow { signal } => {

@@ -38,6 +38,13 @@ impl<'a, 't> Engine<'a, 't> {
     ) -> Option<Catch> {
         let p = self.proc_of(inst);
         let holds = |k: &ElementKind| matches!(k, ElementKind::Boundary { trigger, .. } if catches(trigger));
+        let boundary_of = |at: usize| {
+            p.at(at)
+                .boundaries
+                .iter()
+                .copied()
+                .find(|&b| holds(&p.at(b).kind))
+        };
         let element_of = |me: &mut Self, t: u64| {
             me.inst(inst)
                 .tokens
@@ -47,12 +54,7 @@ impl<'a, 't> Engine<'a, 't> {
         };
         if own
             && let Some(at) = element_of(self, token)
-            && let Some(b) = p
-                .at(at)
-                .boundaries
-                .iter()
-                .copied()
-                .find(|&b| holds(&p.at(b).kind))
+            && let Some(b) = boundary_of(at)
         {
             return Some(Catch::Boundary {
                 inst,
@@ -81,13 +83,7 @@ impl<'a, 't> Engine<'a, 't> {
                 self.load(parent).ok()?;
                 return self.catcher(parent, token, true, catches);
             };
-            if let Some(b) = p
-                .at(at)
-                .boundaries
-                .iter()
-                .copied()
-                .find(|&b| holds(&p.at(b).kind))
-            {
+            if let Some(b) = boundary_of(at) {
                 return Some(Catch::Boundary {
                     inst,
                     holder: scope,

@@ -408,6 +408,26 @@ impl<'a, 't> Engine<'a, 't> {
         })
     }
 
+    /// The token rests at `element` until signal `signal` is broadcast.
+    pub(super) fn wait_for_signal(
+        &mut self,
+        inst: u64,
+        token: u64,
+        element: &str,
+        signal: &str,
+    ) -> R<()> {
+        self.t.subscribe_signal(signal, inst, token)?;
+        self.set_token(
+            inst,
+            token,
+            element,
+            Wait::Signal {
+                name: signal.to_string(),
+            },
+        );
+        Ok(())
+    }
+
     /// Ends the activity a token is in (interrupting boundary event, a
     /// cancelled scope): its wait (for a scope token, everything inside),
     /// its boundary events, the token.

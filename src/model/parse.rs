@@ -1109,6 +1109,34 @@ fn process(
             "names no message: set messageRef to the id of a <message>".into(),
         )
     };
+    // what a boundary event's or an event subprocess start's one event
+    // definition `d` triggers on, with a message's correlation key from the
+    // model: `Ok(None)` for a kind postfach does not run, `Err` for a
+    // definition that names nothing it needs
+    let trigger_of = |n: &Node, d: &Node| -> Result<Option<(Trigger, Option<String>)>, Issue> {
+        let mut key = None;
+        let trigger = match d.name.as_str() {
+            "timerEventDefinition" => {
+                Trigger::Timer(timer_of(d, defs.quartz_weekdays).map_err(|m| issue(n, m))?)
+            }
+            "errorEventDefinition" => Trigger::Error {
+                code: error_code(d),
+            },
+            "escalationEventDefinition" => Trigger::Escalation {
+                code: escalation_code(d),
+            },
+            "signalEventDefinition" => Trigger::Signal {
+                signal: defs.signal_of(d).ok_or_else(|| no_signal(n))?,
+            },
+            "messageEventDefinition" => {
+                let (message, k) = message_of(d).ok_or_else(|| no_message(n))?;
+                key = k.or_else(|| model_key(n)).or_else(|| model_key(d));
+                Trigger::Message { message }
+            }
+            _ => return Ok(None),
+        };
+        Ok(Some((trigger, key)))
+    };
     let tree = scope_tree(p);
     // event subprocess id → (trigger, interrupting), from its start event
     let mut esp_starts: HashMap<String, (Trigger, bool)> = HashMap::new();
@@ -1127,50 +1155,29 @@ fn process(
             "startEvent" if container.is_some_and(event_subprocess) => {
                 let interrupting = !matches!(n.attr("isInterrupting"), Some(v) if v.trim().eq_ignore_ascii_case("false"));
                 let trigger = match evdefs.as_slice() {
-                    [d] if d.name == "messageEventDefinition" => {
-                        let Some((message, key)) = message_of(d) else {
-                            issues.push(no_message(n));
-                            continue;
-                        };
-                        let key = key.or_else(|| model_key(n)).or_else(|| model_key(d));
-                        catches.push((message.clone(), n.id(), n.line, key));
-                        Trigger::Message { message }
-                    }
-                    [d] if d.name == "timerEventDefinition" => {
-                        match timer_of(d, defs.quartz_weekdays) {
-                            Ok(t) => Trigger::Timer(t),
-                            Err(message) => {
-                                issues.push(issue(n, message));
-                                continue;
+                    [d] => match trigger_of(n, d) {
+                        Ok(Some((t, key))) => {
+                            if let Trigger::Message { message } = &t {
+                                catches.push((message.clone(), n.id(), n.line, key));
                             }
+                            if !interrupting && matches!(t, Trigger::Error { .. }) {
+                                issues.push(issue(n, "an error start event always interrupts: isInterrupting=\"false\" is not allowed on it".into()));
+                            }
+                            t
                         }
-                    }
-                    [d] if d.name == "signalEventDefinition" => {
-                        let Some(signal) = defs.signal_of(d) else {
-                            issues.push(no_signal(n));
+                        Ok(None) => {
+                            refuse(
+                                unsupported,
+                                n,
+                                format!("startEvent with {} in an event subprocess", d.name),
+                            );
                             continue;
-                        };
-                        Trigger::Signal { signal }
-                    }
-                    [d] if d.name == "errorEventDefinition" => {
-                        if !interrupting {
-                            issues.push(issue(n, "an error start event always interrupts: isInterrupting=\"false\" is not allowed on it".into()));
                         }
-                        Trigger::Error {
-                            code: error_code(d),
+                        Err(problem) => {
+                            issues.push(problem);
+                            continue;
                         }
-                    }
-                    [d] if d.name == "escalationEventDefinition" => Trigger::Escalation {
-                        code: escalation_code(d),
                     },
-                    [d] => {
-                        refuse(
-                            unsupported,
-                            n,
-                            format!("startEvent with {} in an event subprocess", d.name),
-                        );
-                        continue;
-                    }
                     [] => {
                         issues.push(issue(n, "the start event of an event subprocess needs a message, timer, signal, error or escalation definition".into()));
                         continue;
@@ -1287,41 +1294,22 @@ fn process(
             "eventBasedGateway" => ElementKind::EventGateway,
             "boundaryEvent" => {
                 let trigger = match evdefs.as_slice() {
-                    [d] if d.name == "timerEventDefinition" => {
-                        match timer_of(d, defs.quartz_weekdays) {
-                            Ok(t) => Trigger::Timer(t),
-                            Err(message) => {
-                                issues.push(issue(n, message));
-                                continue;
+                    [d] => match trigger_of(n, d) {
+                        Ok(Some((t, key))) => {
+                            if let Trigger::Message { message } = &t {
+                                catches.push((message.clone(), n.id(), n.line, key));
                             }
+                            t
                         }
-                    }
-                    [d] if d.name == "errorEventDefinition" => Trigger::Error {
-                        code: error_code(d),
-                    },
-                    [d] if d.name == "escalationEventDefinition" => Trigger::Escalation {
-                        code: escalation_code(d),
-                    },
-                    [d] if d.name == "signalEventDefinition" => {
-                        let Some(signal) = defs.signal_of(d) else {
-                            issues.push(no_signal(n));
+                        Ok(None) => {
+                            refuse(unsupported, n, format!("boundaryEvent with {}", d.name));
                             continue;
-                        };
-                        Trigger::Signal { signal }
-                    }
-                    [d] if d.name == "messageEventDefinition" => {
-                        let Some((message, key)) = message_of(d) else {
-                            issues.push(no_message(n));
+                        }
+                        Err(problem) => {
+                            issues.push(problem);
                             continue;
-                        };
-                        let key = key.or_else(|| model_key(n)).or_else(|| model_key(d));
-                        catches.push((message.clone(), n.id(), n.line, key));
-                        Trigger::Message { message }
-                    }
-                    [d] => {
-                        refuse(unsupported, n, format!("boundaryEvent with {}", d.name));
-                        continue;
-                    }
+                        }
+                    },
                     _ => {
                         refuse(
                             unsupported,

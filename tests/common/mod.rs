@@ -163,6 +163,33 @@ impl Env {
             .to_string()
     }
 
+    /// What happened to an instance: (element, event), oldest first.
+    pub fn history(&self, instance: u64) -> Vec<(String, String)> {
+        self.pf
+            .reader()
+            .unwrap()
+            .instance(instance)
+            .unwrap()
+            .expect("instance exists")
+            .history
+            .into_iter()
+            .map(|h| (h.element, h.event))
+            .collect()
+    }
+
+    /// Completes every due job of `topic` as a worker would, with `vars`;
+    /// returns how many.
+    pub async fn complete_jobs(&self, topic: &str, vars: Vars) -> usize {
+        let jobs = self.lock(topic, 100, "w", 60_000).await;
+        for j in &jobs {
+            self.pf
+                .complete_job(j.task.job, Some(j.lease_token), vars.clone())
+                .await
+                .expect("job completes");
+        }
+        jobs.len()
+    }
+
     pub fn waiting_at(&self, instance: u64) -> Vec<String> {
         self.pf
             .reader()
@@ -251,4 +278,15 @@ pub fn cli(db: &std::path::Path, args: &[&str]) -> std::process::Output {
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .expect("binary runs")
+}
+
+/// Whether history `h` (see [`Env::history`]) has `event` at `element`.
+pub fn has(h: &[(String, String)], element: &str, event: &str) -> bool {
+    h.iter().any(|(e, ev)| e == element && ev == event)
+}
+
+/// `v`, sorted.
+pub fn sorted(mut v: Vec<String>) -> Vec<String> {
+    v.sort();
+    v
 }

@@ -137,12 +137,20 @@ async function retry(job) {
   await renderInstance(true);
 }
 
+/** What a token waits for; a call activity's child instance as a link. */
+function waitsFor(t) {
+  const text = t.scope ? `${t.waits_for} (inside the subprocess of token ${t.scope})` : t.waits_for;
+  const child = /^called instance (\d+) to end$/.exec(t.waits_for);
+  if (!child) return cell(text);
+  return h('td', {}, 'called ', instanceLink(child[1]), ' to end');
+}
+
 function tokenRow(id, t) {
   const target = elementSelect('move-to');
   return h('tr', { dataset: { token: t.token, element: t.element } },
     cell(t.token, 'num'),
     cell(t.element),
-    cell(t.scope ? `${t.waits_for} (inside the subprocess of token ${t.scope})` : t.waits_for),
+    waitsFor(t),
     cell(t.since),
     h('td', {},
       h('button', { class: 'cancel-token', onclick: () => repair(`/instances/${id}/tokens/${t.token}/cancel`, {}) }, 'Cancel'),
@@ -191,8 +199,11 @@ export async function renderInstance(force) {
     d.business_key ? `business key ${d.business_key}` : null,
     `started ${d.started_at}`,
     d.ended_at ? `ended ${d.ended_at}` : null,
-    d.called_by ? `called by instance ${d.called_by}` : null,
   ].filter(Boolean).join(' · ');
+  if (d.called_by) {
+    // a child of a call activity: its parent is one click away
+    $('instance-facts').append(' · called by ', instanceLink(d.called_by));
+  }
   const viewer = await draw($('instance-diagram'), d.process, d.version);
   $('instance-diagram').hidden = !viewer;
   markers(viewer, d);

@@ -138,10 +138,9 @@ async fn a_non_interrupting_message_event_subprocess_runs_once_per_message_besid
     assert_eq!(late.reason, Some(Reason::Late), "the scope ended: late");
 }
 
-#[tokio::test]
-async fn a_message_for_an_event_subprocess_of_a_subprocess_not_yet_entered_is_buffered_then_taken()
-{
-    let xml = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL">
+/// `s → vorher (job) → sub (subprocess: innen (job), event subprocess
+/// `abbruch` on message Storno) → nachher (job) → e`.
+const NESTED: &str = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL">
   <message id="ms" name="Storno"/>
   <process id="q" isExecutable="true">
     <startEvent id="s"/>
@@ -164,6 +163,34 @@ async fn a_message_for_an_event_subprocess_of_a_subprocess_not_yet_entered_is_bu
     <endEvent id="e"/>
   </process>
 </definitions>"#;
+
+#[tokio::test]
+async fn a_subprocess_that_completes_stops_its_listeners_without_cancelling_anything() {
+    let env = Env::new();
+    deploy(&env, NESTED).await;
+    let id = env.start_keyed("q", "B-2").await;
+    env.complete_jobs("vorher", no_vars()).await;
+    assert_eq!(sorted(env.waiting_at(id)), ["abbruch", "innen", "sub"]);
+    env.complete_jobs("innen", no_vars()).await;
+    assert_eq!(env.waiting_at(id), ["nachher"]);
+    let h = env.history(id);
+    assert!(has(&h, "sub", "completed"), "{h:?}");
+    assert!(
+        !has(&h, "sub", "scope_cancelled"),
+        "the subprocess completed; its listener stopping is no cancellation: {h:?}"
+    );
+    let late = env.pf.publish(storno("B-2", "s-b2")).await.unwrap();
+    assert_eq!(
+        late.reason,
+        Some(Reason::Late),
+        "the listener stopped with its scope"
+    );
+}
+
+#[tokio::test]
+async fn a_message_for_an_event_subprocess_of_a_subprocess_not_yet_entered_is_buffered_then_taken()
+{
+    let xml = NESTED;
     let env = Env::new();
     deploy(&env, xml).await;
     let id = env.start_keyed("q", "B-1").await;

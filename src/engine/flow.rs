@@ -562,6 +562,8 @@ impl<'a, 't> Engine<'a, 't> {
         else {
             return Ok(());
         };
+        // its listeners stop; the scope completed, it was not cancelled
+        self.close_listeners(inst, scope)?;
         self.cancel_wait(inst, scope)?;
         self.queue.push_back(Step::Leave {
             inst,

@@ -426,3 +426,52 @@ async fn a_deployment_binding_calls_the_latest_version_and_says_so_at_deploy() {
         report.warnings
     );
 }
+
+#[tokio::test]
+async fn call_activity_parts_that_are_not_run_as_written_are_deploy_warnings() {
+    let env = Env::new();
+    let ext = r#"<extensionElements>
+        <camunda:in businessKey="${auftrag.nummer}"/>
+        <camunda:in variables="all" local="true"/>
+      </extensionElements>"#;
+    let report = env
+        .pf
+        .deploy_checked(
+            "eltern.bpmn",
+            &parent(r#"camunda:variableMappingClass="de.example.Mapping""#, ext),
+            [("Storno".to_string(), "auftragId".to_string())].into(),
+            false,
+        )
+        .await
+        .unwrap();
+    let said: Vec<&str> = report
+        .warnings
+        .iter()
+        .filter(|w| w.id == "aufruf")
+        .map(|w| w.message.as_str())
+        .collect();
+    assert!(
+        said.iter().any(|m| m.contains("variableMappingClass")),
+        "{said:?}"
+    );
+    assert!(
+        said.iter().any(|m| m.contains("local=\"true\"")),
+        "{said:?}"
+    );
+    assert!(
+        said.iter()
+            .any(|m| m.contains("businessKey '${auftrag.nummer}'")),
+        "{said:?}"
+    );
+    // --strict refuses the model instead
+    let strict = env
+        .pf
+        .deploy_checked(
+            "eltern.bpmn",
+            &parent(r#"camunda:variableMappingClass="de.example.Mapping""#, ext),
+            [("Storno".to_string(), "auftragId".to_string())].into(),
+            true,
+        )
+        .await;
+    assert!(strict.is_err());
+}

@@ -809,16 +809,10 @@ fn not_run_as_written(p: &Node, proc: &Process, out: &mut Vec<Warning>) {
                     "{attr} '{v}' is not run: the task waits as a job on topic '{topic}' for a handler or worker"
                 ),
             ),
-            (ElementKind::CallActivity { process, .. }, _)
-                if n.attr("calledElementBinding").map(str::trim) == Some("deployment")
-                    || is_true(n.attr("sameDeployment")) =>
-            {
-                warn(
-                    n,
-                    format!(
-                        "calls the latest deployed version of '{process}', not the one deployed with this file"
-                    ),
-                )
+            (ElementKind::CallActivity { process, .. }, _) => {
+                for w in call_activity_warnings(n, process) {
+                    warn(n, w);
+                }
             }
             (
                 ElementKind::Delegated {
@@ -1019,6 +1013,50 @@ fn call_activity(n: &Node) -> Result<ElementKind, String> {
         inputs,
         outputs,
     })
+}
+
+/// What a call activity says that postfach does not do as written.
+fn call_activity_warnings(n: &Node, process: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    if n.attr("calledElementBinding").map(str::trim) == Some("deployment")
+        || is_true(n.attr("sameDeployment"))
+    {
+        out.push(format!(
+            "calls the latest deployed version of '{process}', not the one deployed with this file"
+        ));
+    }
+    for a in ["variableMappingClass", "variableMappingDelegateExpression"] {
+        if let Some(v) = n.attr(a) {
+            out.push(format!(
+                "{a} '{v}' is not run: variables cross as the in/out mappings say"
+            ));
+        }
+    }
+    let mappings = n
+        .child("extensionElements")
+        .map(|x| x.children.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .filter(|c| c.name == "in" || c.name == "out");
+    for c in mappings {
+        if is_true(c.attr("local")) {
+            out.push(format!(
+                "{} with local=\"true\" passes the variables it names from the whole instance: postfach keeps no local variables",
+                c.name
+            ));
+        }
+        if let Some(bk) = c.attr("businessKey").map(str::trim)
+            && !matches!(
+                bk,
+                "#{execution.processBusinessKey}" | "${execution.processBusinessKey}"
+            )
+        {
+            out.push(format!(
+                "businessKey '{bk}' is not evaluated: the child inherits the parent's business key"
+            ));
+        }
+    }
+    out
 }
 
 /// Whether `n` is an event subprocess (`triggeredByEvent="true"`).

@@ -3,7 +3,8 @@
 //! Invariant: an expression is parsed once at deploy time (errors name the flow)
 //! and evaluation is pure: it reads variables and nothing else. Accepted forms:
 //! JUEL-style `${amount > 100 && approved}` (also `#{..}`), FEEL-style
-//! `=amount > 100`, and a bare expression.
+//! `=amount > 100`, and a bare expression; with comparisons, `&&`/`||`/`!`
+//! and arithmetic on numbers (`nrOfCompletedInstances / nrOfInstances >= 0.5`).
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -23,6 +24,24 @@ pub enum Expr {
     Or(Box<Expr>, Box<Expr>),
     /// A comparison.
     Cmp(CmpOp, Box<Expr>, Box<Expr>),
+    /// Arithmetic on numbers (stored definitions encode variants by
+    /// position: new ones go last).
+    Arith(ArithOp, Box<Expr>, Box<Expr>),
+}
+
+/// Arithmetic operators.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ArithOp {
+    /// `+`
+    Add,
+    /// `-`
+    Sub,
+    /// `*`
+    Mul,
+    /// `/` or `div`
+    Div,
+    /// `%` or `mod`
+    Rem,
 }
 
 /// A literal value.
@@ -136,6 +155,11 @@ fn lex(s: &str, feel: bool) -> Result<Vec<Tok>, String> {
             '>' => out.push(Tok::Op(">")),
             '!' => out.push(Tok::Op("!")),
             '=' if feel => out.push(Tok::Op("==")),
+            '+' => out.push(Tok::Op("+")),
+            '*' => out.push(Tok::Op("*")),
+            '/' => out.push(Tok::Op("/")),
+            '%' => out.push(Tok::Op("%")),
+            '-' if follows_value(&out) => out.push(Tok::Op("-")),
             '(' => out.push(Tok::LParen),
             ')' => out.push(Tok::RParen),
             '.' => out.push(Tok::Dot),
@@ -187,6 +211,8 @@ fn lex(s: &str, feel: bool) -> Result<Vec<Tok>, String> {
                     "le" => Tok::Op("<="),
                     "gt" => Tok::Op(">"),
                     "ge" => Tok::Op(">="),
+                    "div" => Tok::Op("/"),
+                    "mod" => Tok::Op("%"),
                     _ => Tok::Ident(word),
                 });
                 i = j;
@@ -200,6 +226,15 @@ fn lex(s: &str, feel: bool) -> Result<Vec<Tok>, String> {
         return Err("empty condition".into());
     }
     Ok(out)
+}
+
+/// Whether the tokens so far end in a value, so that a `-` is a minus
+/// rather than the sign of a number.
+fn follows_value(out: &[Tok]) -> bool {
+    matches!(
+        out.last(),
+        Some(Tok::Num(_) | Tok::Str(_) | Tok::Ident(_) | Tok::RParen)
+    )
 }
 
 struct Parser {
@@ -235,7 +270,7 @@ impl Parser {
         self.cmp()
     }
     fn cmp(&mut self) -> Result<Expr, String> {
-        let left = self.primary()?;
+        let left = self.sum()?;
         let op = match self.tokens.get(self.pos) {
             Some(Tok::Op("==")) => CmpOp::Eq,
             Some(Tok::Op("!=")) => CmpOp::Ne,
@@ -246,8 +281,33 @@ impl Parser {
             _ => return Ok(left),
         };
         self.pos += 1;
-        let right = self.primary()?;
+        let right = self.sum()?;
         Ok(Expr::Cmp(op, Box::new(left), Box::new(right)))
+    }
+    fn sum(&mut self) -> Result<Expr, String> {
+        let mut left = self.product()?;
+        loop {
+            let op = match self.tokens.get(self.pos) {
+                Some(Tok::Op("+")) => ArithOp::Add,
+                Some(Tok::Op("-")) => ArithOp::Sub,
+                _ => return Ok(left),
+            };
+            self.pos += 1;
+            left = Expr::Arith(op, Box::new(left), Box::new(self.product()?));
+        }
+    }
+    fn product(&mut self) -> Result<Expr, String> {
+        let mut left = self.primary()?;
+        loop {
+            let op = match self.tokens.get(self.pos) {
+                Some(Tok::Op("*")) => ArithOp::Mul,
+                Some(Tok::Op("/")) => ArithOp::Div,
+                Some(Tok::Op("%")) => ArithOp::Rem,
+                _ => return Ok(left),
+            };
+            self.pos += 1;
+            left = Expr::Arith(op, Box::new(left), Box::new(self.primary()?));
+        }
     }
     fn primary(&mut self) -> Result<Expr, String> {
         let tok = self
@@ -300,6 +360,12 @@ pub fn eval_bool(e: &Expr, vars: &crate::Vars) -> Result<bool, String> {
     }
 }
 
+/// Evaluates an expression to its value (a variable's JSON value, a
+/// number, a string …); the error names what is missing or mistyped.
+pub fn eval_value(e: &Expr, vars: &crate::Vars) -> Result<Value, String> {
+    eval(e, vars)
+}
+
 fn eval(e: &Expr, vars: &crate::Vars) -> Result<Value, String> {
     Ok(match e {
         Expr::Lit(Lit::Num(n)) => {
@@ -323,16 +389,45 @@ fn eval(e: &Expr, vars: &crate::Vars) -> Result<Value, String> {
         Expr::And(a, b) => Value::Bool(eval_bool(a, vars)? && eval_bool(b, vars)?),
         Expr::Or(a, b) => Value::Bool(eval_bool(a, vars)? || eval_bool(b, vars)?),
         Expr::Cmp(op, a, b) => Value::Bool(compare(*op, &eval(a, vars)?, &eval(b, vars)?)?),
+        Expr::Arith(op, a, b) => arith(*op, &eval(a, vars)?, &eval(b, vars)?)?,
     })
+}
+
+fn number(v: &Value) -> Option<f64> {
+    match v {
+        Value::Number(n) => n.as_f64(),
+        Value::String(s) => s.trim().parse::<f64>().ok(),
+        _ => None,
+    }
+}
+
+/// Arithmetic on two numbers (or numeric strings); a whole result stays a
+/// whole number, so `2 + 1` compares and prints as `3`.
+fn arith(op: ArithOp, a: &Value, b: &Value) -> Result<Value, String> {
+    let (Some(x), Some(y)) = (number(a), number(b)) else {
+        return Err(format!("arithmetic needs numbers, not {a} and {b}"));
+    };
+    let r = match op {
+        ArithOp::Add => x + y,
+        ArithOp::Sub => x - y,
+        ArithOp::Mul => x * y,
+        ArithOp::Div | ArithOp::Rem if y == 0.0 => {
+            return Err(format!("division of {a} by zero"));
+        }
+        ArithOp::Div => x / y,
+        ArithOp::Rem => x % y,
+    };
+    if r.fract() == 0.0 && r.abs() < 9.0e15 {
+        return Ok(Value::from(r as i64));
+    }
+    serde_json::Number::from_f64(r)
+        .map(Value::Number)
+        .ok_or_else(|| format!("arithmetic on {a} and {b} gives no number"))
 }
 
 fn compare(op: CmpOp, a: &Value, b: &Value) -> Result<bool, String> {
     use std::cmp::Ordering;
-    let num = |v: &Value| match v {
-        Value::Number(n) => n.as_f64(),
-        Value::String(s) => s.trim().parse::<f64>().ok(),
-        _ => None,
-    };
+    let num = number;
     let ord: Option<Ordering> = match (a, b) {
         (Value::Number(_), Value::String(_))
         | (Value::String(_), Value::Number(_))
@@ -389,6 +484,47 @@ mod tests {
         );
         assert_eq!(check("${betrag > 100}", json!({"betrag": "150"})), Ok(true));
         assert_eq!(check("${id == 4711}", json!({"id": "4711"})), Ok(true));
+    }
+
+    #[test]
+    fn arithmetic_follows_precedence_and_refuses_what_is_not_a_number() {
+        let counts = json!({"nrOfCompletedInstances": 3, "nrOfInstances": 5});
+        assert_eq!(
+            check(
+                "${nrOfCompletedInstances/nrOfInstances >= 0.6}",
+                counts.clone()
+            ),
+            Ok(true)
+        );
+        assert_eq!(
+            check(
+                "${nrOfCompletedInstances div nrOfInstances > 0.6}",
+                counts.clone()
+            ),
+            Ok(false)
+        );
+        assert_eq!(check("=1 + 2 * 3 == 7", json!({})), Ok(true));
+        assert_eq!(check("=(1 + 2) * 3 == 9", json!({})), Ok(true));
+        assert_eq!(check("${n-1 == 4}", json!({"n": 5})), Ok(true));
+        assert_eq!(check("${n - -1 == 6}", json!({"n": 5})), Ok(true));
+        assert_eq!(check("${7 % 4 == 3 && 7 mod 4 == 3}", json!({})), Ok(true));
+        assert_eq!(
+            eval_value(
+                &parse("=n * 2").unwrap(),
+                json!({"n": 4}).as_object().unwrap()
+            ),
+            Ok(json!(8))
+        );
+        assert!(
+            check("${n / 0 > 1}", json!({"n": 1}))
+                .unwrap_err()
+                .contains("zero")
+        );
+        assert!(
+            check("${s + 1 > 1}", json!({"s": "x"}))
+                .unwrap_err()
+                .contains("numbers")
+        );
     }
 
     #[test]

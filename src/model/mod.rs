@@ -11,7 +11,7 @@ mod expr;
 pub mod iso;
 mod parse;
 
-pub use expr::{CmpOp, Expr, Lit, eval_bool, parse as parse_condition};
+pub use expr::{ArithOp, CmpOp, Expr, Lit, eval_bool, eval_value, parse as parse_condition};
 pub use parse::{
     Issue, MAX_DEPTH, MAX_SIZE, ParseError, Parsed, Unsupported, Warning, parse, parse_report,
 };

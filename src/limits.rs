@@ -17,6 +17,7 @@
 //! | BPMN timer dates, Pub/Sub publish times | 1970-01-01 … 9999-12-31 |
 //! | configured windows and thresholds (dedup window, retention, TTLs, alarm ages) | 0 … 100 years |
 //! | outgoing claim-check threshold (`[storage] claim_check_above`) | 1 KiB … 9 MiB |
+//! | inner instances of one multi-instance activity (collection, loopCardinality) | 0 … 10,000 |
 
 use crate::clock::Millis;
 
@@ -25,6 +26,11 @@ pub const DAY: Millis = 86_400_000;
 
 /// The latest instant postfach accepts from a caller: 9999-12-31T23:59:59.999Z.
 pub const MAX_INSTANT: Millis = 253_402_300_799_999;
+
+/// The most inner instances one multi-instance activity runs: every inner
+/// instance is a token in the instance record, which each step rewrites. A
+/// collection or cardinality above it stops the activity at an incident.
+pub const MULTI_INSTANCE_ITEMS: u32 = 10_000;
 
 /// Payload bytes above which a send task goes out as a claim check, by default.
 pub const CLAIM_CHECK_ABOVE_DEFAULT: u64 = 1024 * 1024;

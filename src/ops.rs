@@ -165,6 +165,11 @@ pub struct TokenView {
     /// process level).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scope: Option<u64>,
+    /// Variables local to this token and what runs inside it (a
+    /// multi-instance inner instance's item and index); absent when there
+    /// are none.
+    #[serde(skip_serializing_if = "serde_json::Map::is_empty")]
+    pub locals: Vars,
 }
 
 /// A place an ambiguous message was open at.
@@ -536,7 +541,8 @@ impl Reader {
                 | Wait::Incident { .. }
                 | Wait::Task { .. }
                 | Wait::Scope
-                | Wait::Child { .. } => {}
+                | Wait::Child { .. }
+                | Wait::Body { .. } => {}
             }
             job_ids.extend(&t.timers);
         }
@@ -555,7 +561,7 @@ impl Reader {
                     else {
                         continue;
                     };
-                    let Ok(key) = model.correlation_key(message, &rec.variables) else {
+                    let Ok(key) = model.correlation_key(message, &rec.view(t.id)) else {
                         continue;
                     };
                     if self.snap.subscribers(message, &key)?.contains(&(id, t.id)) {
@@ -753,7 +759,8 @@ impl Reader {
                 | Wait::Join { .. }
                 | Wait::Task { .. }
                 | Wait::Scope
-                | Wait::Child { .. } => {}
+                | Wait::Child { .. }
+                | Wait::Body { .. } => {}
             }
         }
         Ok(out)
@@ -1144,9 +1151,19 @@ fn instance_view(r: &InstanceRecord, incidents: Vec<String>) -> InstanceView {
                     Wait::Task { task } => format!("user task {task}"),
                     Wait::Scope => "the tokens inside it to end".to_string(),
                     Wait::Child { instance } => format!("called instance {instance} to end"),
+                    Wait::Body {
+                        count,
+                        started,
+                        completed,
+                        ..
+                    } => format!(
+                        "its inner instances: {completed} of {count} completed, {} running",
+                        started.saturating_sub(*completed)
+                    ),
                 },
                 since: rfc3339(t.since),
                 scope: (t.scope != 0).then_some(t.scope),
+                locals: t.locals.clone(),
             })
             .collect(),
         incidents,

@@ -153,7 +153,7 @@ fn every_unsupported_element_is_listed_with_id_type_and_line() {
 <boundaryEvent id="b1" attachedToRef="approve"><compensateEventDefinition/></boundaryEvent>
 <intermediateCatchEvent id="wait"><conditionalEventDefinition/></intermediateCatchEvent>
 <transaction id="sub"><startEvent id="inner"/></transaction>
-<serviceTask id="loop"><multiInstanceLoopCharacteristics/></serviceTask>
+<serviceTask id="loop"><standardLoopCharacteristics/></serviceTask>
 <endEvent id="e"><compensateEventDefinition/></endEvent>
 </process></definitions>"#;
     let err = parse("x.bpmn", xml, &BTreeMap::new()).unwrap_err();
@@ -176,11 +176,7 @@ fn every_unsupported_element_is_listed_with_id_type_and_line() {
                 6
             ),
             ("sub", "transaction", 7),
-            (
-                "loop",
-                "serviceTask with multiInstanceLoopCharacteristics",
-                8
-            ),
+            ("loop", "serviceTask with standardLoopCharacteristics", 8),
             ("e", "endEvent with compensateEventDefinition", 9),
         ]
     );

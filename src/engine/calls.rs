@@ -53,7 +53,7 @@ impl<'a, 't> Engine<'a, 't> {
             self.incident(inst, token, &el.id, error);
             return Ok(());
         };
-        let parent_vars = self.inst(inst).variables.clone();
+        let parent_vars = self.inst(inst).view(token).into_owned();
         let mut vars = inputs.apply(&parent_vars);
         vars.extend(model::mapped(&el.extras.inputs, &parent_vars));
         let business_key = self.inst(inst).business_key.clone();
@@ -108,7 +108,7 @@ impl<'a, 't> Engine<'a, 't> {
             },
         );
         self.history(parent, &el.id, &format!("child_completed {child}"));
-        self.complete_with(parent, idx, &result)?;
+        self.complete_with(parent, token, idx, &result)?;
         self.queue.push_back(Step::Leave {
             inst: parent,
             token,

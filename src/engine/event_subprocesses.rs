@@ -57,7 +57,7 @@ impl<'a, 't> Engine<'a, 't> {
         };
         match trigger {
             Trigger::Message { message } => {
-                let key = match p.correlation_key(message, &self.inst(inst).variables) {
+                let key = match p.correlation_key(message, &self.inst(inst).view(token)) {
                     Ok(key) => key,
                     Err(var) => {
                         let error = format!(
@@ -166,7 +166,7 @@ impl<'a, 't> Engine<'a, 't> {
         }
         let occurrence = self.new_token(inst, &el.id, scope);
         self.history(inst, &el.id, event);
-        self.complete_with(inst, idx, vars)?;
+        self.complete_with(inst, occurrence, idx, vars)?;
         self.enter_scope(inst, occurrence, idx, *start);
         Ok(el.id.clone())
     }

@@ -48,6 +48,7 @@ impl<'a, 't> Engine<'a, 't> {
                 since: self.now,
                 timers: Vec::new(),
                 scope: 0,
+                locals: Vars::new(),
             }],
             next_token: 2,
             activations: 0,
@@ -260,7 +261,10 @@ impl<'a, 't> Engine<'a, 't> {
     pub(super) fn execute(&mut self, inst: u64, token: u64, idx: usize) -> R<()> {
         let p = self.proc_of(inst);
         let el = p.at(idx);
-        let hosts = !el.boundaries.is_empty()
+        // an inner instance of a multi-instance body: the body holds the boundary events
+        let inner = self.inst(inst).body_of(token).is_some();
+        let hosts = !inner
+            && !el.boundaries.is_empty()
             && matches!(
                 el.kind,
                 ElementKind::ServiceTask { .. }
@@ -272,13 +276,17 @@ impl<'a, 't> Engine<'a, 't> {
                     | ElementKind::CallActivity { .. }
             );
         if hosts {
-            if let Some(error) = self.boundary_key_problem(inst, &p, idx) {
+            if let Some(error) = self.boundary_key_problem(inst, token, &p, idx) {
                 self.incident(inst, token, &el.id, error);
                 return Ok(());
             }
             self.open_boundaries(inst, token, &p, idx)?;
         }
-        self.execute_kind(inst, token, idx)?;
+        if el.extras.multi.is_some() && !inner {
+            self.start_body(inst, token, idx)?;
+        } else {
+            self.execute_kind(inst, token, idx)?;
+        }
         if hosts {
             self.take_buffered_at_boundaries(inst, token, idx)?;
         }
@@ -361,7 +369,7 @@ impl<'a, 't> Engine<'a, 't> {
                 self.set_token(inst, token, &el.id, Wait::Job { job });
             }
             ElementKind::ReceiveTask { message } | ElementKind::MessageCatch { message } => {
-                let key = match p.correlation_key(message, &self.inst(inst).variables) {
+                let key = match p.correlation_key(message, &self.inst(inst).view(token)) {
                     Ok(key) => key,
                     Err(var) => {
                         let error = format!(
@@ -421,7 +429,7 @@ impl<'a, 't> Engine<'a, 't> {
             | ElementKind::ParallelGateway => {
                 if !el.extras.outputs.is_empty() {
                     // no result arrives here: output mappings read the variables and inputs
-                    self.complete_with(inst, idx, &Vars::new())?;
+                    self.complete_with(inst, token, idx, &Vars::new())?;
                 }
                 self.queue.push_back(Step::Leave {
                     inst,
@@ -434,8 +442,12 @@ impl<'a, 't> Engine<'a, 't> {
     }
 
     /// The element has completed: its boundary timers end, and the token takes
-    /// its outgoing flows now or, with asyncAfter, when that job runs.
+    /// its outgoing flows now or, with asyncAfter, when that job runs. (An
+    /// inner instance of a multi-instance body reports to its body instead.)
     pub(super) fn leave(&mut self, inst: u64, token: u64, idx: usize) -> R<()> {
+        if let Some(body) = self.inst(inst).body_of(token) {
+            return self.inner_done(inst, body, token, idx);
+        }
         self.close_boundaries(inst, token)?;
         let p = self.proc_of(inst);
         let el = p.at(idx);
@@ -453,7 +465,7 @@ impl<'a, 't> Engine<'a, 't> {
     pub(super) fn depart(&mut self, inst: u64, token: u64, idx: usize) -> R<()> {
         let p = self.proc_of(inst);
         let el = p.at(idx);
-        let vars = self.inst(inst).variables.clone();
+        let vars = self.inst(inst).view(token).into_owned();
         let not_default =
             |d: Option<usize>| el.outgoing.iter().copied().filter(move |f| Some(*f) != d);
         let taken = match &el.kind {
@@ -638,8 +650,13 @@ impl<'a, 't> Engine<'a, 't> {
         let rec = self.inst(inst);
         let mut desired: Vec<(String, String)> = Vec::new();
         for t in &rec.tokens {
-            for m in token_reach(&p, t) {
-                if let Ok(k) = p.correlation_key(m, &rec.variables) {
+            let reach = token_reach(&p, t);
+            if reach.is_empty() {
+                continue;
+            }
+            let vars = rec.view(t.id);
+            for m in reach {
+                if let Ok(k) = p.correlation_key(m, &vars) {
                     let e = (m.clone(), k);
                     if !desired.contains(&e) {
                         desired.push(e);
@@ -699,10 +716,6 @@ fn or_default(mut chosen: Vec<usize>, default: &Option<usize>) -> Vec<usize> {
     chosen
 }
 
-/// Message names token `t` may still wait for: at its element and downstream
-/// (inside a subprocess and after it), or, for the token holding a
-/// subprocess's scope, at that subprocess's boundary events and after them
-/// (the tokens inside speak for the rest).
 /// Whether token `t` listens for the event of an event subprocess (rather
 /// than running inside one, or anywhere else).
 pub(super) fn is_listener(p: &Process, t: &Token) -> bool {
@@ -711,6 +724,10 @@ pub(super) fn is_listener(p: &Process, t: &Token) -> bool {
             .is_some_and(|e| matches!(e.kind, ElementKind::EventSubProcess { .. }))
 }
 
+/// Message names token `t` may still wait for: at its element and downstream
+/// (inside a subprocess and after it), or, for the token holding a
+/// subprocess's scope, at that subprocess's boundary events and after them
+/// (the tokens inside speak for the rest).
 pub(super) fn token_reach<'p>(p: &'p Process, t: &Token) -> &'p [String] {
     let Some(idx) = p.index_of(&t.element) else {
         return &[];

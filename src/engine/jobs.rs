@@ -121,7 +121,7 @@ impl<'a, 't> Engine<'a, 't> {
                         Some(ElementKind::Delegated { work, .. }) => Some(work.clone()),
                         _ => None,
                     };
-                    let mut variables = i.variables;
+                    let mut variables = i.view(job.token).into_owned();
                     if let Some(el) = el.filter(|e| !e.extras.inputs.is_empty()) {
                         let inputs = model::mapped(&el.extras.inputs, &variables);
                         variables.extend(inputs);
@@ -184,7 +184,7 @@ impl<'a, 't> Engine<'a, 't> {
                 process: p.id.clone(),
                 element: job.element.clone(),
             })?;
-        self.complete_with(job.instance, idx, vars)?;
+        self.complete_with(job.instance, job.token, idx, vars)?;
         self.history(job.instance, &job.element, "job_completed");
         self.t.bump(Counter::JobAttemptsCompleted, 1)?;
         self.queue.push_back(Step::Leave {

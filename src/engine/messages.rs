@@ -436,7 +436,7 @@ impl<'a, 't> Engine<'a, 't> {
             self.cancel_wait(inst, token)?;
             let element = self.proc_of(inst).at(idx).id.clone();
             self.history(inst, &element, "signal_received");
-            self.complete_with(inst, idx, vars)?;
+            self.complete_with(inst, token, idx, vars)?;
             self.queue.push_back(Step::Leave {
                 inst,
                 token,

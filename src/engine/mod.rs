@@ -28,6 +28,7 @@ mod event_subprocesses;
 mod flow;
 mod jobs;
 mod messages;
+mod multi_instance;
 mod repair;
 mod retention;
 mod tasks;
@@ -604,6 +605,7 @@ impl<'a, 't> Engine<'a, 't> {
             since: now,
             timers: Vec::new(),
             scope,
+            locals: Vars::new(),
         });
         id
     }
@@ -632,29 +634,30 @@ impl<'a, 't> Engine<'a, 't> {
     /// signal's variables). With output mappings only the mapped values reach
     /// the instance, computed from its variables, the element's inputs and the
     /// result; without them the result is merged as it is.
-    fn complete_with(&mut self, inst: u64, idx: usize, vars: &Vars) -> R<()> {
+    fn complete_with(&mut self, inst: u64, token: u64, idx: usize, vars: &Vars) -> R<()> {
         let p = self.proc_of(inst);
         let x = &p.at(idx).extras;
         if x.outputs.is_empty() {
-            return self.merge_vars(inst, vars);
+            self.merge_vars(inst, token, vars);
+            return Ok(());
         }
-        let mut local = self.inst(inst).variables.clone();
+        let mut local = self.inst(inst).view(token).into_owned();
         let inputs = model::mapped(&x.inputs, &local);
         local.extend(inputs);
         local.extend(vars.clone());
         let out = model::mapped(&x.outputs, &local);
-        self.merge_vars(inst, &out)
+        self.merge_vars(inst, token, &out);
+        Ok(())
     }
 
-    fn merge_vars(&mut self, inst: u64, vars: &Vars) -> R<()> {
-        if vars.is_empty() {
-            return Ok(());
-        }
+    /// Sets `vars` as `token` writes them: a variable local to a scope
+    /// around the token changes there, any other in the instance
+    /// ([`InstanceRecord::assign`]).
+    fn merge_vars(&mut self, inst: u64, token: u64, vars: &Vars) {
         let rec = self.inst(inst);
         for (k, v) in vars {
-            rec.variables.insert(k.clone(), v.clone());
+            rec.assign(token, k, v.clone());
         }
-        Ok(())
     }
 
     /// Writes every touched instance; the store moves its index rows.

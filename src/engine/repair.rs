@@ -2,8 +2,9 @@
 //!
 //! Invariant: a repair that would make a second token wait for (or reach) a
 //! (message, key) already waited for is refused unless forced; a token placed
-//! inside a subprocess runs in its one active scope, and a scope a repair
-//! leaves empty is cancelled with it.
+//! inside a subprocess runs in its one active scope, an inner instance of a
+//! multi-instance activity moved to its own element stays that inner
+//! instance, and a scope or body a repair leaves empty is cancelled with it.
 
 use super::*;
 
@@ -38,11 +39,20 @@ impl<'a, 't> Engine<'a, 't> {
         if !force {
             self.repair_guard(inst, idx, Some(token))?;
         }
-        let scope = self.repair_scope(inst, idx, Some(token))?;
+        // an inner instance of a multi-instance body moved to its own
+        // element runs again as that inner instance, with its item
+        let body = self.inst(inst).body_of(token).filter(|_| from == element);
+        let scope = match body {
+            Some(body) => body,
+            None => self.repair_scope(inst, idx, Some(token))?,
+        };
         let left = self.scope_of(inst, token);
         self.cancel_wait(inst, token)?;
         self.close_boundaries(inst, token)?;
         if let Some(t) = self.inst(inst).tokens.iter_mut().find(|t| t.id == token) {
+            if t.scope != scope {
+                t.locals.clear(); // they belonged to the scope it leaves
+            }
             t.scope = scope;
         }
         self.history(inst, &from, &format!("token_moved_to {element}"));

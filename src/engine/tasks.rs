@@ -74,7 +74,7 @@ impl<'a, 't> Engine<'a, 't> {
     ) -> R<u64> {
         let p = self.proc_of(inst);
         let el = p.at(idx);
-        let mut vars = self.inst(inst).variables.clone();
+        let mut vars = self.inst(inst).view(token).into_owned();
         let inputs = model::mapped(&el.extras.inputs, &vars);
         vars.extend(inputs);
         let r = |raw: &Option<String>| UserTaskSpec::resolve(raw.as_deref(), &vars);
@@ -144,7 +144,7 @@ impl<'a, 't> Engine<'a, 't> {
                 element: task.element.clone(),
             })?;
         self.t.remove_task(id)?;
-        self.complete_with(task.instance, idx, vars)?;
+        self.complete_with(task.instance, task.token, idx, vars)?;
         self.queue.push_back(Step::Leave {
             inst: task.instance,
             token: task.token,

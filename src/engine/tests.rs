@@ -392,15 +392,55 @@ proptest! {
 /// Event subprocesses too: a message one inside the order subprocess
 /// (interrupting when `frist_cancels`) with a job, and a timer cycle at the
 /// process level (non-interrupting).
-fn scoped_model(storno_cancels: bool, frist_cancels: bool, abbruch: u8) -> String {
+/// Multi-instance by `multi`: none (0); the receive task `lieferung` over
+/// `positionen`, keyed by its element variable, parallel with a completion
+/// condition (1) or sequential collecting outputs (2); the subprocess
+/// `zahlung` in parallel, its catch keyed by the element variable (3); the
+/// service task `pruefen` twice by loopCardinality, its boundary timer on
+/// the body (4).
+fn scoped_model(storno_cancels: bool, frist_cancels: bool, abbruch: u8, multi: u8) -> String {
     let abbruch = match abbruch {
         0 => "",
         1 => "<terminateEventDefinition/>",
         2 => "<errorEventDefinition/>",
         _ => "<escalationEventDefinition/>",
     };
+    let over =
+        r#"isSequential="SEQ" camunda:collection="${positionen}" camunda:elementVariable="pos""#;
+    let mi = |seq: bool, inner: &str| {
+        format!(
+            "<multiInstanceLoopCharacteristics {}>{inner}</multiInstanceLoopCharacteristics>",
+            over.replace("SEQ", if seq { "true" } else { "false" })
+        )
+    };
+    let (lieferung, zahlung, pruefen) = match multi {
+        1 => (
+            mi(
+                false,
+                "<completionCondition>${nrOfCompletedInstances >= 2}</completionCondition>",
+            ),
+            String::new(),
+            String::new(),
+        ),
+        2 => (
+            mi(
+                true,
+                r#"<extensionElements><zeebe:loopCharacteristics outputCollection="mengen" outputElement="= menge"/></extensionElements>"#,
+            ),
+            String::new(),
+            String::new(),
+        ),
+        3 => (String::new(), mi(false, ""), String::new()),
+        4 => (
+            String::new(),
+            String::new(),
+            "<multiInstanceLoopCharacteristics><loopCardinality>2</loopCardinality></multiInstanceLoopCharacteristics>".to_string(),
+        ),
+        _ => (String::new(), String::new(), String::new()),
+    };
     format!(
-        r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL">
+        r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL"
+    xmlns:camunda="http://camunda.org/schema/1.0/bpmn" xmlns:zeebe="http://camunda.org/schema/zeebe/1.0">
   <message id="ml" name="Lieferung"/>
   <message id="mz" name="Zahlung"/>
   <message id="ms" name="Storno"/>
@@ -420,8 +460,8 @@ fn scoped_model(storno_cancels: bool, frist_cancels: bool, abbruch: u8) -> Strin
       <parallelGateway id="fork"/>
       <sequenceFlow id="a1" sourceRef="fork" targetRef="lieferung"/>
       <sequenceFlow id="a2" sourceRef="fork" targetRef="pruefen"/>
-      <receiveTask id="lieferung" messageRef="ml"/>
-      <serviceTask id="pruefen"/>
+      <receiveTask id="lieferung" messageRef="ml">{lieferung}</receiveTask>
+      <serviceTask id="pruefen">{pruefen}</serviceTask>
       <boundaryEvent id="pruefFrist" attachedToRef="pruefen"><timerEventDefinition><timeDuration>PT10M</timeDuration></timerEventDefinition></boundaryEvent>
       <sequenceFlow id="a3" sourceRef="lieferung" targetRef="join"/>
       <sequenceFlow id="a4" sourceRef="pruefen" targetRef="join"/>
@@ -429,7 +469,7 @@ fn scoped_model(storno_cancels: bool, frist_cancels: bool, abbruch: u8) -> Strin
       <endEvent id="abbruch">{abbruch}</endEvent>
       <parallelGateway id="join"/>
       <sequenceFlow id="a6" sourceRef="join" targetRef="zahlung"/>
-      <subProcess id="zahlung">
+      <subProcess id="zahlung">{zahlung}
         <startEvent id="zs"/>
         <sequenceFlow id="z0" sourceRef="zs" targetRef="eingang"/>
         <intermediateCatchEvent id="eingang"><messageEventDefinition messageRef="mz"/></intermediateCatchEvent>
@@ -491,10 +531,11 @@ enum ScopeOp {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
 
-    /// Random models with scopes under random starts, messages, worker
-    /// results, timers and repairs: after every step every index row matches
-    /// its record, every token runs in an active scope of its subprocess, no
-    /// scope is empty, every job is held by a live token (no wait outside an
+    /// Random models with scopes (and multi-instance activities) under random
+    /// starts, messages, worker results, timers and repairs: after every step
+    /// every index row matches its record, every token runs in an active
+    /// scope of its subprocess or is an inner instance of a body at its
+    /// element, no scope or body is empty, every job is held by a live token (no wait outside an
     /// active scope), per (message, key) a subscription xor a buffered
     /// message; every message id has one record; ended instances hold no tokens.
     #[test]
@@ -502,31 +543,40 @@ proptest! {
         storno_cancels in any::<bool>(),
         frist_cancels in any::<bool>(),
         abbruch in 0..4u8,
+        multi in 0..5u8,
         ops in proptest::collection::vec(prop_oneof![
             (0..3u8).prop_map(ScopeOp::Start),
             (0..5u8, 0..3u8, 0..8u8).prop_map(|(m, k, id)| ScopeOp::Publish(m, k, id)),
             (0..3u8).prop_map(ScopeOp::Work),
             (0..5_400u32).prop_map(ScopeOp::Advance),
-            (0..4u8, 1..12u8).prop_map(|(i, t)| ScopeOp::Cancel(i, t)),
+            (0..4u8, 1..16u8).prop_map(|(i, t)| ScopeOp::Cancel(i, t)),
             (0..4u8, 0..5u8).prop_map(|(i, e)| ScopeOp::Add(i, e)),
             (0..8u8).prop_map(ScopeOp::Requeue),
         ], 1..40)
     ) {
         let mut h = Harness::reference();
         h.cfg.max_attempts = 2;
+        // a catch inside a multi-instance activity is keyed by its element variable
+        let keyed_by = |m: &str| match (multi, m) {
+            (1 | 2, "Lieferung") | (3, "Zahlung") => "pos",
+            _ => "auftragId",
+        };
         let keys = ["Lieferung", "Zahlung", "Storno", "Mahnung", "Quittung"]
-            .map(|m| (m.to_string(), "auftragId".to_string()))
+            .map(|m| (m.to_string(), keyed_by(m).to_string()))
             .into();
-        let xml = scoped_model(storno_cancels, frist_cancels, abbruch);
+        let xml = scoped_model(storno_cancels, frist_cancels, abbruch, multi);
         h.step(|e| e.deploy("scoped.bpmn", &xml, &keys, None)).unwrap();
         let mut started: Vec<u64> = Vec::new();
         let mut ids = std::collections::BTreeSet::new();
         for op in ops {
             match op {
                 ScopeOp::Start(k) => {
-                    let id = h
-                        .step(|e| e.start("scoped", crate::vars([("auftragId", k.to_string().into())]), None))
-                        .unwrap();
+                    let positionen: Vec<String> = (0..3).map(|i| ((k + i) % 3).to_string()).collect();
+                    let vars = crate::vars([
+                        ("auftragId", k.to_string().into()),
+                        ("positionen", positionen.into()),
+                    ]);
+                    let id = h.step(|e| e.start("scoped", vars, None)).unwrap();
                     started.push(id);
                 }
                 ScopeOp::Publish(m, k, id) => {
@@ -536,6 +586,7 @@ proptest! {
                         name: name.into(),
                         key: k.to_string(),
                         message_id: Some(id.clone()),
+                        variables: crate::vars([("menge", k.into())]),
                         ..Default::default()
                     };
                     h.step(|e| e.publish(&msg)).unwrap();

@@ -52,13 +52,15 @@ impl<'a, 't> Engine<'a, 't> {
                 .find(|x| x.id == t)
                 .and_then(|x| p.index_of(&x.element))
         };
+        // an inner instance of a multi-instance activity: its body holds the boundary events
+        let holder_of = |me: &mut Self, t: u64| me.inst(inst).body_of(t).unwrap_or(t);
         if own
             && let Some(at) = element_of(self, token)
             && let Some(b) = boundary_of(at)
         {
             return Some(Catch::Boundary {
                 inst,
-                holder: token,
+                holder: holder_of(self, token),
                 boundary: b,
             });
         }
@@ -66,6 +68,20 @@ impl<'a, 't> Engine<'a, 't> {
         let mut came_from: Option<usize> = None;
         let limit = self.inst(inst).tokens.len();
         for _ in 0..=limit {
+            if scope != 0
+                && matches!(
+                    self.inst(inst).tokens.iter().find(|t| t.id == scope),
+                    Some(Token {
+                        wait: Wait::Body { .. },
+                        ..
+                    })
+                )
+            {
+                // a body is no scope of its own: its boundary events were
+                // asked for the inner instance
+                scope = self.scope_of(inst, scope);
+                continue;
+            }
             let container = match scope {
                 0 => None,
                 s => Some(element_of(self, s)?),
@@ -86,7 +102,7 @@ impl<'a, 't> Engine<'a, 't> {
             if let Some(b) = boundary_of(at) {
                 return Some(Catch::Boundary {
                     inst,
-                    holder: scope,
+                    holder: holder_of(self, scope),
                     boundary: b,
                 });
             }

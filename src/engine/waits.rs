@@ -46,7 +46,7 @@ impl<'a, 't> Engine<'a, 't> {
         let element = self.proc_of(inst).at(idx).id.clone();
         self.history(inst, &element, "message_correlated");
         self.t.set_passed(name, key, inst, true)?;
-        self.complete_with(inst, idx, vars)?;
+        self.complete_with(inst, token, idx, vars)?;
         self.queue.push_back(Step::Leave {
             inst,
             token,
@@ -131,8 +131,9 @@ impl<'a, 't> Engine<'a, 't> {
                 }
             }
             Wait::Task { task } => self.t.remove_task(task)?,
-            // the scope is cancelled: everything running inside goes with it
-            Wait::Scope => {
+            // the scope (of a subprocess, or a multi-instance body) is
+            // cancelled: everything running inside goes with it
+            Wait::Scope | Wait::Body { .. } => {
                 let inside: Vec<u64> = self
                     .inst(inst)
                     .tokens
@@ -197,7 +198,7 @@ impl<'a, 't> Engine<'a, 't> {
                 Trigger::Signal { signal } => self.t.subscribe_signal(signal, inst, token)?,
                 Trigger::Message { message } => {
                     // `boundary_key_problem` was asked before: the key is set
-                    if let Ok(key) = p.correlation_key(message, &self.inst(inst).variables) {
+                    if let Ok(key) = p.correlation_key(message, &self.inst(inst).view(token)) {
                         self.t.subscribe(message, &key, inst, token)?;
                     }
                 }
@@ -214,10 +215,11 @@ impl<'a, 't> Engine<'a, 't> {
     pub(super) fn boundary_key_problem(
         &mut self,
         inst: u64,
+        token: u64,
         p: &Process,
         host: usize,
     ) -> Option<String> {
-        let vars = &self.inst(inst).variables;
+        let vars = &self.inst(inst).view(token);
         p.at(host).boundaries.iter().find_map(|&b| match &p.at(b).kind {
             ElementKind::Boundary {
                 trigger: Trigger::Message { message },
@@ -249,7 +251,7 @@ impl<'a, 't> Engine<'a, 't> {
             else {
                 continue;
             };
-            let Ok(key) = p.correlation_key(message, &self.inst(inst).variables) else {
+            let Ok(key) = p.correlation_key(message, &self.inst(inst).view(token)) else {
                 continue;
             };
             loop {
@@ -290,7 +292,8 @@ impl<'a, 't> Engine<'a, 't> {
             | Wait::Incident { .. }
             | Wait::Task { .. }
             | Wait::Scope
-            | Wait::Child { .. } => false,
+            | Wait::Child { .. }
+            | Wait::Body { .. } => false,
         };
         if own {
             return None;
@@ -326,7 +329,7 @@ impl<'a, 't> Engine<'a, 't> {
         }
         self.history(inst, &boundary, event);
         let new = self.new_token(inst, &boundary, scope);
-        self.complete_with(inst, b, vars)?;
+        self.complete_with(inst, new, b, vars)?;
         self.queue.push_back(Step::Leave {
             inst,
             token: new,
@@ -338,6 +341,9 @@ impl<'a, 't> Engine<'a, 't> {
     /// Closes the boundary events of a token leaving its activity: cancels
     /// their timers and unsubscribes their signals.
     pub(super) fn close_boundaries(&mut self, inst: u64, token: u64) -> R<()> {
+        if self.inst(inst).body_of(token).is_some() {
+            return Ok(()); // an inner instance: its body holds the boundary events
+        }
         let p = self.proc_of(inst);
         let (timers, host) = match self.inst(inst).tokens.iter_mut().find(|t| t.id == token) {
             Some(t) => (std::mem::take(&mut t.timers), p.index_of(&t.element)),
@@ -367,7 +373,7 @@ impl<'a, 't> Engine<'a, 't> {
                             .filter(|(m, _)| m == message)
                             .map(|(_, k)| k.clone())
                             .collect();
-                        if let Ok(k) = p.correlation_key(message, &rec.variables) {
+                        if let Ok(k) = p.correlation_key(message, &rec.view(token)) {
                             keys.push(k);
                         }
                         keys.sort();
@@ -452,7 +458,7 @@ impl<'a, 't> Engine<'a, 't> {
         let mut messages = Vec::new();
         for &t in &targets {
             if let Some(m) = p.at(t).kind.waits_for_message() {
-                let key = match p.correlation_key(m, &self.inst(inst).variables) {
+                let key = match p.correlation_key(m, &self.inst(inst).view(token)) {
                     Ok(key) => key,
                     Err(var) => {
                         let error =

@@ -83,7 +83,7 @@ pub struct Element {
 /// What a model says about an element beyond its kind: kept by the store beside
 /// the definition record, so definitions stored before these existed read as
 /// "none".
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Extras {
     /// `camunda:asyncAfter` / `flowable:asyncAfter`: a durable job between the
     /// element's completion and its outgoing flows.
@@ -97,6 +97,49 @@ pub struct Extras {
     /// completes, computed from its inputs and the result (job, task or message
     /// variables); without them the result is merged as it is.
     pub outputs: Vec<Mapping>,
+    /// `multiInstanceLoopCharacteristics`: the element runs once per item
+    /// (or `loopCardinality` times), in parallel or one after the other.
+    /// Stored in the tail of the extras record (see `store::extras_of`).
+    #[serde(skip)]
+    pub multi: Option<MultiInstance>,
+}
+
+/// How a multi-instance activity runs: a body that starts one inner instance
+/// per item, each seeing its item in a variable local to it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MultiInstance {
+    /// `isSequential`: one inner instance after the other (else all at once).
+    pub sequential: bool,
+    /// What the inner instances are made of.
+    pub over: LoopOver,
+    /// The variable local to each inner instance that holds its item
+    /// (`elementVariable`, `inputDataItem`, Zeebe `inputElement`).
+    pub element_variable: Option<String>,
+    /// The variable local to each inner instance that holds its index,
+    /// counted from 0 (`elementIndexVariable`; default `loopCounter`).
+    pub index_variable: String,
+    /// `completionCondition`: evaluated after each inner instance completes,
+    /// seeing its variables and `nrOfInstances`, `nrOfCompletedInstances`,
+    /// `nrOfActiveInstances`; when it holds, the remaining inner instances
+    /// are cancelled and the activity completes.
+    pub completion: Option<Expr>,
+    /// Zeebe `outputCollection`: a list with one entry per item, filled in
+    /// item order from `output_element`, set in the enclosing scope when the
+    /// activity completes.
+    pub output_collection: Option<String>,
+    /// Zeebe `outputElement`: what each inner instance contributes to the
+    /// output collection, evaluated when it completes.
+    pub output_element: Option<Expr>,
+}
+
+/// What a multi-instance activity iterates over.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum LoopOver {
+    /// A list, evaluated once when the activity starts (`collection`,
+    /// `loopDataInputRef`, Zeebe `inputCollection`).
+    Collection(Expr),
+    /// A number of inner instances (`loopCardinality`).
+    Cardinality(Expr),
 }
 
 impl Extras {

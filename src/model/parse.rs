@@ -794,6 +794,18 @@ fn not_run_as_written(p: &Node, proc: &Process, out: &mut Vec<Warning>) {
             continue;
         };
         listener_warnings(n, &mut warn);
+        if let Some(lc) = n.child("multiInstanceLoopCharacteristics") {
+            for a in ["async", "asyncBefore", "asyncAfter"] {
+                if is_true(lc.attr(a)) {
+                    warn(
+                        n,
+                        format!(
+                            "multiInstanceLoopCharacteristics {a} is not applied: the inner instances start in the transaction that starts the activity (asyncBefore on the activity itself is)"
+                        ),
+                    );
+                }
+            }
+        }
         let implementation = ["class", "delegateExpression", "expression"]
             .iter()
             .find_map(|a| n.attr(a).map(|v| (*a, v)));
@@ -833,6 +845,128 @@ fn not_run_as_written(p: &Node, proc: &Process, out: &mut Vec<Warning>) {
             _ => {}
         }
     }
+}
+
+/// Whether an element of this kind can run as a multi-instance activity:
+/// tasks, subprocesses and call activities (BPMN's activities), not events
+/// or gateways.
+fn runs_multi_instance(kind: &ElementKind) -> bool {
+    match kind {
+        ElementKind::Task { .. }
+        | ElementKind::SendTask
+        | ElementKind::ServiceTask { .. }
+        | ElementKind::ReceiveTask { .. }
+        | ElementKind::Publish { .. }
+        | ElementKind::Delegated { .. }
+        | ElementKind::UserTask { .. }
+        | ElementKind::SubProcess { .. }
+        | ElementKind::CallActivity { .. } => true,
+        // an event subprocess is started by its event, once per event
+        ElementKind::EventSubProcess { .. }
+        | ElementKind::NoneStart
+        | ElementKind::MessageStart { .. }
+        | ElementKind::TimerStart { .. }
+        | ElementKind::TimerCatch { .. }
+        | ElementKind::EventGateway
+        | ElementKind::Boundary { .. }
+        | ElementKind::End
+        | ElementKind::ExclusiveGateway { .. }
+        | ElementKind::ParallelGateway
+        | ElementKind::InclusiveGateway { .. }
+        | ElementKind::MessageCatch { .. }
+        | ElementKind::SignalCatch { .. }
+        | ElementKind::SignalThrow { .. }
+        | ElementKind::NoneThrow
+        | ElementKind::TerminateEnd
+        | ElementKind::ErrorEnd { .. }
+        | ElementKind::Escalation { .. } => false,
+    }
+}
+
+/// `multiInstanceLoopCharacteristics` as Flowable and Camunda 7 write it
+/// (`isSequential`, `collection`/`loopDataInputRef`, `elementVariable`/
+/// `inputDataItem`, `elementIndexVariable`, `loopCardinality`,
+/// `completionCondition`) and as Zeebe does (`zeebe:loopCharacteristics`
+/// with `inputCollection`, `inputElement`, `outputCollection`,
+/// `outputElement`). An expression postfach cannot evaluate is a refusal
+/// naming it: the activity could not run as its diagram reads.
+fn multi_instance(lc: &Node) -> Result<super::MultiInstance, String> {
+    let zeebe = extension(lc, "loopCharacteristics");
+    let text = |name: &str| {
+        lc.child(name)
+            .map(|c| c.text.trim())
+            .filter(|t| !t.is_empty())
+    };
+    let expr = |what: &str, raw: &str| {
+        parse_condition(raw).map_err(|e| {
+            format!("multi-instance {what} '{raw}' cannot be evaluated ({e}): postfach reads variables, paths, literals, comparisons and arithmetic")
+        })
+    };
+    let name = |what: &str, raw: &str| {
+        variable_path(&strip_feel(raw))
+            .filter(|v| !v.contains('.'))
+            .ok_or_else(|| format!("multi-instance {what} '{raw}' is not a variable name"))
+    };
+    let collection = lc
+        .attr("collection")
+        .or_else(|| text("loopDataInputRef"))
+        .or_else(|| zeebe.and_then(|z| z.attr("inputCollection")))
+        .map(str::trim)
+        .filter(|c| !c.is_empty());
+    let over = match (collection, text("loopCardinality")) {
+        (Some(c), None) => super::LoopOver::Collection(expr("collection", c)?),
+        (None, Some(n)) => super::LoopOver::Cardinality(expr("loopCardinality", n)?),
+        (Some(_), Some(_)) => {
+            return Err(
+                "multi-instance has both a collection and a loopCardinality: keep one".into(),
+            );
+        }
+        (None, None) => {
+            return Err(
+                "multi-instance has neither a collection (collection, loopDataInputRef, zeebe inputCollection) nor a loopCardinality".into(),
+            );
+        }
+    };
+    if lc.child("loopDataOutputRef").is_some() || lc.child("outputDataItem").is_some() {
+        return Err(
+            "multi-instance loopDataOutputRef/outputDataItem are not collected: use zeebe:loopCharacteristics outputCollection and outputElement".into(),
+        );
+    }
+    let element_variable = lc
+        .attr("elementVariable")
+        .or_else(|| lc.child("inputDataItem").and_then(|d| d.attr("name")))
+        .or_else(|| zeebe.and_then(|z| z.attr("inputElement")))
+        .filter(|v| !v.trim().is_empty())
+        .map(|v| name("element variable", v))
+        .transpose()?;
+    let index_variable = match lc.attr("elementIndexVariable") {
+        Some(v) => name("elementIndexVariable", v)?,
+        None => "loopCounter".to_string(),
+    };
+    let completion = text("completionCondition")
+        .map(|c| expr("completionCondition", c))
+        .transpose()?;
+    let output_collection = zeebe.and_then(|z| z.attr("outputCollection"));
+    let output_element = zeebe.and_then(|z| z.attr("outputElement"));
+    let (output_collection, output_element) = match (output_collection, output_element) {
+        (Some(c), Some(e)) => (
+            Some(name("outputCollection", c)?),
+            Some(expr("outputElement", e)?),
+        ),
+        (None, None) => (None, None),
+        _ => {
+            return Err("multi-instance needs outputCollection and outputElement together".into());
+        }
+    };
+    Ok(super::MultiInstance {
+        sequential: is_true(lc.attr("isSequential")),
+        over,
+        element_variable,
+        index_variable,
+        completion,
+        output_collection,
+        output_element,
+    })
 }
 
 /// `flowable:failedJobRetryTimeCycle` / `camunda:failedJobRetryTimeCycle`
@@ -1469,11 +1603,31 @@ fn process(
             }
             _ => continue, // not a flow node: diagram, lanes, annotations, data, vendor extensions
         };
-        if let Some(lc) = n.children.iter().find(|c| {
-            c.name == "multiInstanceLoopCharacteristics" || c.name == "standardLoopCharacteristics"
-        }) {
-            refuse(unsupported, n, format!("{name} with {}", lc.name));
+        if n.child("standardLoopCharacteristics").is_some() {
+            refuse(
+                unsupported,
+                n,
+                format!("{name} with standardLoopCharacteristics"),
+            );
             continue;
+        }
+        let mut multi = None;
+        if let Some(lc) = n.child("multiInstanceLoopCharacteristics") {
+            if !runs_multi_instance(&kind) {
+                refuse(
+                    unsupported,
+                    n,
+                    format!("{name} with multiInstanceLoopCharacteristics"),
+                );
+                continue;
+            }
+            match multi_instance(lc) {
+                Ok(m) => multi = Some(m),
+                Err(message) => {
+                    issues.push(issue(n, message));
+                    continue;
+                }
+            }
         }
         if n.id().is_empty() {
             issues.push(Issue {
@@ -1506,7 +1660,10 @@ fn process(
             line: n.line,
             retry,
             boundaries: Vec::new(),
-            extras: extras_of(n).0,
+            extras: super::Extras {
+                multi,
+                ..extras_of(n).0
+            },
         });
         flow_nodes.push(n);
         parent_ids.push(container.map(Node::id));

@@ -261,6 +261,25 @@ pub enum Wait {
         /// The child instance's id.
         instance: u64,
     },
+    /// The multi-instance body of an activity: its inner instances are the
+    /// tokens at the same element whose scope is this token; the body holds
+    /// the activity's boundary events and leaves when the last inner instance
+    /// has completed (or the completion condition held).
+    Body {
+        /// The items, as JSON text, fixed when the body started (empty for
+        /// `loopCardinality`: the inner instances have no item).
+        items: Vec<String>,
+        /// The output collection as JSON text, one entry per item (empty
+        /// without one): kept here, not in a variable, so that no inner
+        /// instance's result can overwrite it.
+        outputs: Vec<String>,
+        /// Inner instances in all.
+        count: u32,
+        /// Inner instances started so far (sequential: the next one's index).
+        started: u32,
+        /// Inner instances completed so far.
+        completed: u32,
+    },
 }
 
 /// A token at rest. Between transactions every live token rests somewhere.
@@ -278,6 +297,11 @@ pub struct Token {
     /// layout of format version 1.
     #[serde(skip)]
     pub scope: u64,
+    /// Variables local to this token and the tokens running inside it (a
+    /// multi-instance inner instance's element variable and loop counter).
+    /// Stored in the record's tail, like `scope`.
+    #[serde(skip)]
+    pub locals: Vars,
 }
 
 /// One line of an instance's history.
@@ -315,6 +339,97 @@ pub struct InstanceRecord {
     pub called_by: Option<(u64, u64)>,
 }
 
+/// The counters a multi-instance body shows its inner instances:
+/// `nrOfInstances`, `nrOfCompletedInstances`, `nrOfActiveInstances`.
+pub const COUNTERS: [&str; 3] = [
+    "nrOfInstances",
+    "nrOfCompletedInstances",
+    "nrOfActiveInstances",
+];
+
+impl InstanceRecord {
+    /// The variables token `token` sees: the instance's, overlaid by the
+    /// local variables of each scope around the token (outermost first) and
+    /// its own; a multi-instance body adds `nrOfInstances`,
+    /// `nrOfCompletedInstances` and `nrOfActiveInstances`. Borrowed when
+    /// nothing local applies (the common case).
+    pub fn view(&self, token: u64) -> std::borrow::Cow<'_, Vars> {
+        let chain = self.chain(token);
+        if chain
+            .iter()
+            .all(|t| t.locals.is_empty() && !matches!(t.wait, Wait::Body { .. }))
+        {
+            return std::borrow::Cow::Borrowed(&self.variables);
+        }
+        let mut vars = self.variables.clone();
+        for t in chain.iter().rev() {
+            if let Wait::Body {
+                count, completed, ..
+            } = t.wait
+            {
+                let active = self.tokens.iter().filter(|i| i.scope == t.id).count();
+                for (name, n) in COUNTERS
+                    .iter()
+                    .zip([count as usize, completed as usize, active])
+                {
+                    vars.insert(name.to_string(), n.into());
+                }
+            }
+            vars.extend(t.locals.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
+        std::borrow::Cow::Owned(vars)
+    }
+
+    /// Sets variable `name` as token `token` writes it: in the innermost
+    /// scope around the token (the token itself first) that has it as a
+    /// local variable, else in the instance's variables.
+    pub fn assign(&mut self, token: u64, name: &str, value: serde_json::Value) {
+        if self.tokens.iter().all(|t| t.locals.is_empty()) {
+            self.variables.insert(name.to_string(), value);
+            return;
+        }
+        let chain = self.chain(token);
+        let counted = chain.iter().any(|t| matches!(t.wait, Wait::Body { .. }));
+        if counted && COUNTERS.contains(&name) {
+            return; // a body's counters are computed, not set
+        }
+        let owner = chain
+            .iter()
+            .find(|t| t.locals.contains_key(name))
+            .map(|t| t.id);
+        let slot = owner
+            .and_then(|id| self.tokens.iter_mut().find(|t| t.id == id))
+            .map_or(&mut self.variables, |t| &mut t.locals);
+        slot.insert(name.to_string(), value);
+    }
+
+    /// Token `token` and the tokens holding the scopes around it, innermost
+    /// first (bounded by the number of tokens, should a record be damaged).
+    fn chain(&self, token: u64) -> Vec<&Token> {
+        let mut out = Vec::new();
+        let mut at = token;
+        while at != 0 && out.len() <= self.tokens.len() {
+            let Some(t) = self.tokens.iter().find(|t| t.id == at) else {
+                break;
+            };
+            out.push(t);
+            at = t.scope;
+        }
+        out
+    }
+
+    /// The multi-instance body token `token` is an inner instance of: its
+    /// scope's holder, at the same element, holding [`Wait::Body`].
+    pub fn body_of(&self, token: u64) -> Option<u64> {
+        let t = self.tokens.iter().find(|t| t.id == token)?;
+        let h = self
+            .tokens
+            .iter()
+            .find(|h| h.id == t.scope && t.scope != 0)?;
+        (matches!(h.wait, Wait::Body { .. }) && h.element == t.element).then_some(h.id)
+    }
+}
+
 /// One thing an instance record carries after its format-1 body (see
 /// [`encode_instance`]). Variants are encoded by position: new ones go last,
 /// and a build that does not know one refuses the record.
@@ -324,6 +439,8 @@ enum TailField {
     Scopes(Vec<u64>),
     /// The call activity that started this instance: (instance, token).
     CalledBy(u64, u64),
+    /// The local variables of the tokens that have any: (token, JSON text).
+    Locals(Vec<(u64, String)>),
 }
 
 /// An instance record's bytes: format 1 when every token runs in the process
@@ -338,6 +455,19 @@ pub(crate) fn encode_instance(rec: &InstanceRecord) -> Result<Vec<u8>, CodecErro
     }
     if let Some((i, t)) = rec.called_by {
         tail.push(TailField::CalledBy(i, t));
+    }
+    let locals: Vec<(u64, String)> = rec
+        .tokens
+        .iter()
+        .filter(|t| !t.locals.is_empty())
+        .map(|t| {
+            serde_json::to_string(&t.locals)
+                .map(|json| (t.id, json))
+                .map_err(|e| CodecError::Encode(e.to_string()))
+        })
+        .collect::<Result<_, _>>()?;
+    if !locals.is_empty() {
+        tail.push(TailField::Locals(locals));
     }
     codec::encode_tailed(rec, (!tail.is_empty()).then_some(&tail))
 }
@@ -361,6 +491,25 @@ pub(crate) fn decode_instance(bytes: &[u8]) -> Result<InstanceRecord, CodecError
                 }
             }
             TailField::CalledBy(i, t) => rec.called_by = Some((i, t)),
+            TailField::Locals(locals) => {
+                for (token, json) in locals {
+                    let vars: Vars = serde_json::from_str(&json).map_err(|e| {
+                        CodecError::Decode(format!(
+                            "instance {}: local variables of token {token}: {e}",
+                            rec.id
+                        ))
+                    })?;
+                    match rec.tokens.iter_mut().find(|t| t.id == token) {
+                        Some(t) => t.locals = vars,
+                        None => {
+                            return Err(CodecError::Decode(format!(
+                                "instance {}: local variables of token {token}, which it does not have",
+                                rec.id
+                            )));
+                        }
+                    }
+                }
+            }
         }
     }
     Ok(rec)
@@ -743,14 +892,35 @@ pub(crate) fn with_extras(
     extras: Option<&[u8]>,
 ) -> Result<DefinitionRecord, StoreError> {
     if let Some(bytes) = extras {
-        let pairs: Vec<(u32, crate::model::Extras)> = codec::decode(bytes)?;
+        let (pairs, tail): (Vec<(u32, crate::model::Extras)>, Vec<ExtraField>) =
+            codec::decode_tailed(bytes)?;
         for (idx, x) in pairs {
             if let Some(el) = rec.process.elements.get_mut(idx as usize) {
                 el.extras = x;
             }
         }
+        for field in tail {
+            match field {
+                ExtraField::Multi(multi) => {
+                    for (idx, m) in multi {
+                        if let Some(el) = rec.process.elements.get_mut(idx as usize) {
+                            el.extras.multi = Some(m);
+                        }
+                    }
+                }
+            }
+        }
     }
     Ok(rec)
+}
+
+/// What the extras record of a definition carries after its format-1 body
+/// (the element extras added since). Variants are encoded by position: new
+/// ones go last, and a build that does not know one refuses the record.
+#[derive(Debug, Serialize, Deserialize)]
+enum ExtraField {
+    /// The multi-instance characteristics of elements: (element index, them).
+    Multi(Vec<(u32, crate::model::MultiInstance)>),
 }
 
 /// The element extras of a definition to store beside it (`None`: nothing set).
@@ -766,7 +936,21 @@ pub(crate) fn extras_of(rec: &DefinitionRecord) -> Result<Option<Vec<u8>>, Store
     if pairs.is_empty() {
         return Ok(None);
     }
-    Ok(Some(codec::encode(&pairs)?))
+    let multi: Vec<(u32, &crate::model::MultiInstance)> = rec
+        .process
+        .elements
+        .iter()
+        .enumerate()
+        .filter_map(|(i, e)| Some((i as u32, e.extras.multi.as_ref()?)))
+        .collect();
+    let tail = (!multi.is_empty()).then(|| vec![ExtraFieldRef::Multi(multi)]);
+    Ok(Some(codec::encode_tailed(&pairs, tail.as_ref())?))
+}
+
+/// [`ExtraField`] as written (borrowing what it carries).
+#[derive(Serialize)]
+enum ExtraFieldRef<'a> {
+    Multi(Vec<(u32, &'a crate::model::MultiInstance)>),
 }
 
 /// Creates every table so that read transactions find them, and stamps the format version.

@@ -1249,6 +1249,7 @@ mod tests {
                     since: *since,
                     timers: Vec::new(),
                     scope: 0,
+                    locals: Default::default(),
                 })
                 .collect(),
             next_token: tokens.len() as u64 + 1,

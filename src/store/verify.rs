@@ -148,7 +148,8 @@ pub(crate) fn verify(r: &ReadTransaction, waits: bool) -> Result<Vec<String>, St
                 | Wait::Join { .. }
                 | Wait::Incident { .. }
                 | Wait::Scope
-                | Wait::Child { .. } => {}
+                | Wait::Child { .. }
+                | Wait::Body { .. } => {}
             }
         }
     }
@@ -190,7 +191,8 @@ pub(crate) fn verify(r: &ReadTransaction, waits: bool) -> Result<Vec<String>, St
                 | Wait::Incident { .. }
                 | Wait::Task { .. }
                 | Wait::Scope
-                | Wait::Child { .. } => {}
+                | Wait::Child { .. }
+                | Wait::Body { .. } => {}
             }
             owned_jobs.extend(jobs.into_iter().map(|j| (j, i.id, t.id)));
         }
@@ -212,7 +214,7 @@ pub(crate) fn verify(r: &ReadTransaction, waits: bool) -> Result<Vec<String>, St
                         trigger: crate::model::Trigger::Message { message },
                         ..
                     }) => {
-                        if let Ok(key) = p.correlation_key(message, &i.variables) {
+                        if let Ok(key) = p.correlation_key(message, &i.view(t.id)) {
                             want.boundary_messages
                                 .insert((message.clone(), key, i.id, t.id));
                         }
@@ -570,10 +572,12 @@ impl MemoryStore {
     }
 }
 
-/// The scope tree of one instance: every token runs in the process or in an
+/// The scope tree of one instance: every token runs in the process, in an
 /// active scope (a token of the same instance holding [`Wait::Scope`] at the
-/// subprocess the token's element is directly inside); every scope holds at
-/// least one token (an empty one has completed or been cancelled).
+/// subprocess the token's element is directly inside), or is an inner
+/// instance of a multi-instance body (a token holding [`Wait::Body`] at the
+/// same element); every scope and body holds at least one token (an empty
+/// one has completed or been cancelled).
 fn scope_problems(i: &InstanceRecord, p: &crate::model::Process, problems: &mut Vec<String>) {
     for t in &i.tokens {
         let parent = p.index_of(&t.element).and_then(|e| p.parent_of(e));
@@ -584,6 +588,8 @@ fn scope_problems(i: &InstanceRecord, p: &crate::model::Process, problems: &mut 
             (None, 0, _) => {}
             (Some(sp), s, Some(h))
                 if s != 0 && h.wait == Wait::Scope && h.element == p.at(sp).id => {}
+            (_, s, Some(h))
+                if s != 0 && matches!(h.wait, Wait::Body { .. }) && h.element == t.element => {}
             _ => problems.push(format!(
                 "scopes: instance {} token {} at '{}' runs in scope {} (element inside {:?}), which is not an active scope of its subprocess",
                 i.id,
@@ -593,7 +599,8 @@ fn scope_problems(i: &InstanceRecord, p: &crate::model::Process, problems: &mut 
                 parent.map(|sp| p.at(sp).id.clone())
             )),
         }
-        if t.wait == Wait::Scope && !i.tokens.iter().any(|c| c.scope == t.id) {
+        let holds = matches!(t.wait, Wait::Scope | Wait::Body { .. });
+        if holds && !i.tokens.iter().any(|c| c.scope == t.id) {
             problems.push(format!(
                 "scopes: instance {} token {} holds the scope of '{}' with no token inside",
                 i.id, t.id, t.element

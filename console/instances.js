@@ -137,20 +137,34 @@ async function retry(job) {
   await renderInstance(true);
 }
 
-/** What a token waits for; a call activity's child instance as a link. */
-function waitsFor(t) {
-  const text = t.scope ? `${t.waits_for} (inside the subprocess of token ${t.scope})` : t.waits_for;
-  const child = /^called instance (\d+) to end$/.exec(t.waits_for);
-  if (!child) return cell(text);
-  return h('td', {}, 'called ', instanceLink(child[1]), ' to end');
+/** Where a token runs: inside a subprocess, or as an inner instance of a
+ * multi-instance body (its scope token rests at the same element), with
+ * its local variables. */
+function placeOf(t, tokens) {
+  if (!t.scope) return '';
+  const holder = tokens.find((o) => o.token === t.scope);
+  const inner = holder && holder.element === t.element;
+  const locals = Object.entries(t.locals || {})
+    .map(([k, v]) => `${k} = ${JSON.stringify(v)}`)
+    .join(', ');
+  const where = inner ? `inner instance of token ${t.scope}` : `inside the subprocess of token ${t.scope}`;
+  return locals ? ` (${where}; ${locals})` : ` (${where})`;
 }
 
-function tokenRow(id, t) {
+/** What a token waits for; a call activity's child instance as a link. */
+function waitsFor(t, tokens) {
+  const text = `${t.waits_for}${placeOf(t, tokens)}`;
+  const child = /^called instance (\d+) to end$/.exec(t.waits_for);
+  if (!child) return cell(text);
+  return h('td', {}, 'called ', instanceLink(child[1]), ' to end', placeOf(t, tokens));
+}
+
+function tokenRow(id, t, tokens) {
   const target = elementSelect('move-to');
   return h('tr', { dataset: { token: t.token, element: t.element } },
     cell(t.token, 'num'),
     cell(t.element),
-    waitsFor(t),
+    waitsFor(t, tokens),
     cell(t.since),
     h('td', {},
       h('button', { class: 'cancel-token', onclick: () => repair(`/instances/${id}/tokens/${t.token}/cancel`, {}) }, 'Cancel'),
@@ -208,7 +222,7 @@ export async function renderInstance(force) {
   $('instance-diagram').hidden = !viewer;
   markers(viewer, d);
 
-  fill('tokens', d.tokens.map((t) => tokenRow(d.instance, t)));
+  fill('tokens', d.tokens.map((t) => tokenRow(d.instance, t, d.tokens)));
   $('add-token').replaceChildren(
     'Add a token before ', elementSelect('add-at'), ' ',
     h('button', {

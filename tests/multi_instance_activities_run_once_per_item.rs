@@ -598,8 +598,14 @@ async fn what_a_multi_instance_cannot_run_is_refused_naming_the_element() {
             r#"<serviceTask id="akt"><multiInstanceLoopCharacteristics flowable:collection="${lieferant.positionen()}"/></serviceTask>"#,
         ))
         .await;
-    assert!(refused.contains("akt"), "{refused}");
-    assert!(refused.contains("collection"), "{refused}");
+    assert!(
+        refused.contains("line 8: 'akt': serviceTask: multi-instance collection"),
+        "id, line and type are named: {refused}"
+    );
+    assert!(
+        !refused.contains("attachedToRef"),
+        "nothing else is refused for its sake: {refused}"
+    );
     let refused = env
         .refusal(&model(
             r#"<serviceTask id="akt"><multiInstanceLoopCharacteristics/></serviceTask>"#,

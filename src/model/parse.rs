@@ -1623,10 +1623,10 @@ fn process(
             }
             match multi_instance(lc) {
                 Ok(m) => multi = Some(m),
-                Err(message) => {
-                    issues.push(issue(n, message));
-                    continue;
-                }
+                // the element's type beside its id and line, as refusals
+                // name it; the element stays, so that what refers to it
+                // (boundary events, flows) is not refused for its sake
+                Err(message) => issues.push(issue(n, format!("{name}: {message}"))),
             }
         }
         if n.id().is_empty() {

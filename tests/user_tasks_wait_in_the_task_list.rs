@@ -219,3 +219,38 @@ fn the_command_line_lists_tasks_and_refuses_the_wrong_person() {
     let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(doc["tasks"][0]["element"], "approve", "{doc}");
 }
+
+#[tokio::test]
+async fn attributes_read_paths_and_text_with_expressions_inside_and_warn_where_they_cannot() {
+    let env = Env::new();
+    let model = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL"
+    xmlns:flowable="http://flowable.org/bpmn">
+  <process id="vorlage" isExecutable="true">
+    <startEvent id="s"/>
+    <sequenceFlow id="f0" sourceRef="s" targetRef="pruefen"/>
+    <userTask id="pruefen" flowable:assignee="pruefer_${antrag.stufe}"
+        flowable:candidateGroups="${gruppe.name()}"/>
+  </process>
+</definitions>"#;
+    let deployed = env
+        .pf
+        .deploy_checked("vorlage.bpmn", model, Default::default(), false)
+        .await
+        .unwrap();
+    let warnings: Vec<_> = deployed.warnings.iter().map(|w| &w.message).collect();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].contains("candidateGroups '${gruppe.name()}' is not evaluated"),
+        "{warnings:?}"
+    );
+    env.pf
+        .start(
+            "vorlage",
+            vars([("antrag", serde_json::json!({"stufe": 2}))]),
+            None,
+        )
+        .await
+        .unwrap();
+    let t = tasks(&env, Default::default()).remove(0);
+    assert_eq!(t.assignee.as_deref(), Some("pruefer_2"));
+}

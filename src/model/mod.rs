@@ -422,26 +422,49 @@ pub struct UserTaskSpec {
 
 impl UserTaskSpec {
     /// The value of one attribute for an instance: `${var}`, `#{var}` and
-    /// `=var` read the variable (a list becomes comma-separated), anything else
-    /// is a literal. `None` when unset or when the variable is not set.
+    /// `=var` read the variable or path (a list becomes comma-separated);
+    /// text with `${var}` inside (`kermit_${loopCounter}`) has each one
+    /// replaced by the variable's value; anything else is a literal. `None`
+    /// when unset or when a variable it reads is not set.
     pub fn resolve(raw: Option<&str>, vars: &crate::Vars) -> Option<String> {
         let raw = raw?.trim();
-        let var = raw
+        let whole = raw
             .strip_prefix("${")
             .or_else(|| raw.strip_prefix("#{"))
             .and_then(|r| r.strip_suffix('}'))
+            .filter(|inner| !inner.contains('}'))
             .or_else(|| raw.strip_prefix('='))
             .map(str::trim);
-        let value = match var {
-            None => raw.to_string(),
-            Some(name) => match vars.get(name)? {
-                serde_json::Value::Array(items) => items
+        let text = |path: &str| match Source::Variable(path.to_string()).value(vars) {
+            serde_json::Value::Null => None,
+            serde_json::Value::Array(items) => Some(
+                items
                     .iter()
                     .filter_map(key_string)
                     .collect::<Vec<_>>()
                     .join(","),
-                v => key_string(v)?,
-            },
+            ),
+            v => key_string(&v),
+        };
+        let value = match whole {
+            Some(path) => text(path)?,
+            None => {
+                // a composite expression: literal text with `${…}` parts
+                let mut out = String::new();
+                let mut rest = raw;
+                while let Some(at) = [rest.find("${"), rest.find("#{")]
+                    .into_iter()
+                    .flatten()
+                    .min()
+                {
+                    let end = rest[at..].find('}')? + at;
+                    out.push_str(&rest[..at]);
+                    out.push_str(&text(rest[at + 2..end].trim())?);
+                    rest = &rest[end + 1..];
+                }
+                out.push_str(rest);
+                out
+            }
         };
         (!value.is_empty()).then_some(value)
     }
@@ -1097,6 +1120,29 @@ pub fn key_string(v: &serde_json::Value) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn user_task_attributes_read_variables_paths_and_composite_text() {
+        let vars = crate::vars([
+            ("pruefer", "anna".into()),
+            ("loopCounter", 2.into()),
+            ("gruppen", serde_json::json!(["a", "b"])),
+            ("auftrag", serde_json::json!({"bearbeiter": "ben"})),
+        ]);
+        let r = |raw: &str| UserTaskSpec::resolve(Some(raw), &vars);
+        assert_eq!(r("${pruefer}").as_deref(), Some("anna"));
+        assert_eq!(r("=auftrag.bearbeiter").as_deref(), Some("ben"));
+        assert_eq!(r("#{gruppen}").as_deref(), Some("a,b"));
+        assert_eq!(r("kermit_${loopCounter}").as_deref(), Some("kermit_2"));
+        assert_eq!(
+            r("${pruefer}-#{auftrag.bearbeiter}!").as_deref(),
+            Some("anna-ben!")
+        );
+        assert_eq!(r("sales").as_deref(), Some("sales"));
+        assert_eq!(r("kermit_${fehlt}"), None, "a variable it reads is not set");
+        assert_eq!(r("${fehlt}"), None);
+        assert_eq!(r("offen_${"), None, "an open expression is no value");
+    }
     use proptest::prelude::*;
 
     /// A process over `n` elements (every third one a message catch) and `edges`.

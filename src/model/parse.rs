@@ -826,6 +826,27 @@ fn not_run_as_written(p: &Node, proc: &Process, out: &mut Vec<Warning>) {
                     warn(n, w);
                 }
             }
+            (ElementKind::UserTask { spec }, _) => {
+                let attrs = [
+                    ("assignee", &spec.assignee),
+                    ("candidateUsers", &spec.candidate_users),
+                    ("candidateGroups", &spec.candidate_groups),
+                    ("dueDate", &spec.due_date),
+                    ("followUpDate", &spec.follow_up_date),
+                    ("priority", &spec.priority),
+                    ("formKey", &spec.form_key),
+                ];
+                for (attr, raw) in attrs {
+                    if let Some(raw) = raw.as_deref().filter(|r| !reads_variables_only(r)) {
+                        warn(
+                            n,
+                            format!(
+                                "userTask {attr} '{raw}' is not evaluated as written: postfach reads variables and paths (${{a.b}}, =a.b, text with ${{a}} inside); the task gets no {attr} where it cannot"
+                            ),
+                        );
+                    }
+                }
+            }
             (
                 ElementKind::Delegated {
                     topic,
@@ -845,6 +866,31 @@ fn not_run_as_written(p: &Node, proc: &Process, out: &mut Vec<Warning>) {
             _ => {}
         }
     }
+}
+
+/// Whether a user task attribute is something [`super::UserTaskSpec::resolve`]
+/// evaluates as written: a literal, `=path`, or text whose `${…}`/`#{…}`
+/// parts are variable paths.
+fn reads_variables_only(raw: &str) -> bool {
+    let raw = raw.trim();
+    if let Some(feel) = raw.strip_prefix('=') {
+        return variable_path(feel).is_some();
+    }
+    let mut rest = raw;
+    while let Some(at) = [rest.find("${"), rest.find("#{")]
+        .into_iter()
+        .flatten()
+        .min()
+    {
+        let Some(end) = rest[at..].find('}').map(|e| e + at) else {
+            return false;
+        };
+        if variable_path(&rest[at + 2..end]).is_none() {
+            return false;
+        }
+        rest = &rest[end + 1..];
+    }
+    true
 }
 
 /// Whether an element of this kind can run as a multi-instance activity:

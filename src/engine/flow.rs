@@ -417,11 +417,13 @@ impl<'a, 't> Engine<'a, 't> {
                     element: idx,
                 });
             }
-            // a plain or manual task does its work outside any system
+            // a plain or manual task does its work outside any system; a
+            // link throw goes on at its catch along the flow the parser added
             ElementKind::NoneStart
             | ElementKind::MessageStart { .. }
             | ElementKind::TimerStart { .. }
             | ElementKind::NoneThrow
+            | ElementKind::Link { .. }
             | ElementKind::SendTask
             | ElementKind::Task { .. }
             | ElementKind::ExclusiveGateway { .. }
@@ -500,6 +502,7 @@ impl<'a, 't> Engine<'a, 't> {
             | ElementKind::Escalation { .. }
             | ElementKind::EventSubProcess { .. }
             | ElementKind::CallActivity { .. }
+            | ElementKind::Link { .. }
             | ElementKind::Task { .. } => holding(&p, el.outgoing.iter().copied(), &vars, false),
         };
         let chosen = match taken {

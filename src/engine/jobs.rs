@@ -521,6 +521,7 @@ impl<'a, 't> Engine<'a, 't> {
             | ElementKind::Escalation { .. }
             | ElementKind::EventSubProcess { .. }
             | ElementKind::CallActivity { .. }
+            | ElementKind::Link { .. }
             | ElementKind::Task { .. } => {}
         }
         self.run()

@@ -528,6 +528,7 @@ impl<'a, 't> Engine<'a, 't> {
                 | ElementKind::Escalation { .. }
                 | ElementKind::EventSubProcess { .. }
                 | ElementKind::CallActivity { .. }
+                | ElementKind::Link { .. }
                 | ElementKind::Task { .. } => {}
             }
         }

@@ -372,6 +372,15 @@ pub enum ElementKind {
         /// The child's variables that come back when it completes.
         outputs: VarPass,
     },
+    /// A link event: a throw continues at the catch of the same name in
+    /// the same scope (an off-page connector). The parser joins each throw
+    /// to its catch with a flow, so both pass the token through.
+    Link {
+        /// The link's name.
+        name: String,
+        /// The catch event (else the throw event).
+        catch: bool,
+    },
 }
 
 /// Which variables cross between a call activity and its child: all of
@@ -570,6 +579,8 @@ impl ElementKind {
             ElementKind::ErrorEnd { .. } => "endEvent(error)",
             ElementKind::Escalation { end: true, .. } => "endEvent(escalation)",
             ElementKind::Escalation { end: false, .. } => "intermediateThrowEvent(escalation)",
+            ElementKind::Link { catch: true, .. } => "intermediateCatchEvent(link)",
+            ElementKind::Link { catch: false, .. } => "intermediateThrowEvent(link)",
         }
     }
 

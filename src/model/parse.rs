@@ -868,6 +868,48 @@ fn not_run_as_written(p: &Node, proc: &Process, out: &mut Vec<Warning>) {
     }
 }
 
+/// Joins each link throw event to the link catch event of its name in the
+/// same scope with a flow (`THROW~link~CATCH`); a throw with outgoing flows
+/// or without its catch, and two catches of one name in a scope, are refused.
+fn link_flows(
+    nodes: &[&Node],
+    parents: &[Option<usize>],
+    elements: &mut [Element],
+    flows: &mut Vec<Flow>,
+    issues: &mut Vec<Issue>,
+) {
+    let mut catches: HashMap<(Option<usize>, String), usize> = HashMap::new();
+    for (i, e) in elements.iter().enumerate() {
+        if let ElementKind::Link { name, catch: true } = &e.kind
+            && catches.insert((parents[i], name.clone()), i).is_some()
+        {
+            issues.push(issue(nodes[i], format!("a second link catch event named '{name}' in this scope: a link throw event must know where it continues")));
+        }
+    }
+    for i in 0..elements.len() {
+        let ElementKind::Link { name, catch: false } = &elements[i].kind else {
+            continue;
+        };
+        if !elements[i].outgoing.is_empty() {
+            issues.push(issue(nodes[i], "a link throw event has no outgoing sequence flow: it continues at the link catch event of its name".into()));
+            continue;
+        }
+        let Some(&c) = catches.get(&(parents[i], name.clone())) else {
+            issues.push(issue(nodes[i], format!("no link catch event named '{name}' in this scope: a link connects events of one process or subprocess")));
+            continue;
+        };
+        let fi = flows.len();
+        flows.push(Flow {
+            id: format!("{}~link~{}", elements[i].id, elements[c].id),
+            source: i,
+            target: c,
+            condition: None,
+        });
+        elements[i].outgoing.push(fi);
+        elements[c].incoming.push(fi);
+    }
+}
+
 /// Whether a user task attribute is something [`super::UserTaskSpec::resolve`]
 /// evaluates as written: a literal, `=path`, or text whose `${…}`/`#{…}`
 /// parts are variable paths.
@@ -925,7 +967,8 @@ fn runs_multi_instance(kind: &ElementKind) -> bool {
         | ElementKind::NoneThrow
         | ElementKind::TerminateEnd
         | ElementKind::ErrorEnd { .. }
-        | ElementKind::Escalation { .. } => false,
+        | ElementKind::Escalation { .. }
+        | ElementKind::Link { .. } => false,
     }
 }
 
@@ -1488,6 +1531,23 @@ fn process(
                         }
                     }
                     ("intermediateThrowEvent", None) => ElementKind::NoneThrow,
+                    (
+                        "intermediateThrowEvent" | "intermediateCatchEvent",
+                        Some("linkEventDefinition"),
+                    ) => {
+                        let Some(link) = evdefs[0]
+                            .attr("name")
+                            .map(str::trim)
+                            .filter(|l| !l.is_empty())
+                        else {
+                            issues.push(issue(n, "linkEventDefinition has no name: a link throw event continues at the link catch event of its name".into()));
+                            continue;
+                        };
+                        ElementKind::Link {
+                            name: link.to_string(),
+                            catch: name == "intermediateCatchEvent",
+                        }
+                    }
                     // a message throw is work for a worker that sends it: a job
                     ("intermediateThrowEvent", Some("messageEventDefinition"))
                     | ("endEvent", Some("messageEventDefinition")) => ElementKind::Delegated {
@@ -1943,6 +2003,7 @@ fn process(
         elements[s].outgoing.push(fi);
         elements[t].incoming.push(fi);
     }
+    link_flows(&flow_nodes, &parents, &mut elements, &mut flows, issues);
     for (i, n) in flow_nodes.iter().enumerate() {
         if let ElementKind::Boundary { .. } = elements[i].kind {
             let host_id = n.attr("attachedToRef").unwrap_or("");

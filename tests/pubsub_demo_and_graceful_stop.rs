@@ -111,9 +111,22 @@ async fn sigterm_mid_stream_commits_and_acks_what_is_in_flight() {
     assert!(status.success(), "SIGTERM exits 0: {status:?}");
 
     let server = Server::launch(dir.path(), &args, &env);
-    wait("everything is stored", Duration::from_secs(120), || {
-        server.metric("postfach_messages_total{outcome=\"buffered\"}") >= N as f64
-    });
+    let end = std::time::Instant::now() + Duration::from_secs(120);
+    while server.metric("postfach_messages_total{outcome=\"buffered\"}") < N as f64 {
+        // should it time out, say what was stored and what the broker still holds
+        assert!(
+            std::time::Instant::now() < end,
+            "not everything was stored within 120 s after the restart: {}",
+            server
+                .metrics()
+                .lines()
+                .filter(|l| l.starts_with("postfach_messages_total")
+                    || l.starts_with("postfach_pubsub_"))
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     // nothing that was committed before the stop came back
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(

@@ -1075,6 +1075,26 @@ async fn execute(pf: &Postfach, command: Command, sources: Sources<'_>) -> Resul
             for i in &v.incidents {
                 text.push_str(&format!("incident: {i}\n"));
             }
+            if !v.tokens.is_empty() {
+                text.push_str("tokens (for add-token, move-token, cancel-token):\n");
+            }
+            for t in &v.tokens {
+                let mut place = t.scope.map(|s| format!("in scope {s}")).unwrap_or_default();
+                if !t.locals.is_empty() {
+                    let locals = serde_json::to_string(&t.locals).unwrap_or_default();
+                    place = format!("{place}; local {locals}");
+                }
+                let place = if place.is_empty() {
+                    String::new()
+                } else {
+                    format!("  ({place})")
+                };
+                text.push_str(&format!(
+                    "  {:>4}  {:<24} waits for {}{place}\n",
+                    t.token, t.element, t.waits_for
+                ));
+            }
+            text.push_str("history:\n");
             for h in &v.history {
                 text.push_str(&format!("  {}  {:<24} {}\n", h.at, h.element, h.event));
             }

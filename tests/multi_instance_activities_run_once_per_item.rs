@@ -752,3 +752,36 @@ async fn the_standard_loop_data_input_and_an_index_variable_of_ones_own_name_are
     assert_eq!(seen, [(json!(0), json!("x")), (json!(1), json!("y"))]);
     assert_eq!(env.waiting_at(id), ["danach"]);
 }
+
+#[test]
+fn the_command_line_lists_each_token_with_its_scope_and_local_variables() {
+    let env = Env::new();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let task = format!(
+        r#"<receiveTask id="akt" messageRef="ml">{}</receiveTask>"#,
+        flowable(false, "")
+    );
+    let id = rt.block_on(async {
+        deploy(&env, &model(&task)).await;
+        start(&env, json!(["P1", "P2"])).await
+    });
+    env.pf.close();
+    let out = cli(
+        &env.dir.path().join("test.redb"),
+        &["instance", &id.to_string()],
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("tokens (for add-token, move-token, cancel-token):"),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"waits for message Lieferung key P1  (in scope 1; local {"loopCounter":0,"position":"P1"})"#),
+        "{text}"
+    );
+    assert!(
+        text.contains("waits for its inner instances: 0 of 2 completed, 2 running"),
+        "{text}"
+    );
+}

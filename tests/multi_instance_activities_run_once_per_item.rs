@@ -54,6 +54,16 @@ fn zeebe(sequential: bool) -> String {
     )
 }
 
+/// A service task `akt` with loop characteristics `mi`.
+fn service(mi: &str) -> String {
+    format!(r#"<serviceTask id="akt">{mi}</serviceTask>"#)
+}
+
+/// A receive task `akt` for Lieferung with loop characteristics `mi`.
+fn receive(mi: &str) -> String {
+    format!(r#"<receiveTask id="akt" messageRef="ml">{mi}</receiveTask>"#)
+}
+
 async fn deploy(env: &Env, xml: &str) {
     let keys = [
         ("Lieferung".to_string(), "position".to_string()),
@@ -109,11 +119,7 @@ async fn complete_each(
 async fn a_parallel_multi_instance_receive_task_with_the_element_variable_as_key_correlates_each_inner_instance_with_its_own_message()
  {
     let env = Env::new();
-    let task = format!(
-        r#"<receiveTask id="akt" messageRef="ml">{}</receiveTask>"#,
-        flowable(false, "")
-    );
-    deploy(&env, &model(&task)).await;
+    deploy(&env, &model(&receive(&flowable(false, "")))).await;
     // a message for one item arrives before the instance reaches the activity
     let early = env.pf.publish(lieferung("P3", "m-3")).await.unwrap();
     assert_eq!(early.outcome, Outcome::Buffered);
@@ -175,11 +181,7 @@ async fn a_parallel_multi_instance_receive_task_with_the_element_variable_as_key
 #[tokio::test]
 async fn two_inner_instances_waiting_for_one_key_make_its_message_ambiguous() {
     let env = Env::new();
-    let task = format!(
-        r#"<receiveTask id="akt" messageRef="ml">{}</receiveTask>"#,
-        flowable(false, "")
-    );
-    deploy(&env, &model(&task)).await;
+    deploy(&env, &model(&receive(&flowable(false, "")))).await;
     let id = start(&env, json!(["P1", "P1"])).await;
     let d = env.pf.publish(lieferung("P1", "m-1")).await.unwrap();
     assert_eq!(
@@ -207,14 +209,7 @@ async fn two_inner_instances_waiting_for_one_key_make_its_message_ambiguous() {
 async fn a_sequential_multi_instance_task_runs_one_item_after_the_other_and_collects_outputs_in_order()
  {
     let env = Env::new();
-    deploy(
-        &env,
-        &model(&format!(
-            r#"<serviceTask id="akt">{}</serviceTask>"#,
-            zeebe(true)
-        )),
-    )
-    .await;
+    deploy(&env, &model(&service(&zeebe(true)))).await;
     let id = start(&env, json!(["a", "b", "c"])).await;
     let mut seen = Vec::new();
     for round in 0..3 {
@@ -250,14 +245,7 @@ async fn a_sequential_multi_instance_task_runs_one_item_after_the_other_and_coll
 async fn parallel_outputs_are_collected_in_item_order_whatever_order_the_inner_instances_complete_in()
  {
     let env = Env::new();
-    deploy(
-        &env,
-        &model(&format!(
-            r#"<serviceTask id="akt">{}</serviceTask>"#,
-            zeebe(false)
-        )),
-    )
-    .await;
+    deploy(&env, &model(&service(&zeebe(false)))).await;
     let id = start(&env, json!([1, 2, 3, 4])).await;
     let mut jobs = env.lock("akt", 10, "w", 60_000).await;
     assert_eq!(jobs.len(), 4, "every inner instance runs at once");
@@ -316,14 +304,10 @@ async fn loop_cardinality_runs_the_activity_that_many_times_and_zero_times_skips
 #[tokio::test]
 async fn a_completion_condition_cancels_the_remaining_inner_instances() {
     let env = Env::new();
-    let task = format!(
-        r#"<serviceTask id="akt">{}</serviceTask>"#,
-        flowable(
+    deploy(&env, &model(&service(&flowable(
             false,
             "<completionCondition>${nrOfCompletedInstances/nrOfInstances >= 0.5 || abgelehnt}</completionCondition>"
-        )
-    );
-    deploy(&env, &model(&task)).await;
+        )))).await;
     let id = start(&env, json!(["a", "b", "c", "d"])).await;
     let jobs = env.lock("akt", 10, "w", 60_000).await;
     assert_eq!(jobs.len(), 4);
@@ -370,11 +354,7 @@ async fn a_completion_condition_cancels_the_remaining_inner_instances() {
 #[tokio::test]
 async fn an_interrupting_boundary_timer_cancels_the_body_with_every_inner_instance() {
     let env = Env::new();
-    let task = format!(
-        r#"<serviceTask id="akt">{}</serviceTask>"#,
-        flowable(false, "")
-    );
-    deploy(&env, &model(&task)).await;
+    deploy(&env, &model(&service(&flowable(false, "")))).await;
     let id = start(&env, json!(["a", "b", "c"])).await;
     assert_eq!(
         env.jobs().iter().filter(|j| j.element == "akt").count(),
@@ -396,11 +376,7 @@ async fn an_interrupting_boundary_timer_cancels_the_body_with_every_inner_instan
 #[tokio::test]
 async fn a_bpmn_error_of_one_inner_instance_is_caught_by_the_boundary_on_the_activity() {
     let env = Env::new();
-    let task = format!(
-        r#"<serviceTask id="akt">{}</serviceTask>"#,
-        flowable(false, "")
-    );
-    deploy(&env, &model(&task)).await;
+    deploy(&env, &model(&service(&flowable(false, "")))).await;
     let id = start(&env, json!(["a", "b"])).await;
     let jobs = env.lock("akt", 10, "w", 60_000).await;
     let caught = env
@@ -543,11 +519,7 @@ async fn multi_instance_user_tasks_take_their_assignee_from_the_element_variable
 #[tokio::test]
 async fn a_collection_that_is_no_list_or_too_long_stops_the_activity_at_an_incident() {
     let env = Env::new();
-    let task = format!(
-        r#"<serviceTask id="akt">{}</serviceTask>"#,
-        flowable(false, "")
-    );
-    deploy(&env, &model(&task)).await;
+    deploy(&env, &model(&service(&flowable(false, "")))).await;
     let id = start(&env, json!("P1")).await;
     let v = view(&env, id);
     assert_eq!(v.state, "incident");
@@ -573,11 +545,7 @@ async fn a_collection_that_is_no_list_or_too_long_stops_the_activity_at_an_incid
 #[tokio::test]
 async fn inner_instances_and_their_local_variables_survive_a_restart() {
     let mut env = Env::new();
-    let task = format!(
-        r#"<receiveTask id="akt" messageRef="ml">{}</receiveTask>"#,
-        flowable(true, "")
-    );
-    deploy(&env, &model(&task)).await;
+    deploy(&env, &model(&receive(&flowable(true, "")))).await;
     let id = start(&env, json!(["P1", "P2"])).await;
     env.pf.publish(lieferung("P1", "m-1")).await.unwrap();
     env.reopen();
@@ -644,11 +612,14 @@ async fn what_a_multi_instance_cannot_run_is_refused_naming_the_element() {
 async fn an_inner_instance_stopped_at_an_incident_runs_again_for_its_item_when_moved_to_its_element()
  {
     let env = Env::new();
-    let task = format!(
-        r#"<serviceTask id="akt">{}</serviceTask>"#,
-        flowable(true, "<completionCondition>${fertig}</completionCondition>")
-    );
-    deploy(&env, &model(&task)).await;
+    deploy(
+        &env,
+        &model(&service(&flowable(
+            true,
+            "<completionCondition>${fertig}</completionCondition>",
+        ))),
+    )
+    .await;
     let id = start(&env, json!(["a", "b"])).await;
     env.complete_jobs("akt", no_vars()).await;
     let v = view(&env, id);
@@ -682,11 +653,7 @@ async fn an_inner_instance_stopped_at_an_incident_runs_again_for_its_item_when_m
 #[tokio::test]
 async fn cancelling_the_last_inner_instance_cancels_the_activity_and_the_rest_goes_on_without_it() {
     let env = Env::new();
-    let task = format!(
-        r#"<serviceTask id="akt">{}</serviceTask>"#,
-        flowable(false, "")
-    );
-    deploy(&env, &model(&task)).await;
+    deploy(&env, &model(&service(&flowable(false, "")))).await;
     let id = start(&env, json!(["a", "b"])).await;
     let inner: Vec<u64> = view(&env, id)
         .tokens
@@ -757,12 +724,8 @@ async fn the_standard_loop_data_input_and_an_index_variable_of_ones_own_name_are
 fn the_command_line_lists_each_token_with_its_scope_and_local_variables() {
     let env = Env::new();
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let task = format!(
-        r#"<receiveTask id="akt" messageRef="ml">{}</receiveTask>"#,
-        flowable(false, "")
-    );
     let id = rt.block_on(async {
-        deploy(&env, &model(&task)).await;
+        deploy(&env, &model(&receive(&flowable(false, "")))).await;
         start(&env, json!(["P1", "P2"])).await
     });
     env.pf.close();

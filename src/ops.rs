@@ -542,7 +542,8 @@ impl Reader {
                 | Wait::Task { .. }
                 | Wait::Scope
                 | Wait::Child { .. }
-                | Wait::Body { .. } => {}
+                | Wait::Body { .. }
+                | Wait::Condition => {}
             }
             job_ids.extend(&t.timers);
         }
@@ -760,7 +761,8 @@ impl Reader {
                 | Wait::Task { .. }
                 | Wait::Scope
                 | Wait::Child { .. }
-                | Wait::Body { .. } => {}
+                | Wait::Body { .. }
+                | Wait::Condition => {}
             }
         }
         Ok(out)
@@ -1151,6 +1153,7 @@ fn instance_view(r: &InstanceRecord, incidents: Vec<String>) -> InstanceView {
                     Wait::Task { task } => format!("user task {task}"),
                     Wait::Scope => "the tokens inside it to end".to_string(),
                     Wait::Child { instance } => format!("called instance {instance} to end"),
+                    Wait::Condition => "its condition to hold".to_string(),
                     Wait::Body {
                         count,
                         started,

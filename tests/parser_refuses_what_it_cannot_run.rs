@@ -151,7 +151,7 @@ fn every_unsupported_element_is_listed_with_id_type_and_line() {
 <startEvent id="s"/>
 <complexGateway id="approve"/>
 <boundaryEvent id="b1" attachedToRef="approve"><compensateEventDefinition/></boundaryEvent>
-<intermediateCatchEvent id="wait"><conditionalEventDefinition/></intermediateCatchEvent>
+<startEvent id="wait"><conditionalEventDefinition/></startEvent>
 <transaction id="sub"><startEvent id="inner"/></transaction>
 <serviceTask id="loop"><standardLoopCharacteristics/></serviceTask>
 <endEvent id="e"><compensateEventDefinition/></endEvent>
@@ -170,11 +170,7 @@ fn every_unsupported_element_is_listed_with_id_type_and_line() {
         vec![
             ("approve", "complexGateway", 4),
             ("b1", "boundaryEvent with compensateEventDefinition", 5),
-            (
-                "wait",
-                "intermediateCatchEvent with conditionalEventDefinition",
-                6
-            ),
+            ("wait", "startEvent with conditionalEventDefinition", 6),
             ("sub", "transaction", 7),
             ("loop", "serviceTask with standardLoopCharacteristics", 8),
             ("e", "endEvent with compensateEventDefinition", 9),

@@ -26,7 +26,10 @@ impl<'a, 't> Engine<'a, 't> {
                 continue;
             };
             match trigger {
-                Trigger::Message { .. } | Trigger::Timer(_) | Trigger::Signal { .. } => {
+                Trigger::Message { .. }
+                | Trigger::Timer(_)
+                | Trigger::Signal { .. }
+                | Trigger::Condition { .. } => {
                     let listener = self.new_token(inst, &p.at(esp).id, holder);
                     self.queue.push_back(Step::Execute {
                         inst,
@@ -97,6 +100,10 @@ impl<'a, 't> Engine<'a, 't> {
                 self.set_token(inst, token, &el.id, Wait::Timer { job });
             }
             Trigger::Signal { signal } => self.wait_for_signal(inst, token, &el.id, signal)?,
+            Trigger::Condition { .. } => {
+                self.set_token(inst, token, &el.id, Wait::Condition);
+                self.conditions_due(inst);
+            }
             Trigger::Error { .. } | Trigger::Escalation { .. } => {
                 let error = format!(
                     "event subprocess '{}' is started by an error or escalation thrown inside its scope, not by a token",

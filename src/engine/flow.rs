@@ -69,6 +69,7 @@ impl<'a, 't> Engine<'a, 't> {
                 rec,
                 process: def,
                 before: Resting::default(),
+                conditions_due: false,
             },
         );
         self.queue.push_back(Step::Arrive {
@@ -84,12 +85,19 @@ impl<'a, 't> Engine<'a, 't> {
     /// Runs queued steps until every token rests, then writes dirty instances.
     pub(super) fn run(&mut self) -> R<()> {
         let mut guard = 0u64;
+        let mut rounds = 0u32;
         loop {
             self.run_queue(&mut guard)?;
             // every token rests now: an inclusive join nothing can reach any more fires
-            if !self.settle_inclusive_joins()? {
-                break;
+            if self.settle_inclusive_joins()? {
+                continue;
             }
+            // and the conditions of instances whose variables changed are asked
+            if rounds < conditions::MAX_ROUNDS && self.fire_conditions()? {
+                rounds += 1;
+                continue;
+            }
+            break;
         }
         self.flush()
     }
@@ -408,6 +416,19 @@ impl<'a, 't> Engine<'a, 't> {
                 self.wait_for_signal(inst, token, &el.id, signal)?;
                 self.history(inst, &el.id, "waiting");
             }
+            ElementKind::ConditionalCatch { condition } => {
+                if self.holds(inst, token, condition) {
+                    self.history(inst, &el.id, "condition_met");
+                    self.queue.push_back(Step::Leave {
+                        inst,
+                        token,
+                        element: idx,
+                    });
+                } else {
+                    self.set_token(inst, token, &el.id, Wait::Condition);
+                    self.history(inst, &el.id, "waiting");
+                }
+            }
             ElementKind::SignalThrow { signal } => {
                 let reached = self.broadcast(signal, &Vars::new())?;
                 self.history(inst, &el.id, &format!("signal_thrown reached={reached}"));
@@ -503,6 +524,7 @@ impl<'a, 't> Engine<'a, 't> {
             | ElementKind::EventSubProcess { .. }
             | ElementKind::CallActivity { .. }
             | ElementKind::Link { .. }
+            | ElementKind::ConditionalCatch { .. }
             | ElementKind::Task { .. } => holding(&p, el.outgoing.iter().copied(), &vars, false),
         };
         let chosen = match taken {

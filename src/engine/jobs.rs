@@ -522,6 +522,7 @@ impl<'a, 't> Engine<'a, 't> {
             | ElementKind::EventSubProcess { .. }
             | ElementKind::CallActivity { .. }
             | ElementKind::Link { .. }
+            | ElementKind::ConditionalCatch { .. }
             | ElementKind::Task { .. } => {}
         }
         self.run()

@@ -23,6 +23,7 @@ use std::sync::{Arc, Mutex};
 pub use tasks::{TaskAction, TaskRefusal};
 
 mod calls;
+mod conditions;
 mod deploy;
 mod event_subprocesses;
 mod flow;
@@ -487,6 +488,9 @@ struct Dirty {
     /// Where its tokens rested when the instance was loaded: the store moves
     /// the index rows from there when it is written.
     before: Resting,
+    /// Its variables changed, or a conditional event began to wait: its
+    /// conditions are asked once every token rests (`fire_conditions`).
+    conditions_due: bool,
 }
 
 /// One engine command application over a transaction's tables.
@@ -549,6 +553,7 @@ impl<'a, 't> Engine<'a, 't> {
                 rec,
                 process,
                 before,
+                conditions_due: false,
             },
         );
         Ok(())
@@ -654,9 +659,20 @@ impl<'a, 't> Engine<'a, 't> {
     /// around the token changes there, any other in the instance
     /// ([`InstanceRecord::assign`]).
     fn merge_vars(&mut self, inst: u64, token: u64, vars: &Vars) {
+        if vars.is_empty() {
+            return;
+        }
         let rec = self.inst(inst);
         for (k, v) in vars {
             rec.assign(token, k, v.clone());
+        }
+        self.conditions_due(inst);
+    }
+
+    /// The conditions of `inst` are to be asked once every token rests.
+    fn conditions_due(&mut self, inst: u64) {
+        if let Some(d) = self.dirty.get_mut(&inst) {
+            d.conditions_due = true;
         }
     }
 

@@ -197,6 +197,7 @@ impl<'a, 't> Engine<'a, 't> {
                 .map(|json| serde_json::from_str(json).unwrap_or(Value::Null))
                 .collect();
             self.inst(inst).assign(scope, out, Value::Array(list));
+            self.conditions_due(inst);
         }
         self.queue.push_back(Step::Leave {
             inst,

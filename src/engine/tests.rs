@@ -389,6 +389,8 @@ proptest! {
 /// subprocess with a message catch; on the order subprocess a message boundary
 /// (interrupting or not), a timer and an escalation boundary (interrupting or
 /// not) and an error boundary.
+/// A conditional boundary on `pruefen` (`menge == 2`, which a message's
+/// variables set), interrupting when `frist_cancels`.
 /// Event subprocesses too: a message one inside the order subprocess
 /// (interrupting when `frist_cancels`) with a job, and a timer cycle at the
 /// process level (non-interrupting).
@@ -463,6 +465,9 @@ fn scoped_model(storno_cancels: bool, frist_cancels: bool, abbruch: u8, multi: u
       <receiveTask id="lieferung" messageRef="ml">{lieferung}</receiveTask>
       <serviceTask id="pruefen">{pruefen}</serviceTask>
       <boundaryEvent id="pruefFrist" attachedToRef="pruefen"><timerEventDefinition><timeDuration>PT10M</timeDuration></timerEventDefinition></boundaryEvent>
+      <boundaryEvent id="vollstaendig" attachedToRef="pruefen" cancelActivity="{frist_cancels}"><conditionalEventDefinition><condition>${{menge == 2}}</condition></conditionalEventDefinition></boundaryEvent>
+      <sequenceFlow id="a8" sourceRef="vollstaendig" targetRef="geprueft"/>
+      <endEvent id="geprueft"/>
       <sequenceFlow id="a3" sourceRef="lieferung" targetRef="join"/>
       <sequenceFlow id="a4" sourceRef="pruefen" targetRef="join"/>
       <sequenceFlow id="a5" sourceRef="pruefFrist" targetRef="abbruch"/>

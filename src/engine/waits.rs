@@ -157,7 +157,8 @@ impl<'a, 't> Engine<'a, 't> {
             }
             // the call activity is left: its child goes
             Wait::Child { instance } => self.cancel_child(instance)?,
-            Wait::Join { .. } | Wait::Incident { .. } => {}
+            // nothing registered: the condition is only asked
+            Wait::Join { .. } | Wait::Incident { .. } | Wait::Condition => {}
         }
         if let Some(t) = self.inst(inst).tokens.iter_mut().find(|t| t.id == token) {
             t.wait = Wait::Incident {
@@ -205,6 +206,8 @@ impl<'a, 't> Engine<'a, 't> {
                 // caught when thrown (by a worker, an end or throw event
                 // inside): nothing to open
                 Trigger::Error { .. } | Trigger::Escalation { .. } => {}
+                // asked once the token rests, and after every change of variables
+                Trigger::Condition { .. } => self.conditions_due(inst),
             }
         }
         Ok(())
@@ -293,7 +296,8 @@ impl<'a, 't> Engine<'a, 't> {
             | Wait::Task { .. }
             | Wait::Scope
             | Wait::Child { .. }
-            | Wait::Body { .. } => false,
+            | Wait::Body { .. }
+            | Wait::Condition => false,
         };
         if own {
             return None;
@@ -384,10 +388,13 @@ impl<'a, 't> Engine<'a, 't> {
                             self.t.set_passed(message, &key, inst, true)?;
                         }
                     }
-                    // timers were deleted above; errors open nothing
+                    // timers were deleted above; errors and conditions open nothing
                     ElementKind::Boundary {
                         trigger:
-                            Trigger::Timer(_) | Trigger::Error { .. } | Trigger::Escalation { .. },
+                            Trigger::Timer(_)
+                            | Trigger::Error { .. }
+                            | Trigger::Escalation { .. }
+                            | Trigger::Condition { .. },
                         ..
                     } => {}
                     // `boundaries` holds boundary events only (the parser's rule)
@@ -529,6 +536,7 @@ impl<'a, 't> Engine<'a, 't> {
                 | ElementKind::EventSubProcess { .. }
                 | ElementKind::CallActivity { .. }
                 | ElementKind::Link { .. }
+                | ElementKind::ConditionalCatch { .. }
                 | ElementKind::Task { .. } => {}
             }
         }

@@ -381,6 +381,13 @@ pub enum ElementKind {
         /// The catch event (else the throw event).
         catch: bool,
     },
+    /// Intermediate conditional catch event: the token passes when its
+    /// condition holds — at once, or after a command that changed the
+    /// instance's variables.
+    ConditionalCatch {
+        /// The condition (a failed evaluation counts as not holding).
+        condition: Expr,
+    },
 }
 
 /// Which variables cross between a call activity and its child: all of
@@ -581,6 +588,7 @@ impl ElementKind {
             ElementKind::Escalation { end: false, .. } => "intermediateThrowEvent(escalation)",
             ElementKind::Link { catch: true, .. } => "intermediateCatchEvent(link)",
             ElementKind::Link { catch: false, .. } => "intermediateThrowEvent(link)",
+            ElementKind::ConditionalCatch { .. } => "intermediateCatchEvent(conditional)",
         }
     }
 
@@ -681,7 +689,7 @@ impl TimerDef {
 }
 
 /// What triggers a boundary event.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Trigger {
     /// A timer started when the token enters the activity.
     Timer(TimerDef),
@@ -708,6 +716,13 @@ pub enum Trigger {
     Escalation {
         /// The escalation code caught (every code when `None`).
         code: Option<String>,
+    },
+    /// A condition over the variables: asked when the activity or scope
+    /// begins and after every command that changed the instance's
+    /// variables; it fires when it holds (appended last).
+    Condition {
+        /// The condition (a failed evaluation counts as not holding).
+        condition: Expr,
     },
 }
 

@@ -794,6 +794,21 @@ fn not_run_as_written(p: &Node, proc: &Process, out: &mut Vec<Warning>) {
             continue;
         };
         listener_warnings(n, &mut warn);
+        for d in event_definitions(n)
+            .into_iter()
+            .filter(|d| d.name == "conditionalEventDefinition")
+        {
+            for a in ["variableName", "variableEvents"] {
+                if let Some(v) = d.attr(a) {
+                    warn(
+                        n,
+                        format!(
+                            "conditionalEventDefinition {a} '{v}' is not applied: the condition is asked after every command that changed the instance's variables"
+                        ),
+                    );
+                }
+            }
+        }
         if let Some(lc) = n.child("multiInstanceLoopCharacteristics") {
             for a in ["async", "asyncBefore", "asyncAfter"] {
                 if is_true(lc.attr(a)) {
@@ -866,6 +881,17 @@ fn not_run_as_written(p: &Node, proc: &Process, out: &mut Vec<Warning>) {
             _ => {}
         }
     }
+}
+
+/// The condition of a `conditionalEventDefinition` (its `<condition>`),
+/// parsed; what is missing or cannot be parsed is said.
+fn condition_of(d: &Node) -> Result<super::Expr, String> {
+    let text = d
+        .child("condition")
+        .map(|c| c.text.trim())
+        .filter(|t| !t.is_empty())
+        .ok_or("conditionalEventDefinition has no <condition>: say when the event happens")?;
+    parse_condition(text).map_err(|e| format!("condition '{text}': {e}"))
 }
 
 /// Joins each link throw event to the link catch event of its name in the
@@ -968,7 +994,8 @@ fn runs_multi_instance(kind: &ElementKind) -> bool {
         | ElementKind::TerminateEnd
         | ElementKind::ErrorEnd { .. }
         | ElementKind::Escalation { .. }
-        | ElementKind::Link { .. } => false,
+        | ElementKind::Link { .. }
+        | ElementKind::ConditionalCatch { .. } => false,
     }
 }
 
@@ -1394,6 +1421,9 @@ fn process(
                 key = k.or_else(|| model_key(n)).or_else(|| model_key(d));
                 Trigger::Message { message }
             }
+            "conditionalEventDefinition" => Trigger::Condition {
+                condition: condition_of(d).map_err(|m| issue(n, m))?,
+            },
             _ => return Ok(None),
         };
         Ok(Some((trigger, key)))
@@ -1531,6 +1561,15 @@ fn process(
                         }
                     }
                     ("intermediateThrowEvent", None) => ElementKind::NoneThrow,
+                    ("intermediateCatchEvent", Some("conditionalEventDefinition")) => {
+                        match condition_of(evdefs[0]) {
+                            Ok(condition) => ElementKind::ConditionalCatch { condition },
+                            Err(message) => {
+                                issues.push(issue(n, message));
+                                continue;
+                            }
+                        }
+                    }
                     (
                         "intermediateThrowEvent" | "intermediateCatchEvent",
                         Some("linkEventDefinition"),

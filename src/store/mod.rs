@@ -280,6 +280,10 @@ pub enum Wait {
         /// Inner instances completed so far.
         completed: u32,
     },
+    /// A conditional catch event, or the listener of a conditional event
+    /// subprocess: nothing is registered; the engine asks the condition
+    /// after every command that changed the instance's variables.
+    Condition,
 }
 
 /// A token at rest. Between transactions every live token rests somewhere.

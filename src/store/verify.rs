@@ -149,7 +149,8 @@ pub(crate) fn verify(r: &ReadTransaction, waits: bool) -> Result<Vec<String>, St
                 | Wait::Incident { .. }
                 | Wait::Scope
                 | Wait::Child { .. }
-                | Wait::Body { .. } => {}
+                | Wait::Body { .. }
+                | Wait::Condition => {}
             }
         }
     }
@@ -192,7 +193,8 @@ pub(crate) fn verify(r: &ReadTransaction, waits: bool) -> Result<Vec<String>, St
                 | Wait::Task { .. }
                 | Wait::Scope
                 | Wait::Child { .. }
-                | Wait::Body { .. } => {}
+                | Wait::Body { .. }
+                | Wait::Condition => {}
             }
             owned_jobs.extend(jobs.into_iter().map(|j| (j, i.id, t.id)));
         }

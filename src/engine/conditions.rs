@@ -1,0 +1,161 @@
+//! Conditional events: an intermediate conditional catch event, a
+//! conditional boundary event and a conditional event subprocess fire when
+//! their condition holds. Nothing is registered for them: a condition is
+//! asked when its wait begins (the catch is reached, the activity or scope
+//! begins) and after every command that changed the instance's variables,
+//! once every token of the command rests.
+//!
+//! Invariants: conditions are asked only for instances whose variables
+//! changed or that began such a wait in this command (`Dirty::conditions_due`),
+//! so an instance nobody touched costs nothing; a condition that cannot be
+//! evaluated (a variable not set yet) does not hold; a boundary condition is
+//! asked only while its activity runs (not before an asyncBefore job has
+//! started it, not after it completed), on the token that holds the
+//! activity's boundary events; one command asks at most [`MAX_ROUNDS`]
+//! rounds, so conditions that keep firing each other cannot hold the writer.
+
+use super::*;
+
+/// The most rounds of conditions one command asks.
+pub(super) const MAX_ROUNDS: u32 = 1000;
+
+impl<'a, 't> Engine<'a, 't> {
+    /// Whether `condition` holds for `token` (a failed evaluation does not).
+    pub(super) fn holds(&mut self, inst: u64, token: u64, condition: &model::Expr) -> bool {
+        let vars = self.inst(inst).view(token);
+        model::eval_bool(condition, &vars).unwrap_or(false)
+    }
+
+    /// Asks the conditions of every instance that is due; fires those that
+    /// hold. Returns whether one fired (its steps are queued).
+    pub(super) fn fire_conditions(&mut self) -> R<bool> {
+        let due: Vec<u64> = self
+            .dirty
+            .iter_mut()
+            .filter_map(|(id, d)| std::mem::take(&mut d.conditions_due).then_some(*id))
+            .collect();
+        let mut fired = false;
+        for inst in due {
+            if self.inst(inst).ended_at.is_some() {
+                continue;
+            }
+            let p = self.proc_of(inst);
+            let tokens: Vec<u64> = self.inst(inst).tokens.iter().map(|t| t.id).collect();
+            for token in tokens {
+                // an earlier firing may have withdrawn it
+                let Some(t) = self.inst(inst).tokens.iter().find(|t| t.id == token) else {
+                    continue;
+                };
+                let (waits, element) = (t.wait == Wait::Condition, t.element.clone());
+                let Some(idx) = p.index_of(&element) else {
+                    continue;
+                };
+                fired |= match &p.at(idx).kind {
+                    ElementKind::ConditionalCatch { condition } if waits => {
+                        let holds = self.holds(inst, token, condition);
+                        if holds {
+                            self.cancel_wait(inst, token)?;
+                            self.history(inst, &element, "condition_met");
+                            self.queue.push_back(Step::Leave {
+                                inst,
+                                token,
+                                element: idx,
+                            });
+                        }
+                        holds
+                    }
+                    ElementKind::EventSubProcess {
+                        trigger: Trigger::Condition { condition },
+                        ..
+                    } if waits => {
+                        let holds = self.holds(inst, token, condition);
+                        if holds {
+                            self.listener_fires(inst, token, idx, &Vars::new(), "condition_met")?;
+                        }
+                        holds
+                    }
+                    _ => self.fire_boundary_conditions(inst, token, &p, idx)?,
+                };
+            }
+        }
+        Ok(fired)
+    }
+
+    /// The conditional boundary events of activity `idx` whose condition
+    /// holds fire, while `token` runs the activity; an interrupting one ends
+    /// it (and the rest are not asked).
+    fn fire_boundary_conditions(
+        &mut self,
+        inst: u64,
+        token: u64,
+        p: &Process,
+        idx: usize,
+    ) -> R<bool> {
+        let conditional = p.at(idx).boundaries.iter().any(|&b| {
+            matches!(
+                p.at(b).kind,
+                ElementKind::Boundary {
+                    trigger: Trigger::Condition { .. },
+                    ..
+                }
+            )
+        });
+        if !conditional || !self.runs_activity(inst, token)? {
+            return Ok(false);
+        }
+        let mut fired = false;
+        for &b in &p.at(idx).boundaries {
+            let ElementKind::Boundary {
+                trigger: Trigger::Condition { condition },
+                cancel,
+                ..
+            } = &p.at(b).kind
+            else {
+                continue;
+            };
+            if self.holds(inst, token, condition) {
+                self.fire_boundary(inst, token, b, &Vars::new(), "condition_met")?;
+                fired = true;
+                if *cancel {
+                    break;
+                }
+            }
+        }
+        Ok(fired)
+    }
+
+    /// Whether `token` is inside the activity it rests at, holding its
+    /// boundary events: not an inner instance of a multi-instance body (the
+    /// body holds them), not waiting for the asyncBefore job that starts the
+    /// activity or the asyncAfter job after it, not stopped at an incident.
+    fn runs_activity(&mut self, inst: u64, token: u64) -> R<bool> {
+        if self.inst(inst).body_of(token).is_some() {
+            return Ok(false);
+        }
+        let Some(wait) = self
+            .inst(inst)
+            .tokens
+            .iter()
+            .find(|t| t.id == token)
+            .map(|t| t.wait.clone())
+        else {
+            return Ok(false);
+        };
+        Ok(match wait {
+            Wait::Job { job } => self
+                .t
+                .job(job)?
+                .is_some_and(|j| matches!(j.kind, JobKind::Task { .. })),
+            Wait::Message { .. }
+            | Wait::Signal { .. }
+            | Wait::Timer { .. }
+            | Wait::Events { .. }
+            | Wait::Task { .. }
+            | Wait::Scope
+            | Wait::Child { .. }
+            | Wait::Body { .. }
+            | Wait::Condition => true,
+            Wait::Join { .. } | Wait::Incident { .. } => false,
+        })
+    }
+}

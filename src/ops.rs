@@ -1154,14 +1154,12 @@ fn instance_view(r: &InstanceRecord, incidents: Vec<String>) -> InstanceView {
                     Wait::Scope => "the tokens inside it to end".to_string(),
                     Wait::Child { instance } => format!("called instance {instance} to end"),
                     Wait::Condition => "its condition to hold".to_string(),
+                    // running: the tokens in its scope (an operator may have cancelled some)
                     Wait::Body {
-                        count,
-                        started,
-                        completed,
-                        ..
+                        count, completed, ..
                     } => format!(
                         "its inner instances: {completed} of {count} completed, {} running",
-                        started.saturating_sub(*completed)
+                        r.tokens.iter().filter(|i| i.scope == t.id).count()
                     ),
                 },
                 since: rfc3339(t.since),

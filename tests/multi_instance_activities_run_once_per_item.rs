@@ -667,6 +667,13 @@ async fn cancelling_the_last_inner_instance_cancels_the_activity_and_the_rest_go
         2,
         "body and one inner instance"
     );
+    assert!(
+        view(&env, id)
+            .tokens
+            .iter()
+            .any(|t| t.waits_for == "its inner instances: 0 of 2 completed, 1 running"),
+        "the body counts what still runs, not what was started"
+    );
     env.complete_jobs("akt", no_vars()).await;
     assert_eq!(
         env.waiting_at(id),

@@ -64,7 +64,7 @@ impl<'a, 't> Engine<'a, 't> {
 
     /// Removes a token. Removing the last one ends the instance as cancelled.
     pub fn cancel_token(&mut self, inst: u64, token: u64) -> R<Repair> {
-        self.repair_target(inst, "")?;
+        self.load_active(inst)?;
         let at = self.existing_token(inst, token)?;
         let scope = self.scope_of(inst, token);
         self.interrupt(inst, token)?;
@@ -159,17 +159,22 @@ impl<'a, 't> Engine<'a, 't> {
         }
     }
 
-    /// Loads an active instance for a repair; resolves `element` ("" for none).
-    pub(super) fn repair_target(&mut self, inst: u64, element: &str) -> R<usize> {
+    /// Loads an active instance for a repair, or refuses one that has ended.
+    pub(super) fn load_active(&mut self, inst: u64) -> R<()> {
         self.load(inst)?;
-        let p = self.proc_of(inst);
         if self.inst(inst).ended_at.is_some() {
             self.dirty.remove(&inst);
             return Err(EngineError::InstanceEnded(inst));
         }
-        if element.is_empty() {
-            return Ok(0);
-        }
+        Ok(())
+    }
+
+    /// Loads an active instance for a repair and resolves `element`, which
+    /// must name an element of its process version: an empty or unknown id is
+    /// refused, never taken for the first element.
+    pub(super) fn repair_target(&mut self, inst: u64, element: &str) -> R<usize> {
+        self.load_active(inst)?;
+        let p = self.proc_of(inst);
         p.index_of(element).ok_or_else(|| {
             self.dirty.remove(&inst);
             EngineError::UnknownElement {

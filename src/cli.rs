@@ -41,8 +41,14 @@ pub struct Cli {
     pub log_format: LogFormat,
     /// Talk to a running `postfach run` at this URL instead of opening --db
     /// (bearer token from $POSTFACH_TOKEN).
-    #[arg(long, global = true, env = "POSTFACH_SERVER", value_name = "URL")]
+    #[arg(long, global = true, env = "POSTFACH_SERVER", value_name = "URL", value_parser = parse_server_url)]
     pub server: Option<String>,
+    /// With --server: how long to wait for the connection (1ms … 1d).
+    #[arg(long, global = true, value_name = "DURATION", default_value = "10s", value_parser = parse_connect_timeout, env = "POSTFACH_CONNECT_TIMEOUT")]
+    pub connect_timeout: u64,
+    /// With --server: how long to wait for the server's answer once connected (1ms … 1d).
+    #[arg(long, global = true, value_name = "DURATION", default_value = "120s", value_parser = parse_server_timeout, env = "POSTFACH_SERVER_TIMEOUT")]
+    pub server_timeout: u64,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -273,9 +279,10 @@ pub enum Command {
     Acquire {
         topic: String,
         /// Who holds the lease (shown in `jobs`).
-        #[arg(long)]
+        #[arg(long, value_parser = parse_worker)]
         worker: String,
-        #[arg(long, default_value_t = 1)]
+        /// How many due jobs to lock (1 … 10,000).
+        #[arg(long, default_value_t = 1, value_parser = parse_max)]
         max: usize,
         /// Lease duration (30s, 15m, ...; at most 7d); extend it with `extend`.
         #[arg(long, value_parser = parse_lease, default_value = "5m")]
@@ -398,8 +405,9 @@ pub enum Command {
     ///
     /// Example: postfach cleanup
     Cleanup,
-    /// Inspect the write-ahead log; with --discard-damaged, repair a damaged one
-    /// offline: keep a copy, replay every intact record, drop the damaged ones.
+    /// Check the database file page by page and inspect the write-ahead log; with
+    /// --discard-damaged, repair them offline: keep a copy of the log, replay every
+    /// intact record, drop the damaged ones, and let redb repair the file.
     ///
     /// Example: postfach recover --discard-damaged
     Recover {
@@ -447,7 +455,7 @@ pub enum TaskCommand {
     Claim {
         task: u64,
         /// Who you are.
-        #[arg(long, env = "USER")]
+        #[arg(long, env = "USER", value_parser = parse_user)]
         user: String,
     },
     /// Give the task back (only its holder can).
@@ -456,7 +464,7 @@ pub enum TaskCommand {
     Unclaim {
         task: u64,
         /// Who you are.
-        #[arg(long, env = "USER")]
+        #[arg(long, env = "USER", value_parser = parse_user)]
         user: String,
     },
     /// Give the task to someone.
@@ -465,10 +473,10 @@ pub enum TaskCommand {
     Assign {
         task: u64,
         /// The new holder.
-        #[arg(long)]
+        #[arg(long, value_parser = parse_to)]
         to: String,
         /// Who you are.
-        #[arg(long, env = "USER")]
+        #[arg(long, env = "USER", value_parser = parse_user)]
         user: String,
     },
     /// Finish the task (as its holder, or anyone while nobody holds it).
@@ -477,7 +485,7 @@ pub enum TaskCommand {
     Complete {
         task: u64,
         /// Who you are.
-        #[arg(long, env = "USER")]
+        #[arg(long, env = "USER", value_parser = parse_user)]
         user: String,
         #[command(flatten)]
         vars: VarArgs,
@@ -573,7 +581,6 @@ fn next_step(e: &Error) -> Option<String> {
                 postfach::TaskRefusal::NotHolder(_) => {
                     Some(format!("claim it first (postfach task claim {task} --user USER)"))
                 }
-                postfach::TaskRefusal::NoUser => Some("say who you are with --user NAME".into()),
             },
             E::Parse(postfach::model::ParseError::Strict { .. }) => Some(
                 "change the model, or deploy without --strict to run it with these parts not executed"
@@ -612,6 +619,9 @@ fn next_step(e: &Error) -> Option<String> {
     }
 }
 
+/// What to do about a damaged database file.
+pub const DAMAGED_ADVICE: &str = "stop every process that uses it, keep a copy of the file, and run `postfach recover` to check it; if it cannot be repaired, restore the file from a backup";
+
 fn store_step(e: &postfach::StoreError) -> Option<String> {
     use postfach::StoreError as S;
     match e {
@@ -622,6 +632,7 @@ fn store_step(e: &postfach::StoreError) -> Option<String> {
             "see what is intact with `postfach recover`; `postfach recover --discard-damaged` keeps a copy of the log and replays every intact record".into(),
         ),
         S::ReadOnly => Some("this command changes the database; run it where the file is writable".into()),
+        S::Damaged { .. } => Some(DAMAGED_ADVICE.into()),
         S::Open { .. } | S::Redb(_) | S::Codec(_) | S::Closed | S::Aborted(_) | S::Io(_) => None,
     }
 }
@@ -629,7 +640,50 @@ fn store_step(e: &postfach::StoreError) -> Option<String> {
 /// `postfach recover`: describes the log; with `discard_damaged`, salvages it.
 fn recover(db: &std::path::Path, discard_damaged: bool) -> Result<Output, Failure> {
     let state = Postfach::inspect_log(db)?;
+    let mut check = Postfach::check_database(db)?;
+    let mut repaired = false;
+    if discard_damaged && matches!(check, postfach::FileCheck::Repairable(_)) {
+        Postfach::repair_database(db)?;
+        check = Postfach::check_database(db)?;
+        repaired = true;
+    }
+    let (verdict, detail) = match &check {
+        postfach::FileCheck::Intact => ("intact", None),
+        postfach::FileCheck::Repairable(d) => ("repairable", Some(d.clone())),
+        postfach::FileCheck::Damaged(d) => ("damaged", Some(d.clone())),
+    };
+    let database = json!({
+        "file": db.display().to_string(),
+        "check": verdict,
+        "detail": detail,
+        "repaired": repaired,
+    });
+    let db_text = match &check {
+        postfach::FileCheck::Intact if repaired => format!(
+            "{}: repaired (back to its last intact commit); every page's checksum holds now",
+            db.display()
+        ),
+        postfach::FileCheck::Intact => {
+            format!("{}: intact (every page's checksum holds)", db.display())
+        }
+        postfach::FileCheck::Repairable(d) => format!(
+            "{}: damaged ({d}); `postfach recover --discard-damaged` repairs it by going back to its last intact commit (keep a copy of the file first)",
+            db.display()
+        ),
+        postfach::FileCheck::Damaged(d) => format!(
+            "{}: damaged beyond repair ({d}); restore the file from a backup",
+            db.display()
+        ),
+    };
+    if !matches!(check, postfach::FileCheck::Intact) {
+        return Err(Failure {
+            code: 1,
+            message: db_text,
+            json: Some(json!({ "database": database })),
+        });
+    }
     let described = json!({
+        "database": database,
         "log": state.path.display().to_string(),
         "bytes": state.size,
         "intact_records": state.intact_records,
@@ -660,6 +714,7 @@ fn recover(db: &std::path::Path, discard_damaged: bool) -> Result<Output, Failur
             state.intact_records
         )
     };
+    let text = format!("{db_text}\n{text}");
     if !state.damaged {
         return Ok(out(described, text));
     }
@@ -742,6 +797,71 @@ fn parse_lease_extension(s: &str) -> Result<u64, String> {
 fn parse_retry_delay(s: &str) -> Result<u64, String> {
     limits::RETRY_DELAY.named("--retry-delay").parse(s)
 }
+fn parse_worker(s: &str) -> Result<String, String> {
+    limits::check_name("--worker", s)
+        .map(String::from)
+        .map_err(|e| e.to_string())
+}
+fn parse_user(s: &str) -> Result<String, String> {
+    limits::check_name("--user", s)
+        .map(String::from)
+        .map_err(|e| e.to_string())
+}
+fn parse_to(s: &str) -> Result<String, String> {
+    limits::check_name("--to", s)
+        .map(String::from)
+        .map_err(|e| e.to_string())
+}
+fn parse_max(s: &str) -> Result<usize, String> {
+    let n: usize = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("--max '{s}' is not a whole number"))?;
+    limits::check_count("--max", n, limits::LOCK_BATCH).map_err(|e| e.to_string())
+}
+fn parse_connect_timeout(s: &str) -> Result<u64, String> {
+    limits::CLIENT_TIMEOUT.named("--connect-timeout").parse(s)
+}
+fn parse_server_timeout(s: &str) -> Result<u64, String> {
+    limits::CLIENT_TIMEOUT.named("--server-timeout").parse(s)
+}
+
+/// `--server`: an http or https URL with a host, a port (if any) that fits
+/// 1 … 65535, and no query or fragment; returned without a trailing `/`.
+fn parse_server_url(s: &str) -> Result<String, String> {
+    let bad =
+        |why: &str| format!("'{s}' is not a server URL: {why} (example: http://127.0.0.1:7820)");
+    let uri: ureq::http::Uri = s.parse().map_err(|e| bad(&format!("{e}")))?;
+    match uri.scheme_str() {
+        Some("http" | "https") => {}
+        Some(other) => return Err(bad(&format!("scheme '{other}' is not http or https"))),
+        None => return Err(bad("it has no http:// or https://")),
+    }
+    let Some(authority) = uri.authority() else {
+        return Err(bad("it names no host"));
+    };
+    if authority.host().is_empty() {
+        return Err(bad("it names no host"));
+    }
+    if authority.as_str().contains('@') {
+        return Err(bad(
+            "user information does not belong in it; set $POSTFACH_TOKEN",
+        ));
+    }
+    // the text after the host's last ':' (outside an IPv6 address's brackets)
+    let after_host = authority.as_str().rsplit(']').next().unwrap_or_default();
+    if let Some((_, port)) = after_host.rsplit_once(':') {
+        match port.parse::<u16>() {
+            Ok(p) if p > 0 => {}
+            _ => return Err(bad(&format!("port '{port}' is outside 1 … 65535"))),
+        }
+    }
+    if uri.query().is_some() || s.contains('#') {
+        return Err(bad("a query or fragment does not belong in it"));
+    }
+    Ok(s.trim_end_matches('/').to_string())
+}
+
 fn parse_configured(s: &str) -> Result<u64, String> {
     limits::CONFIGURED.parse(s)
 }
@@ -766,9 +886,10 @@ pub fn parse_vars(pairs: &[String]) -> Result<Vars, String> {
         let (k, v) = p
             .split_once('=')
             .ok_or_else(|| format!("--var '{p}' must look like NAME=VALUE"))?;
-        if k.is_empty() {
+        if k.trim().is_empty() {
             return Err(format!("--var '{p}' has no name"));
         }
+        limits::check_name("--var", k).map_err(|e| e.to_string())?;
         let value = parse_value(v);
         out.insert(k.to_string(), value);
     }
@@ -840,15 +961,17 @@ pub async fn run(cli: Cli) -> Result<Output, Failure> {
     } = &cli.command
     {
         let bytes = match &cli.server {
-            Some(server) => object_from_server(server, *job_id, variable).await?,
+            Some(_) => object_from_server(client_of(&cli), *job_id, variable).await?,
             None => object_from_store(&cli.db, *job_id, variable).await?,
         };
         return deliver_object(bytes, out.as_deref());
     }
-    if let Some(server) = &cli.server {
-        let args: Vec<String> = std::env::args().skip(1).collect();
-        let server = server.clone();
-        return tokio::task::spawn_blocking(move || remote(&server, args))
+    if cli.server.is_some() {
+        // what the shell passed, as sent: a path that is not UTF-8 travels
+        // lossily (the server names files by their display form), never panics
+        let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+        let client = client_of(&cli);
+        return tokio::task::spawn_blocking(move || remote(&client, args))
             .await
             .map_err(|e| Failure {
                 code: 1,
@@ -1126,7 +1249,14 @@ async fn execute(pf: &Postfach, command: Command, sources: Sources<'_>) -> Resul
             })?;
             let mut text = String::new();
             if let Some(el) = &waiting_at {
-                for w in r.waiting_at(el)? {
+                // the same filtered instances as --json, oldest wait first
+                let listed: std::collections::HashSet<&str> =
+                    list.iter().map(|v| v.instance.as_str()).collect();
+                for w in r
+                    .waiting_at(el)?
+                    .into_iter()
+                    .filter(|w| listed.contains(w.instance.as_str()))
+                {
                     text.push_str(&format!(
                         "{:>8}  waiting at {} since {} ({})\n",
                         w.instance,
@@ -1371,7 +1501,7 @@ async fn execute(pf: &Postfach, command: Command, sources: Sources<'_>) -> Resul
             max,
             lease,
         } => {
-            let jobs = pf.lock_jobs(&topic, max.max(1), &worker, lease).await?;
+            let jobs = pf.lock_jobs(&topic, max, &worker, lease).await?;
             let list: Vec<Value> = jobs.iter().map(locked_job_json).collect();
             let text = if jobs.is_empty() {
                 format!("no due job on topic {topic}")
@@ -1726,12 +1856,13 @@ fn correlation_keys(pairs: &[String]) -> Result<BTreeMap<String, String>, Failur
     for kv in pairs {
         let (m, v) = kv
             .split_once('=')
-            .filter(|(m, v)| !m.is_empty() && !v.is_empty())
+            .filter(|(m, v)| !m.trim().is_empty() && !v.trim().is_empty())
             .ok_or_else(|| {
                 usage(format!(
-                    "--correlation-key '{kv}' must look like MESSAGE=VARIABLE"
+                    "--correlation-key '{kv}' must look like MESSAGE=VARIABLE (neither blank)"
                 ))
             })?;
+        limits::check_name("--correlation-key VARIABLE", v).map_err(|e| usage(e.to_string()))?;
         keys.insert(m.to_string(), v.to_string());
     }
     Ok(keys)
@@ -1742,8 +1873,13 @@ fn send_topics(pairs: &[String]) -> Result<BTreeMap<String, String>, Failure> {
     for kv in pairs {
         let (e, t) = kv
             .split_once('=')
-            .filter(|(e, t)| !e.is_empty() && !t.is_empty())
-            .ok_or_else(|| usage(format!("--send-topic '{kv}' must look like ELEMENT=TOPIC")))?;
+            .filter(|(e, t)| !e.trim().is_empty() && !t.trim().is_empty())
+            .ok_or_else(|| {
+                usage(format!(
+                    "--send-topic '{kv}' must look like ELEMENT=TOPIC (neither blank)"
+                ))
+            })?;
+        limits::check_name("--send-topic TOPIC", t).map_err(|e| usage(e.to_string()))?;
         topics.insert(e.to_string(), t.to_string());
     }
     Ok(topics)
@@ -1822,18 +1958,39 @@ fn server_token(token_file: Option<&std::path::Path>) -> Result<Option<String>, 
             read_bounded(p, MAX_TOKEN, "token file")?,
             p.display().to_string(),
         ),
-        None => match std::env::var("POSTFACH_TOKEN") {
-            Ok(t) => (t, "$POSTFACH_TOKEN".to_string()),
-            Err(_) => return Ok(None),
+        None => match std::env::var_os("POSTFACH_TOKEN") {
+            Some(t) => (
+                t.into_string().map_err(|_| {
+                    usage("$POSTFACH_TOKEN is not UTF-8: a bearer token is printable ASCII".into())
+                })?,
+                "$POSTFACH_TOKEN".to_string(),
+            ),
+            None => return Ok(None),
         },
     };
+    checked_token(&token, &from).map(Some)
+}
+
+/// A bearer token as HTTP carries it: printable ASCII (spaces inside allowed),
+/// white space around it trimmed. Empty, or with a control character (NUL, a
+/// line break inside) or a non-ASCII one, it is refused naming where it came
+/// from: no HTTP client could send it.
+fn checked_token(token: &str, from: &str) -> Result<String, Failure> {
     let token = token.trim();
     if token.is_empty() {
         return Err(usage(format!(
             "{from} is empty: give a bearer token of at least one non-blank character, or drop it"
         )));
     }
-    Ok(Some(token.to_string()))
+    if let Some((at, c)) = token
+        .char_indices()
+        .find(|(_, c)| !(c.is_ascii_graphic() || *c == ' '))
+    {
+        return Err(usage(format!(
+            "{from} holds {c:?} at byte {at}: a bearer token is printable ASCII (no control characters or line breaks inside)"
+        )));
+    }
+    Ok(token.to_string())
 }
 
 /// A listener reachable from other machines needs a token.
@@ -1939,22 +2096,17 @@ type Fetched = (String, Vec<u8>);
 /// Exit code of `object` when the object does not exist.
 const OBJECT_MISSING: i32 = 4;
 
-async fn object_from_server(server: &str, job: u64, variable: &str) -> Result<Fetched, Failure> {
-    let url = format!(
-        "{}/jobs/{job}/objects/{variable}",
-        server.trim_end_matches('/')
-    );
-    let server = server.to_string();
+async fn object_from_server(client: Client, job: u64, variable: &str) -> Result<Fetched, Failure> {
+    let url = format!("{}/jobs/{job}/objects/{variable}", client.server);
     tokio::task::spawn_blocking(move || {
+        let server = &client.server;
         let fail = |code: i32, message: String| Failure {
             code,
             message,
             json: None,
         };
-        let req = with_token(server_agent().get(&url));
-        let mut resp = req
-            .call()
-            .map_err(|e| fail(1, format!("cannot reach {server}: {e}")))?;
+        let req = with_token(client.agent().get(&url))?;
+        let mut resp = req.call().map_err(|e| client.unreachable(e))?;
         let status = resp.status().as_u16();
         let name = resp
             .headers()
@@ -1971,12 +2123,13 @@ async fn object_from_server(server: &str, job: u64, variable: &str) -> Result<Fe
         if status == 200 {
             return Ok((name, body));
         }
-        let message = serde_json::from_slice::<Value>(&body)
-            .ok()
-            .and_then(|v| v["error"].as_str().map(String::from))
+        let answer = serde_json::from_slice::<Value>(&body).unwrap_or_default();
+        let message = answer["error"]
+            .as_str()
+            .map(String::from)
             .unwrap_or_else(|| format!("{server} answered {status}"));
         let code = match status {
-            404 if message.contains("does not exist") => OBJECT_MISSING,
+            404 if answer["reason"] == "object_missing" => OBJECT_MISSING,
             400 | 422 => 2,
             _ => 1,
         };
@@ -2134,10 +2287,10 @@ pub(crate) async fn execute_remote(
 
 /// The files a command line names, read here for a server that never reads a
 /// caller's paths itself: the model of `deploy`.
-fn files_to_send(args: &[String]) -> Result<BTreeMap<String, String>, Failure> {
+fn files_to_send(args: &[std::ffi::OsString]) -> Result<BTreeMap<String, String>, Failure> {
     let mut files = BTreeMap::new();
     let parsed =
-        Cli::try_parse_from(std::iter::once("postfach".to_string()).chain(args.iter().cloned()));
+        Cli::try_parse_from(std::iter::once("postfach".into()).chain(args.iter().cloned()));
     if let Ok(Cli {
         command: Command::Deploy { file, .. },
         ..
@@ -2148,47 +2301,125 @@ fn files_to_send(args: &[String]) -> Result<BTreeMap<String, String>, Failure> {
     Ok(files)
 }
 
-/// The HTTP client of `--server`: statuses are answers, not errors.
-fn server_agent() -> ureq::Agent {
-    ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .build()
-        .into()
+/// The `--server` client: the server's URL and how long to wait for it.
+struct Client {
+    server: String,
+    connect_ms: u64,
+    answer_ms: u64,
 }
 
-/// Adds `$POSTFACH_TOKEN` as bearer token, when set.
-fn with_token<B>(req: ureq::RequestBuilder<B>) -> ureq::RequestBuilder<B> {
-    match std::env::var("POSTFACH_TOKEN") {
-        Ok(token) => req.header("Authorization", &format!("Bearer {}", token.trim())),
-        Err(_) => req,
+fn client_of(cli: &Cli) -> Client {
+    Client {
+        server: cli.server.clone().unwrap_or_default(),
+        connect_ms: cli.connect_timeout,
+        answer_ms: cli.server_timeout,
     }
 }
 
+impl Client {
+    /// The HTTP client: statuses are answers, not errors; every phase is bounded.
+    fn agent(&self) -> ureq::Agent {
+        let connect = std::time::Duration::from_millis(self.connect_ms);
+        let answer = std::time::Duration::from_millis(self.answer_ms);
+        ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_resolve(Some(connect))
+            .timeout_connect(Some(connect))
+            .timeout_send_request(Some(answer))
+            .timeout_send_body(Some(answer))
+            .timeout_recv_response(Some(answer))
+            .timeout_recv_body(Some(answer))
+            .build()
+            .into()
+    }
+
+    /// Why the server could not be talked to, naming the timeout it hit.
+    fn unreachable(&self, e: ureq::Error) -> Failure {
+        use ureq::Timeout as T;
+        let show = |ms: u64| humantime::format_duration(std::time::Duration::from_millis(ms));
+        let message = match e {
+            ureq::Error::Timeout(T::Resolve | T::Connect) => format!(
+                "no connection to {} within {} (--connect-timeout)",
+                self.server,
+                show(self.connect_ms)
+            ),
+            ureq::Error::Timeout(_) => format!(
+                "{} accepted the connection but did not answer within {} (--server-timeout)",
+                self.server,
+                show(self.answer_ms)
+            ),
+            e => format!("cannot reach {}: {e}", self.server),
+        };
+        Failure {
+            code: 1,
+            message,
+            json: None,
+        }
+    }
+}
+
+/// Adds `$POSTFACH_TOKEN` as bearer token, when set.
+fn with_token<B>(req: ureq::RequestBuilder<B>) -> Result<ureq::RequestBuilder<B>, Failure> {
+    Ok(match std::env::var_os("POSTFACH_TOKEN") {
+        Some(token) => {
+            let token = token.into_string().map_err(|_| {
+                usage("$POSTFACH_TOKEN is not UTF-8: a bearer token is printable ASCII".into())
+            })?;
+            let token = checked_token(&token, "$POSTFACH_TOKEN")?;
+            req.header("Authorization", &format!("Bearer {token}"))
+        }
+        None => req,
+    })
+}
+
+/// The most bytes of a server's answer the client reads.
+const MAX_ANSWER: u64 = 64 * 1024 * 1024;
+
 /// Sends the command line to a server and turns its answer back into output.
-fn remote(server: &str, args: Vec<String>) -> Result<Output, Failure> {
+fn remote(client: &Client, args: Vec<std::ffi::OsString>) -> Result<Output, Failure> {
+    let server = &client.server;
     let fail = |message: String| Failure {
         code: 1,
         message,
         json: None,
     };
-    let url = format!("{}/cli", server.trim_end_matches('/'));
-    let req = with_token(server_agent().post(&url));
+    let url = format!("{server}/cli");
+    let req = with_token(client.agent().post(&url))?;
     let files = files_to_send(&args)?;
+    let args: Vec<String> = args
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
     let mut resp = req
         .send_json(json!({ "args": args, "files": files }))
-        .map_err(|e| fail(format!("cannot reach {server}: {e}")))?;
+        .map_err(|e| client.unreachable(e))?;
     let status = resp.status().as_u16();
     let v: Value = resp
         .body_mut()
+        .with_config()
+        .limit(MAX_ANSWER)
         .read_json()
-        .map_err(|e| fail(format!("{server} answered {status} without JSON: {e}")))?;
+        .map_err(|e| match e {
+            ureq::Error::Timeout(_) => client.unreachable(e),
+            e => fail(format!("{server} answered {status} without JSON: {e}")),
+        })?;
     if status == 401 {
         return Err(fail(format!(
             "{server}: {} (set $POSTFACH_TOKEN)",
             v["error"].as_str().unwrap_or("unauthorized")
         )));
     }
-    let code = v["code"].as_i64().unwrap_or(1) as i32;
+    // only the documented exit codes pass through; anything else is the
+    // server's fault, not an outcome of the command
+    let code = match v["code"].as_i64() {
+        Some(c @ 0..=4) => c as i32,
+        other => {
+            return Err(fail(format!(
+                "{server} answered an exit code that postfach does not document ({}); what the command did is unknown: look with postfach --server {server} instance/jobs/messages",
+                other.map_or("none".to_string(), |c| c.to_string())
+            )));
+        }
+    };
     if code == 0 {
         Ok(out(
             v["json"].clone(),

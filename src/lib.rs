@@ -59,6 +59,7 @@ pub mod contract;
 #[cfg(feature = "server")]
 pub mod demo;
 mod engine;
+mod files;
 pub mod ingress;
 pub mod jobs;
 pub mod limits;
@@ -82,7 +83,8 @@ pub use engine::{
 };
 pub use jobs::{HandlerError, JobContext};
 pub use runtime::{CommitStats, Deployment, Error, Options, Postfach, Recovery, WorkReport};
-pub use store::{JobState, MessageState, Reason, StoreError, TaskRecord};
+pub use store::damage::install_hook as install_damage_hook;
+pub use store::{FileCheck, JobState, MessageState, Reason, StoreError, TaskRecord};
 
 /// Process variables: a JSON object.
 pub type Vars = serde_json::Map<String, serde_json::Value>;

@@ -18,6 +18,9 @@
 //! | configured windows and thresholds (dedup window, retention, TTLs, alarm ages) | 0 … 100 years |
 //! | outgoing claim-check threshold (`[storage] claim_check_above`) | 1 KiB … 9 MiB |
 //! | inner instances of one multi-instance activity (collection, loopCardinality) | 0 … 10,000 |
+//! | jobs one acquire locks (`max`, `--max`) | 1 … 10,000 |
+//! | names a caller gives: worker, variable, topic, correlation variable | 1 … 256 characters, not blank, no control characters |
+//! | `--server` client timeouts (`--connect-timeout`, `--server-timeout`) | 1 ms … 1 day |
 
 use crate::clock::Millis;
 
@@ -87,6 +90,56 @@ pub const CONFIGURED: Limit = Limit {
     min: 0,
     max: 100 * 365 * DAY,
 };
+
+/// How long the `--server` client waits to connect, and for an answer.
+pub const CLIENT_TIMEOUT: Limit = Limit {
+    field: "timeout",
+    min: 1,
+    max: DAY,
+};
+
+/// How many jobs one acquire locks at most.
+pub const LOCK_BATCH: std::ops::RangeInclusive<usize> = 1..=10_000;
+
+/// The longest name (worker, variable, topic) a caller may give, in characters.
+pub const NAME_CHARS: usize = 256;
+
+/// A count handed in from outside, checked against its range.
+pub fn check_count(
+    field: &str,
+    value: usize,
+    range: std::ops::RangeInclusive<usize>,
+) -> Result<usize, OutOfRange> {
+    if range.contains(&value) {
+        Ok(value)
+    } else {
+        Err(OutOfRange {
+            field: field.to_string(),
+            value: value.to_string(),
+            range: format!("{} … {}", range.start(), range.end()),
+        })
+    }
+}
+
+/// A name handed in from outside (a worker, a variable, a topic): 1 …
+/// [`NAME_CHARS`] characters, not only white space, no control characters
+/// (they cannot be shown, logged or sent in a header as given).
+pub fn check_name<'a>(field: &str, value: &'a str) -> Result<&'a str, OutOfRange> {
+    let refuse = || OutOfRange {
+        field: field.to_string(),
+        value: format!("{:?}", value.chars().take(64).collect::<String>()),
+        range: format!(
+            "a name of 1 … {NAME_CHARS} characters, not only blanks, without control characters"
+        ),
+    };
+    if value.trim().is_empty()
+        || value.chars().count() > NAME_CHARS
+        || value.chars().any(char::is_control)
+    {
+        return Err(refuse());
+    }
+    Ok(value)
+}
 
 /// A value outside its documented range; nothing was stored.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -24,6 +24,8 @@ fn main() {
         cli::LogFormat::Json => logs.json().init(),
         cli::LogFormat::Human => logs.init(),
     }
+    // a damaged database file makes redb panic: one line naming it, exit 1
+    postfach::install_damage_hook(cli.db.clone(), cli::DAMAGED_ADVICE);
     let json = cli.json;
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

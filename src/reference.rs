@@ -53,15 +53,24 @@ impl InvoiceLedger {
 
     /// Every (key, order) line of a ledger file.
     pub fn entries(path: &std::path::Path) -> std::io::Result<Vec<(String, String)>> {
-        match std::fs::read_to_string(path) {
-            Ok(text) => Ok(text
-                .lines()
-                .filter_map(|l| l.split_once('\t'))
-                .map(|(k, o)| (k.to_string(), o.to_string()))
-                .collect()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
-            Err(e) => Err(e),
-        }
+        let Some(bytes) = crate::files::read_regular(path)? else {
+            return Ok(Vec::new());
+        };
+        let text = String::from_utf8(bytes).map_err(|e| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!(
+                    "{}: not UTF-8 at byte {}",
+                    path.display(),
+                    e.utf8_error().valid_up_to()
+                ),
+            )
+        })?;
+        Ok(text
+            .lines()
+            .filter_map(|l| l.split_once('\t'))
+            .map(|(k, o)| (k.to_string(), o.to_string()))
+            .collect())
     }
 }
 

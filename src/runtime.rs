@@ -15,11 +15,11 @@ use crate::commit::wal::{self, Wal};
 use crate::commit::{Command, Parsed, Reply, Request, Writer, unreachable_reply, writer_loop};
 use crate::engine::{
     Config, DefCache, Delivery, Deployed, EngineError, LockedJob, Malformed, Publish, Repair,
-    TaskAction, TaskRefusal,
+    TaskAction,
 };
 use crate::jobs::{Handler, Handlers};
 use crate::ops;
-use crate::store::{self, JobState, StoreError};
+use crate::store::{self, JobState, StoreError, damage};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
@@ -180,6 +180,7 @@ impl Postfach {
     pub fn open_with(path: impl AsRef<Path>, options: Options) -> Result<Self, Error> {
         let path = path.as_ref().to_path_buf();
         options.config.check()?;
+        crate::files::regular(&path).map_err(StoreError::Io)?;
         // a damaged log refuses before redb's own recovery writes to the file
         let log_path = Wal::path_for(&path);
         let scan = Wal::scan(&log_path)?;
@@ -243,16 +244,10 @@ impl Postfach {
     pub fn open_read_only(path: impl AsRef<Path>, options: Options) -> Result<Self, Error> {
         let path = path.as_ref().to_path_buf();
         options.config.check()?;
+        crate::files::existing_regular(&path, "database").map_err(StoreError::Io)?;
         let log = Wal::path_for(&path);
         let scan = Wal::scan(&log)?;
         scan.refuse_damaged(&log)?;
-        if !path.exists() {
-            return Err(StoreError::Io(std::io::Error::new(
-                std::io::ErrorKind::NotFound,
-                format!("database {} does not exist", path.display()),
-            ))
-            .into());
-        }
         let db = Arc::new(store::open_db_read_only(&path)?);
         let defs = Arc::new(DefCache::default());
         let w = Writer::recover(db.clone(), defs.clone(), &options, None, scan.records)?;
@@ -515,6 +510,8 @@ impl Postfach {
         in_process: bool,
     ) -> Result<Vec<LockedJob>, Error> {
         crate::limits::LEASE.check(lease)?;
+        crate::limits::check_count("max", max, crate::limits::LOCK_BATCH)?;
+        crate::limits::check_name("worker", owner)?;
         self.submit(Command::LockJobs {
             topic: topic.into(),
             max,
@@ -639,18 +636,13 @@ impl Postfach {
     }
 
     async fn task_action(&self, task: u64, user: &str, action: TaskAction) -> Result<(), Error> {
-        let named = |u: &str| !u.trim().is_empty() && u.len() <= 256;
-        let to_ok = match &action {
-            TaskAction::Assign { to } => named(to),
-            TaskAction::Claim | TaskAction::Unclaim | TaskAction::Complete { .. } => true,
-        };
-        if !named(user) || !to_ok {
-            return Err(EngineError::TaskRefused {
-                task,
-                refusal: TaskRefusal::NoUser,
+        crate::limits::check_name("user", user)?;
+        match &action {
+            TaskAction::Assign { to } => {
+                crate::limits::check_name("to", to)?;
             }
-            .into());
-        }
+            TaskAction::Claim | TaskAction::Unclaim | TaskAction::Complete { .. } => {}
+        };
         self.submit(Command::Task {
             task,
             user: user.into(),
@@ -765,8 +757,37 @@ impl Postfach {
         Ok(Some(s))
     }
 
+    /// Checks every page of the database file at `path` without changing it
+    /// (redb's integrity check over an in-memory overlay). Slow on a large
+    /// file: it reads all of it. Refused while another process writes to it.
+    pub fn check_database(path: impl AsRef<Path>) -> Result<crate::FileCheck, Error> {
+        let path = path.as_ref();
+        regular_file(path)?;
+        match damage::contain(path, || Ok(redb::Database::builder().open_read_only(path))) {
+            Ok(Err(redb::DatabaseError::DatabaseAlreadyOpen)) => Err(StoreError::Locked {
+                path: path.display().to_string(),
+            }
+            .into()),
+            Err(StoreError::Damaged { detail, .. }) => Ok(crate::FileCheck::Damaged(detail)),
+            Err(e) => Err(e.into()),
+            Ok(_) => Ok(store::check_file(path)?),
+        }
+    }
+
+    /// Repairs a database file that [`Postfach::check_database`] found
+    /// [`crate::FileCheck::Repairable`]: redb goes back to its last commit whose
+    /// pages are intact, in place; what was committed after it and is not in
+    /// the write-ahead log is lost. Offline only (the file lock refuses it
+    /// while another process holds the file).
+    pub fn repair_database(path: impl AsRef<Path>) -> Result<crate::FileCheck, Error> {
+        let path = path.as_ref();
+        regular_file(path)?;
+        Ok(store::repair_file(path)?)
+    }
+
     /// What the write-ahead log of `path` holds, read without changing it.
     pub fn inspect_log(path: impl AsRef<Path>) -> Result<crate::LogState, Error> {
+        regular_file(path.as_ref())?;
         let log = Wal::path_for(path.as_ref());
         let scan = Wal::scan(&log)?;
         Ok(crate::LogState {
@@ -852,5 +873,11 @@ fn check_ttl(msg: &Publish) -> Result<(), Error> {
     if let Some(ttl) = msg.ttl {
         crate::limits::MESSAGE_TTL.check(ttl)?;
     }
+    Ok(())
+}
+
+/// The database file at `path`, which must exist and be a regular file.
+fn regular_file(path: &Path) -> Result<(), Error> {
+    crate::files::existing_regular(path, "database").map_err(StoreError::Io)?;
     Ok(())
 }

@@ -30,7 +30,7 @@ use crate::codec;
 use crate::store::StoreError;
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 /// One committed batch.
@@ -220,11 +220,9 @@ impl Wal {
 
     /// Reads a log without changing it (a missing file reads as empty).
     pub fn scan(path: &Path) -> Result<Scan, StoreError> {
-        match std::fs::read(path) {
-            Ok(bytes) => Ok(Scan::read(&bytes)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Scan::read(&[])),
-            Err(e) => Err(e.into()),
-        }
+        Ok(Scan::read(
+            &crate::files::read_regular(path)?.unwrap_or_default(),
+        ))
     }
 
     /// Opens (or creates) the log and returns its intact records. A torn tail is
@@ -241,20 +239,18 @@ impl Wal {
         path: &Path,
         earlier: Option<Scan>,
     ) -> Result<(Wal, Vec<Record>), StoreError> {
+        crate::files::regular(path)?;
         let mut file = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
-            .open(path)?;
+            .open(path)
+            .map_err(|e| crate::files::named(path, e))?;
         let len = file.metadata()?.len();
         let scan = match earlier {
             Some(scan) if scan.size == len => scan,
-            _ => {
-                let mut bytes = Vec::new();
-                file.read_to_end(&mut bytes)?;
-                Scan::read(&bytes)
-            }
+            _ => Scan::read(&crate::files::read_open(path, file.try_clone()?)?),
         };
         scan.refuse_damaged(path)?;
         let mut pos = scan.intact_until;

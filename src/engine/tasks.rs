@@ -37,8 +37,6 @@ pub enum TaskRefusal {
     HeldBy(String),
     /// Only its holder can do this, and that is someone else (or nobody).
     NotHolder(Option<String>),
-    /// The user (or the one it is assigned to) is blank or longer than 256 bytes.
-    NoUser,
 }
 
 impl std::fmt::Display for TaskRefusal {
@@ -47,7 +45,6 @@ impl std::fmt::Display for TaskRefusal {
             TaskRefusal::HeldBy(u) => write!(f, "is held by '{u}'"),
             TaskRefusal::NotHolder(Some(u)) => write!(f, "is held by '{u}', not by you"),
             TaskRefusal::NotHolder(None) => write!(f, "is held by nobody"),
-            TaskRefusal::NoUser => write!(f, "needs a user name (1 to 256 bytes)"),
         }
     }
 }

@@ -119,6 +119,12 @@ impl ConfigFile {
             if topic.trim().is_empty() {
                 return Err(format!("{file}: send_topics.{element}: the topic is empty"));
             }
+            crate::limits::check_name(&format!("send_topics.{element}"), topic)
+                .map_err(|e| format!("{file}: {e}"))?;
+        }
+        for (message, variable) in &c.correlation_keys {
+            crate::limits::check_name(&format!("correlation_keys.{message}"), variable)
+                .map_err(|e| format!("{file}: {e}"))?;
         }
         Ok(c)
     }

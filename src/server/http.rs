@@ -205,7 +205,8 @@ fn status_of(e: &Error) -> StatusCode {
         | S::Codec(_)
         | S::Aborted(_)
         | S::Io(_)
-        | S::LogDamaged { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+        | S::LogDamaged { .. }
+        | S::Damaged { .. } => StatusCode::INTERNAL_SERVER_ERROR,
     };
     match e {
         Error::Rejected { .. } => StatusCode::CONFLICT,
@@ -805,7 +806,7 @@ async fn acquire(
     let b = body(b)?;
     crate::limits::LEASE.named("lease_ms").check(b.lease_ms)?;
     let jobs =
-        s.pf.lock_jobs(&b.topic, b.max.max(1), &b.worker, b.lease_ms)
+        s.pf.lock_jobs(&b.topic, b.max, &b.worker, b.lease_ms)
             .await?;
     let list: Vec<Value> = jobs.iter().map(crate::contract::locked_job_json).collect();
     Ok(Json(json!({"jobs": list})).into_response())
@@ -949,10 +950,14 @@ async fn job_object(
             bytes,
         )
             .into_response()),
-        Err(e @ O::NotFound { .. }) => Ok(problem(
+        Err(e @ O::NotFound { .. }) => Ok((
             StatusCode::NOT_FOUND,
-            format!("{e}: fail job {id} so it is retried, or repair the reference"),
-        )),
+            Json(json!({
+                "error": format!("{e}: fail job {id} so it is retried, or repair the reference"),
+                "reason": "object_missing",
+            })),
+        )
+            .into_response()),
         Err(e @ O::TooLarge { .. }) => Ok(problem(StatusCode::PAYLOAD_TOO_LARGE, e.to_string())),
         Err(e) => Ok(problem(StatusCode::BAD_GATEWAY, e.to_string())),
     }

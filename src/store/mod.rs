@@ -21,6 +21,8 @@
 //!   `leases`: (lease expiry, job); `start_timers`: (process, job) — the schedules of timer start events
 //! - `tasks`: task id → [`TaskRecord`], the open user tasks
 
+pub mod damage;
+
 use crate::Vars;
 use crate::clock::Millis;
 use crate::codec::{self, CodecError, json_text};
@@ -170,6 +172,14 @@ pub enum StoreError {
     /// A write was asked of a database opened for reading.
     #[error("the database was opened for reading only")]
     ReadOnly,
+    /// The database file is damaged: redb found a page it cannot read.
+    #[error("database {path} is damaged: {detail}")]
+    Damaged {
+        /// The file.
+        path: String,
+        /// What redb hit.
+        detail: String,
+    },
 }
 
 macro_rules! from_redb {
@@ -971,6 +981,10 @@ pub(crate) fn init(db: &redb::Database) -> Result<(), StoreError> {
 
 /// Opens (or creates) the database file, mapping a held lock to a clear error.
 pub(crate) fn open_db(path: &std::path::Path) -> Result<redb::Database, StoreError> {
+    damage::contain(path, || open_db_unchecked(path))
+}
+
+fn open_db_unchecked(path: &std::path::Path) -> Result<redb::Database, StoreError> {
     let shown = path.display().to_string();
     let db = redb::Database::builder()
         .set_cache_size(256 * 1024 * 1024)
@@ -994,6 +1008,10 @@ pub(crate) fn open_db(path: &std::path::Path) -> Result<redb::Database, StoreErr
 /// full disk and on a read-only file system. Refused while another process
 /// holds the file as its writer.
 pub(crate) fn open_db_read_only(path: &std::path::Path) -> Result<redb::Database, StoreError> {
+    damage::contain(path, || open_db_read_only_unchecked(path))
+}
+
+fn open_db_read_only_unchecked(path: &std::path::Path) -> Result<redb::Database, StoreError> {
     let shown = path.display().to_string();
     // a running writer holds the file: redb's read-only open says so
     if let Err(redb::DatabaseError::DatabaseAlreadyOpen) =
@@ -1011,6 +1029,64 @@ pub(crate) fn open_db_read_only(path: &std::path::Path) -> Result<redb::Database
         })?;
     init(&db)?;
     Ok(db)
+}
+
+/// What [`check_file`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FileCheck {
+    /// Every page's checksum holds.
+    Intact,
+    /// Damaged, and redb can repair it by going back to the last commit
+    /// whose pages are intact (what came after it is lost).
+    Repairable(String),
+    /// Damaged beyond what redb can repair.
+    Damaged(String),
+}
+
+/// Checks every page of the database file at `path` without changing it:
+/// redb's integrity check runs over an in-memory overlay of the file.
+pub(crate) fn check_file(path: &std::path::Path) -> Result<FileCheck, StoreError> {
+    let file = std::fs::File::open(path).map_err(StoreError::Io)?;
+    let checked = damage::contain(path, || {
+        let mut db = redb::Database::builder()
+            .create_with_backend(overlay::Overlay::new(file)?)
+            .map_err(|source| StoreError::Open {
+                path: path.display().to_string(),
+                source,
+            })?;
+        Ok(db.check_integrity())
+    });
+    Ok(match checked {
+        Ok(Ok(true)) => FileCheck::Intact,
+        Ok(Ok(false)) => FileCheck::Repairable("redb found pages whose checksums fail".into()),
+        Ok(Err(e)) => FileCheck::Damaged(e.to_string()),
+        Err(StoreError::Damaged { detail, .. }) => FileCheck::Damaged(detail),
+        Err(StoreError::Open { source, .. }) => FileCheck::Damaged(source.to_string()),
+        Err(e) => return Err(e),
+    })
+}
+
+/// Repairs the database file at `path` in place with redb's integrity check
+/// (the caller holds no handle to it); returns what the check found.
+pub(crate) fn repair_file(path: &std::path::Path) -> Result<FileCheck, StoreError> {
+    damage::contain(path, || {
+        let mut db = redb::Database::builder()
+            .create(path)
+            .map_err(|source| match source {
+                redb::DatabaseError::DatabaseAlreadyOpen => StoreError::Locked {
+                    path: path.display().to_string(),
+                },
+                source => StoreError::Open {
+                    path: path.display().to_string(),
+                    source,
+                },
+            })?;
+        Ok(match db.check_integrity() {
+            Ok(true) => FileCheck::Intact,
+            Ok(false) => FileCheck::Repairable("repaired".into()),
+            Err(e) => FileCheck::Damaged(e.to_string()),
+        })
+    })
 }
 
 /// A read-only snapshot.

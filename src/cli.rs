@@ -287,6 +287,9 @@ pub enum Command {
         /// Lease duration (30s, 15m, ...; at most 7d); extend it with `extend`.
         #[arg(long, value_parser = parse_lease, default_value = "5m")]
         lease: u64,
+        /// Only this variable in each job (repeatable; default: every variable).
+        #[arg(long = "fetch-variable", value_name = "NAME", value_parser = parse_fetch)]
+        fetch_variable: Vec<String>,
     },
     /// External worker: extend the lease of a job it holds.
     ///
@@ -799,6 +802,11 @@ fn parse_retry_delay(s: &str) -> Result<u64, String> {
 }
 fn parse_worker(s: &str) -> Result<String, String> {
     limits::check_name("--worker", s)
+        .map(String::from)
+        .map_err(|e| e.to_string())
+}
+fn parse_fetch(s: &str) -> Result<String, String> {
+    limits::check_name("--fetch-variable", s)
         .map(String::from)
         .map_err(|e| e.to_string())
 }
@@ -1500,8 +1508,14 @@ async fn execute(pf: &Postfach, command: Command, sources: Sources<'_>) -> Resul
             worker,
             max,
             lease,
+            fetch_variable,
         } => {
-            let jobs = pf.lock_jobs(&topic, max, &worker, lease).await?;
+            let jobs = if fetch_variable.is_empty() {
+                pf.lock_jobs(&topic, max, &worker, lease).await?
+            } else {
+                pf.lock_jobs_fetching(&topic, max, &worker, lease, fetch_variable)
+                    .await?
+            };
             let list: Vec<Value> = jobs.iter().map(locked_job_json).collect();
             let text = if jobs.is_empty() {
                 format!("no due job on topic {topic}")

@@ -15,6 +15,11 @@ pub const FORMAT_VERSION: u8 = 1;
 /// that reads format 1 only refuses such a record instead of dropping its tail.
 pub const TAILED_VERSION: u8 = 2;
 
+/// Version byte of an instance record in the rows layout: its history lives
+/// in rows of its own, and the record always carries a tail. Records of
+/// versions 1 and 2 are read as the layout before it and migrated on open.
+pub const ROWS_VERSION: u8 = 3;
+
 /// A record that could not be encoded or decoded.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -79,6 +84,50 @@ pub fn encode_tailed<T: Serialize, X: Serialize>(
     Ok(out)
 }
 
+/// Encodes `value` and `tail` under `version` (a layout of its own, such as
+/// [`ROWS_VERSION`], that always carries a tail).
+pub fn encode_versioned<T: Serialize, X: Serialize>(
+    value: &T,
+    tail: &X,
+    version: u8,
+) -> Result<Vec<u8>, CodecError> {
+    let mut out = encode_tailed(value, Some(tail))?;
+    out[0] = version;
+    Ok(out)
+}
+
+/// The version byte of a stored record.
+pub fn version_of(bytes: &[u8]) -> Result<u8, CodecError> {
+    bytes.first().copied().ok_or(CodecError::Empty)
+}
+
+/// Decodes a record written by [`encode_versioned`] under `version`.
+pub fn decode_versioned<T: DeserializeOwned, X: DeserializeOwned>(
+    bytes: &[u8],
+    version: u8,
+) -> Result<(T, X), CodecError> {
+    let (&found, body) = bytes.split_first().ok_or(CodecError::Empty)?;
+    if found != version {
+        return Err(CodecError::UnknownVersion { found });
+    }
+    let (value, used) = bincode::serde::decode_from_slice(body, config())
+        .map_err(|e| CodecError::Decode(e.to_string()))?;
+    let tail = decode_tail(body.get(used..).unwrap_or_default())?;
+    Ok((value, tail))
+}
+
+fn decode_tail<X: DeserializeOwned>(rest: &[u8]) -> Result<X, CodecError> {
+    let (tail, used) = bincode::serde::decode_from_slice(rest, config())
+        .map_err(|e| CodecError::Decode(format!("record tail: {e}")))?;
+    if used != rest.len() {
+        return Err(CodecError::Decode(format!(
+            "{} bytes after the record's tail",
+            rest.len() - used
+        )));
+    }
+    Ok(tail)
+}
+
 /// Decodes a record written by [`encode_tailed`] (or by [`encode`]): its tail,
 /// or the default tail for a format-1 record. Bytes after the tail are refused.
 pub fn decode_tailed<T: DeserializeOwned, X: DeserializeOwned + Default>(
@@ -93,16 +142,7 @@ pub fn decode_tailed<T: DeserializeOwned, X: DeserializeOwned + Default>(
     if version == FORMAT_VERSION {
         return Ok((value, X::default()));
     }
-    let rest = body.get(used..).unwrap_or_default();
-    let (tail, used) = bincode::serde::decode_from_slice(rest, config())
-        .map_err(|e| CodecError::Decode(format!("record tail: {e}")))?;
-    if used != rest.len() {
-        return Err(CodecError::Decode(format!(
-            "{} bytes after the record's tail",
-            rest.len() - used
-        )));
-    }
-    Ok((value, tail))
+    Ok((value, decode_tail(body.get(used..).unwrap_or_default())?))
 }
 
 /// Serde adapter that stores a JSON map as its JSON text, because bincode

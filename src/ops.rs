@@ -547,9 +547,36 @@ impl Reader {
             }
             job_ids.extend(&t.timers);
         }
-        // the message boundary events of the activities its tokens are in
-        if let Some(model) = self.process(&rec.process, rec.version)? {
-            for t in &rec.tokens {
+        // the message boundary events of the activities its tokens are in,
+        // with the keys they were opened with
+        let model = self.process(&rec.process, rec.version)?;
+        for t in &rec.tokens {
+            for (message, key) in &t.subscribed {
+                let element = model
+                    .as_ref()
+                    .and_then(|m| m.element(&t.element))
+                    .and_then(|host| {
+                        host.boundaries.iter().find_map(|&b| {
+                            let boundary = model.as_ref()?.at(b);
+                            matches!(&boundary.kind, crate::model::ElementKind::Boundary {
+                                trigger: crate::model::Trigger::Message { message: m }, ..
+                            } if m == message)
+                            .then(|| boundary.id.clone())
+                        })
+                    })
+                    .unwrap_or_else(|| t.element.clone());
+                subscriptions.push(SubscriptionView {
+                    token: t.id,
+                    element,
+                    kind: "message",
+                    name: message.clone(),
+                    key: Some(key.clone()),
+                });
+            }
+        }
+        // tokens written before the keys were kept: the key they have now
+        if let Some(model) = &model {
+            for t in rec.tokens.iter().filter(|t| t.subscribed.is_empty()) {
                 let Some(host) = model.element(&t.element) else {
                     continue;
                 };
@@ -770,7 +797,11 @@ impl Reader {
 
     /// The operator's view of `rec`.
     fn view(&self, rec: &InstanceRecord) -> Result<InstanceView, RErr> {
-        Ok(instance_view(rec, self.incidents(rec)?))
+        Ok(instance_view(
+            rec,
+            self.incidents(rec)?,
+            &self.snap.history(rec)?,
+        ))
     }
 
     /// Tokens resting at `element`, oldest first, with their age.
@@ -1127,7 +1158,11 @@ fn instance_state(r: &InstanceRecord, incident: bool) -> &'static str {
     }
 }
 
-fn instance_view(r: &InstanceRecord, incidents: Vec<String>) -> InstanceView {
+fn instance_view(
+    r: &InstanceRecord,
+    incidents: Vec<String>,
+    history: &[crate::store::HistoryEntry],
+) -> InstanceView {
     let state = instance_state(r, !incidents.is_empty());
     InstanceView {
         instance: r.id.to_string(),
@@ -1171,8 +1206,7 @@ fn instance_view(r: &InstanceRecord, incidents: Vec<String>) -> InstanceView {
         variables: r.variables.clone(),
         started_at: rfc3339(r.started_at),
         ended_at: r.ended_at.map(rfc3339),
-        history: r
-            .history
+        history: history
             .iter()
             .map(|h| HistoryView {
                 element: h.element.clone(),

@@ -478,7 +478,8 @@ impl Postfach {
             .count()
     }
 
-    /// Locks due task jobs of a topic for a worker.
+    /// Locks due task jobs of a topic for a worker; each carries every
+    /// variable its token sees.
     pub async fn lock_jobs(
         &self,
         topic: &str,
@@ -487,6 +488,35 @@ impl Postfach {
         lease: Millis,
     ) -> Result<Vec<LockedJob>, Error> {
         self.lock(topic, max, owner, lease, false).await
+    }
+
+    /// [`Postfach::lock_jobs`] for a worker that needs only the variables
+    /// named in `fetch` (as Zeebe's `fetchVariables` and Camunda's
+    /// `fetchAndLock` variables): each job carries only those its token sees,
+    /// and no other variable is copied.
+    pub async fn lock_jobs_fetching(
+        &self,
+        topic: &str,
+        max: usize,
+        owner: &str,
+        lease: Millis,
+        fetch: Vec<String>,
+    ) -> Result<Vec<LockedJob>, Error> {
+        crate::limits::LEASE.check(lease)?;
+        crate::limits::check_count("max", max, crate::limits::LOCK_BATCH)?;
+        crate::limits::check_name("worker", owner)?;
+        for name in &fetch {
+            crate::limits::check_name("fetch_variables", name)?;
+        }
+        self.submit(Command::LockJobsFetching {
+            topic: topic.into(),
+            max,
+            owner: owner.into(),
+            lease,
+            fetch,
+        })
+        .await?
+        .locked()
     }
 
     /// Locks jobs for handlers of this process: their leases are released when

@@ -131,6 +131,14 @@ pub(crate) enum Command {
         user: String,
         action: crate::engine::TaskAction,
     },
+    /// [`Command::LockJobs`] for a worker that names the variables it needs.
+    LockJobsFetching {
+        topic: String,
+        max: usize,
+        owner: String,
+        lease: Millis,
+        fetch: Vec<String>,
+    },
 }
 
 impl Command {
@@ -141,6 +149,7 @@ impl Command {
             self,
             Command::RunContinuations { .. }
                 | Command::LockJobs { .. }
+                | Command::LockJobsFetching { .. }
                 | Command::ExtendLease { .. }
                 | Command::Tick
                 | Command::Cleanup { .. }
@@ -248,7 +257,14 @@ fn apply(
             owner,
             lease,
             in_process,
-        } => Reply::Locked(e.lock_jobs(topic, *max, owner, *lease, *in_process)?),
+        } => Reply::Locked(e.lock_jobs(topic, *max, owner, *lease, *in_process, None)?),
+        Command::LockJobsFetching {
+            topic,
+            max,
+            owner,
+            lease,
+            fetch,
+        } => Reply::Locked(e.lock_jobs(topic, *max, owner, *lease, false, Some(fetch))?),
         Command::CompleteJob { job, lease, vars } => {
             e.complete_job(*job, *lease, vars)?;
             Reply::Done

@@ -49,19 +49,21 @@ impl<'a, 't> Engine<'a, 't> {
                 timers: Vec::new(),
                 scope: 0,
                 locals: Vars::new(),
+                subscribed: Vec::new(),
             }],
             next_token: 2,
             activations: 0,
-            history: vec![HistoryEntry {
-                element: def.id.clone(),
-                event: "instance_started".into(),
-                at: self.now,
-            }],
+            history_len: 0,
             started_at: self.now,
             ended_at: None,
             cancelled: false,
             expects: Vec::new(),
             called_by: None,
+            new_history: vec![HistoryEntry {
+                element: def.id.clone(),
+                event: "instance_started".into(),
+                at: self.now,
+            }],
         };
         self.dirty.insert(
             id,
@@ -656,11 +658,7 @@ impl<'a, 't> Engine<'a, 't> {
         let now = self.now;
         let rec = self.inst(inst);
         rec.ended_at = Some(now);
-        rec.history.push(HistoryEntry {
-            element: p.id.clone(),
-            event: "instance_completed".into(),
-            at: now,
-        });
+        rec.record(&p.id, "instance_completed", now);
         let vars = rec.variables.clone();
         for (m, k) in p.correlation_pairs(&vars) {
             self.t.set_passed(m, &k, inst, true)?;

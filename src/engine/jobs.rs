@@ -89,7 +89,10 @@ impl<'a, 't> Engine<'a, 't> {
         Ok(due.len())
     }
 
-    /// Locks up to `max` due task jobs of `topic` for `owner` until now + `lease`.
+    /// Locks up to `max` due task jobs of `topic` for `owner` until now +
+    /// `lease`. Each job carries the variables its token sees (with the task's
+    /// input mappings), or with `fetch` only those named. An instance is read
+    /// once per call however many of its jobs are locked.
     pub fn lock_jobs(
         &mut self,
         topic: &str,
@@ -97,9 +100,11 @@ impl<'a, 't> Engine<'a, 't> {
         owner: &str,
         lease: Millis,
         in_process: bool,
+        fetch: Option<&[String]>,
     ) -> R<Vec<LockedJob>> {
         let ids = self.t.due_tasks(topic, self.now, max)?;
         let mut out = Vec::new();
+        let mut read: HashMap<u64, Option<(InstanceRecord, Arc<Process>)>> = HashMap::new();
         for id in ids {
             let Some(mut job) = self.t.job(id)? else {
                 continue;
@@ -113,19 +118,38 @@ impl<'a, 't> Engine<'a, 't> {
                 in_process,
             });
             self.t.put_job(&job)?;
-            let (variables, work) = match self.t.instance(job.instance)? {
-                Some(i) => {
-                    let p = self.def(&i.process, i.version)?;
+            if let std::collections::hash_map::Entry::Vacant(slot) = read.entry(job.instance) {
+                let found = match self.t.instance(job.instance)? {
+                    Some(i) => {
+                        let p = self.def(&i.process, i.version)?;
+                        Some((i, p))
+                    }
+                    None => None,
+                };
+                slot.insert(found);
+            }
+            let (variables, work) = match &read[&job.instance] {
+                Some((i, p)) => {
                     let el = p.element(&job.element);
                     let work = match el.map(|e| &e.kind) {
                         Some(ElementKind::Delegated { work, .. }) => Some(work.clone()),
                         _ => None,
                     };
-                    let mut variables = i.view(job.token).into_owned();
-                    if let Some(el) = el.filter(|e| !e.extras.inputs.is_empty()) {
-                        let inputs = model::mapped(&el.extras.inputs, &variables);
-                        variables.extend(inputs);
-                    }
+                    let inputs = el.map(|e| &e.extras.inputs).filter(|m| !m.is_empty());
+                    let variables = match (fetch, inputs) {
+                        (Some(names), None) => i.view_of(job.token, names),
+                        (fetch, inputs) => {
+                            let mut all = i.view(job.token).into_owned();
+                            if let Some(m) = inputs {
+                                let mapped = model::mapped(m, &all);
+                                all.extend(mapped);
+                            }
+                            if let Some(names) = fetch {
+                                all.retain(|k, _| names.contains(k));
+                            }
+                            all
+                        }
+                    };
                     (variables, work)
                 }
                 None => (Vars::new(), None),

@@ -573,11 +573,7 @@ impl<'a, 't> Engine<'a, 't> {
 
     fn history(&mut self, inst: u64, element: &str, event: &str) {
         let at = self.now;
-        self.inst(inst).history.push(HistoryEntry {
-            element: element.to_string(),
-            event: event.to_string(),
-            at,
-        });
+        self.inst(inst).record(element, event, at);
     }
 
     fn set_token(&mut self, inst: u64, token: u64, element: &str, wait: Wait) {
@@ -611,6 +607,7 @@ impl<'a, 't> Engine<'a, 't> {
             timers: Vec::new(),
             scope,
             locals: Vars::new(),
+            subscribed: Vec::new(),
         });
         id
     }
@@ -682,8 +679,8 @@ impl<'a, 't> Engine<'a, 't> {
         for id in ids {
             self.refresh_expect(id)?;
         }
-        for (_, d) in std::mem::take(&mut self.dirty) {
-            self.t.put_instance(&d.rec, &d.before)?;
+        for (_, mut d) in std::mem::take(&mut self.dirty) {
+            self.t.put_instance(&mut d.rec, &d.before)?;
         }
         Ok(())
     }

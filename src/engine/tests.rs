@@ -61,7 +61,7 @@ impl Harness {
     fn work(&mut self) {
         self.step(|e| e.run_continuations(1000)).unwrap();
         let jobs = self
-            .step(|e| e.lock_jobs("auftragUebergeben", 1000, "provider", 30_000, false))
+            .step(|e| e.lock_jobs("auftragUebergeben", 1000, "provider", 30_000, false, None))
             .unwrap();
         for j in jobs {
             self.step(|e| e.complete_job(j.task.job, Some(j.lease_token), &Vars::new()))
@@ -217,7 +217,7 @@ proptest! {
                 }
                 Op::Lock => {
                     let jobs = h
-                        .step(|e| e.lock_jobs("rechnungStellen", 2, "w", 30_000, false))
+                        .step(|e| e.lock_jobs("rechnungStellen", 2, "w", 30_000, false, None))
                         .unwrap();
                     locked.extend(jobs.iter().map(|j| (j.task.job, j.lease_token)));
                 }
@@ -367,7 +367,7 @@ proptest! {
                     h.step(|e| e.run_continuations(100)).unwrap();
                 }
                 StornoOp::Complete => {
-                    let jobs = h.step(|e| e.lock_jobs("bearbeiten", 10, "w", 30_000, false)).unwrap();
+                    let jobs = h.step(|e| e.lock_jobs("bearbeiten", 10, "w", 30_000, false, None)).unwrap();
                     for j in jobs {
                         h.step(|e| e.complete_job(j.task.job, Some(j.lease_token), &Vars::new())).unwrap();
                     }
@@ -598,8 +598,8 @@ proptest! {
                     ids.insert(id);
                 }
                 ScopeOp::Work(how) => {
-                    let mut jobs = h.step(|e| e.lock_jobs("pruefen", 10, "w", 30_000, false)).unwrap();
-                    jobs.extend(h.step(|e| e.lock_jobs("mahnen", 10, "w", 30_000, false)).unwrap());
+                    let mut jobs = h.step(|e| e.lock_jobs("pruefen", 10, "w", 30_000, false, None)).unwrap();
+                    jobs.extend(h.step(|e| e.lock_jobs("mahnen", 10, "w", 30_000, false, None)).unwrap());
                     for j in jobs {
                         let (job, lease) = (j.task.job, Some(j.lease_token));
                         let done = h.step(|e| match how {

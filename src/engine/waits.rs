@@ -201,6 +201,10 @@ impl<'a, 't> Engine<'a, 't> {
                     // `boundary_key_problem` was asked before: the key is set
                     if let Ok(key) = p.correlation_key(message, &self.inst(inst).view(token)) {
                         self.t.subscribe(message, &key, inst, token)?;
+                        // kept with the token: closing removes this one
+                        if let Some(t) = self.inst(inst).tokens.iter_mut().find(|t| t.id == token) {
+                            t.subscribed.push((message.clone(), key));
+                        }
                     }
                 }
                 // caught when thrown (by a worker, an end or throw event
@@ -349,12 +353,24 @@ impl<'a, 't> Engine<'a, 't> {
             return Ok(()); // an inner instance: its body holds the boundary events
         }
         let p = self.proc_of(inst);
-        let (timers, host) = match self.inst(inst).tokens.iter_mut().find(|t| t.id == token) {
-            Some(t) => (std::mem::take(&mut t.timers), p.index_of(&t.element)),
-            None => return Ok(()),
-        };
+        let (timers, subscribed, host) =
+            match self.inst(inst).tokens.iter_mut().find(|t| t.id == token) {
+                Some(t) => (
+                    std::mem::take(&mut t.timers),
+                    std::mem::take(&mut t.subscribed),
+                    p.index_of(&t.element),
+                ),
+                None => return Ok(()),
+            };
         for job in timers {
             self.delete_job(job)?;
+        }
+        // exactly the subscriptions the boundaries opened, with their keys
+        let stored = !subscribed.is_empty();
+        for (message, key) in subscribed {
+            self.t.unsubscribe(&message, &key, inst, token)?;
+            // the activity is left: a later message is late
+            self.t.set_passed(&message, &key, inst, true)?;
         }
         if let Some(host) = host {
             for &b in &p.at(host).boundaries {
@@ -363,10 +379,12 @@ impl<'a, 't> Engine<'a, 't> {
                         trigger: Trigger::Signal { signal },
                         ..
                     } => self.t.unsubscribe_signal(signal, inst, token)?,
+                    // written by a release that did not keep the keys with
+                    // the token: the key it was opened with is guessed
                     ElementKind::Boundary {
                         trigger: Trigger::Message { message },
                         ..
-                    } => {
+                    } if !stored => {
                         // the key it was opened with: from the variables now, and
                         // any key of that message the instance expected (should the
                         // activity have changed the key variable meanwhile)
@@ -388,6 +406,11 @@ impl<'a, 't> Engine<'a, 't> {
                             self.t.set_passed(message, &key, inst, true)?;
                         }
                     }
+                    // closed above, from what the token kept
+                    ElementKind::Boundary {
+                        trigger: Trigger::Message { .. },
+                        ..
+                    } => {}
                     // timers were deleted above; errors and conditions open nothing
                     ElementKind::Boundary {
                         trigger:

@@ -792,6 +792,8 @@ struct AcquireBody {
     max: usize,
     /// Lease in milliseconds.
     lease_ms: u64,
+    /// Only these variables in each job (default: every variable its token sees).
+    fetch_variables: Option<Vec<String>>,
 }
 
 fn one() -> usize {
@@ -805,9 +807,16 @@ async fn acquire(
 ) -> Result<Response, ApiError> {
     let b = body(b)?;
     crate::limits::LEASE.named("lease_ms").check(b.lease_ms)?;
-    let jobs =
-        s.pf.lock_jobs(&b.topic, b.max, &b.worker, b.lease_ms)
-            .await?;
+    let jobs = match b.fetch_variables {
+        Some(fetch) => {
+            s.pf.lock_jobs_fetching(&b.topic, b.max, &b.worker, b.lease_ms, fetch)
+                .await?
+        }
+        None => {
+            s.pf.lock_jobs(&b.topic, b.max, &b.worker, b.lease_ms)
+                .await?
+        }
+    };
     let list: Vec<Value> = jobs.iter().map(crate::contract::locked_job_json).collect();
     Ok(Json(json!({"jobs": list})).into_response())
 }

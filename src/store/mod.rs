@@ -6,7 +6,8 @@
 //! scans return oldest first and lookups cost O(log n) however large a table grows.
 //!
 //! Key encodings (tuple keys use redb's order-preserving tuple encoding):
-//! - `instances`: instance id (u64) → [`InstanceRecord`]
+//! - `instances`: instance id (u64) → [`InstanceRecord`] (rows layout, [`codec::ROWS_VERSION`])
+//! - `history`: (instance, sequence) → [`HistoryEntry`], appended, removed with the instance
 //! - `tokens_at`: (element id, since, instance, token) → () — who waits where, oldest first
 //! - `subscriptions`: (message name, correlation key) → {(instance, token)}
 //! - `signal_subs`: signal name → {(instance, token)}
@@ -31,6 +32,12 @@ use redb::{MultimapTableDefinition, ReadableDatabase, ReadableTable, TableDefini
 use serde::{Deserialize, Serialize};
 
 pub(crate) const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+/// `meta` key of the database's format (see [`DB_FORMAT`]).
+pub(crate) const FORMAT_KEY: &str = "format_version";
+/// The database format this build writes: 2 keeps instance histories in
+/// `history` rows; a database of format 1 is migrated when it opens, one of a
+/// later format is refused.
+pub(crate) const DB_FORMAT: u64 = 2;
 /// Prefix of counter keys in `meta`.
 pub(crate) const COUNTER_PREFIX: &str = "count:";
 /// `meta` keys of the gauges the store keeps with its rows: parked messages
@@ -78,6 +85,10 @@ pub(crate) const DEFINITION_SOURCES: TableDefinition<(&str, u32), &[u8]> =
 pub(crate) const CATALOG: TableDefinition<(&str, &str), &[u8]> =
     TableDefinition::new("message_catalog");
 pub(crate) const INSTANCES: TableDefinition<u64, &[u8]> = TableDefinition::new("instances");
+/// (instance, sequence) → one [`HistoryEntry`], appended and never rewritten:
+/// a step writes its own entries and reads none, so an instance's history
+/// costs nothing on its later steps.
+pub(crate) const HISTORY: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("history");
 pub(crate) const TOKENS_AT: TableDefinition<(&str, u64, u64, u64), ()> =
     TableDefinition::new("tokens_at");
 pub(crate) const SUBSCRIPTIONS: MultimapTableDefinition<(&str, &str), (u64, u64)> =
@@ -316,6 +327,13 @@ pub struct Token {
     /// Stored in the record's tail, like `scope`.
     #[serde(skip)]
     pub locals: Vars,
+    /// The (message, key) subscriptions the message boundary events of the
+    /// activity this token is in opened, with the key as it was then: closing
+    /// removes exactly these, whatever the key variable says by then. Stored
+    /// in the record's tail; empty in records written before it was kept
+    /// (their boundaries close by the key they have now).
+    #[serde(skip)]
+    pub subscribed: Vec<(String, String)>,
 }
 
 /// One line of an instance's history.
@@ -326,9 +344,9 @@ pub struct HistoryEntry {
     pub at: Millis,
 }
 
-/// A process instance with its tokens and variables. (Read and written
-/// through [`decode_instance`] and [`encode_instance`], which keep the token
-/// scopes.)
+/// A process instance with its tokens and variables; its history lives in
+/// the `history` rows. (Read and written through [`decode_instance`] and
+/// [`encode_instance`], which keep the token scopes.)
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct InstanceRecord {
     pub id: u64,
@@ -340,7 +358,8 @@ pub struct InstanceRecord {
     pub tokens: Vec<Token>,
     pub next_token: u64,
     pub activations: u64,
-    pub history: Vec<HistoryEntry>,
+    /// History entries written as rows so far: the next entry's sequence.
+    pub history_len: u64,
     pub started_at: Millis,
     pub ended_at: Option<Millis>,
     /// Ended because an operator cancelled its last token.
@@ -351,6 +370,53 @@ pub struct InstanceRecord {
     /// (stored in the record's tail, see [`encode_instance`]).
     #[serde(skip)]
     pub called_by: Option<(u64, u64)>,
+    /// History entries of this transaction, not written yet: the store
+    /// appends them as rows from `history_len` on when it writes the record.
+    #[serde(skip)]
+    pub new_history: Vec<HistoryEntry>,
+}
+
+/// The layout of an instance record before its history became rows (record
+/// versions 1 and 2): read to migrate, never written.
+#[derive(Deserialize)]
+struct LegacyInstanceRecord {
+    id: u64,
+    process: String,
+    version: u32,
+    business_key: Option<String>,
+    #[serde(with = "json_text")]
+    variables: Vars,
+    tokens: Vec<Token>,
+    next_token: u64,
+    activations: u64,
+    history: Vec<HistoryEntry>,
+    started_at: Millis,
+    ended_at: Option<Millis>,
+    cancelled: bool,
+    expects: Vec<(String, String)>,
+}
+
+impl From<LegacyInstanceRecord> for InstanceRecord {
+    /// Its history becomes entries to append: rows from 0 on.
+    fn from(l: LegacyInstanceRecord) -> Self {
+        InstanceRecord {
+            id: l.id,
+            process: l.process,
+            version: l.version,
+            business_key: l.business_key,
+            variables: l.variables,
+            tokens: l.tokens,
+            next_token: l.next_token,
+            activations: l.activations,
+            history_len: 0,
+            started_at: l.started_at,
+            ended_at: l.ended_at,
+            cancelled: l.cancelled,
+            expects: l.expects,
+            called_by: None,
+            new_history: l.history,
+        }
+    }
 }
 
 /// The counters a multi-instance body shows its inner instances:
@@ -362,6 +428,45 @@ pub const COUNTERS: [&str; 3] = [
 ];
 
 impl InstanceRecord {
+    /// Appends a history entry (written as a row with the record).
+    pub fn record(&mut self, element: &str, event: &str, at: Millis) {
+        self.new_history.push(HistoryEntry {
+            element: element.to_string(),
+            event: event.to_string(),
+            at,
+        });
+    }
+
+    /// The variables named in `names` as token `token` sees them (see
+    /// [`InstanceRecord::view`]), without copying the others: what a worker
+    /// that asked for only these gets. A name no scope has is left out.
+    pub fn view_of(&self, token: u64, names: &[String]) -> Vars {
+        let chain = self.chain(token);
+        let mut out = Vars::new();
+        'names: for name in names {
+            for t in &chain {
+                if let Some(v) = t.locals.get(name) {
+                    out.insert(name.clone(), v.clone());
+                    continue 'names;
+                }
+                if let Wait::Body {
+                    count, completed, ..
+                } = t.wait
+                    && let Some(i) = COUNTERS.iter().position(|c| c == name)
+                {
+                    let active = self.tokens.iter().filter(|x| x.scope == t.id).count();
+                    let n = [count as usize, completed as usize, active][i];
+                    out.insert(name.clone(), n.into());
+                    continue 'names;
+                }
+            }
+            if let Some(v) = self.variables.get(name) {
+                out.insert(name.clone(), v.clone());
+            }
+        }
+        out
+    }
+
     /// The variables token `token` sees: the instance's, overlaid by the
     /// local variables of each scope around the token (outermost first) and
     /// its own; a multi-instance body adds `nrOfInstances`,
@@ -455,11 +560,14 @@ enum TailField {
     CalledBy(u64, u64),
     /// The local variables of the tokens that have any: (token, JSON text).
     Locals(Vec<(u64, String)>),
+    /// The boundary subscriptions of the tokens that hold any: (token,
+    /// [(message, key)]).
+    Subscribed(Vec<(u64, Vec<(String, String)>)>),
 }
 
-/// An instance record's bytes: format 1 when every token runs in the process
-/// itself and no call activity started it, else with what it has of these in
-/// its tail ([`codec::TAILED_VERSION`]).
+/// An instance record's bytes in the rows layout ([`codec::ROWS_VERSION`]),
+/// with what it has of the [`TailField`]s in its tail. `new_history` is not
+/// part of it: the store writes those entries as rows ([`Tables::put_instance`]).
 pub(crate) fn encode_instance(rec: &InstanceRecord) -> Result<Vec<u8>, CodecError> {
     let mut tail = Vec::new();
     if rec.tokens.iter().any(|t| t.scope != 0) {
@@ -483,12 +591,30 @@ pub(crate) fn encode_instance(rec: &InstanceRecord) -> Result<Vec<u8>, CodecErro
     if !locals.is_empty() {
         tail.push(TailField::Locals(locals));
     }
-    codec::encode_tailed(rec, (!tail.is_empty()).then_some(&tail))
+    let subscribed: Vec<(u64, Vec<(String, String)>)> = rec
+        .tokens
+        .iter()
+        .filter(|t| !t.subscribed.is_empty())
+        .map(|t| (t.id, t.subscribed.clone()))
+        .collect();
+    if !subscribed.is_empty() {
+        tail.push(TailField::Subscribed(subscribed));
+    }
+    codec::encode_versioned(rec, &tail, codec::ROWS_VERSION)
 }
 
-/// Reads [`encode_instance`]'s bytes: every instance record is read here.
+/// Reads [`encode_instance`]'s bytes, and those of the layout before it
+/// (versions 1 and 2, history inside: it comes back as `new_history`, to be
+/// written as rows): every instance record is read here.
 pub(crate) fn decode_instance(bytes: &[u8]) -> Result<InstanceRecord, CodecError> {
-    let (mut rec, tail): (InstanceRecord, Vec<TailField>) = codec::decode_tailed(bytes)?;
+    let (mut rec, tail): (InstanceRecord, Vec<TailField>) = if codec::version_of(bytes)?
+        == codec::ROWS_VERSION
+    {
+        codec::decode_versioned(bytes, codec::ROWS_VERSION)?
+    } else {
+        let (legacy, tail): (LegacyInstanceRecord, Vec<TailField>) = codec::decode_tailed(bytes)?;
+        (legacy.into(), tail)
+    };
     for field in tail {
         match field {
             TailField::Scopes(scopes) => {
@@ -505,6 +631,19 @@ pub(crate) fn decode_instance(bytes: &[u8]) -> Result<InstanceRecord, CodecError
                 }
             }
             TailField::CalledBy(i, t) => rec.called_by = Some((i, t)),
+            TailField::Subscribed(subs) => {
+                for (token, pairs) in subs {
+                    match rec.tokens.iter_mut().find(|t| t.id == token) {
+                        Some(t) => t.subscribed = pairs,
+                        None => {
+                            return Err(CodecError::Decode(format!(
+                                "instance {}: subscriptions of token {token}, which it does not have",
+                                rec.id
+                            )));
+                        }
+                    }
+                }
+            }
             TailField::Locals(locals) => {
                 for (token, json) in locals {
                     let vars: Vars = serde_json::from_str(&json).map_err(|e| {

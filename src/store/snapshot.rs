@@ -59,6 +59,20 @@ impl Snapshot {
         get_record(&self.table(INSTANCES)?, id)
     }
 
+    /// The history of instance `rec`, oldest first: its rows, then what the
+    /// record holds that is not written as rows yet.
+    pub fn history(&self, rec: &InstanceRecord) -> Result<Vec<HistoryEntry>, StoreError> {
+        let mut out = Vec::new();
+        for row in self
+            .table(HISTORY)?
+            .range((rec.id, 0)..=(rec.id, u64::MAX))?
+        {
+            out.push(codec::decode(row?.1.value())?);
+        }
+        out.extend(rec.new_history.iter().cloned());
+        Ok(out)
+    }
+
     /// Up to `limit` instance records after `cursor` (exclusive) in id order,
     /// newest first when `newest_first`: one range over `instances`.
     pub fn instances_after(

@@ -39,6 +39,7 @@ pub(crate) struct Tables<'t> {
     definition_sources: Table<'t, (&'static str, u32), &'static [u8]>,
     catalog: Table<'t, (&'static str, &'static str), &'static [u8]>,
     instances: Table<'t, u64, &'static [u8]>,
+    history: Table<'t, (u64, u64), &'static [u8]>,
     tokens_at: Table<'t, (&'static str, u64, u64, u64), ()>,
     version_tokens: Table<'t, (&'static str, u32, &'static str, u64, u64, u64), ()>,
     subscriptions: MultimapTable<'t, (&'static str, &'static str), (u64, u64)>,
@@ -204,6 +205,7 @@ impl<'t> Tables<'t> {
             definition_sources: tx.open_table(DEFINITION_SOURCES)?,
             catalog: tx.open_table(CATALOG)?,
             instances: tx.open_table(INSTANCES)?,
+            history: tx.open_table(HISTORY)?,
             tokens_at: tx.open_table(TOKENS_AT)?,
             version_tokens: tx.open_table(VERSION_TOKENS)?,
             subscriptions: tx.open_multimap_table(SUBSCRIPTIONS)?,
@@ -478,12 +480,30 @@ impl<'t> Tables<'t> {
         Ok(())
     }
 
-    /// Stamps the format version of a new database.
+    /// Stamps the format of a new database, and brings an older one to it:
+    /// format 1 kept each instance's history inside its record; format 2
+    /// keeps it in `history` rows ([`Tables::migrate_instances_to_rows`]).
     pub(super) fn stamp_format(&mut self) -> Result<(), StoreError> {
-        if self.meta.get("format_version")?.is_none() {
-            self.meta
-                .insert("format_version", codec::FORMAT_VERSION as u64)?;
+        let found = self.meta.get(FORMAT_KEY)?.map(|g| g.value());
+        match found {
+            None => {}
+            Some(v) if v > DB_FORMAT => {
+                return Err(StoreError::Codec(CodecError::UnknownVersion {
+                    found: v as u8,
+                }));
+            }
+            Some(v) if v < 2 => {
+                let n = self.migrate_instances_to_rows()?;
+                if n > 0 {
+                    tracing::info!(
+                        instances = n,
+                        "moved instance histories into rows (database format 1 → 2)"
+                    );
+                }
+            }
+            Some(_) => return Ok(()),
         }
+        self.meta.insert(FORMAT_KEY, DB_FORMAT)?;
         Ok(())
     }
 
@@ -602,10 +622,12 @@ impl<'t> Tables<'t> {
     }
 
     /// Writes an instance; its `tokens_at` and `expect` rows move from
-    /// `before` ([`Resting::of`] the record as loaded; the default for a new one).
+    /// `before` ([`Resting::of`] the record as loaded; the default for a new
+    /// one), and its new history entries are appended as rows (after which
+    /// `rec` counts them in `history_len` and holds none).
     pub fn put_instance(
         &mut self,
-        rec: &InstanceRecord,
+        rec: &mut InstanceRecord,
         before: &Resting,
     ) -> Result<(), StoreError> {
         let after = Resting::of(rec);
@@ -614,9 +636,42 @@ impl<'t> Tables<'t> {
             self.instance_rows(rec.id, before, &after, false)?;
             self.instance_rows(rec.id, &after, before, true)?;
         }
+        self.append_history(rec)?;
         self.instances
             .insert(rec.id, super::encode_instance(rec)?.as_slice())?;
         Ok(())
+    }
+
+    /// Writes `rec.new_history` as rows from `rec.history_len` on.
+    fn append_history(&mut self, rec: &mut InstanceRecord) -> Result<(), StoreError> {
+        for h in std::mem::take(&mut rec.new_history) {
+            self.history
+                .insert((rec.id, rec.history_len), codec::encode(&h)?.as_slice())?;
+            rec.history_len += 1;
+        }
+        Ok(())
+    }
+
+    /// Brings instance records of the layout before rows (history inside) to
+    /// the rows layout: their history becomes rows. Run once when a database of
+    /// format 1 opens; returns how many records it rewrote.
+    pub(super) fn migrate_instances_to_rows(&mut self) -> Result<u64, StoreError> {
+        let mut legacy = Vec::new();
+        for row in self.instances.iter()? {
+            let (k, v) = row?;
+            if codec::version_of(v.value())? != codec::ROWS_VERSION {
+                legacy.push(k.value());
+            }
+        }
+        for id in &legacy {
+            let Some(mut rec) = get_record::<InstanceRecord>(&self.instances, *id)? else {
+                continue;
+            };
+            self.append_history(&mut rec)?;
+            self.instances
+                .insert(rec.id, super::encode_instance(&rec)?.as_slice())?;
+        }
+        Ok(legacy.len() as u64)
     }
 
     /// Inserts (or removes) the rows of `rows` that `other` does not have.
@@ -659,6 +714,8 @@ impl<'t> Tables<'t> {
     pub fn remove_instance(&mut self, rec: &InstanceRecord) -> Result<(), StoreError> {
         self.remember_scope(rec);
         self.instance_rows(rec.id, &Resting::of(rec), &Resting::default(), false)?;
+        self.history
+            .retain_in((rec.id, 0)..=(rec.id, u64::MAX), |_, _| false)?;
         self.instances.remove(rec.id)?;
         Ok(())
     }
@@ -1250,16 +1307,18 @@ mod tests {
                     timers: Vec::new(),
                     scope: 0,
                     locals: Default::default(),
+                    subscribed: Vec::new(),
                 })
                 .collect(),
             next_token: tokens.len() as u64 + 1,
             activations: 0,
-            history: Vec::new(),
+            history_len: 0,
             started_at: 0,
             ended_at: None,
             cancelled: false,
             expects: Vec::new(),
             called_by: None,
+            new_history: Vec::new(),
         }
     }
 
@@ -1283,16 +1342,58 @@ mod tests {
     }
 
     #[test]
+    fn history_is_appended_as_rows_and_leaves_with_its_instance() {
+        let db = MemoryStore::new();
+        let mut rec = instance(1, 1, &[("a", 10)]);
+        rec.record("p", "instance_started", 10);
+        rec.record("a", "activated", 10);
+        db.write(|t| t.put_instance(&mut rec, &Resting::default()).unwrap());
+        assert_eq!((rec.history_len, rec.new_history.len()), (2, 0));
+        let stored = db.write(|t| t.instance(1).unwrap().unwrap());
+        assert_eq!((stored.history_len, stored.new_history.len()), (2, 0));
+        // a later step appends without reading or rewriting the earlier rows
+        let mut later = stored.clone();
+        later.record("a", "completed", 20);
+        let resting = Resting::of(&stored);
+        db.write(|t| t.put_instance(&mut later, &resting).unwrap());
+        let events: Vec<String> = db
+            .snapshot()
+            .history(&later)
+            .unwrap()
+            .into_iter()
+            .map(|h| h.event)
+            .collect();
+        assert_eq!(events, ["instance_started", "activated", "completed"]);
+        assert_eq!(db.verify(), Vec::<String>::new());
+        // verify notices a count that disagrees with the rows
+        let mut wrong = later.clone();
+        wrong.history_len = 7;
+        db.write(|t| {
+            t.instances
+                .insert(1, super::super::encode_instance(&wrong).unwrap().as_slice())
+                .unwrap();
+        });
+        assert!(
+            db.verify().iter().any(|p| p.contains("counts 7 entries")),
+            "{:?}",
+            db.verify()
+        );
+        db.write(|t| t.remove_instance(&later).unwrap());
+        assert_eq!(db.verify(), Vec::<String>::new(), "no row outlives it");
+        assert!(db.snapshot().history(&later).unwrap().is_empty());
+    }
+
+    #[test]
     fn the_scraped_summaries_come_from_gauges_and_index_heads_and_match_the_records() {
         let db = MemoryStore::new();
         db.write(|t| {
             // two versions with tokens at `a`, one at `b`
             t.put_instance(
-                &instance(1, 1, &[("a", 50), ("b", 70)]),
+                &mut instance(1, 1, &[("a", 50), ("b", 70)]),
                 &Resting::default(),
             )
             .unwrap();
-            t.put_instance(&instance(2, 2, &[("a", 30)]), &Resting::default())
+            t.put_instance(&mut instance(2, 2, &[("a", 30)]), &Resting::default())
                 .unwrap();
             t.put_task(&task(7, "review", 40)).unwrap();
             t.put_task(&task(8, "review", 20)).unwrap();

@@ -615,6 +615,20 @@ pub(crate) fn decode_instance(bytes: &[u8]) -> Result<InstanceRecord, CodecError
         let (legacy, tail): (LegacyInstanceRecord, Vec<TailField>) = codec::decode_tailed(bytes)?;
         (legacy.into(), tail)
     };
+    // token id → position: a tail names tokens by id (a linear search for
+    // each would cost O(n²) in a large multi-instance activity)
+    let at: std::collections::HashMap<u64, usize> = if tail
+        .iter()
+        .any(|f| matches!(f, TailField::Locals(_) | TailField::Subscribed(_)))
+    {
+        rec.tokens
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.id, i))
+            .collect()
+    } else {
+        Default::default()
+    };
     for field in tail {
         match field {
             TailField::Scopes(scopes) => {
@@ -633,7 +647,7 @@ pub(crate) fn decode_instance(bytes: &[u8]) -> Result<InstanceRecord, CodecError
             TailField::CalledBy(i, t) => rec.called_by = Some((i, t)),
             TailField::Subscribed(subs) => {
                 for (token, pairs) in subs {
-                    match rec.tokens.iter_mut().find(|t| t.id == token) {
+                    match at.get(&token).and_then(|&i| rec.tokens.get_mut(i)) {
                         Some(t) => t.subscribed = pairs,
                         None => {
                             return Err(CodecError::Decode(format!(
@@ -652,7 +666,7 @@ pub(crate) fn decode_instance(bytes: &[u8]) -> Result<InstanceRecord, CodecError
                             rec.id
                         ))
                     })?;
-                    match rec.tokens.iter_mut().find(|t| t.id == token) {
+                    match at.get(&token).and_then(|&i| rec.tokens.get_mut(i)) {
                         Some(t) => t.locals = vars,
                         None => {
                             return Err(CodecError::Decode(format!(

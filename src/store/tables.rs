@@ -71,9 +71,10 @@ pub(crate) struct Tables<'t> {
 pub(crate) struct Resting {
     /// The definition version the tokens count under.
     scope: (String, u32),
-    /// (element, since, token, stopped by an engine error)
-    tokens: Vec<(String, Millis, u64, bool)>,
-    expects: Vec<(String, String)>,
+    /// (element, since, token, stopped by an engine error); a set, so that
+    /// finding what moved costs O(n log n), not O(n²), in a large instance
+    tokens: std::collections::BTreeSet<(String, Millis, u64, bool)>,
+    expects: std::collections::BTreeSet<(String, String)>,
 }
 
 impl Resting {
@@ -89,7 +90,7 @@ impl Resting {
                     (t.element.clone(), t.since, t.id, incident)
                 })
                 .collect(),
-            expects: rec.expects.clone(),
+            expects: rec.expects.iter().cloned().collect(),
         }
     }
 }

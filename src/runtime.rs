@@ -122,6 +122,11 @@ pub struct Recovery {
     pub replayed_batches: usize,
     /// Job leases of an earlier process released at once.
     pub released_leases: usize,
+    /// Bytes of a torn record at the end of the write-ahead log: cut at open
+    /// (a read-only open leaves them for the next writer). Whatever that
+    /// record held was not acknowledged by this log, or was damaged since:
+    /// the file cannot tell which, so it is reported, never ignored.
+    pub torn_tail_bytes: u64,
 }
 
 /// Counts from one pass of the job runner.
@@ -185,6 +190,7 @@ impl Postfach {
         let log_path = Wal::path_for(&path);
         let scan = Wal::scan(&log_path)?;
         scan.refuse_damaged(&log_path)?;
+        let torn_tail_bytes = scan.size - scan.intact_until;
         let db = Arc::new(store::open_db(&path)?);
         let defs = Arc::new(DefCache::default());
         let (log, records) = Wal::open_scanned(&log_path, Some(scan))?;
@@ -203,6 +209,7 @@ impl Postfach {
         let recovery = Recovery {
             replayed_batches: wal.replayed,
             released_leases: released,
+            torn_tail_bytes,
         };
         wal.checkpoint()?;
         let (tx, rx) = mpsc::channel::<Request>();
@@ -248,6 +255,16 @@ impl Postfach {
         let log = Wal::path_for(&path);
         let scan = Wal::scan(&log)?;
         scan.refuse_damaged(&log)?;
+        let torn_tail_bytes = scan.size - scan.intact_until;
+        if torn_tail_bytes > 0 {
+            tracing::warn!(
+                log = %log.display(),
+                offset = scan.intact_until,
+                bytes = torn_tail_bytes,
+                "the write-ahead log ends in a torn record: {torn_tail_bytes} byte(s) from offset {} are not read, and the next open for writing cuts them",
+                scan.intact_until
+            );
+        }
         let db = Arc::new(store::open_db_read_only(&path)?);
         let defs = Arc::new(DefCache::default());
         let w = Writer::recover(db.clone(), defs.clone(), &options, None, scan.records)?;
@@ -263,6 +280,7 @@ impl Postfach {
                 recovery: Recovery {
                     replayed_batches: w.replayed,
                     released_leases: 0,
+                    torn_tail_bytes,
                 },
                 committed: Arc::default(),
                 stats: Arc::default(),

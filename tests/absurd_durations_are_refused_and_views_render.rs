@@ -221,6 +221,7 @@ proptest! {
                 &r,
                 &postfach::server::alarms::Alarms::new(Default::default()),
                 env.pf.commit_stats(),
+                env.pf.recovery(),
                 &Default::default(),
             )
             .unwrap();

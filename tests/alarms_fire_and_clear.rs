@@ -51,6 +51,7 @@ async fn a_stuck_order_fires_after_two_days_and_clears_when_its_completion_arriv
         &env.pf.reader().unwrap(),
         &alarms,
         env.pf.commit_stats(),
+        env.pf.recovery(),
         &Default::default(),
     )
     .unwrap();
@@ -65,6 +66,7 @@ async fn a_stuck_order_fires_after_two_days_and_clears_when_its_completion_arriv
         &env.pf.reader().unwrap(),
         &alarms,
         env.pf.commit_stats(),
+        env.pf.recovery(),
         &Default::default(),
     )
     .unwrap();

@@ -638,3 +638,33 @@ fn every_subcommand_survives_hostile_values() {
         }
     }
 }
+
+#[test]
+fn instants_with_a_numeric_offset_are_taken_as_rfc_3339_allows() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = database(dir.path());
+    let d = db.to_str().unwrap();
+    // the order started at the wall-clock now: one hour ahead in +01:00 is
+    // still before it, one hour ahead in UTC terms of a far future is after
+    for (from, found) in [
+        ("2000-01-01T01:00:00+01:00", 1),
+        ("2999-12-31T10:00:00-04:30", 0),
+    ] {
+        let o = run(&["--db", d, "--json", "instances", "--started-from", from]);
+        assert!(o.status.success(), "{from}: {}", stderr(&o));
+        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["instances"].as_array().unwrap().len(), found, "{from}");
+    }
+    refused(
+        &run(&[
+            "--db",
+            d,
+            "instances",
+            "--started-from",
+            "2026-12-31T10:00:00+25:00",
+        ]),
+        2,
+        "--started-from",
+        "offset out of range",
+    );
+}

@@ -156,6 +156,7 @@ async fn a_timer_boundary_escalates_an_open_task_and_metrics_show_open_tasks() {
         &env.pf.reader().unwrap(),
         &postfach::server::alarms::Alarms::new(Default::default()),
         env.pf.commit_stats(),
+        env.pf.recovery(),
         &Default::default(),
     )
     .unwrap();

@@ -255,7 +255,13 @@ impl Wal {
         scan.refuse_damaged(path)?;
         let mut pos = scan.intact_until;
         if pos < scan.size {
-            tracing::warn!(path = %path.display(), offset = pos, cut = scan.size - pos, "cutting a torn write-ahead log tail");
+            tracing::warn!(
+                log = %path.display(),
+                offset = pos,
+                bytes = scan.size - pos,
+                "cutting a torn record at the end of the write-ahead log: {} byte(s) from offset {pos}",
+                scan.size - pos
+            );
             file.set_len(pos)?;
             file.sync_data()?;
         }

@@ -88,6 +88,17 @@ pub fn cycle(s: &str) -> Result<(Option<u32>, Millis), String> {
 
 /// An RFC 3339 instant in milliseconds since the epoch.
 pub fn instant(s: &str) -> Result<Millis, String> {
+    // every form RFC 3339 allows (a numeric offset such as +01:00, `z`, a
+    // lower-case `t`), and without an offset the UTC instant as before
+    if let Ok(t) = chrono::DateTime::parse_from_rfc3339(s.trim()) {
+        let ms = t.timestamp_millis();
+        return Millis::try_from(ms)
+            .map_err(|_| format!("'{s}' is before 1970"))
+            .and_then(|ms| {
+                crate::limits::check_instant("timeDate", ms)
+                    .map_err(|_| format!("'{s}' is after 9999-12-31"))
+            });
+    }
     let t = humantime::parse_rfc3339_weak(s.trim())
         .map_err(|e| format!("'{s}' is not an RFC 3339 date: {e}"))?;
     let ms = t
@@ -103,6 +114,23 @@ pub fn instant(s: &str) -> Result<Millis, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn instants_take_every_offset_rfc_3339_allows() {
+        let utc = instant("2026-12-31T09:00:00Z").unwrap();
+        assert_eq!(instant("2026-12-31T10:00:00+01:00"), Ok(utc));
+        assert_eq!(instant("2026-12-31T04:30:00-04:30"), Ok(utc));
+        assert_eq!(instant("2026-12-31t09:00:00z"), Ok(utc));
+        assert_eq!(instant("2026-12-31T09:00:00.250+00:00"), Ok(utc + 250));
+        assert_eq!(instant("2026-12-31T09:00:00"), Ok(utc), "no offset: UTC");
+        assert!(
+            instant("1970-01-01T00:30:00+01:00")
+                .unwrap_err()
+                .contains("before 1970")
+        );
+        assert!(instant("2026-12-31T10:00:00+25:00").is_err());
+        assert!(instant("morgen").is_err());
+    }
 
     #[test]
     fn durations_cycles_and_instants() {

@@ -978,6 +978,7 @@ async fn metrics(State(s): State<AppState>) -> Result<Response, ApiError> {
         &s.pf.reader()?,
         &s.alarms,
         s.pf.commit_stats(),
+        s.pf.recovery(),
         &s.consumers,
     )?;
     Ok(([(header::CONTENT_TYPE, super::metrics::CONTENT_TYPE)], text).into_response())

@@ -41,6 +41,8 @@ struct Scrape {
     alarms: Vec<(String, bool)>,
     commit_latency: (Vec<(f64, u64)>, f64),
     commit_batch: (Vec<(f64, u64)>, f64),
+    /// What opening the database repaired.
+    recovery: crate::Recovery,
     /// (subscription, up, [received, acked, nacked, correlated, buffered, duplicate, parked])
     consumers: Vec<(String, bool, u64, [u64; 7])>,
     ack_latency: Option<(Vec<(f64, u64)>, f64)>,
@@ -52,6 +54,7 @@ pub fn render(
     r: &Reader,
     alarms: &Alarms,
     commits: &crate::runtime::CommitStats,
+    recovery: crate::Recovery,
     consumers: &Consumers,
 ) -> Result<String, StoreError> {
     let all = consumers.all();
@@ -83,6 +86,7 @@ pub fn render(
         alarms: alarms.active(),
         commit_latency: commits.latency_seconds.buckets(),
         commit_batch: commits.batch_size.buckets(),
+        recovery,
         consumers: all
             .iter()
             .map(|c| {
@@ -299,6 +303,21 @@ impl Collector for Scrape {
             let labels: Labels = vec![("name", Escaped(name))];
             m.encode_family(&labels)?.encode_gauge(&u64::from(*on))?;
         }
+
+        family(
+            &mut enc,
+            "postfach_wal_torn_tail_bytes",
+            "Bytes of a torn record cut from the end of the write-ahead log when this process opened the database.",
+            MetricType::Counter,
+        )?
+        .encode_counter::<Labels, _, f64>(&self.recovery.torn_tail_bytes, None)?;
+        family(
+            &mut enc,
+            "postfach_wal_replayed_batches",
+            "Batches replayed from the write-ahead log when this process opened the database.",
+            MetricType::Counter,
+        )?
+        .encode_counter::<Labels, _, f64>(&(self.recovery.replayed_batches as u64), None)?;
 
         histogram(
             &mut enc,

@@ -7,7 +7,7 @@
 //!
 //! Key encodings (tuple keys use redb's order-preserving tuple encoding):
 //! - `instances`: instance id (u64) → [`InstanceRecord`] (rows layout, [`codec::ROWS_VERSION`])
-//! - `history`: (instance, sequence) → [`HistoryEntry`], appended, removed with the instance
+//! - `history`: (instance, sequence of the first entry) → the [`HistoryEntry`]s of one write, appended, removed with the instance
 //! - `tokens_at`: (element id, since, instance, token) → () — who waits where, oldest first
 //! - `subscriptions`: (message name, correlation key) → {(instance, token)}
 //! - `signal_subs`: signal name → {(instance, token)}
@@ -85,9 +85,10 @@ pub(crate) const DEFINITION_SOURCES: TableDefinition<(&str, u32), &[u8]> =
 pub(crate) const CATALOG: TableDefinition<(&str, &str), &[u8]> =
     TableDefinition::new("message_catalog");
 pub(crate) const INSTANCES: TableDefinition<u64, &[u8]> = TableDefinition::new("instances");
-/// (instance, sequence) → one [`HistoryEntry`], appended and never rewritten:
-/// a step writes its own entries and reads none, so an instance's history
-/// costs nothing on its later steps.
+/// (instance, sequence of its first entry) → the [`HistoryEntry`]s one write
+/// of the instance appended (one row per step, not per entry), never
+/// rewritten: a step writes its own entries and reads none, so an instance's
+/// history costs nothing on its later steps.
 pub(crate) const HISTORY: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("history");
 pub(crate) const TOKENS_AT: TableDefinition<(&str, u64, u64, u64), ()> =
     TableDefinition::new("tokens_at");

@@ -67,7 +67,8 @@ impl Snapshot {
             .table(HISTORY)?
             .range((rec.id, 0)..=(rec.id, u64::MAX))?
         {
-            out.push(codec::decode(row?.1.value())?);
+            let chunk: Vec<HistoryEntry> = codec::decode(row?.1.value())?;
+            out.extend(chunk);
         }
         out.extend(rec.new_history.iter().cloned());
         Ok(out)

@@ -643,13 +643,18 @@ impl<'t> Tables<'t> {
         Ok(())
     }
 
-    /// Writes `rec.new_history` as rows from `rec.history_len` on.
+    /// Writes `rec.new_history` as one row keyed by the sequence of its first
+    /// entry, `rec.history_len`.
     fn append_history(&mut self, rec: &mut InstanceRecord) -> Result<(), StoreError> {
-        for h in std::mem::take(&mut rec.new_history) {
-            self.history
-                .insert((rec.id, rec.history_len), codec::encode(&h)?.as_slice())?;
-            rec.history_len += 1;
+        if rec.new_history.is_empty() {
+            return Ok(());
         }
+        let entries = std::mem::take(&mut rec.new_history);
+        self.history.insert(
+            (rec.id, rec.history_len),
+            codec::encode(&entries)?.as_slice(),
+        )?;
+        rec.history_len += entries.len() as u64;
         Ok(())
     }
 

@@ -62,19 +62,21 @@ pub(crate) fn verify(r: &ReadTransaction, waits: bool) -> Result<Vec<String>, St
         history_len.insert(i.id, i.history_len);
         scopes.insert(i.id, (i.process, i.version));
     }
-    // history rows: 0 .. history_len of each instance, none of another
+    // history rows: entries 0 .. history_len of each instance, one after
+    // the other, none of another
     let mut seen: std::collections::BTreeMap<u64, u64> = Default::default();
     for row in r.open_table(HISTORY)?.iter()? {
         let (k, v) = row?;
         let (inst, seq) = k.value();
-        let _: HistoryEntry = codec::decode(v.value())?;
+        let chunk: Vec<HistoryEntry> = codec::decode(v.value())?;
         let next = seen.entry(inst).or_default();
-        if seq != *next {
+        if seq != *next || chunk.is_empty() {
             problems.push(format!(
-                "history: instance {inst} has row {seq} where {next} was due"
+                "history: instance {inst} has a row of {} entries at {seq} where {next} was due",
+                chunk.len()
             ));
         }
-        *next = seq + 1;
+        *next = seq + chunk.len() as u64;
     }
     for (inst, n) in &seen {
         match history_len.get(inst) {

@@ -9,6 +9,8 @@ pub struct Server {
     child: Child,
     pub addr: String,
     pub db: std::path::PathBuf,
+    /// What the server logged before it listened.
+    pub startup_log: Vec<String>,
     _dir: Option<tempfile::TempDir>,
 }
 
@@ -73,6 +75,7 @@ impl Server {
             child,
             addr: format!("127.0.0.1:{port}"),
             db: dir.join("run.redb"),
+            startup_log: seen,
             _dir: None,
         }
     }

@@ -262,7 +262,10 @@ fn items_of(mi: &MultiInstance, vars: &Vars) -> Result<(u32, Vec<String>), Strin
                 let count = count_ok(items.len(), "collection")?;
                 Ok((count, items.iter().map(Value::to_string).collect()))
             }
-            Ok(other) => Err(format!("collection is {other}, not a list")),
+            Ok(other) => Err(format!(
+                "collection is {}, not a list",
+                model::expr::quoted(&other)
+            )),
             Err(e) => Err(format!("collection: {e}")),
         },
         LoopOver::Cardinality(e) => match model::eval_value(e, vars) {
@@ -276,7 +279,10 @@ fn items_of(mi: &MultiInstance, vars: &Vars) -> Result<(u32, Vec<String>), Strin
                     })
                     .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
                     .ok_or_else(|| {
-                        format!("loopCardinality is {v}, not a whole number of 0 or more")
+                        format!(
+                            "loopCardinality is {}, not a whole number of 0 or more",
+                            model::expr::quoted(&v)
+                        )
                     })?;
                 let count = count_ok(usize::try_from(n).unwrap_or(usize::MAX), "loopCardinality")?;
                 Ok((count, Vec::new()))

@@ -393,6 +393,21 @@ fn eval(e: &Expr, vars: &crate::Vars) -> Result<Value, String> {
     })
 }
 
+/// The most characters of a value an error quotes.
+const QUOTED_CHARS: usize = 120;
+
+/// A value as an error quotes it: its JSON, cut after [`QUOTED_CHARS`]
+/// characters with the length it had, so a multi-megabyte variable never
+/// lands whole in a log line or a stored incident.
+pub fn quoted(v: &Value) -> String {
+    let text = v.to_string();
+    if text.chars().count() <= QUOTED_CHARS {
+        return text;
+    }
+    let head: String = text.chars().take(QUOTED_CHARS).collect();
+    format!("{head}… ({} bytes in all)", text.len())
+}
+
 fn number(v: &Value) -> Option<f64> {
     match v {
         Value::Number(n) => n.as_f64(),
@@ -405,14 +420,18 @@ fn number(v: &Value) -> Option<f64> {
 /// whole number, so `2 + 1` compares and prints as `3`.
 fn arith(op: ArithOp, a: &Value, b: &Value) -> Result<Value, String> {
     let (Some(x), Some(y)) = (number(a), number(b)) else {
-        return Err(format!("arithmetic needs numbers, not {a} and {b}"));
+        return Err(format!(
+            "arithmetic needs numbers, not {} and {}",
+            quoted(a),
+            quoted(b)
+        ));
     };
     let r = match op {
         ArithOp::Add => x + y,
         ArithOp::Sub => x - y,
         ArithOp::Mul => x * y,
         ArithOp::Div | ArithOp::Rem if y == 0.0 => {
-            return Err(format!("division of {a} by zero"));
+            return Err(format!("division of {} by zero", quoted(a)));
         }
         ArithOp::Div => x / y,
         ArithOp::Rem => x % y,
@@ -422,7 +441,13 @@ fn arith(op: ArithOp, a: &Value, b: &Value) -> Result<Value, String> {
     }
     serde_json::Number::from_f64(r)
         .map(Value::Number)
-        .ok_or_else(|| format!("arithmetic on {a} and {b} gives no number"))
+        .ok_or_else(|| {
+            format!(
+                "arithmetic on {} and {} gives no number",
+                quoted(a),
+                quoted(b)
+            )
+        })
 }
 
 fn compare(op: CmpOp, a: &Value, b: &Value) -> Result<bool, String> {
@@ -441,7 +466,7 @@ fn compare(op: CmpOp, a: &Value, b: &Value) -> Result<bool, String> {
         CmpOp::Eq => Ok(ord.map_or(a == b, |o| o == Ordering::Equal)),
         CmpOp::Ne => Ok(ord.map_or(a != b, |o| o != Ordering::Equal)),
         _ => {
-            let o = ord.ok_or_else(|| format!("cannot order {a} and {b}"))?;
+            let o = ord.ok_or_else(|| format!("cannot order {} and {}", quoted(a), quoted(b)))?;
             Ok(match op {
                 CmpOp::Lt => o == Ordering::Less,
                 CmpOp::Le => o != Ordering::Greater,
@@ -460,6 +485,16 @@ mod tests {
     fn check(src: &str, vars: serde_json::Value) -> Result<bool, String> {
         let vars = vars.as_object().cloned().unwrap();
         eval_bool(&parse(src)?, &vars)
+    }
+
+    #[test]
+    fn a_huge_value_is_quoted_cut_with_its_length() {
+        let big = "x".repeat(3_000_000);
+        let e = check("${gross > 5}", json!({"gross": [big]})).unwrap_err();
+        assert!(e.len() < 400, "{} bytes", e.len());
+        assert!(e.contains("3000004 bytes in all"), "{e}");
+        let e = check("${a > b}", json!({"a": [1], "b": {"k": 2}})).unwrap_err();
+        assert_eq!(e, "cannot order [1] and {\"k\":2}");
     }
 
     #[test]

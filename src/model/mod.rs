@@ -7,7 +7,7 @@
 //! the version they started with.
 
 pub mod cron;
-mod expr;
+pub(crate) mod expr;
 pub mod iso;
 mod parse;
 

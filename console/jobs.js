@@ -18,7 +18,7 @@ export async function renderJobs(after) {
   const { jobs } = await json('/jobs?incidents=true');
   $('incident-jobs').tBodies[0].replaceChildren(...jobs.map((j) => h('tr', { dataset: { job: j.job, state: j.state } },
     cell(j.job),
-    h('td', {}, instanceLink(j.instance)),
+    h('td', {}, j.instance ? instanceLink(j.instance) : '—'),
     cell(j.element),
     cell(j.kind + (j.topic ? ` (${j.topic})` : '')),
     cell(j.attempts, 'num'),

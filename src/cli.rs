@@ -1476,7 +1476,7 @@ async fn execute(pf: &Postfach, command: Command, sources: Sources<'_>) -> Resul
                 text.push_str(&format!(
                     "{:>8}  instance {:<8} {:<22} {:<18} {:<8} attempts={}{}\n",
                     j.job,
-                    j.instance,
+                    j.instance.as_deref().unwrap_or("-"),
                     j.element,
                     j.kind,
                     j.state,

@@ -238,8 +238,9 @@ pub struct MessageView {
 pub struct JobView {
     /// Job id.
     pub job: String,
-    /// Instance id.
-    pub instance: String,
+    /// Instance id; `None` for the schedule of a timer start event, which
+    /// belongs to no instance (it starts them).
+    pub instance: Option<String>,
     /// Element the job runs for.
     pub element: String,
     /// `continuation`, `task` or `timer`.
@@ -1263,7 +1264,7 @@ fn message_view(m: &MessageRecord) -> MessageView {
 fn job_view(j: &JobRecord) -> JobView {
     JobView {
         job: j.id.to_string(),
-        instance: j.instance.to_string(),
+        instance: (!matches!(j.kind, JobKind::StartTimer { .. })).then(|| j.instance.to_string()),
         element: j.element.clone(),
         kind: match j.kind {
             JobKind::Continue => "async_continuation",

@@ -39,7 +39,7 @@ async fn complete_task(env: &Env, instance: u64, element: &str) {
     let jobs = env.pf.reader().unwrap().jobs(false).unwrap();
     let job = jobs
         .iter()
-        .find(|j| j.instance == instance.to_string() && j.element == element)
+        .find(|j| j.instance == Some(instance.to_string()) && j.element == element)
         .expect("task job");
     env.pf
         .complete_job(job.job.parse().unwrap(), None, no_vars())

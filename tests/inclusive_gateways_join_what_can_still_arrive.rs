@@ -36,7 +36,7 @@ async fn complete(env: &Env, instance: u64, element: &str, vars: postfach::Vars)
     let jobs = env.pf.reader().unwrap().jobs(false).unwrap();
     let job = jobs
         .iter()
-        .find(|j| j.instance == instance.to_string() && j.element == element)
+        .find(|j| j.instance == Some(instance.to_string()) && j.element == element)
         .unwrap_or_else(|| panic!("no job at {element}: {jobs:?}"));
     env.pf
         .complete_job(job.job.parse().unwrap(), None, vars)

@@ -45,6 +45,10 @@ async fn each_due_time_starts_one_instance_and_a_missed_one_fires_once() {
     env.pf.work_until_idle().await.unwrap();
     assert_eq!(started(&env), 0, "nothing is due at deploy");
     assert_eq!(schedules(&env).len(), 1);
+    // the schedule belongs to no instance: the views say so, not "instance 0"
+    assert_eq!(schedules(&env)[0].instance, None);
+    let shown = serde_json::to_value(&schedules(&env)[0]).unwrap();
+    assert!(shown["instance"].is_null(), "{shown}");
 
     env.advance(HOUR);
     env.pf.work_until_idle().await.unwrap();

@@ -83,7 +83,7 @@ async fn complete(env: &Env, instance: u64, element: &str) {
     let jobs = env.pf.reader().unwrap().jobs(false).unwrap();
     let j = jobs
         .iter()
-        .find(|j| j.instance == instance.to_string() && j.element == element)
+        .find(|j| j.instance == Some(instance.to_string()) && j.element == element)
         .expect("task job");
     env.pf
         .complete_job(j.job.parse().unwrap(), None, Vars::new())

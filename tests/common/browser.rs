@@ -1,4 +1,5 @@
-//! A real browser for the console tests: Debian's chromium, headless. Installed
+//! A real browser for the console tests: Debian's chromium, headless, and its
+//! WebDriver (chromium-driver). Whichever of the two is missing is installed
 //! with apt-get on first use (as CI's fresh machine needs), once, under a lock.
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -14,17 +15,34 @@ fn find() -> Option<PathBuf> {
     .find(|p| p.is_file())
 }
 
-/// The browser, installed from Debian's packages when missing.
+/// Debian's WebDriver for chromium.
+const DRIVER: &str = "/usr/bin/chromedriver";
+
+/// The Debian packages of the browser and its driver that are not installed.
+fn missing() -> Vec<&'static str> {
+    let mut m = Vec::new();
+    if find().is_none() {
+        m.push("chromium");
+    }
+    if !std::path::Path::new(DRIVER).is_file() {
+        m.push("chromium-driver");
+    }
+    m
+}
+
+/// The browser, with its driver, each installed from Debian's packages when
+/// missing.
 pub fn chromium() -> PathBuf {
-    if let Some(p) = find() {
-        return p;
+    if missing().is_empty() {
+        return find().expect("found above");
     }
     let lock = std::fs::File::create(std::env::temp_dir().join("postfach-chromium.lock")).unwrap();
     lock.lock().unwrap();
-    if let Some(p) = find() {
-        return p;
+    let packages = missing();
+    if packages.is_empty() {
+        return find().expect("found above");
     }
-    eprintln!("installing chromium (apt-get install chromium chromium-driver)");
+    eprintln!("installing {} (apt-get install)", packages.join(" "));
     let apt = |args: &[&str]| {
         Command::new("apt-get")
             .args(args)
@@ -36,12 +54,16 @@ pub fn chromium() -> PathBuf {
             })
     };
     apt(&["update", "-qq"]);
-    let out = apt(&["install", "-y", "-qq", "chromium", "chromium-driver"]);
+    let mut args = vec!["install", "-y", "-qq"];
+    args.extend(&packages);
+    let out = apt(&args);
     assert!(
         out.status.success(),
-        "apt-get install chromium failed: {}",
+        "apt-get install {} failed: {}",
+        packages.join(" "),
         String::from_utf8_lossy(&out.stderr)
     );
+    assert!(missing().is_empty(), "still missing: {:?}", missing());
     find().expect("chromium is installed")
 }
 
@@ -89,7 +111,7 @@ impl Driver {
             .local_addr()
             .unwrap()
             .port();
-        let child = Command::new("/usr/bin/chromedriver")
+        let child = Command::new(DRIVER)
             .arg(format!("--port={port}"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())

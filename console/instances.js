@@ -129,8 +129,8 @@ async function repair(path, body) {
 
 async function retry(job) {
   try {
-    await json(`/jobs/${encodeURIComponent(job)}/retry`, {});
-    repairOutcome(null, { retried: job });
+    const r = await json(`/jobs/${encodeURIComponent(job)}/retry`, {});
+    repairOutcome(null, { retried: job, next: r.next });
   } catch (err) {
     repairOutcome(err);
   }

@@ -6,8 +6,8 @@ import { $, cell, h, instanceLink, json, problem } from './lib.js';
 
 async function retry(job, after) {
   try {
-    await json(`/jobs/${encodeURIComponent(job)}/retry`, {});
-    $('jobs-done').textContent = `job ${job} is ready again`;
+    const r = await json(`/jobs/${encodeURIComponent(job)}/retry`, {});
+    $('jobs-done').textContent = `job ${job} retried: ${r.next}`;
     await after();
   } catch (err) {
     problem(err.message);

@@ -800,25 +800,23 @@ fn parse_lease_extension(s: &str) -> Result<u64, String> {
 fn parse_retry_delay(s: &str) -> Result<u64, String> {
     limits::RETRY_DELAY.named("--retry-delay").parse(s)
 }
-fn parse_worker(s: &str) -> Result<String, String> {
-    limits::check_name("--worker", s)
+/// A name given to `flag` ([`limits::check_name`]).
+fn name_of(flag: &str, s: &str) -> Result<String, String> {
+    limits::check_name(flag, s)
         .map(String::from)
         .map_err(|e| e.to_string())
+}
+fn parse_worker(s: &str) -> Result<String, String> {
+    name_of("--worker", s)
 }
 fn parse_fetch(s: &str) -> Result<String, String> {
-    limits::check_name("--fetch-variable", s)
-        .map(String::from)
-        .map_err(|e| e.to_string())
+    name_of("--fetch-variable", s)
 }
 fn parse_user(s: &str) -> Result<String, String> {
-    limits::check_name("--user", s)
-        .map(String::from)
-        .map_err(|e| e.to_string())
+    name_of("--user", s)
 }
 fn parse_to(s: &str) -> Result<String, String> {
-    limits::check_name("--to", s)
-        .map(String::from)
-        .map_err(|e| e.to_string())
+    name_of("--to", s)
 }
 fn parse_max(s: &str) -> Result<usize, String> {
     let n: usize = s
@@ -1497,11 +1495,17 @@ async fn execute(pf: &Postfach, command: Command, sources: Sources<'_>) -> Resul
             out(json!({"jobs": list}), text.trim_end().to_string())
         }
         Command::Retry { job_id } => {
-            pf.retry_job(job_id).await?;
-            out(
-                json!({"job": job_id.to_string(), "state": "ready"}),
-                format!("job {job_id} is ready again"),
-            )
+            // inside a server (--server) its executor may take the job at once
+            let wait = match sources {
+                Sources::Local => std::time::Duration::ZERO,
+                Sources::Sent(_) => std::time::Duration::from_secs(2),
+            };
+            let v = postfach::contract::retried(pf, job_id, wait).await?;
+            let text = format!(
+                "job {job_id} retried: {}",
+                v["next"].as_str().unwrap_or_default()
+            );
+            out(v, text)
         }
         Command::Acquire {
             topic,

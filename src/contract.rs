@@ -84,3 +84,47 @@ pub fn repair_json(instance: u64, r: &crate::Repair) -> Value {
         "waiting_at": r.waiting_at,
     })
 }
+
+/// Retries job `job` and says what it did next: `ran` (it is gone: its token
+/// moved on), `incident` again (with the error), `locked` (a worker or handler
+/// holds it) or still `ready` (and what it waits for). Where an executor runs
+/// (a server), it is given up to `wait` to run the job; `Duration::ZERO`
+/// reports at once.
+pub async fn retried(
+    pf: &crate::Postfach,
+    job: u64,
+    wait: std::time::Duration,
+) -> Result<Value, crate::Error> {
+    pf.retry_job(job).await?;
+    let deadline = std::time::Instant::now() + wait;
+    loop {
+        let now = pf.reader()?.job(job)?;
+        // ready, or locked by a handler now running it: not settled yet
+        let settled = !matches!(&now, Some(j) if j.state == "ready" || j.state == "locked");
+        if settled || std::time::Instant::now() >= deadline {
+            return Ok(retry_json(job, now.as_ref()));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+}
+
+fn retry_json(job: u64, now: Option<&crate::ops::JobView>) -> Value {
+    let Some(j) = now else {
+        return json!({"job": job.to_string(), "state": "ran",
+                      "next": "it ran: its token moved on"});
+    };
+    let next = match (j.state, j.kind, &j.topic) {
+        ("incident", ..) => format!(
+            "it failed again: {}",
+            j.error.as_deref().unwrap_or("no error given")
+        ),
+        ("locked", ..) => format!(
+            "{} holds it",
+            j.lease_owner.as_deref().unwrap_or("a worker")
+        ),
+        (_, "task", Some(topic)) => format!("it waits for a worker on topic {topic}"),
+        (_, "timer" | "start_timer", _) => format!("it is due at {}", j.due_at),
+        _ => "it waits for the job executor (postfach work, or a running postfach run)".into(),
+    };
+    json!({"job": job.to_string(), "state": j.state, "next": next, "error": j.error})
+}

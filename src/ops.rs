@@ -967,6 +967,11 @@ impl Reader {
         self.snap.open_tasks_summary()
     }
 
+    /// One job, while it exists (a job that ran is gone).
+    pub fn job(&self, id: u64) -> Result<Option<JobView>, RErr> {
+        Ok(self.snap.job(id)?.as_ref().map(job_view))
+    }
+
     /// Jobs, or only incidents.
     pub fn jobs(&self, incidents_only: bool) -> Result<Vec<JobView>, RErr> {
         let jobs = if incidents_only {

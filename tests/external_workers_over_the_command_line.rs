@@ -128,7 +128,16 @@ fn fail_without_retries_left_is_an_incident_that_retry_revives() {
     assert_eq!(f["state"], "incident");
     let incidents = cli.ok(&["jobs", "--incidents"]);
     assert_eq!(incidents["jobs"][0]["error"], "invoice system down");
-    cli.ok(&["retry", &job]);
+    // the retry says what the job does next: wait for a worker on its topic
+    let r = cli.ok(&["retry", &job]);
+    assert_eq!(r["state"], "ready", "{r}");
+    assert!(
+        r["next"]
+            .as_str()
+            .unwrap()
+            .starts_with("it waits for a worker on topic"),
+        "{r}"
+    );
     let (job2, _) = cli.acquire();
     assert_eq!(job2, job, "the same job runs again");
 }

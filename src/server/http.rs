@@ -926,8 +926,9 @@ async fn bpmn_error(
 
 #[utoipa::path(post, path = "/jobs/{id}/retry", params(("id" = u64, Path, description = "instance or job id")), responses((status = 200, description = "Make an incident runnable again", body = serde_json::Value)))]
 async fn retry(State(s): State<AppState>, Path(id): Path<u64>) -> ApiResult {
-    s.pf.retry_job(id).await?;
-    Ok(Json(json!({"job": id.to_string(), "state": "ready"})))
+    // the executor runs here: give it a moment to take the job
+    let wait = std::time::Duration::from_secs(2);
+    Ok(Json(crate::contract::retried(&s.pf, id, wait).await?))
 }
 
 #[utoipa::path(get, path = "/jobs/{id}/objects/{variable}", params(("id" = u64, Path, description = "job id"), ("variable" = String, Path, description = "instance variable holding the claim-check reference")), responses((status = 200, description = "The claim-check object's bytes (application/octet-stream); header x-postfach-object names it"), (status = 404, description = "Unknown job, or the object does not exist: fail the job so it is retried"), (status = 422, description = "The variable holds no reference"), (status = 501, description = "No object store configured ([storage])"), (status = 502, description = "The object store failed")))]

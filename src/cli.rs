@@ -2094,6 +2094,7 @@ async fn serve(
         postfach::server::ServerError::NoPubsub => usage(format!(
             "{e}: rebuild with default features, or drop [[subscriptions]] and [send_topics] from the configuration"
         )),
+        postfach::server::ServerError::Config(_) => usage(e.to_string()),
         postfach::server::ServerError::Exposed(addr) => usage(format!(
             "--listen {addr} is reachable from other machines: give a bearer token with --token-file PATH or $POSTFACH_TOKEN"
         )),

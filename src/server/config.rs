@@ -101,6 +101,55 @@ pub struct ConfigFile {
     /// `[correlation_keys]`: message name → key variable (as `--correlation-key`).
     #[serde(default)]
     pub correlation_keys: BTreeMap<String, String>,
+    /// `[http]`: how long the API waits for a client, and how many it serves.
+    #[serde(default)]
+    pub http: HttpConfig,
+}
+
+/// `[http]` of postfach.toml: bounds on what one HTTP client may hold.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HttpConfig {
+    /// How long a client may take to send a request's headers (default 30s).
+    pub header_timeout: String,
+    /// How long a client may take to send a request's body (default 60s).
+    pub body_timeout: String,
+    /// Connections served at once; more wait to be accepted (default 1024).
+    pub max_connections: usize,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        HttpConfig {
+            header_timeout: "30s".into(),
+            body_timeout: "60s".into(),
+            max_connections: 1024,
+        }
+    }
+}
+
+/// The range of `[http]` timeouts: 1 ms … 1 hour.
+const HTTP_TIMEOUT: crate::limits::Limit = crate::limits::Limit {
+    field: "http timeout",
+    min: 1,
+    max: 3_600_000,
+};
+
+impl HttpConfig {
+    /// (header timeout, body timeout) in milliseconds, each within 1ms … 1h,
+    /// and `max_connections` within 1 … 65,536.
+    pub fn checked(&self) -> Result<(u64, u64, usize), String> {
+        let header = HTTP_TIMEOUT
+            .named("http.header_timeout")
+            .parse(&self.header_timeout)?;
+        let body = HTTP_TIMEOUT
+            .named("http.body_timeout")
+            .parse(&self.body_timeout)?;
+        let max =
+            crate::limits::check_count("http.max_connections", self.max_connections, 1..=65_536)
+                .map_err(|e| e.to_string())?;
+        Ok((header, body, max))
+    }
 }
 
 impl ConfigFile {
@@ -112,6 +161,7 @@ impl ConfigFile {
                 .map_err(|e| format!("{file}: alarm '{name}': {e}"))?;
         }
         c.storage.check().map_err(|e| format!("{file}: {e}"))?;
+        c.http.checked().map_err(|e| format!("{file}: {e}"))?;
         for s in &c.subscriptions {
             s.compile().map_err(|e| format!("{file}: {e}"))?;
         }

@@ -72,6 +72,9 @@ pub enum ServerError {
     /// The HTTP server failed.
     #[error("HTTP server: {0}")]
     Http(std::io::Error),
+    /// A value of the configuration is out of its range.
+    #[error("configuration: {0}")]
+    Config(String),
     /// The engine failed while stopping.
     #[error(transparent)]
     Engine(#[from] Error),
@@ -99,6 +102,7 @@ pub async fn run(
     if !listen.addr.ip().is_loopback() && listen.token.is_none() {
         return Err(ServerError::Exposed(listen.addr));
     }
+    let limits = config.http.checked().map_err(ServerError::Config)?;
     let listener = tokio::net::TcpListener::bind(listen.addr)
         .await
         .map_err(|source| ServerError::Bind {
@@ -140,6 +144,7 @@ pub async fn run(
         shutdown.await;
         let _ = stop_tx.send(true);
     });
+    let (header_ms, body_ms, max_connections) = limits;
     let app = http::router(
         pf.clone(),
         listen.token,
@@ -147,12 +152,21 @@ pub async fn run(
         consumers,
         listen.remote_cli,
         edge.objects(),
-    );
+    )
+    .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
+        std::time::Duration::from_millis(body_ms),
+    ));
     ready(bound);
-    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
-        let _ = stop_http.changed().await;
-    });
-    let (served, ()) = tokio::join!(std::future::IntoFuture::into_future(server), async move {
+    let server = serve(
+        listener,
+        app,
+        std::time::Duration::from_millis(header_ms),
+        max_connections,
+        async move {
+            let _ = stop_http.changed().await;
+        },
+    );
+    let (served, ()) = tokio::join!(server, async move {
         let _ = stop_edge.changed().await;
         edge.stop().await;
     });
@@ -162,6 +176,61 @@ pub async fn run(
     Ok(Report {
         tasks_completed: report.tasks_completed,
     })
+}
+
+/// Serves `app` on `listener` until `stop` resolves, then lets the open
+/// connections finish. A client gets `header_timeout` to send a request's
+/// headers (then its connection is closed); at most `max_connections` are
+/// served at once, further ones wait in the listen queue.
+async fn serve(
+    listener: tokio::net::TcpListener,
+    app: axum::Router,
+    header_timeout: std::time::Duration,
+    max_connections: usize,
+    stop: impl Future<Output = ()>,
+) -> std::io::Result<()> {
+    use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_timeout);
+    let permits = Arc::new(tokio::sync::Semaphore::new(max_connections));
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    tokio::pin!(stop);
+    loop {
+        let permit = tokio::select! {
+            p = permits.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+            () = &mut stop => break,
+        };
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    // out of file descriptors and the like: back off, go on
+                    tracing::warn!(error = %e, "accepting an HTTP connection failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut stop => break,
+        };
+        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let conn = builder
+            .serve_connection_with_upgrades(TokioIo::new(stream), service)
+            .into_owned();
+        let conn = graceful.watch(conn);
+        tokio::spawn(async move {
+            let _ = conn.await;
+            drop(permit);
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
+    Ok(())
 }
 
 #[cfg(not(feature = "pubsub"))]

@@ -2,6 +2,7 @@
 //! the job did next. Where an executor runs, the retry waits (bounded) for it
 //! and says `ran`, `incident` again with the error, or who holds it; a job for
 //! an external worker says it waits for a worker on its topic.
+#![cfg(feature = "server")]
 mod common;
 use common::*;
 use postfach::jobs::ExecutorConfig;

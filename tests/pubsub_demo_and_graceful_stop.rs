@@ -46,6 +46,7 @@ fn demo_pubsub_starts_an_emulator_and_loses_nothing() {
 
 #[test]
 fn demo_pubsub_claim_check_hands_large_orders_and_every_protocol_over_by_reference() {
+    common::tools::go(); // the demo installs the Cloud Storage emulator with it
     let s = demo(&["--pubsub", "--claim-check", "--orders", "50"]);
     assert_eq!(s["orders_completed"], 50, "{s}");
     assert_eq!(s["messages_lost"], 0, "{s}");

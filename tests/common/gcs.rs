@@ -14,6 +14,7 @@ pub struct Gcs {
 impl Gcs {
     /// Starts an emulator with bucket [`BUCKET`]; fails the test with the reason if it cannot.
     pub async fn start() -> Gcs {
+        super::tools::go();
         let emulator =
             tokio::task::spawn_blocking(|| FakeGcs::start().unwrap_or_else(|e| panic!("{e}")))
                 .await

@@ -8,6 +8,8 @@ pub mod gcs;
 #[cfg(feature = "pubsub")]
 pub mod pubsub;
 pub mod server;
+#[cfg(feature = "pubsub")]
+pub mod tools;
 
 use postfach::{ManualClock, Options, Postfach, Publish, Vars};
 use std::sync::Arc;

@@ -512,40 +512,22 @@ impl Reader {
         let mut subscriptions = Vec::new();
         let mut job_ids = Vec::new();
         for t in &rec.tokens {
-            let mut sub = |kind, name: &String, key: Option<&String>| {
+            let mut sub = |kind, name: &str, key: Option<&str>| {
                 subscriptions.push(SubscriptionView {
                     token: t.id,
                     element: t.element.clone(),
                     kind,
-                    name: name.clone(),
-                    key: key.cloned(),
+                    name: name.to_string(),
+                    key: key.map(String::from),
                 })
             };
-            match &t.wait {
-                Wait::Message { name, key } => sub("message", name, Some(key)),
-                Wait::Signal { name } => sub("signal", name, None),
-                Wait::Events {
-                    messages,
-                    signals,
-                    timers,
-                } => {
-                    for (name, key) in messages {
-                        sub("message", name, Some(key));
-                    }
-                    for name in signals {
-                        sub("signal", name, None);
-                    }
-                    job_ids.extend(timers);
-                }
-                Wait::Job { job } | Wait::Timer { job } => job_ids.push(*job),
-                Wait::Join { .. }
-                | Wait::Incident { .. }
-                | Wait::Task { .. }
-                | Wait::Scope
-                | Wait::Child { .. }
-                | Wait::Body { .. }
-                | Wait::Condition => {}
+            for (name, key) in t.wait.messages() {
+                sub("message", name, Some(key));
             }
+            for name in t.wait.signals() {
+                sub("signal", name, None);
+            }
+            job_ids.extend(t.wait.jobs());
             job_ids.extend(&t.timers);
         }
         // the message boundary events of the activities its tokens are in,

@@ -308,6 +308,68 @@ pub enum Wait {
     Condition,
 }
 
+impl Wait {
+    /// The jobs this wait holds: a job or timer it waits for, the timers of
+    /// an event-based gateway. (Boundary timers are the token's `timers`.)
+    pub fn jobs(&self) -> Vec<u64> {
+        match self {
+            Wait::Job { job } | Wait::Timer { job } => vec![*job],
+            Wait::Events { timers, .. } => timers.clone(),
+            Wait::Message { .. }
+            | Wait::Signal { .. }
+            | Wait::Join { .. }
+            | Wait::Incident { .. }
+            | Wait::Task { .. }
+            | Wait::Scope
+            | Wait::Child { .. }
+            | Wait::Body { .. }
+            | Wait::Condition => Vec::new(),
+        }
+    }
+
+    /// The (message, key) subscriptions this wait holds open (a message
+    /// catch, an event-based gateway's messages). Boundary subscriptions are
+    /// the token's `subscribed`.
+    pub fn messages(&self) -> Vec<(&str, &str)> {
+        match self {
+            Wait::Message { name, key } => vec![(name.as_str(), key.as_str())],
+            Wait::Events { messages, .. } => messages
+                .iter()
+                .map(|(n, k)| (n.as_str(), k.as_str()))
+                .collect(),
+            Wait::Signal { .. }
+            | Wait::Job { .. }
+            | Wait::Timer { .. }
+            | Wait::Join { .. }
+            | Wait::Incident { .. }
+            | Wait::Task { .. }
+            | Wait::Scope
+            | Wait::Child { .. }
+            | Wait::Body { .. }
+            | Wait::Condition => Vec::new(),
+        }
+    }
+
+    /// The signals this wait is subscribed to (a signal catch, an
+    /// event-based gateway's signals).
+    pub fn signals(&self) -> Vec<&str> {
+        match self {
+            Wait::Signal { name } => vec![name.as_str()],
+            Wait::Events { signals, .. } => signals.iter().map(String::as_str).collect(),
+            Wait::Message { .. }
+            | Wait::Job { .. }
+            | Wait::Timer { .. }
+            | Wait::Join { .. }
+            | Wait::Incident { .. }
+            | Wait::Task { .. }
+            | Wait::Scope
+            | Wait::Child { .. }
+            | Wait::Body { .. }
+            | Wait::Condition => Vec::new(),
+        }
+    }
+}
+
 /// A token at rest. Between transactions every live token rests somewhere.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Token {

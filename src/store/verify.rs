@@ -166,34 +166,14 @@ pub(crate) fn verify(r: &ReadTransaction, waits: bool) -> Result<Vec<String>, St
         }
         for t in &i.tokens {
             let sub = |n: &str, k: &str| (n.to_string(), k.to_string(), i.id, t.id);
-            match &t.wait {
-                Wait::Message { name, key } => {
-                    want.subscriptions.insert(sub(name, key));
-                }
-                Wait::Signal { name } => {
-                    want.signal_subs.insert(sub(name, ""));
-                }
-                Wait::Events {
-                    messages, signals, ..
-                } => {
-                    for (name, key) in messages {
-                        want.subscriptions.insert(sub(name, key));
-                    }
-                    for name in signals {
-                        want.signal_subs.insert(sub(name, ""));
-                    }
-                }
-                Wait::Task { task } => {
-                    want.tasks.insert((*task, i.id, t.id));
-                }
-                Wait::Job { .. }
-                | Wait::Timer { .. }
-                | Wait::Join { .. }
-                | Wait::Incident { .. }
-                | Wait::Scope
-                | Wait::Child { .. }
-                | Wait::Body { .. }
-                | Wait::Condition => {}
+            for (name, key) in t.wait.messages() {
+                want.subscriptions.insert(sub(name, key));
+            }
+            for name in t.wait.signals() {
+                want.signal_subs.insert(sub(name, ""));
+            }
+            if let Wait::Task { task } = t.wait {
+                want.tasks.insert((task, i.id, t.id));
             }
         }
     }
@@ -226,19 +206,7 @@ pub(crate) fn verify(r: &ReadTransaction, waits: bool) -> Result<Vec<String>, St
         scope_problems(&i, p, &mut problems);
         for t in &i.tokens {
             let mut jobs: Vec<u64> = t.timers.clone();
-            match &t.wait {
-                Wait::Job { job } | Wait::Timer { job } => jobs.push(*job),
-                Wait::Events { timers, .. } => jobs.extend(timers),
-                Wait::Message { .. }
-                | Wait::Signal { .. }
-                | Wait::Join { .. }
-                | Wait::Incident { .. }
-                | Wait::Task { .. }
-                | Wait::Scope
-                | Wait::Child { .. }
-                | Wait::Body { .. }
-                | Wait::Condition => {}
-            }
+            jobs.extend(t.wait.jobs());
             owned_jobs.extend(jobs.into_iter().map(|j| (j, i.id, t.id)));
         }
         // a token's kept boundary subscriptions are exactly its rows: each

@@ -752,6 +752,24 @@ mod tests {
         "66747261674964223a00137061796c6f6164206973206e6f74204a534f4e14"
     );
 
+    /// `LockJobsFetching`, the variant added after the frame above: last in
+    /// the enum, so logs written before it decode unchanged.
+    const GOLDEN_FETCHING: &str = "504652322c000000843a6cb50108fd00a8da769b01000001160a6162726563686e756e6714027731fcc02709000109617566747261674964";
+
+    #[test]
+    fn the_fetching_lock_command_is_pinned() {
+        let cmd = [Command::LockJobsFetching {
+            topic: "abrechnung".into(),
+            max: 20,
+            owner: "w1".into(),
+            lease: 600_000,
+            fetch: vec!["auftragId".into()],
+        }];
+        let frame = wal::frame(8, 1_767_225_600_000, &cmd).unwrap();
+        let hex: String = frame.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(hex, GOLDEN_FETCHING, "the log format changed");
+    }
+
     #[test]
     fn the_log_record_format_is_pinned() {
         let frame = wal::frame(7, 1_767_225_600_000, &golden_commands()).unwrap();

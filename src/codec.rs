@@ -20,6 +20,11 @@ pub const TAILED_VERSION: u8 = 2;
 /// versions 1 and 2 are read as the layout before it and migrated on open.
 pub const ROWS_VERSION: u8 = 3;
 
+/// Version byte of an instance header: the instance without its tokens,
+/// which are rows of their own (`tokens`). Records of versions 1 to 3 carry
+/// their tokens inside and are migrated on open.
+pub const HEADER_VERSION: u8 = 4;
+
 /// A record that could not be encoded or decoded.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

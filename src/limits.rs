@@ -30,10 +30,15 @@ pub const DAY: Millis = 86_400_000;
 /// The latest instant postfach accepts from a caller: 9999-12-31T23:59:59.999Z.
 pub const MAX_INSTANT: Millis = 253_402_300_799_999;
 
-/// The most inner instances one multi-instance activity runs: every inner
-/// instance is a token in the instance record, which each step rewrites. A
-/// collection or cardinality above it stops the activity at an incident.
-pub const MULTI_INSTANCE_ITEMS: u32 = 10_000;
+/// The most inner instances one multi-instance activity runs by default
+/// (`Config::multi_instance_items`): each inner instance is a row of its own,
+/// so a step costs the same at this size as at ten, but starting a parallel
+/// activity writes every item in one command. A collection or cardinality
+/// above the configured limit stops the activity at an incident naming it.
+pub const MULTI_INSTANCE_ITEMS: u32 = 100_000;
+
+/// The range `Config::multi_instance_items` may be set to.
+pub const MULTI_INSTANCE_ITEMS_RANGE: std::ops::RangeInclusive<u32> = 1..=1_000_000;
 
 /// Payload bytes above which a send task goes out as a claim check, by default.
 pub const CLAIM_CHECK_ABOVE_DEFAULT: u64 = 1024 * 1024;

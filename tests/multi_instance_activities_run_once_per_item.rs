@@ -528,11 +528,17 @@ async fn a_collection_that_is_no_list_or_too_long_stops_the_activity_at_an_incid
         "{:?}",
         v.incidents
     );
-    let long: Vec<u32> = (0..=postfach::limits::MULTI_INSTANCE_ITEMS).collect();
-    let id = start(&env, json!(long)).await;
+    // the limit is the engine setting: above it, an incident that names it
+    let env = Env::with_config(postfach::Config {
+        multi_instance_items: 3,
+        ..Default::default()
+    });
+    deploy(&env, &model(&service(&flowable(false, "")))).await;
+    let id = start(&env, json!(["a", "b", "c", "d"])).await;
     let v = view(&env, id);
     assert!(
-        v.incidents[0].contains("more than the 10000"),
+        v.incidents[0].contains("asks for 4 inner instances, more than the 3")
+            && v.incidents[0].contains("multi_instance_items"),
         "{:?}",
         v.incidents
     );
@@ -540,6 +546,37 @@ async fn a_collection_that_is_no_list_or_too_long_stops_the_activity_at_an_incid
         env.jobs().iter().all(|j| j.element != "akt"),
         "no inner instance started"
     );
+    let id = start(&env, json!(["a", "b", "c"])).await;
+    assert_eq!(view(&env, id).state, "active", "three are within the limit");
+}
+
+#[tokio::test]
+async fn the_default_limit_runs_a_hundred_thousand_items_and_refuses_more() {
+    assert_eq!(postfach::limits::MULTI_INSTANCE_ITEMS, 100_000);
+    let env = Env::new();
+    deploy(&env, &model(&service(&flowable(false, "")))).await;
+    let long: Vec<u32> = (0..=postfach::limits::MULTI_INSTANCE_ITEMS).collect();
+    let id = start(&env, json!(long)).await;
+    let v = view(&env, id);
+    assert!(
+        v.incidents[0].contains("more than the 100000"),
+        "{:?}",
+        v.incidents
+    );
+    // and a configured limit outside 1 … 1,000,000 is refused when opening
+    let dir = tempfile::tempdir().unwrap();
+    let refused = postfach::Postfach::open_with(
+        dir.path().join("x.redb"),
+        postfach::Options {
+            config: postfach::Config {
+                multi_instance_items: 0,
+                ..Default::default()
+            },
+            ..Default::default()
+        },
+    );
+    let err = refused.err().expect("0 is refused").to_string();
+    assert!(err.contains("multi_instance_items"), "{err}");
 }
 
 #[tokio::test]

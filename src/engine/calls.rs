@@ -78,11 +78,12 @@ impl<'a, 't> Engine<'a, 't> {
             Err(e) => return Err(e),
         }
         let p = self.proc_of(parent);
+        self.fill_chain(parent, token)?;
         let Some(idx) = self
             .inst(parent)
             .tokens
-            .iter()
-            .find(|t| t.id == token && t.wait == Wait::Child { instance: child })
+            .get(token)
+            .filter(|t| t.wait == Wait::Child { instance: child })
             .and_then(|t| p.index_of(&t.element))
         else {
             return Ok(()); // the call activity was left meanwhile
@@ -129,6 +130,7 @@ impl<'a, 't> Engine<'a, 't> {
         if self.inst(child).ended_at.is_some() {
             return Ok(());
         }
+        self.fill_all(child)?;
         let tokens: Vec<u64> = self.inst(child).tokens.iter().map(|t| t.id).collect();
         for t in tokens {
             self.interrupt(child, t)?;

@@ -40,10 +40,16 @@ impl<'a, 't> Engine<'a, 't> {
                 continue;
             }
             let p = self.proc_of(inst);
+            if !p.has_conditions() {
+                continue;
+            }
+            // every token is asked: a process with conditional events pays
+            // for its instance's size on each step that changes variables
+            self.fill_all(inst)?;
             let tokens: Vec<u64> = self.inst(inst).tokens.iter().map(|t| t.id).collect();
             for token in tokens {
                 // an earlier firing may have withdrawn it
-                let Some(t) = self.inst(inst).tokens.iter().find(|t| t.id == token) else {
+                let Some(t) = self.inst(inst).tokens.get(token) else {
                     continue;
                 };
                 let (waits, element) = (t.wait == Wait::Condition, t.element.clone());
@@ -132,13 +138,7 @@ impl<'a, 't> Engine<'a, 't> {
         if self.inst(inst).body_of(token).is_some() {
             return Ok(false);
         }
-        let Some(wait) = self
-            .inst(inst)
-            .tokens
-            .iter()
-            .find(|t| t.id == token)
-            .map(|t| t.wait.clone())
-        else {
+        let Some(wait) = self.inst(inst).tokens.get(token).map(|t| t.wait.clone()) else {
             return Ok(false);
         };
         Ok(match wait {

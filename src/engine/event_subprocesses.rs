@@ -118,7 +118,7 @@ impl<'a, 't> Engine<'a, 't> {
     /// The event subprocess `token` listens for, if it is a listener.
     pub(super) fn listener_at(&mut self, inst: u64, token: u64) -> Option<usize> {
         let p = self.proc_of(inst);
-        let t = self.inst(inst).tokens.iter().find(|t| t.id == token)?;
+        let t = self.inst(inst).tokens.get(token)?;
         is_listener(&p, t).then(|| p.index_of(&t.element)).flatten()
     }
 
@@ -160,14 +160,7 @@ impl<'a, 't> Engine<'a, 't> {
             return Ok(el.id.clone());
         };
         if *interrupting {
-            let others: Vec<u64> = self
-                .inst(inst)
-                .tokens
-                .iter()
-                .filter(|t| t.scope == scope)
-                .map(|t| t.id)
-                .collect();
-            for t in others {
+            for t in self.members(inst, scope)? {
                 self.interrupt(inst, t)?;
             }
         }
@@ -181,12 +174,14 @@ impl<'a, 't> Engine<'a, 't> {
     /// The listeners of `scope` stop (it has ended).
     pub(super) fn close_listeners(&mut self, inst: u64, scope: u64) -> R<()> {
         let p = self.proc_of(inst);
-        let listeners: Vec<u64> = self
-            .inst(inst)
-            .tokens
-            .iter()
-            .filter(|t| t.scope == scope && is_listener(&p, t))
-            .map(|t| t.id)
+        if p.event_subprocess_count() == 0 {
+            return Ok(());
+        }
+        let members = self.members(inst, scope)?;
+        let rec = self.inst(inst);
+        let listeners: Vec<u64> = members
+            .into_iter()
+            .filter(|&m| rec.tokens.get(m).is_some_and(|t| is_listener(&p, t)))
             .collect();
         for l in listeners {
             self.interrupt(inst, l)?;

@@ -39,7 +39,7 @@ impl<'a, 't> Engine<'a, 't> {
             version,
             business_key,
             variables: vars,
-            tokens: vec![Token {
+            tokens: Tokens::complete([Token {
                 id: 1,
                 element: def.at(start).id.clone(),
                 wait: Wait::Incident {
@@ -50,7 +50,7 @@ impl<'a, 't> Engine<'a, 't> {
                 scope: 0,
                 locals: Vars::new(),
                 subscribed: Vec::new(),
-            }],
+            }]),
             next_token: 2,
             activations: 0,
             history_len: 0,
@@ -135,7 +135,7 @@ impl<'a, 't> Engine<'a, 't> {
                 self.queue.clear();
                 break;
             }
-            if !self.has_token(step.instance(), step.token()) {
+            if !self.has_token(step.instance(), step.token())? {
                 continue; // withdrawn meanwhile (its scope was cancelled or ended)
             }
             match step {
@@ -167,10 +167,11 @@ impl<'a, 't> Engine<'a, 't> {
         let ids: Vec<u64> = self.dirty.keys().copied().collect();
         for inst in ids {
             let p = self.proc_of(inst);
-            let rec = self.inst(inst);
-            if rec.ended_at.is_some() {
+            if self.inst(inst).ended_at.is_some() || !p.has_inclusive_join() {
                 continue;
             }
+            self.fill_all(inst)?;
+            let rec = self.inst(inst);
             let waiting_at = |t: &Token| {
                 matches!(t.wait, Wait::Join { .. })
                     .then(|| p.index_of(&t.element))
@@ -230,20 +231,20 @@ impl<'a, 't> Engine<'a, 't> {
             let flow = via.unwrap_or(usize::MAX);
             self.set_token(inst, token, &el.id, Wait::Join { flow });
             let scope = self.scope_of(inst, token);
+            let members = self.members(inst, scope)?;
             let rec = self.inst(inst);
             let mut take: Vec<u64> = Vec::new();
             for f in &el.incoming {
-                if let Some(t) = rec.tokens.iter().find(|t| {
-                    t.element == el.id
-                        && t.scope == scope
-                        && t.wait == Wait::Join { flow: *f }
-                        && !take.contains(&t.id)
+                if let Some(t) = members.iter().filter_map(|&m| rec.tokens.get(m)).find(|t| {
+                    t.element == el.id && t.wait == Wait::Join { flow: *f } && !take.contains(&t.id)
                 }) {
                     take.push(t.id);
                 }
             }
             if take.len() == el.incoming.len() {
-                rec.tokens.retain(|t| !take.contains(&t.id));
+                for t in &take {
+                    rec.tokens.remove(*t);
+                }
                 let merged = self.new_token(inst, &el.id, scope);
                 self.history(inst, &el.id, "joined");
                 self.queue.push_back(Step::Leave {
@@ -336,6 +337,7 @@ impl<'a, 't> Engine<'a, 't> {
             ElementKind::TerminateEnd => {
                 self.history(inst, &el.id, "terminated");
                 let scope = self.scope_of(inst, token);
+                self.fill_all(inst)?;
                 let others: Vec<u64> = self
                     .inst(inst)
                     .tokens
@@ -580,23 +582,23 @@ impl<'a, 't> Engine<'a, 't> {
     /// leaves it; the last token of the instance completes the instance.
     pub(super) fn end_token(&mut self, inst: u64, token: u64) -> R<()> {
         let scope = self.scope_of(inst, token);
-        self.inst(inst).tokens.retain(|t| t.id != token);
-        if !self.scope_done(inst, scope) {
+        self.inst(inst).tokens.remove(token);
+        if !self.scope_done(inst, scope)? {
             return Ok(());
         }
         if scope == 0 {
             self.close_listeners(inst, 0)?;
-            if self.inst(inst).tokens.is_empty() {
+            if self.no_tokens(inst)? {
                 self.complete_instance(inst)?;
             }
             return Ok(());
         }
         let p = self.proc_of(inst);
+        self.fill(inst, scope)?;
         let Some(idx) = self
             .inst(inst)
             .tokens
-            .iter()
-            .find(|t| t.id == scope)
+            .get(scope)
             .and_then(|t| p.index_of(&t.element))
         else {
             return Ok(());
@@ -614,13 +616,33 @@ impl<'a, 't> Engine<'a, 't> {
 
     /// Whether nothing runs in `scope` any more: no token but the listeners
     /// of its event subprocesses (which stop when their scope ends).
-    pub(super) fn scope_done(&mut self, inst: u64, scope: u64) -> bool {
+    ///
+    /// Reads the scope's members only when its size allows nothing but
+    /// listeners (at most one per event subprocess of the process): a step
+    /// inside a large scope does not read its neighbours.
+    pub(super) fn scope_done(&mut self, inst: u64, scope: u64) -> R<bool> {
         let p = self.proc_of(inst);
-        !self
-            .inst(inst)
-            .tokens
+        self.fill_size(inst, scope)?;
+        let size = self.inst(inst).tokens.scope_size(scope);
+        if size == 0 {
+            return Ok(true);
+        }
+        if size > p.event_subprocess_count() as u64 {
+            return Ok(false);
+        }
+        let members = self.members(inst, scope)?;
+        let rec = self.inst(inst);
+        Ok(!members
             .iter()
-            .any(|t| t.scope == scope && !is_listener(&p, t))
+            .filter_map(|&m| rec.tokens.get(m))
+            .any(|t| !is_listener(&p, t)))
+    }
+
+    /// Whether instance `inst` has no token left (every token runs at the
+    /// process level or inside a scope held by one that does).
+    pub(super) fn no_tokens(&mut self, inst: u64) -> R<bool> {
+        self.fill_size(inst, 0)?;
+        Ok(self.inst(inst).tokens.scope_size(0) == 0)
     }
 
     /// The token `holder` enters the subprocess or event subprocess at `idx`:
@@ -668,8 +690,21 @@ impl<'a, 't> Engine<'a, 't> {
 
     /// Keeps `expect` equal to the (message, key) pairs this instance may still
     /// catch: those waited for where its tokens are or downstream of them.
+    ///
+    /// A process without message catches expects nothing and reads no token;
+    /// one with them reads every token of the instance here (a bound on the
+    /// size of instances that catch messages, see ARCHITECTURE.md).
     pub(super) fn refresh_expect(&mut self, inst: u64) -> R<()> {
         let p = self.proc_of(inst);
+        if !p
+            .elements
+            .iter()
+            .any(|e| e.kind.waits_for_message().is_some())
+        {
+            self.inst(inst).expects.clear();
+            return Ok(());
+        }
+        self.fill_all(inst)?;
         let rec = self.inst(inst);
         let mut desired: Vec<(String, String)> = Vec::new();
         for t in &rec.tokens {
@@ -695,7 +730,7 @@ impl<'a, 't> Engine<'a, 't> {
     pub(super) fn force_target(&mut self, inst: u64, token: u64, target: usize) -> usize {
         let id = self.proc_of(inst).at(target).id.clone();
         let now = self.now;
-        if let Some(t) = self.inst(inst).tokens.iter_mut().find(|t| t.id == token) {
+        if let Some(t) = self.inst(inst).tokens.get_mut(token) {
             t.element = id;
             t.since = now;
         }

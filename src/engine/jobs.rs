@@ -69,7 +69,7 @@ impl<'a, 't> Engine<'a, 't> {
                 }
                 JobKind::Continue | JobKind::ContinueAfter | JobKind::Task { .. } => {}
             }
-            self.load(job.instance)?;
+            self.load_at(job.instance, job.token)?;
             let p = self.proc_of(job.instance);
             let Some(idx) = p.index_of(&job.element) else {
                 continue;
@@ -127,6 +127,9 @@ impl<'a, 't> Engine<'a, 't> {
                     None => None,
                 };
                 slot.insert(found);
+            }
+            if let Some(Some((i, _))) = read.get_mut(&job.instance) {
+                self.t.fill_chain(job.instance, &mut i.tokens, job.token)?;
             }
             let (variables, work) = match &read[&job.instance] {
                 Some((i, p)) => {
@@ -199,7 +202,7 @@ impl<'a, 't> Engine<'a, 't> {
                 refusal: JobRefusal::Continuation,
             });
         }
-        self.load(job.instance)?;
+        self.load_at(job.instance, job.token)?;
         self.t.remove_job(&job)?;
         let p = self.proc_of(job.instance);
         let idx = p
@@ -235,7 +238,7 @@ impl<'a, 't> Engine<'a, 't> {
     ) -> R<JobState> {
         let mut job = self.t.job(id)?.ok_or(EngineError::UnknownJob(id))?;
         self.check_lease(&job, lease_token)?;
-        self.load(job.instance)?;
+        self.load_at(job.instance, job.token)?;
         let policy = self
             .proc_of(job.instance)
             .element(&job.element)
@@ -294,7 +297,7 @@ impl<'a, 't> Engine<'a, 't> {
         job.attempts = 0;
         job.due_at = self.now;
         self.t.put_job(&job)?;
-        self.load(job.instance)?;
+        self.load_at(job.instance, job.token)?;
         self.history(job.instance, &job.element, "incident_retried");
         self.flush()
     }
@@ -416,18 +419,12 @@ impl<'a, 't> Engine<'a, 't> {
     /// gateway) or a boundary timer.
     pub(super) fn fire_timer(&mut self, job: JobRecord) -> R<()> {
         let inst = job.instance;
-        self.load(inst)?;
+        self.load_at(inst, job.token)?;
         let p = self.proc_of(inst);
         let Some(at) = p.index_of(&job.element) else {
             return Ok(());
         };
-        let Some(tok) = self
-            .inst(inst)
-            .tokens
-            .iter()
-            .find(|t| t.id == job.token)
-            .cloned()
-        else {
+        let Some(tok) = self.inst(inst).tokens.get(job.token).cloned() else {
             return Ok(()); // the token moved on: a stale timer
         };
         match &p.at(at).kind {
@@ -456,12 +453,7 @@ impl<'a, 't> Engine<'a, 't> {
                         repetitions_left: left.map(|n| n.saturating_sub(1)),
                     };
                     self.t.put_job(&next)?;
-                } else if let Some(t) = self
-                    .inst(inst)
-                    .tokens
-                    .iter_mut()
-                    .find(|t| t.id == job.token)
-                {
+                } else if let Some(t) = self.inst(inst).tokens.get_mut(job.token) {
                     t.timers.retain(|&j| j != job.id);
                 }
                 let new = self.new_token(inst, &job.element, scope);
@@ -571,7 +563,7 @@ impl<'a, 't> Engine<'a, 't> {
                 refusal: JobRefusal::NotATask,
             });
         }
-        self.load(job.instance)?;
+        self.load_at(job.instance, job.token)?;
         let inst = job.instance;
         let p = self.proc_of(inst);
         if p.index_of(&job.element).is_none() {

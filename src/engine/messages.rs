@@ -30,10 +30,11 @@ impl<'a, 't> Engine<'a, 't> {
     /// of its event-based gateway, or the message boundary event of its
     /// activity.
     pub(super) fn waiting_element(&self, inst: u64, token: u64, name: &str) -> R<Option<String>> {
-        let Some(rec) = self.t.instance(inst)? else {
+        let Some(mut rec) = self.t.instance(inst)? else {
             return Ok(None);
         };
-        let Some(t) = rec.tokens.iter().find(|t| t.id == token) else {
+        self.t.fill_token(inst, &mut rec.tokens, token)?;
+        let Some(t) = rec.tokens.get(token) else {
             return Ok(None);
         };
         let p = self.def(&rec.process, rec.version)?;
@@ -197,7 +198,7 @@ impl<'a, 't> Engine<'a, 't> {
         };
         match decision {
             Decision::Deliver(inst, token) => {
-                self.load(inst)?;
+                self.load_at(inst, token)?;
                 let element = self.deliver(inst, token, &rec.name, &rec.key, &rec.variables)?;
                 rec.state = MessageState::Correlated;
                 rec.instance = Some(inst);
@@ -404,23 +405,27 @@ impl<'a, 't> Engine<'a, 't> {
         }
         for &(inst, token) in &subs {
             self.load(inst)?;
+            self.fill_chain(inst, token)?;
             if let Some(esp) = self.listener_at(inst, token) {
-                let waits_for_it = self.inst(inst).tokens.iter().any(|t| {
-                    t.id == token && matches!(&t.wait, Wait::Signal { name: n } if n == name)
-                });
+                let waits_for_it = self
+                    .inst(inst)
+                    .tokens
+                    .get(token)
+                    .is_some_and(|t| matches!(&t.wait, Wait::Signal { name: n } if n == name));
                 if waits_for_it {
                     self.listener_fires(inst, token, esp, vars, "signal_received")?;
                 }
                 continue;
             }
-            let waits_for_it = self.inst(inst).tokens.iter().any(|t| {
-                t.id == token
-                    && match &t.wait {
-                        Wait::Signal { name: n } => n == name,
-                        Wait::Events { signals, .. } => signals.iter().any(|n| n == name),
-                        _ => false,
-                    }
-            });
+            let waits_for_it = self
+                .inst(inst)
+                .tokens
+                .get(token)
+                .is_some_and(|t| match &t.wait {
+                    Wait::Signal { name: n } => n == name,
+                    Wait::Events { signals, .. } => signals.iter().any(|n| n == name),
+                    _ => false,
+                });
             if !waits_for_it {
                 // the token is in an activity whose boundary event catches it
                 if let Some(b) = self.signal_boundary(inst, token, name) {

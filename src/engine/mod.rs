@@ -58,6 +58,10 @@ pub struct Config {
     /// How long completed instances and settled messages are kept (default 31
     /// days; never shorter than `dedup_window`).
     pub retention: Millis,
+    /// The most inner instances one multi-instance activity runs (default
+    /// [`crate::limits::MULTI_INSTANCE_ITEMS`], at most 1,000,000): above it
+    /// the activity stops at an incident that names the limit.
+    pub multi_instance_items: u32,
 }
 
 impl Default for Config {
@@ -70,6 +74,7 @@ impl Default for Config {
             retry_base: 1000,
             retry_cap: 600_000,
             retention: 31 * 24 * 3600 * 1000,
+            multi_instance_items: crate::limits::MULTI_INSTANCE_ITEMS,
         }
     }
 }
@@ -90,6 +95,12 @@ impl Config {
         CONFIGURED.named("retry_base").check(self.retry_base)?;
         CONFIGURED.named("retry_cap").check(self.retry_cap)?;
         CONFIGURED.named("retention").check(self.retention)?;
+        let items = crate::limits::MULTI_INSTANCE_ITEMS_RANGE;
+        crate::limits::check_count(
+            "multi_instance_items",
+            self.multi_instance_items as usize,
+            *items.start() as usize..=*items.end() as usize,
+        )?;
         Ok(())
     }
 }
@@ -559,6 +570,70 @@ impl<'a, 't> Engine<'a, 't> {
         Ok(())
     }
 
+    /// Loads instance `inst` with token `token` and the scopes around it.
+    fn load_at(&mut self, inst: u64, token: u64) -> R<()> {
+        self.load(inst)?;
+        self.fill_chain(inst, token)
+    }
+
+    /// Reads token `token` of loaded instance `inst`, unless it is known.
+    fn fill(&mut self, inst: u64, token: u64) -> R<()> {
+        let d = self
+            .dirty
+            .get_mut(&inst)
+            .expect("instance loaded before use");
+        Ok(self.t.fill_token(inst, &mut d.rec.tokens, token)?)
+    }
+
+    /// Reads token `token` and the tokens holding the scopes around it.
+    fn fill_chain(&mut self, inst: u64, token: u64) -> R<()> {
+        let d = self
+            .dirty
+            .get_mut(&inst)
+            .expect("instance loaded before use");
+        Ok(self.t.fill_chain(inst, &mut d.rec.tokens, token)?)
+    }
+
+    /// Reads every token of `inst`: for what looks at all of them (repairs,
+    /// joins, terminate, conditions), never on the path of a plain step.
+    fn fill_all(&mut self, inst: u64) -> R<()> {
+        let d = self
+            .dirty
+            .get_mut(&inst)
+            .expect("instance loaded before use");
+        Ok(self.t.fill_all(inst, &mut d.rec.tokens)?)
+    }
+
+    /// Reads the tokens running in scope `scope` of `inst` (and its size).
+    fn fill_scope(&mut self, inst: u64, scope: u64) -> R<()> {
+        let d = self
+            .dirty
+            .get_mut(&inst)
+            .expect("instance loaded before use");
+        Ok(self.t.fill_scope(inst, &mut d.rec.tokens, scope)?)
+    }
+
+    /// Reads how many tokens run in scope `scope` of `inst`.
+    fn fill_size(&mut self, inst: u64, scope: u64) -> R<()> {
+        let d = self
+            .dirty
+            .get_mut(&inst)
+            .expect("instance loaded before use");
+        Ok(self.t.fill_size(inst, &mut d.rec.tokens, scope)?)
+    }
+
+    /// The ids of the tokens running in scope `scope` of `inst` now.
+    fn members(&mut self, inst: u64, scope: u64) -> R<Vec<u64>> {
+        self.fill_scope(inst, scope)?;
+        Ok(self
+            .inst(inst)
+            .tokens
+            .held()
+            .filter(|t| t.scope == scope)
+            .map(|t| t.id)
+            .collect())
+    }
+
     fn inst(&mut self, id: u64) -> &mut InstanceRecord {
         &mut self
             .dirty
@@ -579,7 +654,7 @@ impl<'a, 't> Engine<'a, 't> {
     fn set_token(&mut self, inst: u64, token: u64, element: &str, wait: Wait) {
         let now = self.now;
         let rec = self.inst(inst);
-        if let Some(t) = rec.tokens.iter_mut().find(|t| t.id == token) {
+        if let Some(t) = rec.tokens.get_mut(token) {
             if t.element != element
                 || std::mem::discriminant(&t.wait) != std::mem::discriminant(&wait)
             {
@@ -614,16 +689,14 @@ impl<'a, 't> Engine<'a, 't> {
 
     /// The scope `token` runs in (0: the process itself, or no such token).
     fn scope_of(&mut self, inst: u64, token: u64) -> u64 {
-        self.inst(inst)
-            .tokens
-            .iter()
-            .find(|t| t.id == token)
-            .map_or(0, |t| t.scope)
+        self.inst(inst).tokens.get(token).map_or(0, |t| t.scope)
     }
 
-    /// Whether `token` of `inst` exists (a queued step of a withdrawn token is dropped).
-    fn has_token(&mut self, inst: u64, token: u64) -> bool {
-        self.inst(inst).tokens.iter().any(|t| t.id == token)
+    /// Whether `token` of `inst` exists (a queued step of a withdrawn token
+    /// is dropped); reads it and the scopes around it.
+    fn has_token(&mut self, inst: u64, token: u64) -> R<bool> {
+        self.fill_chain(inst, token)?;
+        Ok(self.inst(inst).tokens.get(token).is_some())
     }
 
     fn incident(&mut self, inst: u64, token: u64, element: &str, error: String) {

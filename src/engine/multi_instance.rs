@@ -28,9 +28,10 @@ impl<'a, 't> Engine<'a, 't> {
         let Some(mi) = &el.extras.multi else {
             return Ok(());
         };
+        let limit = self.cfg.multi_instance_items;
         let items = {
             let vars = self.inst(inst).view(token);
-            items_of(mi, &vars)
+            items_of(mi, &vars, limit)
         };
         let (count, items) = match items {
             Ok(found) => found,
@@ -43,17 +44,29 @@ impl<'a, 't> Engine<'a, 't> {
             }
         };
         self.history(inst, &el.id, &format!("multi_instance_started {count}"));
-        let outputs = match mi.output_collection {
-            Some(_) => vec![Value::Null.to_string(); count as usize],
-            None => Vec::new(),
-        };
+        // the items (and the outputs to come) are rows of their own: a step
+        // of one inner instance reads and writes its own, not all of them
+        self.t.clear_body_items(inst, token)?;
+        if !items.is_empty() || mi.output_collection.is_some() {
+            let output = mi
+                .output_collection
+                .as_ref()
+                .map(|_| Value::Null.to_string());
+            for i in 0..count {
+                let item = BodyItem {
+                    item: items.get(i as usize).cloned(),
+                    output: output.clone(),
+                };
+                self.t.put_body_item(inst, token, i, &item)?;
+            }
+        }
         self.set_token(
             inst,
             token,
             &el.id,
             Wait::Body {
-                items,
-                outputs,
+                items: Vec::new(),
+                outputs: Vec::new(),
                 count,
                 started: 0,
                 completed: 0,
@@ -64,7 +77,7 @@ impl<'a, 't> Engine<'a, 't> {
         }
         let first = if mi.sequential { 1 } else { count };
         for _ in 0..first {
-            self.start_inner(inst, token, idx);
+            self.start_inner(inst, token, idx)?;
         }
         Ok(())
     }
@@ -72,21 +85,25 @@ impl<'a, 't> Engine<'a, 't> {
     /// The body starts its next inner instance: its index and item become
     /// its local variables, and it executes the activity (the body already
     /// arrived: no second asyncBefore job, no second boundary events).
-    fn start_inner(&mut self, inst: u64, body: u64, idx: usize) {
+    fn start_inner(&mut self, inst: u64, body: u64, idx: usize) -> R<()> {
         let p = self.proc_of(inst);
         let el = p.at(idx);
         let Some(mi) = &el.extras.multi else {
-            return;
+            return Ok(());
         };
         let mut next = None;
-        if let Some(t) = self.inst(inst).tokens.iter_mut().find(|t| t.id == body)
-            && let Wait::Body { items, started, .. } = &mut t.wait
+        if let Some(t) = self.inst(inst).tokens.get_mut(body)
+            && let Wait::Body { started, .. } = &mut t.wait
         {
-            next = Some((*started, items.get(*started as usize).cloned()));
+            next = Some(*started);
             *started += 1;
         }
-        let Some((i, item)) = next else {
-            return;
+        let Some(i) = next else {
+            return Ok(());
+        };
+        let item = match &mi.element_variable {
+            Some(_) => self.t.body_item(inst, body, i)?.and_then(|b| b.item),
+            None => None,
         };
         let inner = self.new_token(inst, &el.id, body);
         self.locals_of(inst, inner, |l| {
@@ -102,6 +119,7 @@ impl<'a, 't> Engine<'a, 't> {
             token: inner,
             element: idx,
         });
+        Ok(())
     }
 
     /// Inner instance `inner` of `body` has completed the activity: its
@@ -126,7 +144,7 @@ impl<'a, 't> Engine<'a, 't> {
             .map(|e| model::eval_value(e, &vars));
         // the counters as they will be once this inner instance is done
         let completed = self.body_counts(inst, body).1 + 1;
-        let active = self.inner_instances(inst, body).len().saturating_sub(1);
+        let active = self.inner_count(inst, body)?.saturating_sub(1);
         vars.insert("nrOfCompletedInstances".into(), completed.into());
         vars.insert("nrOfActiveInstances".into(), active.into());
         let done_early = match mi.completion.as_ref().map(|c| model::eval_bool(c, &vars)) {
@@ -147,28 +165,28 @@ impl<'a, 't> Engine<'a, 't> {
                 Value::Null
             })
         });
-        self.inst(inst).tokens.retain(|t| t.id != inner);
-        if let Some(t) = self.inst(inst).tokens.iter_mut().find(|t| t.id == body)
-            && let Wait::Body {
-                completed, outputs, ..
-            } = &mut t.wait
+        self.inst(inst).tokens.remove(inner);
+        if let Some(t) = self.inst(inst).tokens.get_mut(body)
+            && let Wait::Body { completed, .. } = &mut t.wait
         {
             *completed += 1;
-            if let (Some(value), Some(slot)) = (output, outputs.get_mut(index as usize)) {
-                *slot = value.to_string();
-            }
+        }
+        if let (Some(value), Ok(index)) = (output, u32::try_from(index)) {
+            let mut row = self.t.body_item(inst, body, index)?.unwrap_or_default();
+            row.output = Some(value.to_string());
+            self.t.put_body_item(inst, body, index, &row)?;
         }
         if done_early {
-            for t in self.inner_instances(inst, body) {
+            for t in self.members(inst, body)? {
                 self.interrupt(inst, t)?;
             }
             self.history(inst, &el.id, "completion_condition_met");
             return self.finish_body(inst, body, idx);
         }
-        if self.inner_instances(inst, body).is_empty() {
+        if self.inner_count(inst, body)? == 0 {
             let (started, _, count) = self.body_counts(inst, body);
             if started < count {
-                self.start_inner(inst, body, idx);
+                self.start_inner(inst, body, idx)?;
             } else {
                 return self.finish_body(inst, body, idx);
             }
@@ -182,20 +200,28 @@ impl<'a, 't> Engine<'a, 't> {
     fn finish_body(&mut self, inst: u64, body: u64, idx: usize) -> R<()> {
         let p = self.proc_of(inst);
         let mi: Option<&MultiInstance> = p.at(idx).extras.multi.as_ref();
-        let (outputs, scope) = match self.inst(inst).tokens.iter().find(|t| t.id == body) {
+        let (count, scope) = match self.inst(inst).tokens.get(body) {
             Some(Token {
-                wait: Wait::Body { outputs, .. },
+                wait: Wait::Body { count, .. },
                 scope,
                 ..
-            }) => (outputs.clone(), *scope),
+            }) => (*count, *scope),
             Some(_) | None => return Ok(()),
+        };
+        let outputs = match mi.and_then(|m| m.output_collection.as_ref()) {
+            Some(_) => self.t.body_items(inst, body)?,
+            None => Vec::new(),
         };
         self.cancel_wait(inst, body)?;
         if let Some(out) = mi.and_then(|m| m.output_collection.as_ref()) {
-            let list = outputs
-                .iter()
-                .map(|json| serde_json::from_str(json).unwrap_or(Value::Null))
-                .collect();
+            // one entry per item, in item order
+            let mut list = vec![Value::Null; count as usize];
+            for (i, row) in outputs {
+                if let (Some(slot), Some(json)) = (list.get_mut(i as usize), row.output) {
+                    *slot = serde_json::from_str(&json).unwrap_or(Value::Null);
+                }
+            }
+            let list = list;
             self.inst(inst).assign(scope, out, Value::Array(list));
             self.conditions_due(inst);
         }
@@ -207,19 +233,16 @@ impl<'a, 't> Engine<'a, 't> {
         Ok(())
     }
 
-    /// The inner instances of `body` (the tokens in its scope).
-    fn inner_instances(&mut self, inst: u64, body: u64) -> Vec<u64> {
-        self.inst(inst)
-            .tokens
-            .iter()
-            .filter(|t| t.scope == body)
-            .map(|t| t.id)
-            .collect()
+    /// How many inner instances `body` has now (the tokens in its scope),
+    /// from the stored count: no inner instance is read.
+    fn inner_count(&mut self, inst: u64, body: u64) -> R<usize> {
+        self.fill_size(inst, body)?;
+        Ok(self.inst(inst).tokens.scope_size(body) as usize)
     }
 
     /// (started, completed, count) of `body`.
     fn body_counts(&mut self, inst: u64, body: u64) -> (u32, u32, u32) {
-        match self.inst(inst).tokens.iter().find(|t| t.id == body) {
+        match self.inst(inst).tokens.get(body) {
             Some(Token {
                 wait:
                     Wait::Body {
@@ -236,7 +259,7 @@ impl<'a, 't> Engine<'a, 't> {
 
     /// Changes the local variables of `token`.
     fn locals_of(&mut self, inst: u64, token: u64, change: impl FnOnce(&mut Vars)) {
-        if let Some(t) = self.inst(inst).tokens.iter_mut().find(|t| t.id == token) {
+        if let Some(t) = self.inst(inst).tokens.get_mut(token) {
             change(&mut t.locals);
         }
     }
@@ -244,15 +267,14 @@ impl<'a, 't> Engine<'a, 't> {
 
 /// The number of inner instances and their items (as JSON text; none for
 /// loopCardinality), or what is wrong with the collection or cardinality.
-fn items_of(mi: &MultiInstance, vars: &Vars) -> Result<(u32, Vec<String>), String> {
-    let limit = crate::limits::MULTI_INSTANCE_ITEMS;
+fn items_of(mi: &MultiInstance, vars: &Vars, limit: u32) -> Result<(u32, Vec<String>), String> {
     let count_ok = |n: usize, what: &str| {
         u32::try_from(n)
             .ok()
             .filter(|&n| n <= limit)
             .ok_or_else(|| {
                 format!(
-                    "{what} asks for {n} inner instances, more than the {limit} one activity runs"
+                    "{what} asks for {n} inner instances, more than the {limit} one activity runs (the engine setting multi_instance_items)"
                 )
             })
     };

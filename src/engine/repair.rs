@@ -49,7 +49,7 @@ impl<'a, 't> Engine<'a, 't> {
         let left = self.scope_of(inst, token);
         self.cancel_wait(inst, token)?;
         self.close_boundaries(inst, token)?;
-        if let Some(t) = self.inst(inst).tokens.iter_mut().find(|t| t.id == token) {
+        if let Some(t) = self.inst(inst).tokens.get_mut(token) {
             if t.scope != scope {
                 t.locals.clear(); // they belonged to the scope it leaves
             }
@@ -70,7 +70,7 @@ impl<'a, 't> Engine<'a, 't> {
         self.interrupt(inst, token)?;
         self.history(inst, &at, "token_cancelled");
         self.withdraw_empty_scopes(inst, scope)?;
-        if self.scope_done(inst, 0) {
+        if self.scope_done(inst, 0)? {
             self.close_listeners(inst, 0)?;
         }
         if self.inst(inst).tokens.is_empty() {
@@ -95,7 +95,7 @@ impl<'a, 't> Engine<'a, 't> {
         };
         let sp_id = p.at(sp).id.clone();
         let rec = self.inst(inst);
-        let scope_of = |id: u64| rec.tokens.iter().find(|t| t.id == id).map(|t| t.scope);
+        let scope_of = |id: u64| rec.tokens.get(id).map(|t| t.scope);
         let inside_moving = |mut id: u64| {
             let mut hops = 0;
             while id != 0 && hops <= rec.tokens.len() {
@@ -128,14 +128,8 @@ impl<'a, 't> Engine<'a, 't> {
     /// A repair took the last token out of `scope`: the scope is cancelled,
     /// and so is each scope around it that this leaves empty.
     pub(super) fn withdraw_empty_scopes(&mut self, inst: u64, mut scope: u64) -> R<()> {
-        while scope != 0 && self.scope_done(inst, scope) {
-            let Some(holder) = self
-                .inst(inst)
-                .tokens
-                .iter()
-                .find(|t| t.id == scope)
-                .cloned()
-            else {
+        while scope != 0 && self.scope_done(inst, scope)? {
+            let Some(holder) = self.inst(inst).tokens.get(scope).cloned() else {
                 break;
             };
             self.interrupt(inst, scope)?;
@@ -147,7 +141,7 @@ impl<'a, 't> Engine<'a, 't> {
 
     /// The element of a token named by an operator, or a refusal that changed nothing.
     pub(super) fn existing_token(&mut self, inst: u64, token: u64) -> R<String> {
-        match self.inst(inst).tokens.iter().find(|t| t.id == token) {
+        match self.inst(inst).tokens.get(token) {
             Some(t) => Ok(t.element.clone()),
             None => {
                 self.dirty.remove(&inst);
@@ -159,14 +153,15 @@ impl<'a, 't> Engine<'a, 't> {
         }
     }
 
-    /// Loads an active instance for a repair, or refuses one that has ended.
+    /// Loads an active instance for a repair, with every token (a repair
+    /// looks at all of them), or refuses one that has ended.
     pub(super) fn load_active(&mut self, inst: u64) -> R<()> {
         self.load(inst)?;
         if self.inst(inst).ended_at.is_some() {
             self.dirty.remove(&inst);
             return Err(EngineError::InstanceEnded(inst));
         }
-        Ok(())
+        self.fill_all(inst)
     }
 
     /// Loads an active instance for a repair and resolves `element`, which
@@ -196,7 +191,7 @@ impl<'a, 't> Engine<'a, 't> {
                 let rec = if other == inst {
                     Some(self.inst(inst).clone())
                 } else {
-                    self.t.instance(other)?
+                    self.t.instance_full(other)?
                 };
                 let Some(rec) = rec else { continue };
                 let op = self.def(&rec.process, rec.version)?;
@@ -240,7 +235,7 @@ impl<'a, 't> Engine<'a, 't> {
     pub(super) fn waiting(&self, inst: u64) -> R<Vec<String>> {
         Ok(self
             .t
-            .instance(inst)?
+            .instance_full(inst)?
             .map(|r| r.tokens.iter().map(|t| t.element.clone()).collect())
             .unwrap_or_default())
     }

@@ -121,7 +121,7 @@ impl<'a, 't> Engine<'a, 't> {
                 }
             }
         }
-        self.load(task.instance)?;
+        self.load_at(task.instance, task.token)?;
         let event = match action {
             TaskAction::Claim => format!("task_claimed {id} by {user}"),
             TaskAction::Unclaim => format!("task_unclaimed {id} by {user}"),

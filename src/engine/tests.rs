@@ -638,7 +638,7 @@ proptest! {
             }
             h.check_invariants();
             for &inst in &started {
-                let rec = h.db.write(|t| t.instance(inst).unwrap().unwrap());
+                let rec = h.db.write(|t| t.instance_full(inst).unwrap().unwrap());
                 prop_assert!(rec.ended_at.is_none() || rec.tokens.is_empty(), "{rec:?}");
             }
         }

@@ -48,8 +48,7 @@ impl<'a, 't> Engine<'a, 't> {
         let element_of = |me: &mut Self, t: u64| {
             me.inst(inst)
                 .tokens
-                .iter()
-                .find(|x| x.id == t)
+                .get(t)
                 .and_then(|x| p.index_of(&x.element))
         };
         // an inner instance of a multi-instance activity: its body holds the boundary events
@@ -66,11 +65,10 @@ impl<'a, 't> Engine<'a, 't> {
         }
         let mut scope = self.scope_of(inst, token);
         let mut came_from: Option<usize> = None;
-        let limit = self.inst(inst).tokens.len();
-        for _ in 0..=limit {
+        for _ in 0..=crate::store::MAX_NESTING {
             if scope != 0
                 && matches!(
-                    self.inst(inst).tokens.iter().find(|t| t.id == scope),
+                    self.inst(inst).tokens.get(scope),
                     Some(Token {
                         wait: Wait::Body { .. },
                         ..
@@ -96,7 +94,7 @@ impl<'a, 't> Engine<'a, 't> {
             let Some(at) = container else {
                 // uncaught in this instance: on at the call activity that started it
                 let (parent, token) = self.inst(inst).called_by?;
-                self.load(parent).ok()?;
+                self.load_at(parent, token).ok()?;
                 return self.catcher(parent, token, true, catches);
             };
             if let Some(b) = boundary_of(at) {

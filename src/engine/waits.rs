@@ -68,8 +68,7 @@ impl<'a, 't> Engine<'a, 't> {
         let Some(at) = self
             .inst(inst)
             .tokens
-            .iter()
-            .find(|t| t.id == token)
+            .get(token)
             .and_then(|t| p.index_of(&t.element))
         else {
             return 0;
@@ -87,7 +86,7 @@ impl<'a, 't> Engine<'a, 't> {
             return at;
         };
         let (id, now) = (p.at(target).id.clone(), self.now);
-        if let Some(t) = self.inst(inst).tokens.iter_mut().find(|t| t.id == token) {
+        if let Some(t) = self.inst(inst).tokens.get_mut(token) {
             t.element = id;
             t.since = now;
         }
@@ -97,13 +96,7 @@ impl<'a, 't> Engine<'a, 't> {
     /// Removes every registration of a waiting token: subscriptions, signal
     /// subscriptions, its job or timers. The token itself stays.
     pub(super) fn cancel_wait(&mut self, inst: u64, token: u64) -> R<()> {
-        let Some(wait) = self
-            .inst(inst)
-            .tokens
-            .iter()
-            .find(|t| t.id == token)
-            .map(|t| t.wait.clone())
-        else {
+        let Some(wait) = self.inst(inst).tokens.get(token).map(|t| t.wait.clone()) else {
             return Ok(());
         };
         match wait {
@@ -134,19 +127,15 @@ impl<'a, 't> Engine<'a, 't> {
             // the scope (of a subprocess, or a multi-instance body) is
             // cancelled: everything running inside goes with it
             Wait::Scope | Wait::Body { .. } => {
-                let inside: Vec<u64> = self
-                    .inst(inst)
-                    .tokens
-                    .iter()
-                    .filter(|t| t.scope == token)
-                    .map(|t| t.id)
-                    .collect();
+                if matches!(wait, Wait::Body { .. }) {
+                    self.t.clear_body_items(inst, token)?;
+                }
+                let inside = self.members(inst, token)?;
                 if !inside.is_empty() {
                     let element = self
                         .inst(inst)
                         .tokens
-                        .iter()
-                        .find(|t| t.id == token)
+                        .get(token)
                         .map(|t| t.element.clone())
                         .unwrap_or_default();
                     for t in inside {
@@ -160,7 +149,7 @@ impl<'a, 't> Engine<'a, 't> {
             // nothing registered: the condition is only asked
             Wait::Join { .. } | Wait::Incident { .. } | Wait::Condition => {}
         }
-        if let Some(t) = self.inst(inst).tokens.iter_mut().find(|t| t.id == token) {
+        if let Some(t) = self.inst(inst).tokens.get_mut(token) {
             t.wait = Wait::Incident {
                 error: "moving".into(),
             };
@@ -192,7 +181,7 @@ impl<'a, 't> Engine<'a, 't> {
                         JobKind::Timer { repetitions_left },
                         def.first_due(self.now),
                     )?;
-                    if let Some(t) = self.inst(inst).tokens.iter_mut().find(|t| t.id == token) {
+                    if let Some(t) = self.inst(inst).tokens.get_mut(token) {
                         t.timers.push(job);
                     }
                 }
@@ -202,7 +191,7 @@ impl<'a, 't> Engine<'a, 't> {
                     if let Ok(key) = p.correlation_key(message, &self.inst(inst).view(token)) {
                         self.t.subscribe(message, &key, inst, token)?;
                         // kept with the token: closing removes this one
-                        if let Some(t) = self.inst(inst).tokens.iter_mut().find(|t| t.id == token) {
+                        if let Some(t) = self.inst(inst).tokens.get_mut(token) {
                             t.subscribed.push((message.clone(), key));
                         }
                     }
@@ -262,10 +251,8 @@ impl<'a, 't> Engine<'a, 't> {
                 continue;
             };
             loop {
-                let waits = self.inst(inst).tokens.iter().any(|t| {
-                    t.id == token
-                        && t.element == p.at(host).id
-                        && !matches!(t.wait, Wait::Incident { .. })
+                let waits = self.inst(inst).tokens.get(token).is_some_and(|t| {
+                    t.element == p.at(host).id && !matches!(t.wait, Wait::Incident { .. })
                 });
                 if !waits {
                     return Ok(());
@@ -288,7 +275,7 @@ impl<'a, 't> Engine<'a, 't> {
         message: &str,
     ) -> Option<usize> {
         let p = self.proc_of(inst);
-        let t = self.inst(inst).tokens.iter().find(|t| t.id == token)?;
+        let t = self.inst(inst).tokens.get(token)?;
         let own = match &t.wait {
             Wait::Message { name, .. } => name == message,
             Wait::Events { messages, .. } => messages.iter().any(|(n, _)| n == message),
@@ -353,15 +340,14 @@ impl<'a, 't> Engine<'a, 't> {
             return Ok(()); // an inner instance: its body holds the boundary events
         }
         let p = self.proc_of(inst);
-        let (timers, subscribed, host) =
-            match self.inst(inst).tokens.iter_mut().find(|t| t.id == token) {
-                Some(t) => (
-                    std::mem::take(&mut t.timers),
-                    std::mem::take(&mut t.subscribed),
-                    p.index_of(&t.element),
-                ),
-                None => return Ok(()),
-            };
+        let (timers, subscribed, host) = match self.inst(inst).tokens.get_mut(token) {
+            Some(t) => (
+                std::mem::take(&mut t.timers),
+                std::mem::take(&mut t.subscribed),
+                p.index_of(&t.element),
+            ),
+            None => return Ok(()),
+        };
         for job in timers {
             self.delete_job(job)?;
         }
@@ -435,8 +421,7 @@ impl<'a, 't> Engine<'a, 't> {
         let element = self
             .inst(inst)
             .tokens
-            .iter()
-            .find(|t| t.id == token)
+            .get(token)
             .map(|t| t.element.clone())?;
         let host = p.index_of(&element)?;
         p.at(host).boundaries.iter().copied().find(|&b| {
@@ -470,7 +455,7 @@ impl<'a, 't> Engine<'a, 't> {
     pub(super) fn interrupt(&mut self, inst: u64, token: u64) -> R<()> {
         self.cancel_wait(inst, token)?;
         self.close_boundaries(inst, token)?;
-        self.inst(inst).tokens.retain(|t| t.id != token);
+        self.inst(inst).tokens.remove(token);
         Ok(())
     }
 

@@ -1086,6 +1086,43 @@ impl Process {
             })
     }
 
+    /// How many event subprocesses the process has (at every level): a bound
+    /// on the listeners one scope can hold.
+    pub fn event_subprocess_count(&self) -> usize {
+        self.elements
+            .iter()
+            .filter(|e| matches!(e.kind, ElementKind::EventSubProcess { .. }))
+            .count()
+    }
+
+    /// Whether the process has a conditional event (catch, boundary or event
+    /// subprocess): only then are its tokens asked after variables change.
+    pub fn has_conditions(&self) -> bool {
+        self.elements.iter().any(|e| {
+            matches!(
+                e.kind,
+                ElementKind::ConditionalCatch { .. }
+                    | ElementKind::Boundary {
+                        trigger: Trigger::Condition { .. },
+                        ..
+                    }
+                    | ElementKind::EventSubProcess {
+                        trigger: Trigger::Condition { .. },
+                        ..
+                    }
+            )
+        })
+    }
+
+    /// Whether the process has an inclusive gateway that joins (more than
+    /// one incoming flow): only then must every token be asked whether it
+    /// still can reach one.
+    pub fn has_inclusive_join(&self) -> bool {
+        self.elements
+            .iter()
+            .any(|e| matches!(e.kind, ElementKind::InclusiveGateway { .. }) && e.incoming.len() > 1)
+    }
+
     /// Whether a token at element `from` can still get to element `to` along
     /// sequence flows (or through the boundary events of the activity it is in).
     pub fn can_reach(&self, from: usize, to: usize) -> bool {

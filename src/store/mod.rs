@@ -6,7 +6,9 @@
 //! scans return oldest first and lookups cost O(log n) however large a table grows.
 //!
 //! Key encodings (tuple keys use redb's order-preserving tuple encoding):
-//! - `instances`: instance id (u64) → [`InstanceRecord`] (rows layout, [`codec::ROWS_VERSION`])
+//! - `instances`: instance id (u64) → [`InstanceRecord`] header ([`codec::HEADER_VERSION`]: no tokens inside)
+//! - `tokens`: (instance, token) → [`Token`]; `token_scopes`: (instance, scope, token) → ();
+//!   `scope_sizes`: (instance, scope) → count; `body_items`: (instance, body, index) → [`BodyItem`]
 //! - `history`: (instance, sequence of the first entry) → the [`HistoryEntry`]s of one write, appended, removed with the instance
 //! - `tokens_at`: (element id, since, instance, token) → () — who waits where, oldest first
 //! - `subscriptions`: (message name, correlation key) → {(instance, token)}
@@ -23,6 +25,10 @@
 //! - `tasks`: task id → [`TaskRecord`], the open user tasks
 
 pub mod damage;
+mod tokens;
+
+pub use tokens::{BodyItem, Tokens};
+pub(crate) use tokens::{decode_token, encode_token};
 
 use crate::Vars;
 use crate::clock::Millis;
@@ -35,9 +41,10 @@ pub(crate) const META: TableDefinition<&str, u64> = TableDefinition::new("meta")
 /// `meta` key of the database's format (see [`DB_FORMAT`]).
 pub(crate) const FORMAT_KEY: &str = "format_version";
 /// The database format this build writes: 2 keeps instance histories in
-/// `history` rows; a database of format 1 is migrated when it opens, one of a
-/// later format is refused.
-pub(crate) const DB_FORMAT: u64 = 2;
+/// `history` rows, 3 an instance's tokens and multi-instance items in rows of
+/// their own (`tokens`, `body_items`); a database of an earlier format is
+/// migrated when it opens, one of a later format is refused.
+pub(crate) const DB_FORMAT: u64 = 3;
 /// Prefix of counter keys in `meta`.
 pub(crate) const COUNTER_PREFIX: &str = "count:";
 /// `meta` keys of the gauges the store keeps with its rows: parked messages
@@ -90,6 +97,21 @@ pub(crate) const INSTANCES: TableDefinition<u64, &[u8]> = TableDefinition::new("
 /// rewritten: a step writes its own entries and reads none, so an instance's
 /// history costs nothing on its later steps.
 pub(crate) const HISTORY: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("history");
+/// An instance's tokens, one row per token: (instance, token) → the token
+/// ([`encode_token`]). A step reads and writes the rows it touches.
+pub(crate) const TOKENS: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("tokens");
+/// (instance, scope, token) → (): the tokens running in a scope (0: at the
+/// process level), derived from the token rows.
+pub(crate) const TOKEN_SCOPES: TableDefinition<(u64, u64, u64), ()> =
+    TableDefinition::new("token_scopes");
+/// (instance, scope) → how many tokens run in it, derived from the token
+/// rows; no row for an empty scope.
+pub(crate) const SCOPE_SIZES: TableDefinition<(u64, u64), u64> =
+    TableDefinition::new("scope_sizes");
+/// (instance, body token, index) → [`BodyItem`]: the items and outputs of a
+/// multi-instance body, removed with the body's token.
+pub(crate) const BODY_ITEMS: TableDefinition<(u64, u64, u32), &[u8]> =
+    TableDefinition::new("body_items");
 pub(crate) const TOKENS_AT: TableDefinition<(&str, u64, u64, u64), ()> =
     TableDefinition::new("tokens_at");
 pub(crate) const SUBSCRIPTIONS: MultimapTableDefinition<(&str, &str), (u64, u64)> =
@@ -418,7 +440,10 @@ pub struct InstanceRecord {
     pub business_key: Option<String>,
     #[serde(with = "json_text")]
     pub variables: Vars,
-    pub tokens: Vec<Token>,
+    /// Its tokens: rows of their own (`tokens`), read as they are asked for
+    /// (see [`Tokens`]).
+    #[serde(skip)]
+    pub tokens: Tokens,
     pub next_token: u64,
     pub activations: u64,
     /// History entries written as rows so far: the next entry's sequence.
@@ -459,28 +484,76 @@ struct LegacyInstanceRecord {
     expects: Vec<(String, String)>,
 }
 
-impl From<LegacyInstanceRecord> for InstanceRecord {
-    /// Its history becomes entries to append: rows from 0 on.
-    fn from(l: LegacyInstanceRecord) -> Self {
+/// The layout of an instance record whose history was rows but whose tokens
+/// were inside (record version 3): read to migrate, never written.
+#[derive(Deserialize)]
+struct InlineTokensRecord {
+    id: u64,
+    process: String,
+    version: u32,
+    business_key: Option<String>,
+    #[serde(with = "json_text")]
+    variables: Vars,
+    tokens: Vec<Token>,
+    next_token: u64,
+    activations: u64,
+    history_len: u64,
+    started_at: Millis,
+    ended_at: Option<Millis>,
+    cancelled: bool,
+    expects: Vec<(String, String)>,
+}
+
+impl InlineTokensRecord {
+    /// The record with its tokens (their tail fields applied) as a complete set.
+    fn into_record(self, tokens: Vec<Token>, new_history: Vec<HistoryEntry>) -> InstanceRecord {
         InstanceRecord {
-            id: l.id,
-            process: l.process,
-            version: l.version,
-            business_key: l.business_key,
-            variables: l.variables,
-            tokens: l.tokens,
-            next_token: l.next_token,
-            activations: l.activations,
-            history_len: 0,
-            started_at: l.started_at,
-            ended_at: l.ended_at,
-            cancelled: l.cancelled,
-            expects: l.expects,
+            id: self.id,
+            process: self.process,
+            version: self.version,
+            business_key: self.business_key,
+            variables: self.variables,
+            tokens: Tokens::complete(tokens),
+            next_token: self.next_token,
+            activations: self.activations,
+            history_len: self.history_len,
+            started_at: self.started_at,
+            ended_at: self.ended_at,
+            cancelled: self.cancelled,
+            expects: self.expects,
             called_by: None,
-            new_history: l.history,
+            new_history,
         }
     }
 }
+
+impl From<LegacyInstanceRecord> for (InlineTokensRecord, Vec<HistoryEntry>) {
+    /// Its history becomes entries to append: rows from 0 on.
+    fn from(l: LegacyInstanceRecord) -> Self {
+        (
+            InlineTokensRecord {
+                id: l.id,
+                process: l.process,
+                version: l.version,
+                business_key: l.business_key,
+                variables: l.variables,
+                tokens: l.tokens,
+                next_token: l.next_token,
+                activations: l.activations,
+                history_len: 0,
+                started_at: l.started_at,
+                ended_at: l.ended_at,
+                cancelled: l.cancelled,
+                expects: l.expects,
+            },
+            l.history,
+        )
+    }
+}
+
+/// How deep scopes are followed outwards from a token: far beyond any
+/// model's nesting, a bound only against damaged rows that form a cycle.
+pub const MAX_NESTING: usize = 10_000;
 
 /// The counters a multi-instance body shows its inner instances:
 /// `nrOfInstances`, `nrOfCompletedInstances`, `nrOfActiveInstances`.
@@ -517,7 +590,7 @@ impl InstanceRecord {
                 } = t.wait
                     && let Some(i) = COUNTERS.iter().position(|c| c == name)
                 {
-                    let active = self.tokens.iter().filter(|x| x.scope == t.id).count();
+                    let active = self.tokens.scope_size(t.id) as usize;
                     let n = [count as usize, completed as usize, active][i];
                     out.insert(name.clone(), n.into());
                     continue 'names;
@@ -549,7 +622,7 @@ impl InstanceRecord {
                 count, completed, ..
             } = t.wait
             {
-                let active = self.tokens.iter().filter(|i| i.scope == t.id).count();
+                let active = self.tokens.scope_size(t.id) as usize;
                 for (name, n) in COUNTERS
                     .iter()
                     .zip([count as usize, completed as usize, active])
@@ -566,10 +639,6 @@ impl InstanceRecord {
     /// scope around the token (the token itself first) that has it as a
     /// local variable, else in the instance's variables.
     pub fn assign(&mut self, token: u64, name: &str, value: serde_json::Value) {
-        if self.tokens.iter().all(|t| t.locals.is_empty()) {
-            self.variables.insert(name.to_string(), value);
-            return;
-        }
         let chain = self.chain(token);
         let counted = chain.iter().any(|t| matches!(t.wait, Wait::Body { .. }));
         if counted && COUNTERS.contains(&name) {
@@ -580,18 +649,19 @@ impl InstanceRecord {
             .find(|t| t.locals.contains_key(name))
             .map(|t| t.id);
         let slot = owner
-            .and_then(|id| self.tokens.iter_mut().find(|t| t.id == id))
+            .and_then(|id| self.tokens.get_mut(id))
             .map_or(&mut self.variables, |t| &mut t.locals);
         slot.insert(name.to_string(), value);
     }
 
     /// Token `token` and the tokens holding the scopes around it, innermost
-    /// first (bounded by the number of tokens, should a record be damaged).
+    /// first (at most [`MAX_NESTING`], should the rows be damaged). Whoever
+    /// asks has read them (`Tables::fill_chain`).
     fn chain(&self, token: u64) -> Vec<&Token> {
-        let mut out = Vec::new();
+        let mut out: Vec<&Token> = Vec::new();
         let mut at = token;
-        while at != 0 && out.len() <= self.tokens.len() {
-            let Some(t) = self.tokens.iter().find(|t| t.id == at) else {
+        while at != 0 && out.len() <= MAX_NESTING {
+            let Some(t) = self.tokens.get(at) else {
                 break;
             };
             out.push(t);
@@ -603,11 +673,11 @@ impl InstanceRecord {
     /// The multi-instance body token `token` is an inner instance of: its
     /// scope's holder, at the same element, holding [`Wait::Body`].
     pub fn body_of(&self, token: u64) -> Option<u64> {
-        let t = self.tokens.iter().find(|t| t.id == token)?;
-        let h = self
-            .tokens
-            .iter()
-            .find(|h| h.id == t.scope && t.scope != 0)?;
+        let t = self.tokens.get(token)?;
+        if t.scope == 0 {
+            return None;
+        }
+        let h = self.tokens.get(t.scope)?;
         (matches!(h.wait, Wait::Body { .. }) && h.element == t.element).then_some(h.id)
     }
 }
@@ -628,94 +698,80 @@ enum TailField {
     Subscribed(Vec<(u64, Vec<(String, String)>)>),
 }
 
-/// An instance record's bytes in the rows layout ([`codec::ROWS_VERSION`]),
-/// with what it has of the [`TailField`]s in its tail. `new_history` is not
-/// part of it: the store writes those entries as rows ([`Tables::put_instance`]).
+/// An instance header's bytes ([`codec::HEADER_VERSION`]): the record
+/// without its tokens (rows of their own, [`encode_token`]) and without
+/// `new_history` (rows, [`Tables::put_instance`]); the call activity that
+/// started it in its tail.
 pub(crate) fn encode_instance(rec: &InstanceRecord) -> Result<Vec<u8>, CodecError> {
     let mut tail = Vec::new();
-    if rec.tokens.iter().any(|t| t.scope != 0) {
-        tail.push(TailField::Scopes(
-            rec.tokens.iter().map(|t| t.scope).collect(),
-        ));
-    }
     if let Some((i, t)) = rec.called_by {
         tail.push(TailField::CalledBy(i, t));
     }
-    let locals: Vec<(u64, String)> = rec
-        .tokens
-        .iter()
-        .filter(|t| !t.locals.is_empty())
-        .map(|t| {
-            serde_json::to_string(&t.locals)
-                .map(|json| (t.id, json))
-                .map_err(|e| CodecError::Encode(e.to_string()))
-        })
-        .collect::<Result<_, _>>()?;
-    if !locals.is_empty() {
-        tail.push(TailField::Locals(locals));
-    }
-    let subscribed: Vec<(u64, Vec<(String, String)>)> = rec
-        .tokens
-        .iter()
-        .filter(|t| !t.subscribed.is_empty())
-        .map(|t| (t.id, t.subscribed.clone()))
-        .collect();
-    if !subscribed.is_empty() {
-        tail.push(TailField::Subscribed(subscribed));
-    }
-    codec::encode_versioned(rec, &tail, codec::ROWS_VERSION)
+    codec::encode_versioned(rec, &tail, codec::HEADER_VERSION)
 }
 
-/// Reads [`encode_instance`]'s bytes, and those of the layout before it
-/// (versions 1 and 2, history inside: it comes back as `new_history`, to be
-/// written as rows): every instance record is read here.
+/// Reads an instance record: a header ([`encode_instance`]; its tokens are
+/// read on demand), or a record of the layouts before it (versions 1 to 3,
+/// tokens inside: they come back as a complete set, and a history inside as
+/// `new_history`, for the migration to write as rows).
 pub(crate) fn decode_instance(bytes: &[u8]) -> Result<InstanceRecord, CodecError> {
-    let (mut rec, tail): (InstanceRecord, Vec<TailField>) = if codec::version_of(bytes)?
-        == codec::ROWS_VERSION
-    {
-        codec::decode_versioned(bytes, codec::ROWS_VERSION)?
-    } else {
-        let (legacy, tail): (LegacyInstanceRecord, Vec<TailField>) = codec::decode_tailed(bytes)?;
-        (legacy.into(), tail)
-    };
+    let version = codec::version_of(bytes)?;
+    if version == codec::HEADER_VERSION {
+        let (mut rec, tail): (InstanceRecord, Vec<TailField>) =
+            codec::decode_versioned(bytes, codec::HEADER_VERSION)?;
+        for field in tail {
+            match field {
+                TailField::CalledBy(i, t) => rec.called_by = Some((i, t)),
+                TailField::Scopes(_) | TailField::Locals(_) | TailField::Subscribed(_) => {
+                    return Err(CodecError::Decode(format!(
+                        "instance {}: token fields in the tail of a header",
+                        rec.id
+                    )));
+                }
+            }
+        }
+        rec.tokens = Tokens::on_demand();
+        return Ok(rec);
+    }
+    let (mut inline, history, tail): (InlineTokensRecord, Vec<HistoryEntry>, Vec<TailField>) =
+        if version == codec::ROWS_VERSION {
+            let (rec, tail) = codec::decode_versioned(bytes, codec::ROWS_VERSION)?;
+            (rec, Vec::new(), tail)
+        } else {
+            let (legacy, tail): (LegacyInstanceRecord, Vec<TailField>) =
+                codec::decode_tailed(bytes)?;
+            let (rec, history) = legacy.into();
+            (rec, history, tail)
+        };
+    let id = inline.id;
+    let mut tokens = std::mem::take(&mut inline.tokens);
+    let mut called_by = None;
     // token id → position: a tail names tokens by id (a linear search for
     // each would cost O(n²) in a large multi-instance activity)
-    let at: std::collections::HashMap<u64, usize> = if tail
-        .iter()
-        .any(|f| matches!(f, TailField::Locals(_) | TailField::Subscribed(_)))
-    {
-        rec.tokens
-            .iter()
-            .enumerate()
-            .map(|(i, t)| (t.id, i))
-            .collect()
-    } else {
-        Default::default()
-    };
+    let at: std::collections::HashMap<u64, usize> =
+        tokens.iter().enumerate().map(|(i, t)| (t.id, i)).collect();
     for field in tail {
         match field {
             TailField::Scopes(scopes) => {
-                if scopes.len() != rec.tokens.len() {
+                if scopes.len() != tokens.len() {
                     return Err(CodecError::Decode(format!(
-                        "instance {}: {} token scopes for {} tokens",
-                        rec.id,
+                        "instance {id}: {} token scopes for {} tokens",
                         scopes.len(),
-                        rec.tokens.len()
+                        tokens.len()
                     )));
                 }
-                for (t, s) in rec.tokens.iter_mut().zip(scopes) {
+                for (t, s) in tokens.iter_mut().zip(scopes) {
                     t.scope = s;
                 }
             }
-            TailField::CalledBy(i, t) => rec.called_by = Some((i, t)),
+            TailField::CalledBy(i, t) => called_by = Some((i, t)),
             TailField::Subscribed(subs) => {
                 for (token, pairs) in subs {
-                    match at.get(&token).and_then(|&i| rec.tokens.get_mut(i)) {
+                    match at.get(&token).and_then(|&i| tokens.get_mut(i)) {
                         Some(t) => t.subscribed = pairs,
                         None => {
                             return Err(CodecError::Decode(format!(
-                                "instance {}: subscriptions of token {token}, which it does not have",
-                                rec.id
+                                "instance {id}: subscriptions of token {token}, which it does not have"
                             )));
                         }
                     }
@@ -725,22 +781,47 @@ pub(crate) fn decode_instance(bytes: &[u8]) -> Result<InstanceRecord, CodecError
                 for (token, json) in locals {
                     let vars: Vars = serde_json::from_str(&json).map_err(|e| {
                         CodecError::Decode(format!(
-                            "instance {}: local variables of token {token}: {e}",
-                            rec.id
+                            "instance {id}: local variables of token {token}: {e}"
                         ))
                     })?;
-                    match at.get(&token).and_then(|&i| rec.tokens.get_mut(i)) {
+                    match at.get(&token).and_then(|&i| tokens.get_mut(i)) {
                         Some(t) => t.locals = vars,
                         None => {
                             return Err(CodecError::Decode(format!(
-                                "instance {}: local variables of token {token}, which it does not have",
-                                rec.id
+                                "instance {id}: local variables of token {token}, which it does not have"
                             )));
                         }
                     }
                 }
             }
         }
+    }
+    let mut rec = inline.into_record(tokens, history);
+    rec.called_by = called_by;
+    Ok(rec)
+}
+
+/// Every token row of instance `inst`, in id order.
+pub(crate) fn read_tokens(
+    table: &impl ReadableTable<(u64, u64), &'static [u8]>,
+    inst: u64,
+) -> Result<Vec<Token>, StoreError> {
+    let mut out = Vec::new();
+    for row in table.range((inst, 0)..=(inst, u64::MAX))? {
+        out.push(decode_token(row?.1.value())?);
+    }
+    Ok(out)
+}
+
+/// An instance record from its header's bytes with every token read from
+/// `tokens` (a record of a layout before the header holds them already).
+pub(crate) fn read_instance(
+    bytes: &[u8],
+    tokens: &impl ReadableTable<(u64, u64), &'static [u8]>,
+) -> Result<InstanceRecord, StoreError> {
+    let mut rec = decode_instance(bytes)?;
+    if !rec.tokens.is_complete() {
+        rec.tokens = Tokens::complete(read_tokens(tokens, rec.id)?);
     }
     Ok(rec)
 }

@@ -56,7 +56,10 @@ impl Snapshot {
 
     /// An instance record.
     pub fn instance(&self, id: u64) -> Result<Option<InstanceRecord>, StoreError> {
-        get_record(&self.table(INSTANCES)?, id)
+        match self.table(INSTANCES)?.get(id)? {
+            Some(g) => Ok(Some(super::read_instance(g.value(), &self.table(TOKENS)?)?)),
+            None => Ok(None),
+        }
     }
 
     /// The history of instance `rec`, oldest first: its rows, then what the
@@ -83,6 +86,7 @@ impl Snapshot {
         limit: usize,
     ) -> Result<Vec<InstanceRecord>, StoreError> {
         let t = self.table(INSTANCES)?;
+        let tokens = self.table(TOKENS)?;
         let mut out = Vec::new();
         let mut take = |row: Result<
             (
@@ -92,7 +96,7 @@ impl Snapshot {
             redb::StorageError,
         >|
          -> Result<bool, StoreError> {
-            out.push(super::decode_instance(row?.1.value())?);
+            out.push(super::read_instance(row?.1.value(), &tokens)?);
             Ok(out.len() < limit)
         };
         if newest_first {

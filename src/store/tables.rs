@@ -40,6 +40,10 @@ pub(crate) struct Tables<'t> {
     catalog: Table<'t, (&'static str, &'static str), &'static [u8]>,
     instances: Table<'t, u64, &'static [u8]>,
     history: Table<'t, (u64, u64), &'static [u8]>,
+    tokens: Table<'t, (u64, u64), &'static [u8]>,
+    token_scopes: Table<'t, (u64, u64, u64), ()>,
+    scope_sizes: Table<'t, (u64, u64), u64>,
+    body_items: Table<'t, (u64, u64, u32), &'static [u8]>,
     tokens_at: Table<'t, (&'static str, u64, u64, u64), ()>,
     version_tokens: Table<'t, (&'static str, u32, &'static str, u64, u64, u64), ()>,
     subscriptions: MultimapTable<'t, (&'static str, &'static str), (u64, u64)>,
@@ -63,36 +67,38 @@ pub(crate) struct Tables<'t> {
     tasks: Table<'t, u64, &'static [u8]>,
 }
 
-/// What an instance had indexed: where its tokens rest (`tokens_at`) and which
-/// (message, key) pairs it will still catch (`expect`). Taken when an instance
-/// is loaded and handed back when it is written, so the store changes exactly
-/// the rows that moved.
+/// What an instance header had indexed: the definition version its tokens
+/// count under and the (message, key) pairs it will still catch (`expect`).
+/// Taken when an instance is loaded and handed back when it is written, so
+/// the store changes exactly the rows that moved. (Each token's own rows —
+/// `tokens_at`, `version_tokens`, `token_scopes` and the gauges — follow from
+/// comparing the token with its stored row, see [`Tokens`].)
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct Resting {
     /// The definition version the tokens count under.
     scope: (String, u32),
-    /// (element, since, token, stopped by an engine error); a set, so that
-    /// finding what moved costs O(n log n), not O(n²), in a large instance
-    tokens: std::collections::BTreeSet<(String, Millis, u64, bool)>,
     expects: std::collections::BTreeSet<(String, String)>,
 }
 
 impl Resting {
-    /// The indexed state of `rec`.
+    /// The indexed state of `rec`'s header.
     pub fn of(rec: &InstanceRecord) -> Self {
         Resting {
             scope: (rec.process.clone(), rec.version),
-            tokens: rec
-                .tokens
-                .iter()
-                .map(|t| {
-                    let incident = matches!(t.wait, Wait::Incident { .. });
-                    (t.element.clone(), t.since, t.id, incident)
-                })
-                .collect(),
             expects: rec.expects.iter().cloned().collect(),
         }
     }
+}
+
+/// Where a token rests as `tokens_at` says it: (element, since, token,
+/// stopped by an engine error).
+fn resting_row(t: &Token) -> (&str, Millis, u64, bool) {
+    (
+        t.element.as_str(),
+        t.since,
+        t.id,
+        matches!(t.wait, Wait::Incident { .. }),
+    )
 }
 
 /// The index rows a message record owns besides `dedup` (which lives as long
@@ -207,6 +213,10 @@ impl<'t> Tables<'t> {
             catalog: tx.open_table(CATALOG)?,
             instances: tx.open_table(INSTANCES)?,
             history: tx.open_table(HISTORY)?,
+            tokens: tx.open_table(TOKENS)?,
+            token_scopes: tx.open_table(TOKEN_SCOPES)?,
+            scope_sizes: tx.open_table(SCOPE_SIZES)?,
+            body_items: tx.open_table(BODY_ITEMS)?,
             tokens_at: tx.open_table(TOKENS_AT)?,
             version_tokens: tx.open_table(VERSION_TOKENS)?,
             subscriptions: tx.open_multimap_table(SUBSCRIPTIONS)?,
@@ -380,8 +390,9 @@ impl<'t> Tables<'t> {
         let mut scopes: std::collections::HashMap<u64, (String, u32)> = Default::default();
         let mut rows = Vec::new();
         for row in self.instances.iter()? {
-            let i = super::decode_instance(row?.1.value())?;
-            for t in &i.tokens {
+            let mut i = super::decode_instance(row?.1.value())?;
+            self.fill_all(i.id, &mut i.tokens)?;
+            for t in i.tokens.iter() {
                 rows.push((
                     i.process.clone(),
                     i.version,
@@ -493,12 +504,13 @@ impl<'t> Tables<'t> {
                     found: v as u8,
                 }));
             }
-            Some(v) if v < 2 => {
+            Some(v) if v < 3 => {
                 let n = self.migrate_instances_to_rows()?;
                 if n > 0 {
                     tracing::info!(
                         instances = n,
-                        "moved instance histories into rows (database format 1 → 2)"
+                        from = v,
+                        "moved instance histories and tokens into rows (database format {v} → {DB_FORMAT})"
                     );
                 }
             }
@@ -597,13 +609,148 @@ impl<'t> Tables<'t> {
 
     // ---------- instances ----------
 
-    /// An instance record.
+    /// An instance's header; its tokens are read as they are asked for
+    /// ([`Tables::fill_token`] and friends).
     pub fn instance(&self, id: u64) -> Result<Option<InstanceRecord>, StoreError> {
         let rec: Option<InstanceRecord> = get_record(&self.instances, id)?;
         if let Some(r) = &rec {
             self.remember_scope(r);
         }
         Ok(rec)
+    }
+
+    /// An instance with every token.
+    pub fn instance_full(&self, id: u64) -> Result<Option<InstanceRecord>, StoreError> {
+        let Some(mut rec) = self.instance(id)? else {
+            return Ok(None);
+        };
+        self.fill_all(id, &mut rec.tokens)?;
+        Ok(Some(rec))
+    }
+
+    /// Reads token `token` of `inst` into `set`, unless it knows it.
+    pub fn fill_token(&self, inst: u64, set: &mut Tokens, token: u64) -> Result<(), StoreError> {
+        if set.knows(token) {
+            return Ok(());
+        }
+        let row = match self.tokens.get((inst, token))? {
+            Some(g) => Some(super::decode_token(g.value())?),
+            None => None,
+        };
+        set.loaded(token, row);
+        Ok(())
+    }
+
+    /// Reads token `token` and the tokens holding the scopes around it, and
+    /// the sizes of the scopes they hold: what [`InstanceRecord::view`] and
+    /// [`InstanceRecord::assign`] need.
+    pub fn fill_chain(&self, inst: u64, set: &mut Tokens, token: u64) -> Result<(), StoreError> {
+        let mut at = token;
+        for _ in 0..=MAX_NESTING {
+            if at == 0 {
+                break;
+            }
+            self.fill_token(inst, set, at)?;
+            let Some(t) = set.get(at) else { break };
+            let (scope, body) = (t.scope, matches!(t.wait, Wait::Body { .. }));
+            if body {
+                self.fill_size(inst, set, at)?;
+            }
+            at = scope;
+        }
+        Ok(())
+    }
+
+    /// Reads every token of `inst` into `set`.
+    pub fn fill_all(&self, inst: u64, set: &mut Tokens) -> Result<(), StoreError> {
+        if set.is_complete() {
+            return Ok(());
+        }
+        let mut rows = Vec::new();
+        for row in self.tokens.range((inst, 0)..=(inst, u64::MAX))? {
+            rows.push(super::decode_token(row?.1.value())?);
+        }
+        set.loaded_all(rows);
+        Ok(())
+    }
+
+    /// Reads the stored size of scope `scope` of `inst` into `set`.
+    pub fn fill_size(&self, inst: u64, set: &mut Tokens, scope: u64) -> Result<(), StoreError> {
+        if set.knows_size(scope) {
+            return Ok(());
+        }
+        let n = self
+            .scope_sizes
+            .get((inst, scope))?
+            .map_or(0, |g| g.value());
+        set.sized(scope, n);
+        Ok(())
+    }
+
+    /// Reads the tokens stored as running in scope `scope` of `inst` into
+    /// `set` (and the scope's size).
+    pub fn fill_scope(&self, inst: u64, set: &mut Tokens, scope: u64) -> Result<(), StoreError> {
+        self.fill_size(inst, set, scope)?;
+        if set.is_complete() {
+            return Ok(());
+        }
+        let mut ids = Vec::new();
+        for row in self
+            .token_scopes
+            .range((inst, scope, 0)..=(inst, scope, u64::MAX))?
+        {
+            ids.push(row?.0.value().2);
+        }
+        for id in ids {
+            self.fill_token(inst, set, id)?;
+        }
+        Ok(())
+    }
+
+    /// Item `index` of multi-instance body `body` of `inst`.
+    pub fn body_item(
+        &self,
+        inst: u64,
+        body: u64,
+        index: u32,
+    ) -> Result<Option<BodyItem>, StoreError> {
+        match self.body_items.get((inst, body, index))? {
+            Some(g) => Ok(Some(codec::decode(g.value())?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Every item of multi-instance body `body` of `inst`, by index.
+    pub fn body_items(&self, inst: u64, body: u64) -> Result<Vec<(u32, BodyItem)>, StoreError> {
+        let mut out = Vec::new();
+        for row in self
+            .body_items
+            .range((inst, body, 0)..=(inst, body, u32::MAX))?
+        {
+            let (k, v) = row?;
+            out.push((k.value().2, codec::decode(v.value())?));
+        }
+        Ok(out)
+    }
+
+    /// Removes the items of multi-instance body `body` of `inst`.
+    pub fn clear_body_items(&mut self, inst: u64, body: u64) -> Result<(), StoreError> {
+        self.body_items
+            .retain_in((inst, body, 0)..=(inst, body, u32::MAX), |_, _| false)?;
+        Ok(())
+    }
+
+    /// Writes item `index` of multi-instance body `body` of `inst`.
+    pub fn put_body_item(
+        &mut self,
+        inst: u64,
+        body: u64,
+        index: u32,
+        item: &BodyItem,
+    ) -> Result<(), StoreError> {
+        self.body_items
+            .insert((inst, body, index), codec::encode(item)?.as_slice())?;
+        Ok(())
     }
 
     fn remember_scope(&self, rec: &InstanceRecord) {
@@ -622,10 +769,12 @@ impl<'t> Tables<'t> {
         Ok(self.instance(id)?.map(|r| (r.process.clone(), r.version)))
     }
 
-    /// Writes an instance; its `tokens_at` and `expect` rows move from
-    /// `before` ([`Resting::of`] the record as loaded; the default for a new
-    /// one), and its new history entries are appended as rows (after which
-    /// `rec` counts them in `history_len` and holds none).
+    /// Writes an instance: its header, the rows of the tokens that changed
+    /// since they were read (with their `tokens_at`, `version_tokens`,
+    /// `token_scopes` and `scope_sizes` rows and gauges), its `expect` rows
+    /// moved from `before` ([`Resting::of`] the header as loaded; the default
+    /// for a new one), and its new history entries appended as rows (after
+    /// which `rec` counts them in `history_len` and holds none).
     pub fn put_instance(
         &mut self,
         rec: &mut InstanceRecord,
@@ -633,13 +782,103 @@ impl<'t> Tables<'t> {
     ) -> Result<(), StoreError> {
         let after = Resting::of(rec);
         self.remember_scope(rec);
-        if after != *before {
-            self.instance_rows(rec.id, before, &after, false)?;
-            self.instance_rows(rec.id, &after, before, true)?;
+        let (process, version) = (rec.process.clone(), rec.version);
+        debug_assert!(
+            before.scope.0.is_empty() || before.scope == after.scope,
+            "an instance keeps its definition version"
+        );
+        for (was, now) in rec.tokens.changes() {
+            self.token_rows(rec.id, &process, version, was, now)?;
+        }
+        if after.expects != before.expects {
+            for (m, key) in before.expects.difference(&after.expects) {
+                self.set_expect(m, key, rec.id, false)?;
+            }
+            for (m, key) in after.expects.difference(&before.expects) {
+                self.set_expect(m, key, rec.id, true)?;
+            }
         }
         self.append_history(rec)?;
         self.instances
             .insert(rec.id, super::encode_instance(rec)?.as_slice())?;
+        Ok(())
+    }
+
+    /// Moves one token's row and the rows derived from it from `was` (as
+    /// stored; `None`: new) to `now` (`None`: removed). A body that stops
+    /// being one takes its items with it.
+    fn token_rows(
+        &mut self,
+        inst: u64,
+        process: &str,
+        version: u32,
+        was: Option<&Token>,
+        now: Option<&Token>,
+    ) -> Result<(), StoreError> {
+        let Some(id) = now.or(was).map(|t| t.id) else {
+            return Ok(());
+        };
+        match now {
+            Some(t) => {
+                self.tokens
+                    .insert((inst, id), super::encode_token(t)?.as_slice())?;
+            }
+            None => {
+                self.tokens.remove((inst, id))?;
+            }
+        }
+        let was_body = was.is_some_and(|t| matches!(t.wait, Wait::Body { .. }));
+        let is_body = now.is_some_and(|t| matches!(t.wait, Wait::Body { .. }));
+        if was_body && !is_body {
+            self.clear_body_items(inst, id)?;
+        }
+        let (rest_was, rest_now) = (was.map(resting_row), now.map(resting_row));
+        if rest_was != rest_now {
+            for (row, insert) in [(rest_was, false), (rest_now, true)] {
+                let Some((e, since, tok, incident)) = row else {
+                    continue;
+                };
+                let k = (e, since, inst, tok);
+                let vk = (process, version, e, since, inst, tok);
+                if insert {
+                    self.tokens_at.insert(k, ())?;
+                    self.version_tokens.insert(vk, ())?;
+                } else {
+                    self.tokens_at.remove(k)?;
+                    self.version_tokens.remove(vk)?;
+                }
+                self.gauge(&stat_key(STAT_TOKENS, process, version, e), insert)?;
+                if incident {
+                    self.gauge(&stat_key(STAT_INCIDENTS, process, version, e), insert)?;
+                }
+            }
+        }
+        let (scope_was, scope_now) = (was.map(|t| t.scope), now.map(|t| t.scope));
+        if scope_was != scope_now {
+            if let Some(s) = scope_was {
+                self.token_scopes.remove((inst, s, id))?;
+                self.scope_size(inst, s, false)?;
+            }
+            if let Some(s) = scope_now {
+                self.token_scopes.insert((inst, s, id), ())?;
+                self.scope_size(inst, s, true)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Counts a token into (or out of) scope `scope` of `inst`.
+    fn scope_size(&mut self, inst: u64, scope: u64, up: bool) -> Result<(), StoreError> {
+        let n = self
+            .scope_sizes
+            .get((inst, scope))?
+            .map_or(0, |g| g.value());
+        let n = if up { n + 1 } else { n.saturating_sub(1) };
+        if n == 0 {
+            self.scope_sizes.remove((inst, scope))?;
+        } else {
+            self.scope_sizes.insert((inst, scope), n)?;
+        }
         Ok(())
     }
 
@@ -658,14 +897,17 @@ impl<'t> Tables<'t> {
         Ok(())
     }
 
-    /// Brings instance records of the layout before rows (history inside) to
-    /// the rows layout: their history becomes rows. Run once when a database of
-    /// format 1 opens; returns how many records it rewrote.
+    /// Brings instance records of the layouts before rows (history and
+    /// tokens inside, versions 1 to 3) to the rows layout: the history and
+    /// the tokens become rows, a multi-instance body's items `body_items`
+    /// rows. The token's `tokens_at` rows and gauges exist already; its
+    /// `token_scopes` and `scope_sizes` rows are written here. Run once when a
+    /// database of format 1 or 2 opens; returns how many records it rewrote.
     pub(super) fn migrate_instances_to_rows(&mut self) -> Result<u64, StoreError> {
         let mut legacy = Vec::new();
         for row in self.instances.iter()? {
             let (k, v) = row?;
-            if codec::version_of(v.value())? != codec::ROWS_VERSION {
+            if codec::version_of(v.value())? != codec::HEADER_VERSION {
                 legacy.push(k.value());
             }
         }
@@ -674,52 +916,40 @@ impl<'t> Tables<'t> {
                 continue;
             };
             self.append_history(&mut rec)?;
+            for t in rec.tokens.iter() {
+                let mut t = t.clone();
+                if let Wait::Body { items, outputs, .. } = &mut t.wait {
+                    let (items, outputs) = (std::mem::take(items), std::mem::take(outputs));
+                    let n = items.len().max(outputs.len());
+                    for i in 0..n {
+                        let item = BodyItem {
+                            item: items.get(i).cloned(),
+                            output: outputs.get(i).cloned(),
+                        };
+                        self.put_body_item(rec.id, t.id, i as u32, &item)?;
+                    }
+                }
+                self.tokens
+                    .insert((rec.id, t.id), super::encode_token(&t)?.as_slice())?;
+                self.token_scopes.insert((rec.id, t.scope, t.id), ())?;
+                self.scope_size(rec.id, t.scope, true)?;
+            }
             self.instances
                 .insert(rec.id, super::encode_instance(&rec)?.as_slice())?;
         }
         Ok(legacy.len() as u64)
     }
 
-    /// Inserts (or removes) the rows of `rows` that `other` does not have.
-    fn instance_rows(
-        &mut self,
-        id: u64,
-        rows: &Resting,
-        other: &Resting,
-        insert: bool,
-    ) -> Result<(), StoreError> {
-        // a new instance's `before` is empty; its scope counts as different
-        let same_scope = rows.scope == other.scope;
-        let (process, version) = (rows.scope.0.as_str(), rows.scope.1);
-        for (e, since, tok, incident) in rows
-            .tokens
-            .iter()
-            .filter(|x| !same_scope || !other.tokens.contains(x))
-        {
-            let k = (e.as_str(), *since, id, *tok);
-            let vk = (process, version, e.as_str(), *since, id, *tok);
-            if insert {
-                self.tokens_at.insert(k, ())?;
-                self.version_tokens.insert(vk, ())?;
-            } else {
-                self.tokens_at.remove(k)?;
-                self.version_tokens.remove(vk)?;
-            }
-            self.gauge(&stat_key(STAT_TOKENS, process, version, e), insert)?;
-            if *incident {
-                self.gauge(&stat_key(STAT_INCIDENTS, process, version, e), insert)?;
-            }
-        }
-        for (m, key) in rows.expects.iter().filter(|x| !other.expects.contains(x)) {
-            self.set_expect(m, key, id, insert)?;
-        }
-        Ok(())
-    }
-
-    /// Removes an instance with its `tokens_at` and `expect` rows.
+    /// Removes an instance with its token rows (and what they index), its
+    /// `expect` rows and its history. `rec` holds every token.
     pub fn remove_instance(&mut self, rec: &InstanceRecord) -> Result<(), StoreError> {
         self.remember_scope(rec);
-        self.instance_rows(rec.id, &Resting::of(rec), &Resting::default(), false)?;
+        for t in rec.tokens.iter() {
+            self.token_rows(rec.id, &rec.process, rec.version, Some(t), None)?;
+        }
+        for (m, key) in &rec.expects {
+            self.set_expect(m, key, rec.id, false)?;
+        }
         self.history
             .retain_in((rec.id, 0)..=(rec.id, u64::MAX), |_, _| false)?;
         self.instances.remove(rec.id)?;
@@ -733,7 +963,11 @@ impl<'t> Tables<'t> {
         from: u64,
         limit: usize,
     ) -> Result<(Vec<InstanceRecord>, Option<u64>), StoreError> {
-        scan(&self.instances, from, limit)
+        let (mut found, next): (Vec<InstanceRecord>, _) = scan(&self.instances, from, limit)?;
+        for rec in &mut found {
+            self.fill_all(rec.id, &mut rec.tokens)?;
+        }
+        Ok((found, next))
     }
 
     // ---------- messages ----------
@@ -1355,7 +1589,7 @@ mod tests {
         rec.record("a", "activated", 10);
         db.write(|t| t.put_instance(&mut rec, &Resting::default()).unwrap());
         assert_eq!((rec.history_len, rec.new_history.len()), (2, 0));
-        let stored = db.write(|t| t.instance(1).unwrap().unwrap());
+        let stored = db.write(|t| t.instance_full(1).unwrap().unwrap());
         assert_eq!((stored.history_len, stored.new_history.len()), (2, 0));
         // a later step appends without reading or rewriting the earlier rows
         let mut later = stored.clone();

@@ -51,7 +51,7 @@ pub(crate) fn verify(r: &ReadTransaction, waits: bool) -> Result<Vec<String>, St
     let mut scopes: std::collections::HashMap<u64, (String, u32)> = Default::default();
     let mut history_len: std::collections::BTreeMap<u64, u64> = Default::default();
     for row in r.open_table(INSTANCES)?.iter()? {
-        let i: InstanceRecord = super::decode_instance(row?.1.value())?;
+        let i: InstanceRecord = super::read_instance(row?.1.value(), &r.open_table(TOKENS)?)?;
         if !i.new_history.is_empty() {
             problems.push(format!(
                 "instance {}: {} history entries inside its record, not in rows",
@@ -138,8 +138,13 @@ pub(crate) fn verify(r: &ReadTransaction, waits: bool) -> Result<Vec<String>, St
         }
     }
     for row in r.open_table(INSTANCES)?.iter()? {
-        let i: InstanceRecord = super::decode_instance(row?.1.value())?;
+        let i: InstanceRecord = super::read_instance(row?.1.value(), &r.open_table(TOKENS)?)?;
         for t in &i.tokens {
+            want.token_scopes.insert((i.id, t.scope, t.id));
+            *want.scope_sizes.entry((i.id, t.scope)).or_default() += 1;
+            if matches!(t.wait, Wait::Body { .. }) {
+                want.bodies.insert((i.id, t.id));
+            }
             want.tokens_at
                 .insert((t.element.clone(), t.since, i.id, t.id));
             want.version_tokens.insert((
@@ -187,7 +192,7 @@ pub(crate) fn verify(r: &ReadTransaction, waits: bool) -> Result<Vec<String>, St
     // (job, instance, token) of every job a live token holds
     let mut owned_jobs: BTreeSet<(u64, u64, u64)> = BTreeSet::new();
     for row in r.open_table(INSTANCES)?.iter()? {
-        let i: InstanceRecord = super::decode_instance(row?.1.value())?;
+        let i: InstanceRecord = super::read_instance(row?.1.value(), &r.open_table(TOKENS)?)?;
         let key = (i.process.clone(), i.version);
         if !models.contains_key(&key) {
             let process = match definitions.get((i.process.as_str(), i.version))? {
@@ -238,7 +243,7 @@ pub(crate) fn verify(r: &ReadTransaction, waits: bool) -> Result<Vec<String>, St
     // a waiting call activity and its active child name each other
     let mut links: std::collections::HashMap<u64, InstanceRecord> = Default::default();
     for row in r.open_table(INSTANCES)?.iter()? {
-        let i = super::decode_instance(row?.1.value())?;
+        let i = super::read_instance(row?.1.value(), &r.open_table(TOKENS)?)?;
         links.insert(i.id, i);
     }
     for i in links.values() {
@@ -365,6 +370,60 @@ pub(crate) fn verify(r: &ReadTransaction, waits: bool) -> Result<Vec<String>, St
         let (e, s, i, t) = row.0.value();
         have.tokens_at.insert((e.into(), s, i, t));
     }
+    // token rows of instances that do not exist, rows keyed by another id
+    let instances = r.open_table(INSTANCES)?;
+    for row in r.open_table(TOKENS)?.iter()? {
+        let (k, v) = row?;
+        let (i, t) = k.value();
+        if instances.get(i)?.is_none() {
+            problems.push(format!(
+                "tokens: token {t} of instance {i}, which does not exist"
+            ));
+        }
+        let tok = super::decode_token(v.value())?;
+        if tok.id != t {
+            problems.push(format!(
+                "tokens: the row of token {t} of instance {i} holds token {}",
+                tok.id
+            ));
+        }
+        if let Wait::Body { items, outputs, .. } = &tok.wait
+            && (!items.is_empty() || !outputs.is_empty())
+        {
+            problems.push(format!(
+                "tokens: body {t} of instance {i} holds its items inside, not in body_items"
+            ));
+        }
+    }
+    for row in r.open_table(TOKEN_SCOPES)?.iter()? {
+        have.token_scopes.insert(row?.0.value());
+    }
+    let mut sizes = std::collections::BTreeMap::new();
+    for row in r.open_table(SCOPE_SIZES)?.iter()? {
+        let (k, v) = row?;
+        sizes.insert(k.value(), v.value());
+    }
+    if sizes != want.scope_sizes {
+        problems.push(format!(
+            "scope_sizes: {} rows where the tokens make {}: {:?}",
+            sizes.len(),
+            want.scope_sizes.len(),
+            sizes
+                .iter()
+                .filter(|(k, v)| want.scope_sizes.get(k) != Some(v))
+                .take(5)
+                .collect::<Vec<_>>()
+        ));
+    }
+    for row in r.open_table(BODY_ITEMS)?.iter()? {
+        let (i, b, index) = row?.0.value();
+        if !want.bodies.contains(&(i, b)) {
+            problems.push(format!(
+                "body_items: item {index} of token {b} of instance {i}, which holds no multi-instance body"
+            ));
+            break;
+        }
+    }
     for row in r.open_table(VERSION_TOKENS)?.iter()? {
         let row = row?;
         let (p, v, e, s, i, t) = row.0.value();
@@ -431,6 +490,12 @@ pub(crate) fn verify(r: &ReadTransaction, waits: bool) -> Result<Vec<String>, St
     compare("leases", &want.leases, &have.leases, &mut problems);
     compare("tokens_at", &want.tokens_at, &have.tokens_at, &mut problems);
     compare(
+        "token_scopes",
+        &want.token_scopes,
+        &have.token_scopes,
+        &mut problems,
+    );
+    compare(
         "version_tokens",
         &want.version_tokens,
         &have.version_tokens,
@@ -491,6 +556,12 @@ struct Rows {
     topic_due: BTreeSet<(String, Millis, u64)>,
     leases: BTreeSet<(Millis, u64)>,
     tokens_at: BTreeSet<(String, Millis, u64, u64)>,
+    /// (instance, scope, token)
+    token_scopes: BTreeSet<(u64, u64, u64)>,
+    /// (instance, scope) → tokens in it
+    scope_sizes: std::collections::BTreeMap<(u64, u64), u64>,
+    /// (instance, token) of the tokens holding a multi-instance body
+    bodies: BTreeSet<(u64, u64)>,
     version_tokens: BTreeSet<(String, u32, String, Millis, u64, u64)>,
     expect: BTreeSet<(String, String, u64)>,
     start_timers: BTreeSet<(String, u64)>,

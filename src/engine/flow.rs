@@ -58,6 +58,7 @@ impl<'a, 't> Engine<'a, 't> {
             ended_at: None,
             cancelled: false,
             expects: Vec::new(),
+            top_level: 1,
             called_by: None,
             new_history: vec![HistoryEntry {
                 element: def.id.clone(),

@@ -454,6 +454,10 @@ pub struct InstanceRecord {
     pub cancelled: bool,
     /// (message, key) pairs registered in `expect`.
     pub expects: Vec<(String, String)>,
+    /// How many tokens run at the process level (scope 0), kept here by the
+    /// store from the token rows (a scope inside has `scope_sizes` rows):
+    /// "has the instance a token left" is answered from the header.
+    pub top_level: u64,
     /// The instance and token of the call activity that started this one
     /// (stored in the record's tail, see [`encode_instance`]).
     #[serde(skip)]
@@ -507,7 +511,9 @@ struct InlineTokensRecord {
 impl InlineTokensRecord {
     /// The record with its tokens (their tail fields applied) as a complete set.
     fn into_record(self, tokens: Vec<Token>, new_history: Vec<HistoryEntry>) -> InstanceRecord {
+        let top_level = tokens.iter().filter(|t| t.scope == 0).count() as u64;
         InstanceRecord {
+            top_level,
             id: self.id,
             process: self.process,
             version: self.version,
@@ -731,6 +737,7 @@ pub(crate) fn decode_instance(bytes: &[u8]) -> Result<InstanceRecord, CodecError
             }
         }
         rec.tokens = Tokens::on_demand();
+        rec.tokens.sized(0, rec.top_level);
         return Ok(rec);
     }
     let (mut inline, history, tail): (InlineTokensRecord, Vec<HistoryEntry>, Vec<TailField>) =

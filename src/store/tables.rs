@@ -679,6 +679,7 @@ impl<'t> Tables<'t> {
         if set.knows_size(scope) {
             return Ok(());
         }
+        debug_assert!(scope != 0, "the header counts the process level");
         let n = self
             .scope_sizes
             .get((inst, scope))?
@@ -690,6 +691,10 @@ impl<'t> Tables<'t> {
     /// Reads the tokens stored as running in scope `scope` of `inst` into
     /// `set` (and the scope's size).
     pub fn fill_scope(&self, inst: u64, set: &mut Tokens, scope: u64) -> Result<(), StoreError> {
+        if scope == 0 {
+            // the process level has no `token_scopes` rows: everything is read
+            return self.fill_all(inst, set);
+        }
         self.fill_size(inst, set, scope)?;
         if set.is_complete() {
             return Ok(());
@@ -790,6 +795,7 @@ impl<'t> Tables<'t> {
         for (was, now) in rec.tokens.changes() {
             self.token_rows(rec.id, &process, version, was, now)?;
         }
+        rec.top_level = rec.tokens.scope_size(0);
         if after.expects != before.expects {
             for (m, key) in before.expects.difference(&after.expects) {
                 self.set_expect(m, key, rec.id, false)?;
@@ -853,7 +859,9 @@ impl<'t> Tables<'t> {
                 }
             }
         }
-        let (scope_was, scope_now) = (was.map(|t| t.scope), now.map(|t| t.scope));
+        // the process level is counted in the header (`top_level`)
+        let inside = |t: &Token| Some(t.scope).filter(|&s| s != 0);
+        let (scope_was, scope_now) = (was.and_then(inside), now.and_then(inside));
         if scope_was != scope_now {
             if let Some(s) = scope_was {
                 self.token_scopes.remove((inst, s, id))?;
@@ -931,8 +939,10 @@ impl<'t> Tables<'t> {
                 }
                 self.tokens
                     .insert((rec.id, t.id), super::encode_token(&t)?.as_slice())?;
-                self.token_scopes.insert((rec.id, t.scope, t.id), ())?;
-                self.scope_size(rec.id, t.scope, true)?;
+                if t.scope != 0 {
+                    self.token_scopes.insert((rec.id, t.scope, t.id), ())?;
+                    self.scope_size(rec.id, t.scope, true)?;
+                }
             }
             self.instances
                 .insert(rec.id, super::encode_instance(&rec)?.as_slice())?;
@@ -1557,6 +1567,7 @@ mod tests {
             ended_at: None,
             cancelled: false,
             expects: Vec::new(),
+            top_level: tokens.len() as u64,
             called_by: None,
             new_history: Vec::new(),
         }

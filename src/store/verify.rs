@@ -139,9 +139,18 @@ pub(crate) fn verify(r: &ReadTransaction, waits: bool) -> Result<Vec<String>, St
     }
     for row in r.open_table(INSTANCES)?.iter()? {
         let i: InstanceRecord = super::read_instance(row?.1.value(), &r.open_table(TOKENS)?)?;
+        let top = i.tokens.iter().filter(|t| t.scope == 0).count() as u64;
+        if i.top_level != top {
+            problems.push(format!(
+                "instance {}: its header counts {} tokens at the process level, its rows {top}",
+                i.id, i.top_level
+            ));
+        }
         for t in &i.tokens {
-            want.token_scopes.insert((i.id, t.scope, t.id));
-            *want.scope_sizes.entry((i.id, t.scope)).or_default() += 1;
+            if t.scope != 0 {
+                want.token_scopes.insert((i.id, t.scope, t.id));
+                *want.scope_sizes.entry((i.id, t.scope)).or_default() += 1;
+            }
             if matches!(t.wait, Wait::Body { .. }) {
                 want.bodies.insert((i.id, t.id));
             }

@@ -60,32 +60,24 @@ impl<'a, 't> Engine<'a, 't> {
         };
         match trigger {
             Trigger::Message { message } => {
-                let key = match p.correlation_key(message, &self.inst(inst).view(token)) {
-                    Ok(key) => key,
-                    Err(var) => {
-                        let error = format!(
-                            "correlation key variable '{var}' of message '{message}' (event subprocess '{}') is not set: set the variable and add a token here again",
-                            el.id
-                        );
-                        self.incident(inst, token, &el.id, error);
-                        return Ok(());
-                    }
+                let by = Catcher::Listener(&el.id);
+                let Some(key) = self.catch_key(inst, token, &el.id, message, by) else {
+                    return Ok(());
                 };
+                if *interrupting {
+                    // the first buffered message starts it at once
+                    self.rest_on_message(inst, token, &el.id, message, key)?;
+                    return Ok(());
+                }
+                // a non-interrupting listener keeps listening: every buffered
+                // message starts an occurrence
+                self.t.subscribe(message, &key, inst, token)?;
                 let wait = Wait::Message {
                     name: message.clone(),
                     key: key.clone(),
                 };
-                if *interrupting && let Some(seq) = self.t.oldest_buffered(message, &key)? {
-                    self.set_token(inst, token, &el.id, wait);
-                    return self.consume_buffered(seq, inst, token);
-                }
-                self.t.subscribe(message, &key, inst, token)?;
                 self.set_token(inst, token, &el.id, wait);
-                if !*interrupting {
-                    while let Some(seq) = self.t.oldest_buffered(message, &key)? {
-                        self.consume_buffered(seq, inst, token)?;
-                    }
-                }
+                self.take_buffered_while(inst, token, message, &key, |_| true)?;
             }
             Trigger::Timer(def) => {
                 let job = self.create_job_at(

@@ -382,38 +382,10 @@ impl<'a, 't> Engine<'a, 't> {
                 self.set_token(inst, token, &el.id, Wait::Job { job });
             }
             ElementKind::ReceiveTask { message } | ElementKind::MessageCatch { message } => {
-                let key = match p.correlation_key(message, &self.inst(inst).view(token)) {
-                    Ok(key) => key,
-                    Err(var) => {
-                        let error = format!(
-                            "correlation key variable '{var}' of message '{message}' is not set: set the variable and move the token here again"
-                        );
-                        self.incident(inst, token, &el.id, error);
-                        return Ok(());
-                    }
+                let Some(key) = self.catch_key(inst, token, &el.id, message, Catcher::Here) else {
+                    return Ok(());
                 };
-                if let Some(seq) = self.t.oldest_buffered(message, &key)? {
-                    self.set_token(
-                        inst,
-                        token,
-                        &el.id,
-                        Wait::Message {
-                            name: message.clone(),
-                            key: key.clone(),
-                        },
-                    );
-                    self.consume_buffered(seq, inst, token)?;
-                } else {
-                    self.t.subscribe(message, &key, inst, token)?;
-                    self.set_token(
-                        inst,
-                        token,
-                        &el.id,
-                        Wait::Message {
-                            name: message.clone(),
-                            key,
-                        },
-                    );
+                if self.rest_on_message(inst, token, &el.id, message, key)? {
                     self.history(inst, &el.id, "waiting");
                 }
             }

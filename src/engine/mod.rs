@@ -23,6 +23,8 @@ use std::sync::{Arc, Mutex};
 pub use tasks::{TaskAction, TaskRefusal};
 
 mod calls;
+mod catch;
+use catch::Catcher;
 mod conditions;
 mod deploy;
 mod event_subprocesses;

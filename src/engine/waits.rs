@@ -188,7 +188,8 @@ impl<'a, 't> Engine<'a, 't> {
                 Trigger::Signal { signal } => self.t.subscribe_signal(signal, inst, token)?,
                 Trigger::Message { message } => {
                     // `boundary_key_problem` was asked before: the key is set
-                    if let Ok(key) = p.correlation_key(message, &self.inst(inst).view(token)) {
+                    let by = Catcher::Boundary(&p.at(b).id);
+                    if let Ok(key) = self.key_for(inst, token, message, by) {
                         self.t.subscribe(message, &key, inst, token)?;
                         // kept with the token: closing removes this one
                         if let Some(t) = self.inst(inst).tokens.get_mut(token) {
@@ -215,16 +216,18 @@ impl<'a, 't> Engine<'a, 't> {
         p: &Process,
         host: usize,
     ) -> Option<String> {
-        let vars = &self.inst(inst).view(token);
-        p.at(host).boundaries.iter().find_map(|&b| match &p.at(b).kind {
-            ElementKind::Boundary {
-                trigger: Trigger::Message { message },
-                ..
-            } => p.correlation_key(message, vars).err().map(|var| {
-                format!("correlation key variable '{var}' of message '{message}' (boundary event '{}') is not set", p.at(b).id)
-            }),
-            _ => None,
-        })
+        p.at(host)
+            .boundaries
+            .iter()
+            .find_map(|&b| match &p.at(b).kind {
+                ElementKind::Boundary {
+                    trigger: Trigger::Message { message },
+                    ..
+                } => self
+                    .key_for(inst, token, message, Catcher::Boundary(&p.at(b).id))
+                    .err(),
+                _ => None,
+            })
     }
 
     /// Once the activity waits: a message buffered for one of its message
@@ -247,21 +250,16 @@ impl<'a, 't> Engine<'a, 't> {
             else {
                 continue;
             };
-            let Ok(key) = p.correlation_key(message, &self.inst(inst).view(token)) else {
+            let by = Catcher::Boundary(&p.at(b).id);
+            let Ok(key) = self.key_for(inst, token, message, by) else {
                 continue;
             };
-            loop {
-                let waits = self.inst(inst).tokens.get(token).is_some_and(|t| {
-                    t.element == p.at(host).id && !matches!(t.wait, Wait::Incident { .. })
-                });
-                if !waits {
-                    return Ok(());
-                }
-                let Some(seq) = self.t.oldest_buffered(message, &key)? else {
-                    break;
-                };
-                self.consume_buffered(seq, inst, token)?;
-            }
+            let host_id = p.at(host).id.clone();
+            self.take_buffered_while(inst, token, message, &key, |me| {
+                me.inst(inst).tokens.get(token).is_some_and(|t| {
+                    t.element == host_id && !matches!(t.wait, Wait::Incident { .. })
+                })
+            })?;
         }
         Ok(())
     }
@@ -473,14 +471,9 @@ impl<'a, 't> Engine<'a, 't> {
         let mut messages = Vec::new();
         for &t in &targets {
             if let Some(m) = p.at(t).kind.waits_for_message() {
-                let key = match p.correlation_key(m, &self.inst(inst).view(token)) {
-                    Ok(key) => key,
-                    Err(var) => {
-                        let error =
-                            format!("correlation key variable '{var}' of message '{m}' is not set");
-                        self.incident(inst, token, &gateway, error);
-                        return Ok(());
-                    }
+                let by = Catcher::Branch(&p.at(t).id);
+                let Some(key) = self.catch_key(inst, token, &gateway, m, by) else {
+                    return Ok(());
                 };
                 if let Some(seq) = self.t.oldest_buffered(m, &key)? {
                     let target = p.at(t).id.clone();

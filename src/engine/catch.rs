@@ -48,7 +48,7 @@ impl<'a, 't> Engine<'a, 't> {
     ) -> Result<String, String> {
         let p = self.proc_of(inst);
         p.correlation_key(message, &self.inst(inst).view(token))
-            .map_err(|var| key_not_set(&var, message, by))
+            .map_err(|var| key_not_set(var, message, by))
     }
 
     /// The key `token` catches `message` with; when its variable is not

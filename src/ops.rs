@@ -1191,7 +1191,7 @@ fn instance_view(
             })
             .collect(),
         incidents,
-        variables: r.variables.clone(),
+        variables: (*r.variables).clone(),
         started_at: rfc3339(r.started_at),
         ended_at: r.ended_at.map(rfc3339),
         history: history

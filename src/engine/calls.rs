@@ -53,7 +53,7 @@ impl<'a, 't> Engine<'a, 't> {
             self.incident(inst, token, &el.id, error);
             return Ok(());
         };
-        let parent_vars = self.inst(inst).view(token).into_owned();
+        let parent_vars = self.vars_all(inst, token)?;
         let mut vars = inputs.apply(&parent_vars);
         vars.extend(model::mapped(&el.extras.inputs, &parent_vars));
         let business_key = self.inst(inst).business_key.clone();
@@ -96,6 +96,7 @@ impl<'a, 't> Engine<'a, 't> {
         }
         let result = match &el.kind {
             ElementKind::CallActivity { outputs, .. } => {
+                self.fill_vars(child)?;
                 outputs.apply(&self.inst(child).variables.clone())
             }
             _ => Vars::new(),

@@ -45,10 +45,14 @@ impl<'a, 't> Engine<'a, 't> {
         token: u64,
         message: &str,
         by: Catcher<'_>,
-    ) -> Result<String, String> {
+    ) -> R<Result<String, String>> {
         let p = self.proc_of(inst);
-        p.correlation_key(message, &self.inst(inst).view(token))
-            .map_err(|var| key_not_set(var, message, by))
+        // the key names one variable (or a path into one): only it is read
+        let spec = p.correlation_keys.get(message).cloned().unwrap_or_default();
+        let root = spec.split('.').next().unwrap_or_default().to_string();
+        let vars = self.vars_named(inst, token, [spec.as_str(), root.as_str()])?;
+        Ok(p.correlation_key(message, &vars)
+            .map_err(|var| key_not_set(var, message, by)))
     }
 
     /// The key `token` catches `message` with; when its variable is not
@@ -61,14 +65,14 @@ impl<'a, 't> Engine<'a, 't> {
         element: &str,
         message: &str,
         by: Catcher<'_>,
-    ) -> Option<String> {
-        match self.key_for(inst, token, message, by) {
+    ) -> R<Option<String>> {
+        Ok(match self.key_for(inst, token, message, by)? {
             Ok(key) => Some(key),
             Err(error) => {
                 self.incident(inst, token, element, error);
                 None
             }
-        }
+        })
     }
 
     /// Token `token` rests at `element` waiting for (`message`, `key`): the

@@ -21,9 +21,9 @@ pub(super) const MAX_ROUNDS: u32 = 1000;
 
 impl<'a, 't> Engine<'a, 't> {
     /// Whether `condition` holds for `token` (a failed evaluation does not).
-    pub(super) fn holds(&mut self, inst: u64, token: u64, condition: &model::Expr) -> bool {
-        let vars = self.inst(inst).view(token);
-        model::eval_bool(condition, &vars).unwrap_or(false)
+    pub(super) fn holds(&mut self, inst: u64, token: u64, condition: &model::Expr) -> R<bool> {
+        let vars = self.vars_named(inst, token, crate::store::names_of(condition))?;
+        Ok(model::eval_bool(condition, &vars).unwrap_or(false))
     }
 
     /// Asks the conditions of every instance that is due; fires those that
@@ -58,7 +58,7 @@ impl<'a, 't> Engine<'a, 't> {
                 };
                 fired |= match &p.at(idx).kind {
                     ElementKind::ConditionalCatch { condition } if waits => {
-                        let holds = self.holds(inst, token, condition);
+                        let holds = self.holds(inst, token, condition)?;
                         if holds {
                             self.cancel_wait(inst, token)?;
                             self.history(inst, &element, "condition_met");
@@ -74,7 +74,7 @@ impl<'a, 't> Engine<'a, 't> {
                         trigger: Trigger::Condition { condition },
                         ..
                     } if waits => {
-                        let holds = self.holds(inst, token, condition);
+                        let holds = self.holds(inst, token, condition)?;
                         if holds {
                             self.listener_fires(inst, token, idx, &Vars::new(), "condition_met")?;
                         }
@@ -119,7 +119,7 @@ impl<'a, 't> Engine<'a, 't> {
             else {
                 continue;
             };
-            if self.holds(inst, token, condition) {
+            if self.holds(inst, token, condition)? {
                 self.fire_boundary(inst, token, b, &Vars::new(), "condition_met")?;
                 fired = true;
                 if *cancel {

@@ -61,7 +61,7 @@ impl<'a, 't> Engine<'a, 't> {
         match trigger {
             Trigger::Message { message } => {
                 let by = Catcher::Listener(&el.id);
-                let Some(key) = self.catch_key(inst, token, &el.id, message, by) else {
+                let Some(key) = self.catch_key(inst, token, &el.id, message, by)? else {
                     return Ok(());
                 };
                 if *interrupting {

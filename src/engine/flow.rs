@@ -38,7 +38,7 @@ impl<'a, 't> Engine<'a, 't> {
             process: def.id.clone(),
             version,
             business_key,
-            variables: vars,
+            variables: Variables::complete(vars),
             tokens: Tokens::complete([Token {
                 id: 1,
                 element: def.at(start).id.clone(),
@@ -288,7 +288,7 @@ impl<'a, 't> Engine<'a, 't> {
                     | ElementKind::CallActivity { .. }
             );
         if hosts {
-            if let Some(error) = self.boundary_key_problem(inst, token, &p, idx) {
+            if let Some(error) = self.boundary_key_problem(inst, token, &p, idx)? {
                 self.incident(inst, token, &el.id, error);
                 return Ok(());
             }
@@ -382,7 +382,7 @@ impl<'a, 't> Engine<'a, 't> {
                 self.set_token(inst, token, &el.id, Wait::Job { job });
             }
             ElementKind::ReceiveTask { message } | ElementKind::MessageCatch { message } => {
-                let Some(key) = self.catch_key(inst, token, &el.id, message, Catcher::Here) else {
+                let Some(key) = self.catch_key(inst, token, &el.id, message, Catcher::Here)? else {
                     return Ok(());
                 };
                 if self.rest_on_message(inst, token, &el.id, message, key)? {
@@ -394,7 +394,7 @@ impl<'a, 't> Engine<'a, 't> {
                 self.history(inst, &el.id, "waiting");
             }
             ElementKind::ConditionalCatch { condition } => {
-                if self.holds(inst, token, condition) {
+                if self.holds(inst, token, condition)? {
                     self.history(inst, &el.id, "condition_met");
                     self.queue.push_back(Step::Leave {
                         inst,
@@ -465,7 +465,14 @@ impl<'a, 't> Engine<'a, 't> {
     pub(super) fn depart(&mut self, inst: u64, token: u64, idx: usize) -> R<()> {
         let p = self.proc_of(inst);
         let el = p.at(idx);
-        let vars = self.inst(inst).view(token).into_owned();
+        // only the variables the outgoing conditions name are read
+        let names: Vec<&str> = el
+            .outgoing
+            .iter()
+            .filter_map(|&f| p.flows[f].condition.as_ref())
+            .flat_map(crate::store::names_of)
+            .collect();
+        let vars = self.vars_named(inst, token, names)?;
         let not_default =
             |d: Option<usize>| el.outgoing.iter().copied().filter(move |f| Some(*f) != d);
         let taken = match &el.kind {
@@ -654,7 +661,7 @@ impl<'a, 't> Engine<'a, 't> {
         let rec = self.inst(inst);
         rec.ended_at = Some(now);
         rec.record(&p.id, "instance_completed", now);
-        let vars = rec.variables.clone();
+        let vars = self.key_variables(inst, 0)?;
         for (m, k) in p.correlation_pairs(&vars) {
             self.t.set_passed(m, &k, inst, true)?;
         }
@@ -678,14 +685,17 @@ impl<'a, 't> Engine<'a, 't> {
             return Ok(());
         }
         self.fill_all(inst)?;
-        let rec = self.inst(inst);
+        let ids: Vec<u64> = self.inst(inst).tokens.iter().map(|t| t.id).collect();
         let mut desired: Vec<(String, String)> = Vec::new();
-        for t in &rec.tokens {
+        for id in ids {
+            let Some(t) = self.inst(inst).tokens.get(id) else {
+                continue;
+            };
             let reach = token_reach(&p, t);
             if reach.is_empty() {
                 continue;
             }
-            let vars = rec.view(t.id);
+            let vars = self.key_variables(inst, id)?;
             for m in reach {
                 if let Ok(k) = p.correlation_key(m, &vars) {
                     let e = (m.clone(), k);
@@ -695,8 +705,20 @@ impl<'a, 't> Engine<'a, 't> {
                 }
             }
         }
-        rec.expects = desired;
+        self.inst(inst).expects = desired;
         Ok(())
+    }
+
+    /// The variables `token` sees that correlation keys of its process name
+    /// (only those are read).
+    pub(super) fn key_variables(&mut self, inst: u64, token: u64) -> R<Vars> {
+        let p = self.proc_of(inst);
+        let names: Vec<&str> = p
+            .correlation_keys
+            .values()
+            .flat_map(|spec| [spec.as_str(), spec.split('.').next().unwrap_or_default()])
+            .collect();
+        self.vars_named(inst, token, names)
     }
 
     /// Moves a token to a given element (the timer target of an event gateway).

@@ -128,8 +128,20 @@ impl<'a, 't> Engine<'a, 't> {
                 };
                 slot.insert(found);
             }
-            if let Some(Some((i, _))) = read.get_mut(&job.instance) {
+            if let Some(Some((i, p))) = read.get_mut(&job.instance) {
                 self.t.fill_chain(job.instance, &mut i.tokens, job.token)?;
+                // a worker that names its variables gets (and costs) only those
+                let inputs = p
+                    .element(&job.element)
+                    .is_some_and(|e| !e.extras.inputs.is_empty());
+                match fetch {
+                    Some(names) if !inputs => {
+                        for n in names {
+                            self.t.fill_variable(job.instance, &mut i.variables, n)?;
+                        }
+                    }
+                    _ => self.t.fill_variables(job.instance, &mut i.variables)?,
+                }
             }
             let (variables, work) = match &read[&job.instance] {
                 Some((i, p)) => {

@@ -624,6 +624,41 @@ impl<'a, 't> Engine<'a, 't> {
         Ok(self.t.fill_size(inst, &mut d.rec.tokens, scope)?)
     }
 
+    /// Reads every variable of `inst`.
+    fn fill_vars(&mut self, inst: u64) -> R<()> {
+        let d = self
+            .dirty
+            .get_mut(&inst)
+            .expect("instance loaded before use");
+        Ok(self.t.fill_variables(inst, &mut d.rec.variables)?)
+    }
+
+    /// The variables `token` sees, only those named (each read first): what
+    /// an expression over these names needs, without reading the others (a
+    /// large collection among them).
+    fn vars_named<'n>(
+        &mut self,
+        inst: u64,
+        token: u64,
+        names: impl IntoIterator<Item = &'n str>,
+    ) -> R<Vars> {
+        let names: Vec<String> = names.into_iter().map(str::to_string).collect();
+        let d = self
+            .dirty
+            .get_mut(&inst)
+            .expect("instance loaded before use");
+        for n in &names {
+            self.t.fill_variable(inst, &mut d.rec.variables, n)?;
+        }
+        Ok(self.inst(inst).view_of(token, &names))
+    }
+
+    /// Every variable `token` sees (all are read).
+    fn vars_all(&mut self, inst: u64, token: u64) -> R<Vars> {
+        self.fill_vars(inst)?;
+        Ok(self.inst(inst).view(token).into_owned())
+    }
+
     /// The ids of the tokens running in scope `scope` of `inst` now.
     fn members(&mut self, inst: u64, scope: u64) -> R<Vec<u64>> {
         self.fill_scope(inst, scope)?;
@@ -718,7 +753,7 @@ impl<'a, 't> Engine<'a, 't> {
             self.merge_vars(inst, token, vars);
             return Ok(());
         }
-        let mut local = self.inst(inst).view(token).into_owned();
+        let mut local = self.vars_all(inst, token)?;
         let inputs = model::mapped(&x.inputs, &local);
         local.extend(inputs);
         local.extend(vars.clone());

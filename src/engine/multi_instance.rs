@@ -30,7 +30,7 @@ impl<'a, 't> Engine<'a, 't> {
         };
         let limit = self.cfg.multi_instance_items;
         let items = {
-            let vars = self.inst(inst).view(token);
+            let vars = self.vars_all(inst, token)?;
             items_of(mi, &vars, limit)
         };
         let (count, items) = match items {
@@ -133,7 +133,12 @@ impl<'a, 't> Engine<'a, 't> {
         let Some(mi) = &el.extras.multi else {
             return Ok(());
         };
-        let mut vars = self.inst(inst).view(inner).into_owned();
+        // only what the index, the output element and the completion
+        // condition name is read: not the collection the items came from
+        let mut names: Vec<&str> = vec![mi.index_variable.as_str()];
+        names.extend(mi.output_element.iter().flat_map(crate::store::names_of));
+        names.extend(mi.completion.iter().flat_map(crate::store::names_of));
+        let mut vars = self.vars_named(inst, inner, names)?;
         let index = vars
             .get(&mi.index_variable)
             .and_then(Value::as_u64)

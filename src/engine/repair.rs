@@ -161,7 +161,8 @@ impl<'a, 't> Engine<'a, 't> {
             self.dirty.remove(&inst);
             return Err(EngineError::InstanceEnded(inst));
         }
-        self.fill_all(inst)
+        self.fill_all(inst)?;
+        self.fill_vars(inst)
     }
 
     /// Loads an active instance for a repair and resolves `element`, which

@@ -71,7 +71,7 @@ impl<'a, 't> Engine<'a, 't> {
     ) -> R<u64> {
         let p = self.proc_of(inst);
         let el = p.at(idx);
-        let mut vars = self.inst(inst).view(token).into_owned();
+        let mut vars = self.vars_all(inst, token)?;
         let inputs = model::mapped(&el.extras.inputs, &vars);
         vars.extend(inputs);
         let r = |raw: &Option<String>| UserTaskSpec::resolve(raw.as_deref(), &vars);

@@ -189,7 +189,7 @@ impl<'a, 't> Engine<'a, 't> {
                 Trigger::Message { message } => {
                     // `boundary_key_problem` was asked before: the key is set
                     let by = Catcher::Boundary(&p.at(b).id);
-                    if let Ok(key) = self.key_for(inst, token, message, by) {
+                    if let Ok(key) = self.key_for(inst, token, message, by)? {
                         self.t.subscribe(message, &key, inst, token)?;
                         // kept with the token: closing removes this one
                         if let Some(t) = self.inst(inst).tokens.get_mut(token) {
@@ -215,19 +215,19 @@ impl<'a, 't> Engine<'a, 't> {
         token: u64,
         p: &Process,
         host: usize,
-    ) -> Option<String> {
-        p.at(host)
-            .boundaries
-            .iter()
-            .find_map(|&b| match &p.at(b).kind {
-                ElementKind::Boundary {
-                    trigger: Trigger::Message { message },
-                    ..
-                } => self
-                    .key_for(inst, token, message, Catcher::Boundary(&p.at(b).id))
-                    .err(),
-                _ => None,
-            })
+    ) -> R<Option<String>> {
+        for &b in &p.at(host).boundaries {
+            if let ElementKind::Boundary {
+                trigger: Trigger::Message { message },
+                ..
+            } = &p.at(b).kind
+                && let Err(problem) =
+                    self.key_for(inst, token, message, Catcher::Boundary(&p.at(b).id))?
+            {
+                return Ok(Some(problem));
+            }
+        }
+        Ok(None)
     }
 
     /// Once the activity waits: a message buffered for one of its message
@@ -251,7 +251,7 @@ impl<'a, 't> Engine<'a, 't> {
                 continue;
             };
             let by = Catcher::Boundary(&p.at(b).id);
-            let Ok(key) = self.key_for(inst, token, message, by) else {
+            let Ok(key) = self.key_for(inst, token, message, by)? else {
                 continue;
             };
             let host_id = p.at(host).id.clone();
@@ -372,6 +372,7 @@ impl<'a, 't> Engine<'a, 't> {
                         // the key it was opened with: from the variables now, and
                         // any key of that message the instance expected (should the
                         // activity have changed the key variable meanwhile)
+                        let vars = self.key_variables(inst, token)?;
                         let rec = self.inst(inst);
                         let mut keys: Vec<String> = rec
                             .expects
@@ -379,7 +380,7 @@ impl<'a, 't> Engine<'a, 't> {
                             .filter(|(m, _)| m == message)
                             .map(|(_, k)| k.clone())
                             .collect();
-                        if let Ok(k) = p.correlation_key(message, &rec.view(token)) {
+                        if let Ok(k) = p.correlation_key(message, &vars) {
                             keys.push(k);
                         }
                         keys.sort();
@@ -472,7 +473,7 @@ impl<'a, 't> Engine<'a, 't> {
         for &t in &targets {
             if let Some(m) = p.at(t).kind.waits_for_message() {
                 let by = Catcher::Branch(&p.at(t).id);
-                let Some(key) = self.catch_key(inst, token, &gateway, m, by) else {
+                let Some(key) = self.catch_key(inst, token, &gateway, m, by)? else {
                     return Ok(());
                 };
                 if let Some(seq) = self.t.oldest_buffered(m, &key)? {

@@ -8,7 +8,8 @@
 //! Key encodings (tuple keys use redb's order-preserving tuple encoding):
 //! - `instances`: instance id (u64) → [`InstanceRecord`] header ([`codec::HEADER_VERSION`]: no tokens inside)
 //! - `tokens`: (instance, token) → [`Token`]; `token_scopes`: (instance, scope, token) → ();
-//!   `scope_sizes`: (instance, scope) → count; `body_items`: (instance, body, index) → [`BodyItem`]
+//!   `scope_sizes`: (instance, scope) → count; `body_items`: (instance, body, index) → [`BodyItem`];
+//!   `variables`: (instance, name) → JSON text
 //! - `history`: (instance, sequence of the first entry) → the [`HistoryEntry`]s of one write, appended, removed with the instance
 //! - `tokens_at`: (element id, since, instance, token) → () — who waits where, oldest first
 //! - `subscriptions`: (message name, correlation key) → {(instance, token)}
@@ -26,9 +27,11 @@
 
 pub mod damage;
 mod tokens;
+mod variables;
 
 pub use tokens::{BodyItem, Tokens};
 pub(crate) use tokens::{decode_token, encode_token};
+pub use variables::{Variables, names_of};
 
 use crate::Vars;
 use crate::clock::Millis;
@@ -108,6 +111,9 @@ pub(crate) const TOKEN_SCOPES: TableDefinition<(u64, u64, u64), ()> =
 /// rows; no row for an empty scope.
 pub(crate) const SCOPE_SIZES: TableDefinition<(u64, u64), u64> =
     TableDefinition::new("scope_sizes");
+/// (instance, name) → the variable's JSON text: an instance's variables, one
+/// row each; a step reads the ones it names.
+pub(crate) const VARIABLES: TableDefinition<(u64, &str), &[u8]> = TableDefinition::new("variables");
 /// (instance, body token, index) → [`BodyItem`]: the items and outputs of a
 /// multi-instance body, removed with the body's token.
 pub(crate) const BODY_ITEMS: TableDefinition<(u64, u64, u32), &[u8]> =
@@ -438,8 +444,10 @@ pub struct InstanceRecord {
     pub process: String,
     pub version: u32,
     pub business_key: Option<String>,
-    #[serde(with = "json_text")]
-    pub variables: Vars,
+    /// Its variables: rows of their own (`variables`), read as they are
+    /// asked for (see [`Variables`]).
+    #[serde(skip)]
+    pub variables: Variables,
     /// Its tokens: rows of their own (`tokens`), read as they are asked for
     /// (see [`Tokens`]).
     #[serde(skip)]
@@ -518,7 +526,7 @@ impl InlineTokensRecord {
             process: self.process,
             version: self.version,
             business_key: self.business_key,
-            variables: self.variables,
+            variables: Variables::complete(self.variables),
             tokens: Tokens::complete(tokens),
             next_token: self.next_token,
             activations: self.activations,
@@ -602,7 +610,7 @@ impl InstanceRecord {
                     continue 'names;
                 }
             }
-            if let Some(v) = self.variables.get(name) {
+            if let Some(v) = self.variables.lookup(name) {
                 out.insert(name.clone(), v.clone());
             }
         }
@@ -620,9 +628,9 @@ impl InstanceRecord {
             .iter()
             .all(|t| t.locals.is_empty() && !matches!(t.wait, Wait::Body { .. }))
         {
-            return std::borrow::Cow::Borrowed(&self.variables);
+            return std::borrow::Cow::Borrowed(&*self.variables);
         }
-        let mut vars = self.variables.clone();
+        let mut vars: Vars = (*self.variables).clone();
         for t in chain.iter().rev() {
             if let Wait::Body {
                 count, completed, ..
@@ -654,10 +662,12 @@ impl InstanceRecord {
             .iter()
             .find(|t| t.locals.contains_key(name))
             .map(|t| t.id);
-        let slot = owner
-            .and_then(|id| self.tokens.get_mut(id))
-            .map_or(&mut self.variables, |t| &mut t.locals);
-        slot.insert(name.to_string(), value);
+        match owner.and_then(|id| self.tokens.get_mut(id)) {
+            Some(t) => {
+                t.locals.insert(name.to_string(), value);
+            }
+            None => self.variables.set(name, value),
+        }
     }
 
     /// Token `token` and the tokens holding the scopes around it, innermost
@@ -738,6 +748,7 @@ pub(crate) fn decode_instance(bytes: &[u8]) -> Result<InstanceRecord, CodecError
         }
         rec.tokens = Tokens::on_demand();
         rec.tokens.sized(0, rec.top_level);
+        rec.variables = Variables::on_demand();
         return Ok(rec);
     }
     let (mut inline, history, tail): (InlineTokensRecord, Vec<HistoryEntry>, Vec<TailField>) =
@@ -820,15 +831,41 @@ pub(crate) fn read_tokens(
     Ok(out)
 }
 
-/// An instance record from its header's bytes with every token read from
-/// `tokens` (a record of a layout before the header holds them already).
+/// Every variable row of instance `inst`.
+pub(crate) fn read_variables(
+    table: &impl ReadableTable<(u64, &'static str), &'static [u8]>,
+    inst: u64,
+) -> Result<Vec<(String, serde_json::Value)>, StoreError> {
+    let mut out = Vec::new();
+    for row in table.range((inst, "")..)? {
+        let (k, v) = row?;
+        let (i, name) = k.value();
+        if i != inst {
+            break;
+        }
+        let value = serde_json::from_slice(v.value()).map_err(|e| {
+            CodecError::Decode(format!("variable '{name}' of instance {inst}: {e}"))
+        })?;
+        out.push((name.to_string(), value));
+    }
+    Ok(out)
+}
+
+/// An instance record from its header's bytes with every token and every
+/// variable read from their rows (a record of a layout before the header
+/// holds them already).
 pub(crate) fn read_instance(
     bytes: &[u8],
     tokens: &impl ReadableTable<(u64, u64), &'static [u8]>,
+    variables: &impl ReadableTable<(u64, &'static str), &'static [u8]>,
 ) -> Result<InstanceRecord, StoreError> {
     let mut rec = decode_instance(bytes)?;
     if !rec.tokens.is_complete() {
         rec.tokens = Tokens::complete(read_tokens(tokens, rec.id)?);
+    }
+    if !rec.variables.is_complete() {
+        rec.variables =
+            Variables::complete(read_variables(variables, rec.id)?.into_iter().collect());
     }
     Ok(rec)
 }

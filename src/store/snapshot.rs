@@ -57,7 +57,11 @@ impl Snapshot {
     /// An instance record.
     pub fn instance(&self, id: u64) -> Result<Option<InstanceRecord>, StoreError> {
         match self.table(INSTANCES)?.get(id)? {
-            Some(g) => Ok(Some(super::read_instance(g.value(), &self.table(TOKENS)?)?)),
+            Some(g) => Ok(Some(super::read_instance(
+                g.value(),
+                &self.table(TOKENS)?,
+                &self.table(VARIABLES)?,
+            )?)),
             None => Ok(None),
         }
     }
@@ -87,6 +91,7 @@ impl Snapshot {
     ) -> Result<Vec<InstanceRecord>, StoreError> {
         let t = self.table(INSTANCES)?;
         let tokens = self.table(TOKENS)?;
+        let variables = self.table(VARIABLES)?;
         let mut out = Vec::new();
         let mut take = |row: Result<
             (
@@ -96,7 +101,7 @@ impl Snapshot {
             redb::StorageError,
         >|
          -> Result<bool, StoreError> {
-            out.push(super::read_instance(row?.1.value(), &tokens)?);
+            out.push(super::read_instance(row?.1.value(), &tokens, &variables)?);
             Ok(out.len() < limit)
         };
         if newest_first {

@@ -44,6 +44,7 @@ pub(crate) struct Tables<'t> {
     token_scopes: Table<'t, (u64, u64, u64), ()>,
     scope_sizes: Table<'t, (u64, u64), u64>,
     body_items: Table<'t, (u64, u64, u32), &'static [u8]>,
+    variables: Table<'t, (u64, &'static str), &'static [u8]>,
     tokens_at: Table<'t, (&'static str, u64, u64, u64), ()>,
     version_tokens: Table<'t, (&'static str, u32, &'static str, u64, u64, u64), ()>,
     subscriptions: MultimapTable<'t, (&'static str, &'static str), (u64, u64)>,
@@ -217,6 +218,7 @@ impl<'t> Tables<'t> {
             token_scopes: tx.open_table(TOKEN_SCOPES)?,
             scope_sizes: tx.open_table(SCOPE_SIZES)?,
             body_items: tx.open_table(BODY_ITEMS)?,
+            variables: tx.open_table(VARIABLES)?,
             tokens_at: tx.open_table(TOKENS_AT)?,
             version_tokens: tx.open_table(VERSION_TOKENS)?,
             subscriptions: tx.open_multimap_table(SUBSCRIPTIONS)?,
@@ -619,13 +621,43 @@ impl<'t> Tables<'t> {
         Ok(rec)
     }
 
-    /// An instance with every token.
+    /// An instance with every token and every variable.
     pub fn instance_full(&self, id: u64) -> Result<Option<InstanceRecord>, StoreError> {
         let Some(mut rec) = self.instance(id)? else {
             return Ok(None);
         };
         self.fill_all(id, &mut rec.tokens)?;
+        self.fill_variables(id, &mut rec.variables)?;
         Ok(Some(rec))
+    }
+
+    /// Reads variable `name` of `inst` into `set`, unless it knows it.
+    pub fn fill_variable(
+        &self,
+        inst: u64,
+        set: &mut Variables,
+        name: &str,
+    ) -> Result<(), StoreError> {
+        if set.knows(name) {
+            return Ok(());
+        }
+        let row = match self.variables.get((inst, name))? {
+            Some(g) => Some(serde_json::from_slice(g.value()).map_err(|e| {
+                CodecError::Decode(format!("variable '{name}' of instance {inst}: {e}"))
+            })?),
+            None => None,
+        };
+        set.loaded(name, row);
+        Ok(())
+    }
+
+    /// Reads every variable of `inst` into `set`.
+    pub fn fill_variables(&self, inst: u64, set: &mut Variables) -> Result<(), StoreError> {
+        if set.is_complete() {
+            return Ok(());
+        }
+        set.loaded_all(super::read_variables(&self.variables, inst)?);
+        Ok(())
     }
 
     /// Reads token `token` of `inst` into `set`, unless it knows it.
@@ -796,6 +828,18 @@ impl<'t> Tables<'t> {
             self.token_rows(rec.id, &process, version, was, now)?;
         }
         rec.top_level = rec.tokens.scope_size(0);
+        for (name, value) in rec.variables.changes() {
+            match value {
+                Some(v) => {
+                    let json =
+                        serde_json::to_vec(v).map_err(|e| CodecError::Encode(e.to_string()))?;
+                    self.variables.insert((rec.id, name), json.as_slice())?;
+                }
+                None => {
+                    self.variables.remove((rec.id, name))?;
+                }
+            }
+        }
         if after.expects != before.expects {
             for (m, key) in before.expects.difference(&after.expects) {
                 self.set_expect(m, key, rec.id, false)?;
@@ -905,9 +949,9 @@ impl<'t> Tables<'t> {
         Ok(())
     }
 
-    /// Brings instance records of the layouts before rows (history and
-    /// tokens inside, versions 1 to 3) to the rows layout: the history and
-    /// the tokens become rows, a multi-instance body's items `body_items`
+    /// Brings instance records of the layouts before rows (history, tokens
+    /// and variables inside, versions 1 to 3) to the rows layout: the
+    /// history, the tokens and the variables become rows, a multi-instance body's items `body_items`
     /// rows. The token's `tokens_at` rows and gauges exist already; its
     /// `token_scopes` and `scope_sizes` rows are written here. Run once when a
     /// database of format 1 or 2 opens; returns how many records it rewrote.
@@ -944,6 +988,12 @@ impl<'t> Tables<'t> {
                     self.scope_size(rec.id, t.scope, true)?;
                 }
             }
+            for (name, value) in rec.variables.iter() {
+                let json =
+                    serde_json::to_vec(value).map_err(|e| CodecError::Encode(e.to_string()))?;
+                self.variables
+                    .insert((rec.id, name.as_str()), json.as_slice())?;
+            }
             self.instances
                 .insert(rec.id, super::encode_instance(&rec)?.as_slice())?;
         }
@@ -960,6 +1010,8 @@ impl<'t> Tables<'t> {
         for (m, key) in &rec.expects {
             self.set_expect(m, key, rec.id, false)?;
         }
+        self.variables
+            .retain_in((rec.id, "")..(rec.id.saturating_add(1), ""), |_, _| false)?;
         self.history
             .retain_in((rec.id, 0)..=(rec.id, u64::MAX), |_, _| false)?;
         self.instances.remove(rec.id)?;
@@ -976,6 +1028,7 @@ impl<'t> Tables<'t> {
         let (mut found, next): (Vec<InstanceRecord>, _) = scan(&self.instances, from, limit)?;
         for rec in &mut found {
             self.fill_all(rec.id, &mut rec.tokens)?;
+            self.fill_variables(rec.id, &mut rec.variables)?;
         }
         Ok((found, next))
     }

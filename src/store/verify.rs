@@ -51,7 +51,11 @@ pub(crate) fn verify(r: &ReadTransaction, waits: bool) -> Result<Vec<String>, St
     let mut scopes: std::collections::HashMap<u64, (String, u32)> = Default::default();
     let mut history_len: std::collections::BTreeMap<u64, u64> = Default::default();
     for row in r.open_table(INSTANCES)?.iter()? {
-        let i: InstanceRecord = super::read_instance(row?.1.value(), &r.open_table(TOKENS)?)?;
+        let i: InstanceRecord = super::read_instance(
+            row?.1.value(),
+            &r.open_table(TOKENS)?,
+            &r.open_table(VARIABLES)?,
+        )?;
         if !i.new_history.is_empty() {
             problems.push(format!(
                 "instance {}: {} history entries inside its record, not in rows",
@@ -138,7 +142,11 @@ pub(crate) fn verify(r: &ReadTransaction, waits: bool) -> Result<Vec<String>, St
         }
     }
     for row in r.open_table(INSTANCES)?.iter()? {
-        let i: InstanceRecord = super::read_instance(row?.1.value(), &r.open_table(TOKENS)?)?;
+        let i: InstanceRecord = super::read_instance(
+            row?.1.value(),
+            &r.open_table(TOKENS)?,
+            &r.open_table(VARIABLES)?,
+        )?;
         let top = i.tokens.iter().filter(|t| t.scope == 0).count() as u64;
         if i.top_level != top {
             problems.push(format!(
@@ -201,7 +209,11 @@ pub(crate) fn verify(r: &ReadTransaction, waits: bool) -> Result<Vec<String>, St
     // (job, instance, token) of every job a live token holds
     let mut owned_jobs: BTreeSet<(u64, u64, u64)> = BTreeSet::new();
     for row in r.open_table(INSTANCES)?.iter()? {
-        let i: InstanceRecord = super::read_instance(row?.1.value(), &r.open_table(TOKENS)?)?;
+        let i: InstanceRecord = super::read_instance(
+            row?.1.value(),
+            &r.open_table(TOKENS)?,
+            &r.open_table(VARIABLES)?,
+        )?;
         let key = (i.process.clone(), i.version);
         if !models.contains_key(&key) {
             let process = match definitions.get((i.process.as_str(), i.version))? {
@@ -252,7 +264,11 @@ pub(crate) fn verify(r: &ReadTransaction, waits: bool) -> Result<Vec<String>, St
     // a waiting call activity and its active child name each other
     let mut links: std::collections::HashMap<u64, InstanceRecord> = Default::default();
     for row in r.open_table(INSTANCES)?.iter()? {
-        let i = super::read_instance(row?.1.value(), &r.open_table(TOKENS)?)?;
+        let i = super::read_instance(
+            row?.1.value(),
+            &r.open_table(TOKENS)?,
+            &r.open_table(VARIABLES)?,
+        )?;
         links.insert(i.id, i);
     }
     for i in links.values() {
@@ -401,6 +417,20 @@ pub(crate) fn verify(r: &ReadTransaction, waits: bool) -> Result<Vec<String>, St
         {
             problems.push(format!(
                 "tokens: body {t} of instance {i} holds its items inside, not in body_items"
+            ));
+        }
+    }
+    for row in r.open_table(VARIABLES)?.iter()? {
+        let (k, v) = row?;
+        let (i, name) = k.value();
+        if instances.get(i)?.is_none() {
+            problems.push(format!(
+                "variables: variable '{name}' of instance {i}, which does not exist"
+            ));
+        }
+        if serde_json::from_slice::<serde_json::Value>(v.value()).is_err() {
+            problems.push(format!(
+                "variables: variable '{name}' of instance {i} is not JSON"
             ));
         }
     }

@@ -684,6 +684,11 @@ impl<'a, 't> Engine<'a, 't> {
             self.inst(inst).expects.clear();
             return Ok(());
         }
+        // nothing moved and no variable changed: what it expects is the same
+        let rec = self.inst(inst);
+        if rec.tokens.is_unchanged() && rec.variables.is_unchanged() {
+            return Ok(());
+        }
         self.fill_all(inst)?;
         let ids: Vec<u64> = self.inst(inst).tokens.iter().map(|t| t.id).collect();
         let mut desired: Vec<(String, String)> = Vec::new();

@@ -700,7 +700,11 @@ impl<'t> Tables<'t> {
         }
         let mut rows = Vec::new();
         for row in self.tokens.range((inst, 0)..=(inst, u64::MAX))? {
-            rows.push(super::decode_token(row?.1.value())?);
+            let (k, v) = row?;
+            // a token read before keeps what this transaction did to it
+            if !set.knows(k.value().1) {
+                rows.push(super::decode_token(v.value())?);
+            }
         }
         set.loaded_all(rows);
         Ok(())

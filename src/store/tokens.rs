@@ -184,6 +184,15 @@ impl Tokens {
         self.list.clear();
     }
 
+    /// Whether no token changed since it was read (none new, none removed).
+    pub(crate) fn is_unchanged(&self) -> bool {
+        self.list.len() == self.stored.values().flatten().count()
+            && self
+                .list
+                .iter()
+                .all(|(id, t)| matches!(self.stored.get(id), Some(Some(s)) if s == t))
+    }
+
     /// Every token that changed since it was read: (as stored, as now), for
     /// the store to write.
     pub(crate) fn changes(&self) -> Vec<(Option<&Token>, Option<&Token>)> {
@@ -221,13 +230,22 @@ impl FromIterator<Token> for Tokens {
 }
 
 /// A token's row: the token with what its format-1 encoding leaves out.
-#[derive(Serialize, Deserialize)]
+#[derive(Deserialize)]
 struct TokenRow {
     token: Token,
     scope: u64,
     /// Local variables as JSON text (empty: none).
     locals: String,
     subscribed: Vec<(String, String)>,
+}
+
+/// [`TokenRow`] as written, borrowing the token (encoding clones nothing).
+#[derive(Serialize)]
+struct TokenRowRef<'a> {
+    token: &'a Token,
+    scope: u64,
+    locals: String,
+    subscribed: &'a [(String, String)],
 }
 
 /// The bytes of token `t`'s row. A multi-instance body's items and outputs
@@ -242,11 +260,11 @@ pub(crate) fn encode_token(t: &Token) -> Result<Vec<u8>, CodecError> {
     } else {
         serde_json::to_string(&t.locals).map_err(|e| CodecError::Encode(e.to_string()))?
     };
-    codec::encode(&TokenRow {
-        token: t.clone(),
+    codec::encode(&TokenRowRef {
+        token: t,
         scope: t.scope,
         locals,
-        subscribed: t.subscribed.clone(),
+        subscribed: &t.subscribed,
     })
 }
 

@@ -108,6 +108,15 @@ impl Variables {
         out
     }
 
+    /// Whether no variable changed since it was read (none set anew).
+    pub(crate) fn is_unchanged(&self) -> bool {
+        self.map.len() == self.stored.values().flatten().count()
+            && self
+                .map
+                .iter()
+                .all(|(n, v)| matches!(self.stored.get(n), Some(Some(s)) if s == v))
+    }
+
     /// Every variable that changed since it was read: (name, value now;
     /// `None`: removed), for the store to write.
     pub(crate) fn changes(&self) -> Vec<(&str, Option<&Value>)> {

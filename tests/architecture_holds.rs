@@ -180,3 +180,29 @@ fn the_public_face_is_small_and_documented() {
         );
     }
 }
+
+/// Fault injection (`POSTFACH_TEST_…` variables that hold an ack or stop an
+/// outbox where a test kills the process) exists only in builds with debug
+/// assertions: every place that reads such a variable asks
+/// `cfg!(debug_assertions)` in the same expression, so a release binary
+/// ignores them.
+#[test]
+fn fault_injection_is_compiled_into_test_builds_only() {
+    let mut found = 0;
+    for (file, text) in crate_files() {
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            if !line.contains("env::var(\"POSTFACH_TEST_") {
+                continue;
+            }
+            found += 1;
+            let expression = lines[i.saturating_sub(2)..=i].join(" ");
+            assert!(
+                expression.contains("cfg!(debug_assertions)"),
+                "{file}:{}: reads a fault-injection variable without cfg!(debug_assertions)",
+                i + 1
+            );
+        }
+    }
+    assert!(found >= 2, "the fault-injection switches were not found");
+}

@@ -338,7 +338,9 @@ impl Edge {
             tracing::info!(topic = %conn.topic_path(t), "outbox publishing to topic");
         }
         let options = consumer::ConsumerOptions {
-            hold_acks: std::env::var("POSTFACH_TEST_HOLD_ACKS").is_ok_and(|v| v == "1"),
+            // fault injection for tests: builds with debug assertions only
+            hold_acks: cfg!(debug_assertions)
+                && std::env::var("POSTFACH_TEST_HOLD_ACKS").is_ok_and(|v| v == "1"),
         };
         let sink = std::sync::Arc::new(pf.clone());
         let mut consumers = Vec::new();

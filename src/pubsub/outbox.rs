@@ -71,9 +71,11 @@ pub fn lean(vars: &Vars, reference: &ObjectRef) -> Vars {
 }
 
 /// `$POSTFACH_TEST_HOLD_AFTER_UPLOAD=1`: an outbox stops between upload and
-/// publish (tests kill the process there).
+/// publish (tests kill the process there). Fault injection exists only in
+/// builds with debug assertions (the test builds), never in a release binary.
 fn hold_after_upload() -> bool {
-    std::env::var("POSTFACH_TEST_HOLD_AFTER_UPLOAD").is_ok_and(|v| v == "1")
+    cfg!(debug_assertions)
+        && std::env::var("POSTFACH_TEST_HOLD_AFTER_UPLOAD").is_ok_and(|v| v == "1")
 }
 
 /// Job topics of outbox tasks start with this.

@@ -770,6 +770,194 @@ mod tests {
         assert_eq!(hex, GOLDEN_FETCHING, "the log format changed");
     }
 
+    /// How many variants `Command` has; [`variant_index`] numbers them.
+    const VARIANTS: usize = 23;
+
+    /// The position of `c`'s variant in the enum (its tag in the log). The
+    /// match has no wildcard arm: a new variant does not compile until it is
+    /// numbered here, which leads to [`every_variant`] and its golden bytes.
+    fn variant_index(c: &Command) -> usize {
+        match c {
+            Command::Deploy { .. } => 0,
+            Command::Start { .. } => 1,
+            Command::Publish(_) => 2,
+            Command::Correlate(_) => 3,
+            Command::Malformed(_) => 4,
+            Command::Signal { .. } => 5,
+            Command::RunContinuations { .. } => 6,
+            Command::LockJobs { .. } => 7,
+            Command::CompleteJob { .. } => 8,
+            Command::FailJob { .. } => 9,
+            Command::ExtendLease { .. } => 10,
+            Command::ThrowError { .. } => 11,
+            Command::RetryJob { .. } => 12,
+            Command::Requeue { .. } => 13,
+            Command::Discard { .. } => 14,
+            Command::AddToken { .. } => 15,
+            Command::MoveToken { .. } => 16,
+            Command::CancelToken { .. } => 17,
+            Command::Cleanup { .. } => 18,
+            Command::ReleaseAllLeases => 19,
+            Command::Tick => 20,
+            Command::Task { .. } => 21,
+            Command::LockJobsFetching { .. } => 22,
+        }
+    }
+
+    /// One example of every variant, in enum order.
+    fn every_variant() -> Vec<Command> {
+        let publish = Publish {
+            name: "AuftragAbgeschlossen".into(),
+            key: "4711".into(),
+            message_id: Some("evt-1".into()),
+            variables: crate::vars([("ok", true.into())]),
+            ttl: Some(60_000),
+            attributes: Vec::new(),
+        };
+        vec![
+            Command::Deploy {
+                file: "a.bpmn".into(),
+                xml: "<definitions/>".into(),
+                overrides: [("M".to_string(), "k".to_string())].into(),
+            },
+            Command::Start {
+                process: "p".into(),
+                vars: crate::vars([("k", "4711".into())]),
+                business_key: Some("B-1".into()),
+            },
+            Command::Publish(publish.clone()),
+            Command::Correlate(publish),
+            Command::Malformed(Malformed {
+                name: "M".into(),
+                message_id: "m-1".into(),
+                raw: vec![0xff, 0x00],
+                attributes: vec![("a".into(), "b".into())],
+                error: "not JSON".into(),
+            }),
+            Command::Signal {
+                name: "Alarm".into(),
+                vars: crate::vars([("stufe", 2.into())]),
+            },
+            Command::RunContinuations { limit: 100 },
+            Command::LockJobs {
+                topic: "t".into(),
+                max: 10,
+                owner: "w".into(),
+                lease: 30_000,
+                in_process: true,
+            },
+            Command::CompleteJob {
+                job: 7,
+                lease: Some(3),
+                vars: crate::vars([("r", 1.into())]),
+            },
+            Command::FailJob {
+                job: 7,
+                lease: None,
+                error: "boom".into(),
+                retries_left: Some(2),
+                retry_delay: Some(5_000),
+            },
+            Command::ExtendLease {
+                job: 7,
+                lease: 3,
+                by: 10_000,
+            },
+            Command::ThrowError {
+                job: 7,
+                lease: Some(3),
+                code: "E1".into(),
+                message: "nein".into(),
+                vars: Vars::new(),
+            },
+            Command::RetryJob { job: 7 },
+            Command::Requeue { id: "m-1".into() },
+            Command::Discard {
+                id: "m-1".into(),
+                by: "ops".into(),
+                why: "doppelt".into(),
+            },
+            Command::AddToken {
+                instance: 1,
+                element: "a".into(),
+                force: false,
+            },
+            Command::MoveToken {
+                instance: 1,
+                token: 2,
+                element: "b".into(),
+                force: true,
+            },
+            Command::CancelToken {
+                instance: 1,
+                token: 2,
+            },
+            Command::Cleanup { limit: 500 },
+            Command::ReleaseAllLeases,
+            Command::Tick,
+            Command::Task {
+                task: 9,
+                user: "anna".into(),
+                action: crate::engine::TaskAction::Assign { to: "ben".into() },
+            },
+            Command::LockJobsFetching {
+                topic: "t".into(),
+                max: 1,
+                owner: "w".into(),
+                lease: 30_000,
+                fetch: vec!["k".into()],
+            },
+        ]
+    }
+
+    /// The log bytes of each example in [`every_variant`], in order. When one
+    /// differs, the log format changed: bump the format, migrate, and only
+    /// then update the bytes.
+    const GOLDEN_EACH: [&str; VARIANTS] = [
+        "010006612e62706d6e0e3c646566696e6974696f6e732f3e01014d016b",
+        "010101700c7b226b223a2234373131227d0103422d31",
+        "01021441756674726167416267657363686c6f7373656e043437313101056576742d310b7b226f6b223a747275657d01fb60ea00",
+        "01031441756674726167416267657363686c6f7373656e043437313101056576742d310b7b226f6b223a747275657d01fb60ea00",
+        "0104014d036d2d3102ff000101610162086e6f74204a534f4e",
+        "010505416c61726d0b7b227374756665223a327d",
+        "010664",
+        "010701740a0177fb307501",
+        "0108070103077b2272223a317d",
+        "0109070004626f6f6d010201fb8813",
+        "010a0703fb1027",
+        "010b070103024531046e65696e027b7d",
+        "010c07",
+        "010d036d2d31",
+        "010e036d2d31036f707307646f7070656c74",
+        "010f01016100",
+        "01100102016201",
+        "01110102",
+        "0112fbf401",
+        "0113",
+        "0114",
+        "01150904616e6e61020362656e",
+        "01160174010177fb307501016b",
+    ];
+
+    #[test]
+    fn every_command_variant_has_golden_bytes() {
+        let examples = every_variant();
+        let tags: Vec<usize> = examples.iter().map(variant_index).collect();
+        assert_eq!(
+            tags,
+            (0..VARIANTS).collect::<Vec<_>>(),
+            "one example of every variant, in enum order"
+        );
+        for (i, c) in examples.iter().enumerate() {
+            let hex: String = crate::codec::encode(c)
+                .unwrap()
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            assert_eq!(hex, GOLDEN_EACH[i], "the log bytes of variant {i} changed");
+        }
+    }
+
     #[test]
     fn the_log_record_format_is_pinned() {
         let frame = wal::frame(7, 1_767_225_600_000, &golden_commands()).unwrap();

@@ -23,7 +23,16 @@
 //! - `dedup`: (message id, message name) → (seq, accepted_at); also finds a message by id
 //! - `jobs`: job id → [`JobRecord`]; `cont_due`: (due, job); `topic_due`: (topic, due, job);
 //!   `leases`: (lease expiry, job); `start_timers`: (process, job) — the schedules of timer start events
-//! - `tasks`: task id → [`TaskRecord`], the open user tasks
+//! - `tasks`: task id → [`TaskRecord`], the open user tasks; `tasks_at`: (element, created_at, task) → ()
+//! - `version_tokens`: (process, version, element, since, instance, token) → () — per definition version
+//! - `buffer_age`: (accepted_at, seq) → () — the oldest buffered message first; `parked`: seq → ();
+//!   `instance_messages`: (instance, seq) → () — the messages an instance's detail lists
+//! - `incident_jobs`: job id → () — the jobs out of attempts
+//! - `definitions`: (process, version) → [`DefinitionRecord`]; `definition_extras`: (process, version) →
+//!   element extras; `definition_sources`: (process, version) → the BPMN XML; `definition_latest`:
+//!   process → latest version; `message_catalog`: (message, process) → what starts or waits for it
+//!
+//! A test (`the_key_layout_names_every_table`) holds this list to the table definitions below.
 
 pub mod damage;
 mod tokens;
@@ -1433,4 +1442,36 @@ pub(crate) fn repair_file(path: &std::path::Path) -> Result<FileCheck, StoreErro
 /// A read-only snapshot.
 pub(crate) fn begin_read(db: &redb::Database) -> Result<Snapshot, StoreError> {
     Ok(Snapshot::new(db.begin_read()?))
+}
+
+#[cfg(test)]
+mod layout_tests {
+    /// The key layout in the module doc names every table this module
+    /// defines.
+    #[test]
+    fn the_key_layout_names_every_table() {
+        let src = include_str!("mod.rs");
+        let defined: std::collections::BTreeSet<&str> = src
+            .split("TableDefinition::new(\"")
+            .skip(1)
+            .filter_map(|rest| rest.split('"').next())
+            .collect();
+        let doc: String = src
+            .lines()
+            .take_while(|l| l.starts_with("//!"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let named: std::collections::BTreeSet<&str> = doc
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .filter(|w| defined.contains(w))
+            .collect();
+        let missing: Vec<&&str> = defined.difference(&named).collect();
+        assert!(
+            missing.is_empty(),
+            "tables missing from the key layout: {missing:?}"
+        );
+        assert!(defined.len() >= 33, "{defined:?}");
+    }
 }

@@ -124,6 +124,45 @@ fn core_errors_name_no_command_or_flag() {
     assert!(checked > 20, "the error attributes were found ({checked})");
 }
 
+/// No text the core builds for a person — a parse message, an incident, a
+/// refusal — names a command-line flag: a host that embeds the engine has
+/// none (the edges add them). Checked on every string literal line of the
+/// core's code (comments and test modules aside).
+#[test]
+fn core_messages_name_no_flag() {
+    let mut offenders = Vec::new();
+    for (file, text) in crate_files() {
+        if !is_core(&file) {
+            continue;
+        }
+        let code = text
+            .split("#[cfg(test)]\nmod tests")
+            .next()
+            .unwrap_or(&text);
+        for (i, line) in code.lines().enumerate() {
+            let t = line.trim_start();
+            if t.starts_with("//") || !t.contains('"') {
+                continue;
+            }
+            let names_flag = line.match_indices("--").any(|(at, _)| {
+                let before = line[..at].chars().last();
+                let after = line[at + 2..].chars().next();
+                matches!(before, Some('"' | ' ' | '`' | '('))
+                    && after.is_some_and(|c| c.is_ascii_lowercase())
+                    && line[..at].matches('"').count() % 2 == 1
+            });
+            if names_flag {
+                offenders.push(format!("src/{file}:{}: {}", i + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "core messages name flags:\n{}",
+        offenders.join("\n")
+    );
+}
+
 /// Modules behind the `server` feature, and the crates only it pulls in.
 const SERVER_ONLY: &[&str] = &[
     "crate::cli",
@@ -205,4 +244,68 @@ fn fault_injection_is_compiled_into_test_builds_only() {
         }
     }
     assert!(found >= 2, "the fault-injection switches were not found");
+}
+
+/// The code map of ARCHITECTURE.md names modules and files that exist, and
+/// every top-level module of `src/` is in it.
+#[test]
+fn the_code_map_matches_the_tree() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc = std::fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
+    let map = doc
+        .split("## Code map")
+        .nth(1)
+        .and_then(|rest| rest.split("\n## ").next())
+        .expect("ARCHITECTURE.md has a code map");
+    let src = root.join("src");
+    let mut named = std::collections::BTreeSet::new();
+    for entry in map.split("**`").skip(1) {
+        let Some((module, rest)) = entry.split_once("`**") else {
+            continue;
+        };
+        if module.contains('/') {
+            // paths of the repository outside src/: `a`, `b/` …
+            for p in std::iter::once(module.split('`').next().unwrap_or_default())
+                .chain(module.split('`').skip(2).step_by(2))
+            {
+                assert!(
+                    root.join(p).exists(),
+                    "ARCHITECTURE.md names `{p}`, which does not exist"
+                );
+            }
+            continue;
+        }
+        let path = module.replace("::", "/");
+        let dir = src.join(&path);
+        let file = src.join(format!("{path}.rs"));
+        assert!(
+            dir.is_dir() || file.is_file(),
+            "ARCHITECTURE.md names module `{module}`, which src/ does not have"
+        );
+        named.insert(path.split('/').next().unwrap().to_string());
+        // the files listed right after it, `(`a.rs`, `b.rs` …)`
+        if let Some(list) = rest.trim_start().strip_prefix('(') {
+            let list = list.split([')', ';']).next().unwrap_or_default();
+            for f in list.split('`').skip(1).step_by(2) {
+                if f.ends_with(".rs") {
+                    assert!(
+                        dir.join(f).is_file() || src.join(f).is_file(),
+                        "ARCHITECTURE.md lists `{f}` in `{module}`, which does not exist"
+                    );
+                }
+            }
+        }
+    }
+    for entry in std::fs::read_dir(&src).unwrap() {
+        let p = entry.unwrap().path();
+        let name = p.file_stem().unwrap().to_string_lossy().to_string();
+        if ["lib", "main"].contains(&name.as_str()) {
+            continue;
+        }
+        assert!(
+            named.contains(&name),
+            "src/{} is not in the code map of ARCHITECTURE.md",
+            p.file_name().unwrap().to_string_lossy()
+        );
+    }
 }

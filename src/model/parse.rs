@@ -634,7 +634,7 @@ pub fn parse_report(
                 id: element.to_string(),
                 line: 0,
                 message: format!(
-                    "--send-topic binds '{element}', but this file has no sendTask with that id"
+                    "the deployment binds a topic to '{element}', but this file has no sendTask with that id"
                 ),
                 missing_key_for: None,
             });

@@ -475,6 +475,23 @@ fn json_kind(v: &Value) -> &'static str {
     }
 }
 
+/// What one stream of a consumer did with the deliveries handed to it:
+/// every one `received` ended `acked`, `nacked` or `held` (a test hook);
+/// `stored` counts those whose outcome was recorded (acked or held).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StreamTally {
+    /// Deliveries the client handed to the stream.
+    pub received: u64,
+    /// Of those, the ones whose outcome the engine recorded durably.
+    pub stored: u64,
+    /// Acked after they were stored.
+    pub acked: u64,
+    /// Nacked (nothing recorded), for redelivery.
+    pub nacked: u64,
+    /// Stored but kept unacked (`POSTFACH_TEST_HOLD_ACKS`).
+    pub held: u64,
+}
+
 /// What the transport does with a delivery once the engine answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AckDecision {
@@ -516,6 +533,9 @@ pub struct ConsumerStats {
     /// One state per streaming pull.
     streams: Vec<AtomicU8>,
     last_error: Mutex<Option<String>>,
+    /// What each stream did with its deliveries, as it reported when it
+    /// stopped (all zero while it runs).
+    tallies: Mutex<Vec<StreamTally>>,
     /// Deliveries received.
     pub received: AtomicU64,
     /// Deliveries acked (after their outcome was stored).
@@ -548,6 +568,7 @@ impl ConsumerStats {
                 .map(|_| AtomicU8::new(ConsumerState::Starting as u8))
                 .collect(),
             last_error: Mutex::new(None),
+            tallies: Mutex::new(vec![StreamTally::default(); streams.max(1)]),
             received: AtomicU64::new(0),
             acked: AtomicU64::new(0),
             nacked: AtomicU64::new(0),
@@ -569,6 +590,25 @@ impl ConsumerStats {
             ConsumerState::Starting
         } else {
             ConsumerState::Running
+        }
+    }
+
+    /// What stream `i` did with the deliveries handed to it, as it reported
+    /// when it stopped.
+    pub fn stream_tally(&self, i: usize) -> StreamTally {
+        self.tallies
+            .lock()
+            .ok()
+            .and_then(|t| t.get(i).copied())
+            .unwrap_or_default()
+    }
+
+    /// Records what stream `i` did with its deliveries (when it stops).
+    pub fn set_stream_tally(&self, i: usize, t: StreamTally) {
+        if let Ok(mut all) = self.tallies.lock()
+            && let Some(slot) = all.get_mut(i)
+        {
+            *slot = t;
         }
     }
 

@@ -108,8 +108,47 @@ async fn sigterm_mid_stream_commits_and_acks_what_is_in_flight() {
     wait("the stream is flowing", Duration::from_secs(60), || {
         server.metric(ACKED) >= 300.0
     });
-    let status = server.stop();
+    let (status, log) = server.stop_with_log();
     assert!(status.success(), "SIGTERM exits 0: {status:?}");
+    // every stream accounts for what it was handed: acked, nacked or held,
+    // and every stored delivery was acked before the exit
+    // the log lines without their colour codes
+    let plain = |l: &String| {
+        let mut out = String::new();
+        let mut chars = l.chars();
+        while let Some(c) = chars.next() {
+            if c == '\u{1b}' {
+                for c in chars.by_ref() {
+                    if c == 'm' {
+                        break;
+                    }
+                }
+            } else {
+                out.push(c);
+            }
+        }
+        out
+    };
+    let accounted: Vec<String> = log
+        .iter()
+        .map(plain)
+        .filter(|l| l.contains("deliveries accounted"))
+        .collect();
+    assert_eq!(accounted.len(), 8, "one account per stream: {log:#?}");
+    let field = |line: &str, name: &str| -> u64 {
+        line.split_whitespace()
+            .find_map(|w| w.strip_prefix(&format!("{name}=")))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{name} in {line}"))
+    };
+    let mut handed_over = 0;
+    for line in &accounted {
+        assert!(line.contains("balanced=true"), "{line}");
+        assert_eq!(field(line, "stored"), field(line, "acked"), "{line}");
+        assert_eq!(field(line, "held"), 0, "{line}");
+        handed_over += field(line, "received");
+    }
+    eprintln!("the stopped server was handed {handed_over} of {N} deliveries");
 
     let server = Server::launch(dir.path(), &args, &env);
     // deliveries the stopped server had pulled but not yet handed over come

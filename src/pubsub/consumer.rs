@@ -19,13 +19,14 @@
 use super::{Connection, PubsubError, millis};
 use crate::engine::{Delivery, Malformed, Publish};
 use crate::ingress::{
-    AckDecision, ConsumerState, ConsumerStats, Decoded, Decoder, Incoming, SubscriptionConfig,
+    AckDecision, ConsumerState, ConsumerStats, Decoded, Decoder, Incoming, StreamTally,
+    SubscriptionConfig,
 };
 use crate::{Error, Postfach};
 use google_cloud_pubsub::subscriber::ShutdownBehavior;
 use google_cloud_pubsub::subscriber::handler::Handler as AckHandler;
 use std::future::Future;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
@@ -170,7 +171,7 @@ async fn run<S: Sink>(s: Stream<S>, mut stop: watch::Receiver<bool>) {
         options,
     } = s;
     let path = conn.subscription_path(&cfg.subscription);
-    let held: Arc<Mutex<Vec<AckHandler>>> = Default::default();
+    let book: Arc<Book> = Default::default();
     let mut backoff = Duration::from_secs(1);
     loop {
         if *stop.borrow() {
@@ -209,7 +210,7 @@ async fn run<S: Sink>(s: Stream<S>, mut stop: watch::Receiver<bool>) {
                         backoff = Duration::from_secs(1);
                         // the total limit over all streams; in flight until acked or nacked
                         let permits = flow.admit(m.data.len()).await;
-                        let work = deliver(m, h, decoder.clone(), sink.clone(), stats.clone(), held.clone(), options.hold_acks);
+                        let work = deliver(m, h, decoder.clone(), sink.clone(), stats.clone(), book.clone(), options.hold_acks);
                         inflight.spawn(async move {
                             work.await;
                             drop(permits);
@@ -229,7 +230,7 @@ async fn run<S: Sink>(s: Stream<S>, mut stop: watch::Receiver<bool>) {
         // (NackImmediately), so the next consumer gets it without waiting
         // for its lease to run out
         while inflight.join_next().await.is_some() {}
-        if let Ok(mut h) = held.lock() {
+        if let Ok(mut h) = book.held.lock() {
             h.clear(); // held deliveries (test hook) go back to the broker
         }
         shutdown.shutdown().await;
@@ -244,7 +245,47 @@ async fn run<S: Sink>(s: Stream<S>, mut stop: watch::Receiver<bool>) {
         backoff = (backoff * 2).min(Duration::from_secs(30));
     }
     stats.set_stream_state(index, ConsumerState::Stopped, None);
-    tracing::info!(subscription = %path, stream = index, "Pub/Sub consumer stopped");
+    // every delivery handed over ended acked, nacked or held: say so, so that
+    // a delivery that went missing at a stop can be placed (never handed
+    // over: the client's nack did not reach the broker; or lost here)
+    let t = book.tally.snapshot();
+    let balanced = t.received == t.acked + t.nacked + t.held;
+    if balanced {
+        tracing::info!(subscription = %path, stream = index, received = t.received, stored = t.stored, acked = t.acked, nacked = t.nacked, held = t.held, balanced, "Pub/Sub stream stopped: deliveries accounted");
+    } else {
+        tracing::warn!(subscription = %path, stream = index, received = t.received, stored = t.stored, acked = t.acked, nacked = t.nacked, held = t.held, balanced, "Pub/Sub stream stopped: deliveries accounted");
+    }
+    stats.set_stream_tally(index, t);
+}
+
+/// One stream's book: what it did with its deliveries, and the ack handles
+/// it holds (test hook).
+#[derive(Default)]
+struct Book {
+    tally: Tally,
+    held: Mutex<Vec<AckHandler>>,
+}
+
+/// What one stream did with the deliveries the client handed it.
+#[derive(Default)]
+struct Tally {
+    received: AtomicU64,
+    stored: AtomicU64,
+    acked: AtomicU64,
+    nacked: AtomicU64,
+    held: AtomicU64,
+}
+
+impl Tally {
+    fn snapshot(&self) -> StreamTally {
+        StreamTally {
+            received: self.received.load(Ordering::Relaxed),
+            stored: self.stored.load(Ordering::Relaxed),
+            acked: self.acked.load(Ordering::Relaxed),
+            nacked: self.nacked.load(Ordering::Relaxed),
+            held: self.held.load(Ordering::Relaxed),
+        }
+    }
 }
 
 async fn connect(
@@ -261,10 +302,12 @@ async fn deliver<S: Sink>(
     decoder: Arc<Decoder>,
     sink: Arc<S>,
     stats: Arc<ConsumerStats>,
-    held: Arc<Mutex<Vec<AckHandler>>>,
+    book: Arc<Book>,
     hold_acks: bool,
 ) {
+    let tally = &book.tally;
     stats.received.fetch_add(1, Ordering::Relaxed);
+    tally.received.fetch_add(1, Ordering::Relaxed);
     let publish_time = m.publish_time.as_ref().map(millis);
     let incoming = Incoming {
         data: m.data.to_vec(),
@@ -281,16 +324,22 @@ async fn deliver<S: Sink>(
         }
     };
     stats.record(&result);
-    match AckDecision::of(&result) {
+    let decision = AckDecision::of(&result);
+    if decision == AckDecision::Ack {
+        tally.stored.fetch_add(1, Ordering::Relaxed);
+    }
+    match decision {
         AckDecision::Ack if hold_acks => {
-            if let Ok(mut v) = held.lock() {
+            if let Ok(mut v) = book.held.lock() {
                 v.push(h);
             }
+            tally.held.fetch_add(1, Ordering::Relaxed);
             tracing::info!(message_id = %incoming.broker_id, "committed; ack held (POSTFACH_TEST_HOLD_ACKS)");
         }
         AckDecision::Ack => {
             h.ack();
             stats.acked.fetch_add(1, Ordering::Relaxed);
+            tally.acked.fetch_add(1, Ordering::Relaxed);
             if let Some(t) = publish_time {
                 let now = crate::Clock::now(&crate::clock::SystemClock);
                 stats
@@ -308,6 +357,7 @@ async fn deliver<S: Sink>(
             tokio::time::sleep(Duration::from_millis(200)).await;
             h.nack();
             stats.nacked.fetch_add(1, Ordering::Relaxed);
+            tally.nacked.fetch_add(1, Ordering::Relaxed);
         }
     }
 }

@@ -11,6 +11,9 @@ pub struct Server {
     pub db: std::path::PathBuf,
     /// What the server logged before it listened.
     pub startup_log: Vec<String>,
+    /// What it logged after that (collected until it exits).
+    log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    drain: Option<std::thread::JoinHandle<()>>,
     _dir: Option<tempfile::TempDir>,
 }
 
@@ -69,13 +72,23 @@ impl Server {
             }
             seen.push(line);
         };
-        std::thread::spawn(move || for _ in lines {});
+        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let drain = {
+            let log = log.clone();
+            std::thread::spawn(move || {
+                for line in lines.map_while(Result::ok) {
+                    log.lock().unwrap().push(line);
+                }
+            })
+        };
         let port = addr.rsplit(':').next().unwrap().to_string();
         Server {
             child,
             addr: format!("127.0.0.1:{port}"),
             db: dir.join("run.redb"),
             startup_log: seen,
+            log,
+            drain: Some(drain),
             _dir: None,
         }
     }
@@ -181,6 +194,17 @@ impl Server {
     pub fn stop(mut self) -> std::process::ExitStatus {
         sigterm(self.child.id());
         self.child.wait().unwrap()
+    }
+
+    /// SIGTERM, and everything the server logged after it listened.
+    pub fn stop_with_log(mut self) -> (std::process::ExitStatus, Vec<String>) {
+        sigterm(self.child.id());
+        let status = self.child.wait().unwrap();
+        if let Some(d) = self.drain.take() {
+            let _ = d.join();
+        }
+        let log = std::mem::take(&mut *self.log.lock().unwrap());
+        (status, log)
     }
 }
 

@@ -116,7 +116,9 @@ fn http_and_command_line_take_the_list_of_variables() {
     srv.wait_for("/jobs", |v| {
         v["jobs"].as_array().is_some_and(|j| {
             j.iter()
-                .any(|j| j["element"] == HAND_OVER && j["state"] == "ready")
+                // the task job, not the asyncBefore continuation that
+                // precedes it at the same element (acquiring then finds none)
+                .any(|j| j["element"] == HAND_OVER && j["kind"] == "task" && j["state"] == "ready")
         })
     });
     let (status, got) = srv.json(

@@ -530,61 +530,37 @@ impl Reader {
             job_ids.extend(t.wait.jobs());
             job_ids.extend(&t.timers);
         }
-        // the message boundary events of the activities its tokens are in,
-        // with the keys they were opened with
+        // the message and signal boundary events of the activities its
+        // tokens are in, with the keys they were opened with
         let model = self.process(&rec.process, rec.version)?;
+        let boundary_of = |t: &Token, caught: &dyn Fn(&crate::model::Trigger) -> bool| {
+            let m = model.as_ref()?;
+            m.element(&t.element)?.boundaries.iter().find_map(|&b| {
+                let boundary = m.at(b);
+                matches!(&boundary.kind, crate::model::ElementKind::Boundary { trigger, .. } if caught(trigger))
+                    .then(|| boundary.id.clone())
+            })
+        };
         for t in &rec.tokens {
-            for (message, key) in &t.subscribed {
-                let element = model
-                    .as_ref()
-                    .and_then(|m| m.element(&t.element))
-                    .and_then(|host| {
-                        host.boundaries.iter().find_map(|&b| {
-                            let boundary = model.as_ref()?.at(b);
-                            matches!(&boundary.kind, crate::model::ElementKind::Boundary {
-                                trigger: crate::model::Trigger::Message { message: m }, ..
-                            } if m == message)
-                            .then(|| boundary.id.clone())
-                        })
-                    })
-                    .unwrap_or_else(|| t.element.clone());
+            for (message, key) in &t.boundary_messages {
+                let caught = |tr: &crate::model::Trigger| matches!(tr, crate::model::Trigger::Message { message: m } if m == message);
                 subscriptions.push(SubscriptionView {
                     token: t.id,
-                    element,
+                    element: boundary_of(t, &caught).unwrap_or_else(|| t.element.clone()),
                     kind: "message",
                     name: message.clone(),
                     key: Some(key.clone()),
                 });
             }
-        }
-        // tokens written before the keys were kept: the key they have now
-        if let Some(model) = &model {
-            for t in rec.tokens.iter().filter(|t| t.subscribed.is_empty()) {
-                let Some(host) = model.element(&t.element) else {
-                    continue;
-                };
-                for &b in &host.boundaries {
-                    let boundary = model.at(b);
-                    let crate::model::ElementKind::Boundary {
-                        trigger: crate::model::Trigger::Message { message },
-                        ..
-                    } = &boundary.kind
-                    else {
-                        continue;
-                    };
-                    let Ok(key) = model.correlation_key(message, &rec.view(t.id)) else {
-                        continue;
-                    };
-                    if self.snap.subscribers(message, &key)?.contains(&(id, t.id)) {
-                        subscriptions.push(SubscriptionView {
-                            token: t.id,
-                            element: boundary.id.clone(),
-                            kind: "message",
-                            name: message.clone(),
-                            key: Some(key),
-                        });
-                    }
-                }
+            for signal in &t.boundary_signals {
+                let caught = |tr: &crate::model::Trigger| matches!(tr, crate::model::Trigger::Signal { signal: s } if s == signal);
+                subscriptions.push(SubscriptionView {
+                    token: t.id,
+                    element: boundary_of(t, &caught).unwrap_or_else(|| t.element.clone()),
+                    kind: "signal",
+                    name: signal.clone(),
+                    key: None,
+                });
             }
         }
         let mut jobs = Vec::new();

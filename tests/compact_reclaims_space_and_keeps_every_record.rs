@@ -2,6 +2,7 @@
 //! system, offline, and keeps every record that was still there: an active
 //! instance with its tokens and variables, a buffered message, the history.
 //! Against a running writer it refuses to start, naming the lock.
+#![cfg(feature = "server")]
 mod common;
 use common::*;
 use postfach::{ManualClock, Options, Postfach, Publish, Vars, vars};

@@ -72,3 +72,64 @@ async fn a_signal_thrown_by_a_process_reaches_other_instances_in_the_same_commit
     let c = env.pf.reader().unwrap().counters().unwrap();
     assert_eq!(c.get("signals_unreached"), None);
 }
+
+/// One instance, two branches: the first rests at a signal catch and at a
+/// user task under a signal boundary, the second throws the signal — all in
+/// the command that starts the instance, before anything is written. The
+/// throw reaches both waits opened in that command.
+const SAME_STEP: &str = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL">
+  <signal id="go" name="Los"/>
+  <process id="zugleich" isExecutable="true">
+    <startEvent id="s"/>
+    <sequenceFlow id="f0" sourceRef="s" targetRef="fork"/>
+    <parallelGateway id="fork"/>
+    <sequenceFlow id="f1" sourceRef="fork" targetRef="fang"/>
+    <sequenceFlow id="f2" sourceRef="fork" targetRef="pruefen"/>
+    <sequenceFlow id="f3" sourceRef="fork" targetRef="wurf"/>
+    <intermediateCatchEvent id="fang"><signalEventDefinition signalRef="go"/></intermediateCatchEvent>
+    <sequenceFlow id="f4" sourceRef="fang" targetRef="e1"/>
+    <endEvent id="e1"/>
+    <userTask id="pruefen"/>
+    <boundaryEvent id="abbruch" attachedToRef="pruefen"><signalEventDefinition signalRef="go"/></boundaryEvent>
+    <sequenceFlow id="f5" sourceRef="pruefen" targetRef="e2"/>
+    <sequenceFlow id="f6" sourceRef="abbruch" targetRef="e3"/>
+    <endEvent id="e2"/>
+    <endEvent id="e3"/>
+    <intermediateThrowEvent id="wurf"><signalEventDefinition signalRef="go"/></intermediateThrowEvent>
+    <sequenceFlow id="f7" sourceRef="wurf" targetRef="e4"/>
+    <endEvent id="e4"/>
+  </process>
+</definitions>"#;
+
+#[tokio::test]
+async fn a_signal_reaches_the_waits_opened_earlier_in_the_same_command() {
+    let env = Env::new();
+    env.deploy(SAME_STEP).await;
+    let id = env.pf.start("zugleich", no_vars(), None).await.unwrap();
+    assert_eq!(env.state(id), "completed", "{:?}", env.waiting_at(id));
+    let detail = env.pf.reader().unwrap().instance(id).unwrap().unwrap();
+    let events: Vec<String> = detail
+        .history
+        .iter()
+        .map(|h| format!("{} {}", h.element, h.event))
+        .collect();
+    assert!(
+        events
+            .iter()
+            .any(|e| e.starts_with("wurf signal_thrown reached=2")),
+        "{events:?}"
+    );
+    assert!(
+        events.iter().any(|e| e.starts_with("abbruch ")),
+        "{events:?}"
+    );
+    assert_eq!(
+        env.pf
+            .reader()
+            .unwrap()
+            .counters()
+            .unwrap()
+            .get("signals_unreached"),
+        None
+    );
+}

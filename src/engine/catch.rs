@@ -76,8 +76,9 @@ impl<'a, 't> Engine<'a, 't> {
     }
 
     /// Token `token` rests at `element` waiting for (`message`, `key`): the
-    /// oldest buffered message is taken at once, else it subscribes. Returns
-    /// whether it subscribed (it waits).
+    /// oldest buffered message is taken at once, else it subscribes (its
+    /// wait is the subscription: the store derives the row). Returns whether
+    /// it subscribed (it waits).
     pub(super) fn rest_on_message(
         &mut self,
         inst: u64,
@@ -87,9 +88,6 @@ impl<'a, 't> Engine<'a, 't> {
         key: String,
     ) -> R<bool> {
         let buffered = self.t.oldest_buffered(message, &key)?;
-        if buffered.is_none() {
-            self.t.subscribe(message, &key, inst, token)?;
-        }
         let wait = Wait::Message {
             name: message.to_string(),
             key,

@@ -71,7 +71,6 @@ impl<'a, 't> Engine<'a, 't> {
                 }
                 // a non-interrupting listener keeps listening: every buffered
                 // message starts an occurrence
-                self.t.subscribe(message, &key, inst, token)?;
                 let wait = Wait::Message {
                     name: message.clone(),
                     key: key.clone(),

@@ -55,6 +55,47 @@ impl<'a, 't> Engine<'a, 't> {
         Ok(Some(p.at(found.unwrap_or(at)).id.clone()))
     }
 
+    /// The (instance, token) pairs holding (message `name`, `key`) open as
+    /// this command stands: the stored rows, moved by what the command
+    /// changed in the tokens it holds (the store writes the rows when the
+    /// instances are written).
+    fn subscribers_now(&self, name: &str, key: &str) -> R<Vec<(u64, u64)>> {
+        let stored = self.t.subscribers(name, key)?;
+        Ok(self.pending(stored, |t| t.open_messages().contains(&(name, key))))
+    }
+
+    /// The (instance, token) pairs holding signal `name` open as this
+    /// command stands (see [`Engine::subscribers_now`]).
+    fn signal_subscribers_now(&self, name: &str) -> R<Vec<(u64, u64)>> {
+        let stored = self.t.signal_subscribers(name)?;
+        Ok(self.pending(stored, |t| t.open_signals().contains(&name)))
+    }
+
+    /// `stored` (pairs as the rows have them) with the registrations the
+    /// command opened and closed: a token that `holds` now and did not when
+    /// read joins, one that held and does not any more leaves.
+    fn pending(
+        &self,
+        mut subs: Vec<(u64, u64)>,
+        holds: impl Fn(&Token) -> bool,
+    ) -> Vec<(u64, u64)> {
+        for (&inst, d) in &self.dirty {
+            for (was, now) in d.rec.tokens.changes() {
+                let Some(id) = now.or(was).map(|t| t.id) else {
+                    continue;
+                };
+                match (was.is_some_and(&holds), now.is_some_and(&holds)) {
+                    (true, false) => subs.retain(|&s| s != (inst, id)),
+                    (false, true) => subs.push((inst, id)),
+                    (true, true) | (false, false) => {}
+                }
+            }
+        }
+        subs.sort_unstable();
+        subs.dedup();
+        subs
+    }
+
     /// Decides what a message meets without changing anything.
     pub(super) fn classify(&self, name: &str, key: &str) -> R<Decision> {
         let catalog = self.catalog(name)?;
@@ -65,7 +106,7 @@ impl<'a, 't> Engine<'a, 't> {
                 Vec::new(),
             ));
         }
-        let subs = self.t.subscribers(name, key)?;
+        let subs = self.subscribers_now(name, key)?;
         match subs.len() {
             1 => return Ok(Decision::Deliver(subs[0].0, subs[0].1)),
             n if n > 1 => {
@@ -397,7 +438,7 @@ impl<'a, 't> Engine<'a, 't> {
     }
 
     pub(super) fn broadcast(&mut self, name: &str, vars: &Vars) -> R<usize> {
-        let subs = self.t.signal_subscribers(name)?;
+        let subs = self.signal_subscribers_now(name)?;
         self.t.bump(Counter::SignalsThrown, 1)?;
         if subs.is_empty() {
             self.t.bump(Counter::SignalsUnreached, 1)?;

@@ -719,7 +719,8 @@ impl<'a, 't> Engine<'a, 't> {
             timers: Vec::new(),
             scope,
             locals: Vars::new(),
-            subscribed: Vec::new(),
+            boundary_messages: Vec::new(),
+            boundary_signals: Vec::new(),
         });
         id
     }

@@ -294,21 +294,38 @@ fn a_user_task_record_lives_exactly_as_long_as_its_waiting_token() {
 /// An activity with a message boundary (interrupting or not) and a timer
 /// boundary, entered after an async continuation so that messages can come
 /// before, during and after it.
+/// A service task under a message boundary (interrupting when `cancel`), a
+/// timer boundary and a signal boundary (interrupting when not `cancel`); a
+/// parallel branch `aendern` whose worker may change the correlation key
+/// while the boundary waits. After the task a user task waits (a token
+/// that left with its registrations would show there).
 fn storno_model(cancel: bool) -> String {
+    let signal_cancels = !cancel;
     format!(
         r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL"
     xmlns:flowable="http://flowable.org/bpmn">
   <message id="m" name="Storno"/>
+  <signal id="sig" name="Alarm"/>
   <process id="storno" isExecutable="true">
     <startEvent id="s"/>
-    <sequenceFlow id="f0" sourceRef="s" targetRef="bearbeiten"/>
+    <sequenceFlow id="f0" sourceRef="s" targetRef="fork"/>
+    <parallelGateway id="fork"/>
+    <sequenceFlow id="fa" sourceRef="fork" targetRef="bearbeiten"/>
+    <sequenceFlow id="fb" sourceRef="fork" targetRef="aendern"/>
+    <serviceTask id="aendern"/>
+    <sequenceFlow id="fc" sourceRef="aendern" targetRef="geaendert"/>
+    <endEvent id="geaendert"/>
     <serviceTask id="bearbeiten" flowable:async="true"/>
-    <sequenceFlow id="f1" sourceRef="bearbeiten" targetRef="fertig"/>
+    <sequenceFlow id="f1" sourceRef="bearbeiten" targetRef="abschluss"/>
+    <userTask id="abschluss"/>
+    <sequenceFlow id="f5" sourceRef="abschluss" targetRef="fertig"/>
     <endEvent id="fertig"/>
     <boundaryEvent id="storniert" attachedToRef="bearbeiten" cancelActivity="{cancel}"><messageEventDefinition messageRef="m"/></boundaryEvent>
     <boundaryEvent id="frist" attachedToRef="bearbeiten"><timerEventDefinition><timeDuration>PT1H</timeDuration></timerEventDefinition></boundaryEvent>
+    <boundaryEvent id="alarm" attachedToRef="bearbeiten" cancelActivity="{signal_cancels}"><signalEventDefinition signalRef="sig"/></boundaryEvent>
     <sequenceFlow id="f2" sourceRef="storniert" targetRef="ende"/>
     <sequenceFlow id="f3" sourceRef="frist" targetRef="ende"/>
+    <sequenceFlow id="f4" sourceRef="alarm" targetRef="ende"/>
     <endEvent id="ende"/>
   </process>
 </definitions>"#
@@ -322,16 +339,22 @@ enum StornoOp {
     Continue,
     Complete,
     Advance(u32),
+    /// The parallel branch sets the correlation key to this value.
+    Rekey(u8),
+    Signal,
 }
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
-    /// Message boundary events under any order of starts, messages, work and
-    /// time: after every step the indexes match the records — a boundary's
-    /// subscription exists only while its token is in the activity, and per
-    /// (message, key) a subscription xor a buffered message — and every
-    /// message id has one record.
+    /// Message and signal boundary events under any order of starts,
+    /// messages, signals, work, time and changes of the key variable while a
+    /// boundary waits: after every step the indexes match the records — a
+    /// boundary's subscription exists only while its token is in the
+    /// activity, under the key it was opened with, and a token's kept
+    /// registrations are the ones its model implies — per (message, key) a
+    /// subscription xor a buffered message, and every message id has one
+    /// record.
     #[test]
     fn message_boundaries_keep_the_engine_invariants(
         cancel in any::<bool>(),
@@ -341,6 +364,8 @@ proptest! {
             Just(StornoOp::Continue),
             Just(StornoOp::Complete),
             (0..7_200u32).prop_map(StornoOp::Advance),
+            (0..3u8).prop_map(StornoOp::Rekey),
+            Just(StornoOp::Signal),
         ], 1..30)
     ) {
         let mut h = Harness::reference();
@@ -375,6 +400,16 @@ proptest! {
                 StornoOp::Advance(s) => {
                     h.now += u64::from(s) * 1000;
                     h.step(|e| e.run_continuations(100)).unwrap();
+                }
+                StornoOp::Rekey(k) => {
+                    let jobs = h.step(|e| e.lock_jobs("aendern", 1, "w", 30_000, false, None)).unwrap();
+                    let to = crate::vars([("auftragId", format!("neu-{k}").into())]);
+                    for j in jobs {
+                        h.step(|e| e.complete_job(j.task.job, Some(j.lease_token), &to)).unwrap();
+                    }
+                }
+                StornoOp::Signal => {
+                    h.step(|e| e.signal("Alarm", &Vars::new())).unwrap();
                 }
             }
             h.check_invariants();

@@ -94,30 +94,26 @@ impl<'a, 't> Engine<'a, 't> {
     }
 
     /// Removes every registration of a waiting token: subscriptions, signal
-    /// subscriptions, its job or timers. The token itself stays.
+    /// subscriptions (by leaving the wait that holds them), its job or
+    /// timers. The token itself stays, on its way.
     pub(super) fn cancel_wait(&mut self, inst: u64, token: u64) -> R<()> {
         let Some(wait) = self.inst(inst).tokens.get(token).map(|t| t.wait.clone()) else {
             return Ok(());
         };
         match wait {
+            // the subscriptions go with the wait (the store derives their
+            // rows from the token)
             Wait::Message { name, key } => {
-                self.t.unsubscribe(&name, &key, inst, token)?;
                 // the instance is past this catch point: a later message is late
                 self.t.set_passed(&name, &key, inst, true)?;
             }
-            Wait::Signal { name } => self.t.unsubscribe_signal(&name, inst, token)?,
+            Wait::Signal { .. } => {}
             Wait::Job { job } | Wait::Timer { job } => self.delete_job(job)?,
             Wait::Events {
-                messages,
-                signals,
-                timers,
+                messages, timers, ..
             } => {
                 for (name, key) in messages {
-                    self.t.unsubscribe(&name, &key, inst, token)?;
                     self.t.set_passed(&name, &key, inst, true)?;
-                }
-                for name in signals {
-                    self.t.unsubscribe_signal(&name, inst, token)?;
                 }
                 for job in timers {
                     self.delete_job(job)?;
@@ -158,8 +154,8 @@ impl<'a, 't> Engine<'a, 't> {
     }
 
     /// Opens the boundary events of the activity a token enters: starts
-    /// their timers (remembered on the token) and subscribes their signals
-    /// (derived from the model again when the token leaves).
+    /// their timers and subscribes their messages and signals, each kept
+    /// with the token.
     pub(super) fn open_boundaries(
         &mut self,
         inst: u64,
@@ -185,16 +181,20 @@ impl<'a, 't> Engine<'a, 't> {
                         t.timers.push(job);
                     }
                 }
-                Trigger::Signal { signal } => self.t.subscribe_signal(signal, inst, token)?,
+                // kept with the token (the store derives the row): closing
+                // removes this one
+                Trigger::Signal { signal } => {
+                    if let Some(t) = self.inst(inst).tokens.get_mut(token) {
+                        t.boundary_signals.push(signal.clone());
+                    }
+                }
                 Trigger::Message { message } => {
                     // `boundary_key_problem` was asked before: the key is set
                     let by = Catcher::Boundary(&p.at(b).id);
-                    if let Ok(key) = self.key_for(inst, token, message, by)? {
-                        self.t.subscribe(message, &key, inst, token)?;
-                        // kept with the token: closing removes this one
-                        if let Some(t) = self.inst(inst).tokens.get_mut(token) {
-                            t.subscribed.push((message.clone(), key));
-                        }
+                    if let Ok(key) = self.key_for(inst, token, message, by)?
+                        && let Some(t) = self.inst(inst).tokens.get_mut(token)
+                    {
+                        t.boundary_messages.push((message.clone(), key));
                     }
                 }
                 // caught when thrown (by a worker, an end or throw event
@@ -332,83 +332,29 @@ impl<'a, 't> Engine<'a, 't> {
     }
 
     /// Closes the boundary events of a token leaving its activity: cancels
-    /// their timers and unsubscribes their signals.
+    /// their timers and drops exactly the message and signal subscriptions
+    /// kept with the token (the store removes their rows); nothing is
+    /// recomputed from the model or the variables.
     pub(super) fn close_boundaries(&mut self, inst: u64, token: u64) -> R<()> {
         if self.inst(inst).body_of(token).is_some() {
             return Ok(()); // an inner instance: its body holds the boundary events
         }
-        let p = self.proc_of(inst);
-        let (timers, subscribed, host) = match self.inst(inst).tokens.get_mut(token) {
-            Some(t) => (
-                std::mem::take(&mut t.timers),
-                std::mem::take(&mut t.subscribed),
-                p.index_of(&t.element),
-            ),
+        let (timers, messages) = match self.inst(inst).tokens.get_mut(token) {
+            Some(t) => {
+                t.boundary_signals.clear();
+                (
+                    std::mem::take(&mut t.timers),
+                    std::mem::take(&mut t.boundary_messages),
+                )
+            }
             None => return Ok(()),
         };
         for job in timers {
             self.delete_job(job)?;
         }
-        // exactly the subscriptions the boundaries opened, with their keys
-        let stored = !subscribed.is_empty();
-        for (message, key) in subscribed {
-            self.t.unsubscribe(&message, &key, inst, token)?;
+        for (message, key) in messages {
             // the activity is left: a later message is late
             self.t.set_passed(&message, &key, inst, true)?;
-        }
-        if let Some(host) = host {
-            for &b in &p.at(host).boundaries {
-                match &p.at(b).kind {
-                    ElementKind::Boundary {
-                        trigger: Trigger::Signal { signal },
-                        ..
-                    } => self.t.unsubscribe_signal(signal, inst, token)?,
-                    // written by a release that did not keep the keys with
-                    // the token: the key it was opened with is guessed
-                    ElementKind::Boundary {
-                        trigger: Trigger::Message { message },
-                        ..
-                    } if !stored => {
-                        // the key it was opened with: from the variables now, and
-                        // any key of that message the instance expected (should the
-                        // activity have changed the key variable meanwhile)
-                        let vars = self.key_variables(inst, token)?;
-                        let rec = self.inst(inst);
-                        let mut keys: Vec<String> = rec
-                            .expects
-                            .iter()
-                            .filter(|(m, _)| m == message)
-                            .map(|(_, k)| k.clone())
-                            .collect();
-                        if let Ok(k) = p.correlation_key(message, &vars) {
-                            keys.push(k);
-                        }
-                        keys.sort();
-                        keys.dedup();
-                        for key in keys {
-                            self.t.unsubscribe(message, &key, inst, token)?;
-                            // the activity is left: a later message is late
-                            self.t.set_passed(message, &key, inst, true)?;
-                        }
-                    }
-                    // closed above, from what the token kept
-                    ElementKind::Boundary {
-                        trigger: Trigger::Message { .. },
-                        ..
-                    } => {}
-                    // timers were deleted above; errors and conditions open nothing
-                    ElementKind::Boundary {
-                        trigger:
-                            Trigger::Timer(_)
-                            | Trigger::Error { .. }
-                            | Trigger::Escalation { .. }
-                            | Trigger::Condition { .. },
-                        ..
-                    } => {}
-                    // `boundaries` holds boundary events only (the parser's rule)
-                    other => debug_assert!(false, "not a boundary event: {}", other.label()),
-                }
-            }
         }
         Ok(())
     }
@@ -436,7 +382,6 @@ impl<'a, 't> Engine<'a, 't> {
         element: &str,
         signal: &str,
     ) -> R<()> {
-        self.t.subscribe_signal(signal, inst, token)?;
         self.set_token(
             inst,
             token,
@@ -496,10 +441,7 @@ impl<'a, 't> Engine<'a, 't> {
         let mut timers = Vec::new();
         for &t in &targets {
             match &p.at(t).kind {
-                ElementKind::SignalCatch { signal } => {
-                    self.t.subscribe_signal(signal, inst, token)?;
-                    signals.push(signal.clone());
-                }
+                ElementKind::SignalCatch { signal } => signals.push(signal.clone()),
                 ElementKind::TimerCatch { timer } => {
                     let target = p.at(t).id.clone();
                     timers.push(self.create_job_at(
@@ -542,9 +484,7 @@ impl<'a, 't> Engine<'a, 't> {
                 | ElementKind::Task { .. } => {}
             }
         }
-        for (m, k) in &messages {
-            self.t.subscribe(m, k, inst, token)?;
-        }
+        // the wait holds the subscriptions (the store derives their rows)
         self.set_token(
             inst,
             token,

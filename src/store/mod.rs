@@ -12,8 +12,10 @@
 //!   `variables`: (instance, name) → JSON text
 //! - `history`: (instance, sequence of the first entry) → the [`HistoryEntry`]s of one write, appended, removed with the instance
 //! - `tokens_at`: (element id, since, instance, token) → () — who waits where, oldest first
-//! - `subscriptions`: (message name, correlation key) → {(instance, token)}
-//! - `signal_subs`: signal name → {(instance, token)}
+//! - `subscriptions`: (message name, correlation key) → {(instance, token)},
+//!   derived from the tokens' open registrations ([`Token::open_messages`])
+//! - `signal_subs`: signal name → {(instance, token)}, derived likewise
+//!   ([`Token::open_signals`])
 //! - `expect`: (message, key) → {instance} — active instances that will still catch it
 //! - `passed`: (message, key) → {instance} — instances that caught it or ended
 //! - `messages`: accept sequence (u64) → [`MessageRecord`]
@@ -54,9 +56,11 @@ pub(crate) const META: TableDefinition<&str, u64> = TableDefinition::new("meta")
 pub(crate) const FORMAT_KEY: &str = "format_version";
 /// The database format this build writes: 2 keeps instance histories in
 /// `history` rows, 3 an instance's tokens and multi-instance items in rows of
-/// their own (`tokens`, `body_items`); a database of an earlier format is
-/// migrated when it opens, one of a later format is refused.
-pub(crate) const DB_FORMAT: u64 = 3;
+/// their own (`tokens`, `body_items`), 4 every boundary subscription with its
+/// token (the `subscriptions` and `signal_subs` rows derive from the token
+/// rows); a database of an earlier format is migrated when it opens, one of a
+/// later format is refused.
+pub(crate) const DB_FORMAT: u64 = 4;
 /// Prefix of counter keys in `meta`.
 pub(crate) const COUNTER_PREFIX: &str = "count:";
 /// `meta` keys of the gauges the store keeps with its rows: parked messages
@@ -366,7 +370,7 @@ impl Wait {
 
     /// The (message, key) subscriptions this wait holds open (a message
     /// catch, an event-based gateway's messages). Boundary subscriptions are
-    /// the token's `subscribed`.
+    /// the token's `boundary_messages`.
     pub fn messages(&self) -> Vec<(&str, &str)> {
         match self {
             Wait::Message { name, key } => vec![(name.as_str(), key.as_str())],
@@ -433,7 +437,36 @@ pub struct Token {
     /// in the record's tail; empty in records written before it was kept
     /// (their boundaries close by the key they have now).
     #[serde(skip)]
-    pub subscribed: Vec<(String, String)>,
+    pub boundary_messages: Vec<(String, String)>,
+    /// The signals the signal boundary events of the activity this token is
+    /// in subscribed to: closing removes exactly these. Stored in the token
+    /// row's tail.
+    #[serde(skip)]
+    pub boundary_signals: Vec<String>,
+}
+
+impl Token {
+    /// Every (message, key) subscription this token holds open: its wait's
+    /// and its activity's boundary events'. The store derives the
+    /// `subscriptions` rows from exactly these.
+    pub fn open_messages(&self) -> Vec<(&str, &str)> {
+        let mut out = self.wait.messages();
+        out.extend(
+            self.boundary_messages
+                .iter()
+                .map(|(n, k)| (n.as_str(), k.as_str())),
+        );
+        out
+    }
+
+    /// Every signal subscription this token holds open: its wait's and its
+    /// activity's boundary events'. The store derives the `signal_subs` rows
+    /// from exactly these.
+    pub fn open_signals(&self) -> Vec<&str> {
+        let mut out = self.wait.signals();
+        out.extend(self.boundary_signals.iter().map(String::as_str));
+        out
+    }
 }
 
 /// One line of an instance's history.
@@ -795,7 +828,7 @@ pub(crate) fn decode_instance(bytes: &[u8]) -> Result<InstanceRecord, CodecError
             TailField::Subscribed(subs) => {
                 for (token, pairs) in subs {
                     match at.get(&token).and_then(|&i| tokens.get_mut(i)) {
-                        Some(t) => t.subscribed = pairs,
+                        Some(t) => t.boundary_messages = pairs,
                         None => {
                             return Err(CodecError::Decode(format!(
                                 "instance {id}: subscriptions of token {token}, which it does not have"

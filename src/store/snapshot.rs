@@ -128,19 +128,6 @@ impl Snapshot {
         Ok(out)
     }
 
-    /// (instance, token) pairs subscribed to (message, key).
-    pub fn subscribers(&self, name: &str, key: &str) -> Result<Vec<(u64, u64)>, StoreError> {
-        let t = self
-            .tx
-            .open_multimap_table(SUBSCRIPTIONS)
-            .map_err(redb::Error::from)?;
-        let mut out = Vec::new();
-        for v in t.get((name, key))? {
-            out.push(v?.value());
-        }
-        Ok(out)
-    }
-
     /// Instances that wait for, expect or have caught a message with
     /// correlation key `key` (any message name): the `subscriptions`, `expect`
     /// and `passed` rows of every catalogued message name.

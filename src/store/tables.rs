@@ -5,13 +5,16 @@
 //! write — a message's `dedup`, `buffer`, `buffer_age`, `expiry`, `parked`
 //! and `instance_messages` rows and the parked-per-reason and per-name gauges, a job's `cont_due`,
 //! `topic_due`, `leases` and `incident_jobs` rows, the incident gauge and the ready/incident
-//! gauges of its element and definition version, an instance's `tokens_at`
-//! and `version_tokens` rows and per-version token gauges — so no engine code
-//! path can forget one. The tables themselves are private:
+//! gauges of its element and definition version, an instance's `tokens_at`,
+//! `version_tokens`, `token_scopes`, `scope_sizes`, `subscriptions` and
+//! `signal_subs` rows (the last two from the registrations each token holds
+//! open: [`Token::open_messages`], [`Token::open_signals`]) and per-version
+//! token gauges — so no engine code path can forget one. The tables themselves are private:
 //! the engine sees records, questions and registrations, never a redb table.
 
 use super::*;
 use redb::{MultimapTable, ReadableMultimapTable, ReadableTable, Table, WriteTransaction};
+use std::collections::BTreeSet;
 
 /// All tables of one write transaction, opened once per batch.
 pub(crate) struct Tables<'t> {
@@ -78,7 +81,7 @@ pub(crate) struct Tables<'t> {
 pub(crate) struct Resting {
     /// The definition version the tokens count under.
     scope: (String, u32),
-    expects: std::collections::BTreeSet<(String, String)>,
+    expects: BTreeSet<(String, String)>,
 }
 
 impl Resting {
@@ -496,7 +499,9 @@ impl<'t> Tables<'t> {
 
     /// Stamps the format of a new database, and brings an older one to it:
     /// format 1 kept each instance's history inside its record; format 2
-    /// keeps it in `history` rows ([`Tables::migrate_instances_to_rows`]).
+    /// keeps it in `history` rows, format 3 the tokens too
+    /// ([`Tables::migrate_instances_to_rows`]); format 4 keeps every boundary
+    /// subscription with its token ([`Tables::keep_registrations_with_tokens`]).
     pub(super) fn stamp_format(&mut self) -> Result<(), StoreError> {
         let found = self.meta.get(FORMAT_KEY)?.map(|g| g.value());
         match found {
@@ -506,13 +511,24 @@ impl<'t> Tables<'t> {
                     found: v as u8,
                 }));
             }
-            Some(v) if v < 3 => {
-                let n = self.migrate_instances_to_rows()?;
-                if n > 0 {
+            Some(v) if v < DB_FORMAT => {
+                if v < 3 {
+                    let n = self.migrate_instances_to_rows()?;
+                    if n > 0 {
+                        tracing::info!(
+                            instances = n,
+                            from = v,
+                            "moved instance histories and tokens into rows (database format {v} → {DB_FORMAT})"
+                        );
+                    }
+                }
+                let (tokens, dropped) = self.keep_registrations_with_tokens()?;
+                if tokens > 0 || dropped > 0 {
                     tracing::info!(
-                        instances = n,
+                        tokens,
+                        dropped,
                         from = v,
-                        "moved instance histories and tokens into rows (database format {v} → {DB_FORMAT})"
+                        "kept the boundary subscriptions with their tokens (database format {v} → {DB_FORMAT}); dropped subscriptions of tokens that no longer exist"
                     );
                 }
             }
@@ -907,6 +923,36 @@ impl<'t> Tables<'t> {
                 }
             }
         }
+        // the subscriptions are the registrations the token holds open
+        let open = |t: Option<&Token>| -> BTreeSet<(String, String)> {
+            t.map(|t| {
+                t.open_messages()
+                    .into_iter()
+                    .map(|(n, k)| (n.to_string(), k.to_string()))
+                    .collect()
+            })
+            .unwrap_or_default()
+        };
+        let (subs_was, subs_now) = (open(was), open(now));
+        for (name, key) in subs_was.difference(&subs_now) {
+            self.subscriptions
+                .remove((name.as_str(), key.as_str()), (inst, id))?;
+        }
+        for (name, key) in subs_now.difference(&subs_was) {
+            self.subscriptions
+                .insert((name.as_str(), key.as_str()), (inst, id))?;
+        }
+        let signals = |t: Option<&Token>| -> BTreeSet<String> {
+            t.map(|t| t.open_signals().into_iter().map(String::from).collect())
+                .unwrap_or_default()
+        };
+        let (sig_was, sig_now) = (signals(was), signals(now));
+        for name in sig_was.difference(&sig_now) {
+            self.signal_subs.remove(name.as_str(), (inst, id))?;
+        }
+        for name in sig_now.difference(&sig_was) {
+            self.signal_subs.insert(name.as_str(), (inst, id))?;
+        }
         // the process level is counted in the header (`top_level`)
         let inside = |t: &Token| Some(t.scope).filter(|&s| s != 0);
         let (scope_was, scope_now) = (was.and_then(inside), now.and_then(inside));
@@ -1002,6 +1048,69 @@ impl<'t> Tables<'t> {
                 .insert(rec.id, super::encode_instance(&rec)?.as_slice())?;
         }
         Ok(legacy.len() as u64)
+    }
+
+    /// Moves the boundary subscriptions onto their tokens (database format
+    /// 4): every `subscriptions` or `signal_subs` row that its token's wait
+    /// does not explain was opened by a boundary event of the token's
+    /// activity — format 3 kept the message ones with the token only when
+    /// written by a later release, the signal ones never — and is now kept
+    /// with the token, from which the store derives the rows. Rows that name
+    /// a token which no longer exists cannot be closed by anything and are
+    /// dropped. Returns (tokens rewritten, rows dropped).
+    pub(super) fn keep_registrations_with_tokens(&mut self) -> Result<(u64, u64), StoreError> {
+        type Open = (Vec<(String, String)>, Vec<String>);
+        let mut open: std::collections::BTreeMap<(u64, u64), Open> = Default::default();
+        for row in self.subscriptions.iter()? {
+            let (k, vals) = row?;
+            let (m, key) = k.value();
+            for v in vals {
+                let entry = open.entry(v?.value()).or_default();
+                entry.0.push((m.to_string(), key.to_string()));
+            }
+        }
+        for row in self.signal_subs.iter()? {
+            let (k, vals) = row?;
+            let name = k.value();
+            for v in vals {
+                open.entry(v?.value()).or_default().1.push(name.to_string());
+            }
+        }
+        let (mut rewritten, mut dropped) = (0u64, 0u64);
+        for ((inst, token), (messages, signals)) in open {
+            let stored = match self.tokens.get((inst, token))? {
+                Some(g) => Some(super::decode_token(g.value())?),
+                None => None,
+            };
+            let Some(mut t) = stored else {
+                for (m, key) in &messages {
+                    self.subscriptions
+                        .remove((m.as_str(), key.as_str()), (inst, token))?;
+                }
+                for name in &signals {
+                    self.signal_subs.remove(name.as_str(), (inst, token))?;
+                }
+                dropped += (messages.len() + signals.len()) as u64;
+                continue;
+            };
+            let before = (t.boundary_messages.len(), t.boundary_signals.len());
+            for (m, key) in messages {
+                if !t.open_messages().contains(&(m.as_str(), key.as_str())) {
+                    t.boundary_messages.push((m, key));
+                }
+            }
+            for name in signals {
+                if !t.open_signals().contains(&name.as_str()) {
+                    t.boundary_signals.push(name);
+                }
+            }
+            if before != (t.boundary_messages.len(), t.boundary_signals.len()) {
+                self.tokens
+                    .insert((inst, token), super::encode_token(&t)?.as_slice())?;
+                rewritten += 1;
+            }
+        }
+        Ok((rewritten, dropped))
     }
 
     /// Removes an instance with its token rows (and what they index), its
@@ -1420,37 +1529,15 @@ impl<'t> Tables<'t> {
 
     // ---------- registrations of waiting tokens ----------
 
-    /// Pairs (instance, token) subscribed to a (message, key).
+    /// Pairs (instance, token) subscribed to a (message, key), as written
+    /// (rows derived from the tokens' open registrations when an instance is
+    /// written: [`Tables::put_instance`]).
     pub fn subscribers(&self, name: &str, key: &str) -> Result<Vec<(u64, u64)>, StoreError> {
         let mut out = Vec::new();
         for v in self.subscriptions.get((name, key))? {
             out.push(v?.value());
         }
         Ok(out)
-    }
-
-    /// A token waits for (message, key).
-    pub fn subscribe(
-        &mut self,
-        name: &str,
-        key: &str,
-        inst: u64,
-        token: u64,
-    ) -> Result<(), StoreError> {
-        self.subscriptions.insert((name, key), (inst, token))?;
-        Ok(())
-    }
-
-    /// A token no longer waits for (message, key).
-    pub fn unsubscribe(
-        &mut self,
-        name: &str,
-        key: &str,
-        inst: u64,
-        token: u64,
-    ) -> Result<(), StoreError> {
-        self.subscriptions.remove((name, key), (inst, token))?;
-        Ok(())
     }
 
     /// Pairs (instance, token) waiting for signal `name`.
@@ -1460,28 +1547,6 @@ impl<'t> Tables<'t> {
             out.push(v?.value());
         }
         Ok(out)
-    }
-
-    /// A token waits for signal `name`.
-    pub fn subscribe_signal(
-        &mut self,
-        name: &str,
-        inst: u64,
-        token: u64,
-    ) -> Result<(), StoreError> {
-        self.signal_subs.insert(name, (inst, token))?;
-        Ok(())
-    }
-
-    /// A token no longer waits for signal `name`.
-    pub fn unsubscribe_signal(
-        &mut self,
-        name: &str,
-        inst: u64,
-        token: u64,
-    ) -> Result<(), StoreError> {
-        self.signal_subs.remove(name, (inst, token))?;
-        Ok(())
     }
 
     /// Active instances that will still catch (message, key).
@@ -1578,6 +1643,37 @@ mod tests {
         }
     }
 
+    /// Every database written by an earlier release (the fixtures of the
+    /// format tests) migrates on open to records and rows that pass the
+    /// store's own check: the derived index rows, the scopes, the
+    /// registrations each token keeps.
+    #[test]
+    fn every_older_format_migrates_to_a_consistent_store() {
+        for name in [
+            "format-v1.redb",
+            "format-v2-scopes.redb",
+            "format-v3-tokens.redb",
+            "format-v4-registrations.redb",
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join(name);
+            let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+            std::fs::copy(fixtures.join(name), &path).unwrap();
+            let db = super::super::open_db(&path).unwrap();
+            let r = db.begin_read().unwrap();
+            let problems = super::super::verify::verify(&r, true).unwrap();
+            assert!(problems.is_empty(), "{name}: {problems:#?}");
+            let format = r
+                .open_table(META)
+                .unwrap()
+                .get(FORMAT_KEY)
+                .unwrap()
+                .unwrap()
+                .value();
+            assert_eq!(format, DB_FORMAT, "{name}");
+        }
+    }
+
     #[test]
     fn a_record_written_around_the_store_is_found_by_the_check() {
         let db = MemoryStore::new();
@@ -1614,7 +1710,8 @@ mod tests {
                     timers: Vec::new(),
                     scope: 0,
                     locals: Default::default(),
-                    subscribed: Vec::new(),
+                    boundary_messages: Vec::new(),
+                    boundary_signals: Vec::new(),
                 })
                 .collect(),
             next_token: tokens.len() as u64 + 1,

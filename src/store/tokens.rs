@@ -236,7 +236,7 @@ struct TokenRow {
     scope: u64,
     /// Local variables as JSON text (empty: none).
     locals: String,
-    subscribed: Vec<(String, String)>,
+    boundary_messages: Vec<(String, String)>,
 }
 
 /// [`TokenRow`] as written, borrowing the token (encoding clones nothing).
@@ -245,7 +245,17 @@ struct TokenRowRef<'a> {
     token: &'a Token,
     scope: u64,
     locals: String,
-    subscribed: &'a [(String, String)],
+    boundary_messages: &'a [(String, String)],
+}
+
+/// What a token row carries after its first layout, in the row's tail
+/// (written only when there is one: a row without keeps the first layout).
+/// Variants are encoded by position: new ones go last, and a build that does
+/// not know one refuses the row.
+#[derive(Debug, Serialize, Deserialize)]
+enum TokenTail {
+    /// The signals its activity's signal boundary events subscribed to.
+    BoundarySignals(Vec<String>),
 }
 
 /// The bytes of token `t`'s row. A multi-instance body's items and outputs
@@ -260,20 +270,30 @@ pub(crate) fn encode_token(t: &Token) -> Result<Vec<u8>, CodecError> {
     } else {
         serde_json::to_string(&t.locals).map_err(|e| CodecError::Encode(e.to_string()))?
     };
-    codec::encode(&TokenRowRef {
-        token: t,
-        scope: t.scope,
-        locals,
-        subscribed: &t.subscribed,
-    })
+    let tail = (!t.boundary_signals.is_empty())
+        .then(|| vec![TokenTail::BoundarySignals(t.boundary_signals.clone())]);
+    codec::encode_tailed(
+        &TokenRowRef {
+            token: t,
+            scope: t.scope,
+            locals,
+            boundary_messages: &t.boundary_messages,
+        },
+        tail.as_ref(),
+    )
 }
 
 /// Reads [`encode_token`]'s bytes.
 pub(crate) fn decode_token(bytes: &[u8]) -> Result<Token, CodecError> {
-    let row: TokenRow = codec::decode(bytes)?;
+    let (row, tail): (TokenRow, Vec<TokenTail>) = codec::decode_tailed(bytes)?;
     let mut t = row.token;
     t.scope = row.scope;
-    t.subscribed = row.subscribed;
+    t.boundary_messages = row.boundary_messages;
+    for field in tail {
+        match field {
+            TokenTail::BoundarySignals(signals) => t.boundary_signals = signals,
+        }
+    }
     if !row.locals.is_empty() {
         t.locals = serde_json::from_str::<Vars>(&row.locals)
             .map_err(|e| CodecError::Decode(format!("local variables of token {}: {e}", t.id)))?;
@@ -304,14 +324,25 @@ mod tests {
             timers: Vec::new(),
             scope,
             locals: crate::vars([("i", 3.into())]),
-            subscribed: vec![("m".into(), "k".into())],
+            boundary_messages: vec![("m".into(), "k".into())],
+            boundary_signals: Vec::new(),
         }
     }
 
     #[test]
     fn a_token_row_keeps_scope_locals_and_subscriptions() {
-        let t = token(7, 3);
-        assert_eq!(decode_token(&encode_token(&t).unwrap()).unwrap(), t);
+        let mut t = token(7, 3);
+        let first_layout = encode_token(&t).unwrap();
+        assert_eq!(
+            first_layout[0],
+            codec::FORMAT_VERSION,
+            "no tail without signals"
+        );
+        assert_eq!(decode_token(&first_layout).unwrap(), t);
+        t.boundary_signals = vec!["alarm".into(), "stop".into()];
+        let tailed = encode_token(&t).unwrap();
+        assert_eq!(tailed[0], codec::TAILED_VERSION);
+        assert_eq!(decode_token(&tailed).unwrap(), t);
     }
 
     #[test]

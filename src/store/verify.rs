@@ -100,8 +100,13 @@ pub(crate) fn verify(r: &ReadTransaction, waits: bool) -> Result<Vec<String>, St
             ));
         }
     }
+    // the jobs of tasks at work (not an asynchronous start or end)
+    let mut task_jobs: BTreeSet<u64> = BTreeSet::new();
     for row in r.open_table(JOBS)?.iter()? {
         let j: JobRecord = codec::decode(row?.1.value())?;
+        if matches!(j.kind, JobKind::Task { .. }) {
+            task_jobs.insert(j.id);
+        }
         if j.state == JobState::Incident {
             *want.gauges.entry(INCIDENTS_GAUGE.to_string()).or_default() += 1;
             want.incident_jobs.insert(j.id);
@@ -188,10 +193,11 @@ pub(crate) fn verify(r: &ReadTransaction, waits: bool) -> Result<Vec<String>, St
         }
         for t in &i.tokens {
             let sub = |n: &str, k: &str| (n.to_string(), k.to_string(), i.id, t.id);
-            for (name, key) in t.wait.messages() {
+            // the subscriptions are exactly the registrations tokens hold open
+            for (name, key) in t.open_messages() {
                 want.subscriptions.insert(sub(name, key));
             }
-            for name in t.wait.signals() {
+            for name in t.open_signals() {
                 want.signal_subs.insert(sub(name, ""));
             }
             if let Wait::Task { task } = t.wait {
@@ -200,9 +206,6 @@ pub(crate) fn verify(r: &ReadTransaction, waits: bool) -> Result<Vec<String>, St
         }
     }
 
-    // a token in an activity may hold the signal subscriptions of its signal
-    // boundary events (open from activation until it leaves): allowed, not
-    // required, since the token alone does not say whether it is inside yet
     let mut models: std::collections::HashMap<(String, u32), Option<crate::model::Process>> =
         Default::default();
     let definitions = r.open_table(DEFINITIONS)?;
@@ -235,30 +238,7 @@ pub(crate) fn verify(r: &ReadTransaction, waits: bool) -> Result<Vec<String>, St
             jobs.extend(t.wait.jobs());
             owned_jobs.extend(jobs.into_iter().map(|j| (j, i.id, t.id)));
         }
-        // a token's kept boundary subscriptions are exactly its rows: each
-        // one is open, and no other row names the token
-        for t in &i.tokens {
-            for (message, key) in &t.subscribed {
-                want.subscriptions
-                    .insert((message.clone(), key.clone(), i.id, t.id));
-            }
-        }
-        for t in &i.tokens {
-            let Some(host) = p.elements.iter().find(|e| e.id == t.element) else {
-                continue;
-            };
-            // (message boundaries: the subscriptions kept with the token, above)
-            for &b in &host.boundaries {
-                if let Some(crate::model::ElementKind::Boundary {
-                    trigger: crate::model::Trigger::Signal { signal },
-                    ..
-                }) = p.elements.get(b).map(|e| &e.kind)
-                {
-                    want.boundary_signals
-                        .insert((signal.clone(), String::new(), i.id, t.id));
-                }
-            }
-        }
+        boundary_problems(&i, p, &task_jobs, &mut problems);
     }
 
     // a waiting call activity and its active child name each other
@@ -555,12 +535,6 @@ pub(crate) fn verify(r: &ReadTransaction, waits: bool) -> Result<Vec<String>, St
         &have.subscriptions,
         &mut problems,
     );
-    let allowed: BTreeSet<_> = have
-        .signal_subs
-        .intersection(&want.boundary_signals)
-        .cloned()
-        .collect();
-    want.signal_subs.extend(allowed);
     compare(
         "signal_subs",
         &want.signal_subs,
@@ -609,8 +583,6 @@ struct Rows {
     /// (message or signal, key or "", instance, token)
     subscriptions: BTreeSet<(String, String, u64, u64)>,
     signal_subs: BTreeSet<(String, String, u64, u64)>,
-    /// signal subscriptions a token may hold for its activity's boundary events
-    boundary_signals: BTreeSet<(String, String, u64, u64)>,
 }
 
 fn compare<T: Ord + std::fmt::Debug>(
@@ -716,6 +688,90 @@ fn scope_problems(i: &InstanceRecord, p: &crate::model::Process, problems: &mut 
                 "scopes: instance {} token {} holds the scope of '{}' with no token inside",
                 i.id, t.id, t.element
             ));
+        }
+    }
+}
+
+/// The registrations a token keeps for its activity's boundary events are
+/// the ones the model implies: each names a message or signal boundary event
+/// of the element it rests at, and a token that rests inside its activity
+/// (a user task, a subprocess's scope, a call activity, a multi-instance
+/// body, a receive task, a task whose worker's job is open) holds one for
+/// every such boundary event. (A token waiting for an asynchronous
+/// continuation has not entered yet or has left: only the first rule
+/// applies to it.)
+fn boundary_problems(
+    i: &InstanceRecord,
+    p: &crate::model::Process,
+    task_jobs: &BTreeSet<u64>,
+    problems: &mut Vec<String>,
+) {
+    use crate::model::{ElementKind, Trigger};
+    for t in &i.tokens {
+        let Some(host) = p.index_of(&t.element) else {
+            continue;
+        };
+        let mut messages: Vec<&str> = Vec::new();
+        let mut signals: Vec<&str> = Vec::new();
+        for &b in &p.at(host).boundaries {
+            match &p.at(b).kind {
+                ElementKind::Boundary {
+                    trigger: Trigger::Message { message },
+                    ..
+                } => messages.push(message),
+                ElementKind::Boundary {
+                    trigger: Trigger::Signal { signal },
+                    ..
+                } => signals.push(signal),
+                _ => {}
+            }
+        }
+        let mut kept_messages: Vec<&str> = t
+            .boundary_messages
+            .iter()
+            .map(|(m, _)| m.as_str())
+            .collect();
+        let mut kept_signals: Vec<&str> = t.boundary_signals.iter().map(String::as_str).collect();
+        for m in &kept_messages {
+            if !messages.contains(m) {
+                problems.push(format!(
+                    "registrations: instance {} token {} at '{}' keeps a subscription to message '{m}', which no boundary event of it catches",
+                    i.id, t.id, t.element
+                ));
+            }
+        }
+        for s in &kept_signals {
+            if !signals.contains(s) {
+                problems.push(format!(
+                    "registrations: instance {} token {} at '{}' keeps a subscription to signal '{s}', which no boundary event of it catches",
+                    i.id, t.id, t.element
+                ));
+            }
+        }
+        let inner = i.body_of(t.id).is_some();
+        let inside = !inner
+            && match &t.wait {
+                Wait::Task { .. } | Wait::Scope | Wait::Child { .. } | Wait::Body { .. } => true,
+                Wait::Message { .. } => matches!(p.at(host).kind, ElementKind::ReceiveTask { .. }),
+                Wait::Job { job } => task_jobs.contains(job),
+                Wait::Signal { .. }
+                | Wait::Timer { .. }
+                | Wait::Events { .. }
+                | Wait::Join { .. }
+                | Wait::Incident { .. }
+                | Wait::Condition => false,
+            };
+        if inside {
+            messages.sort_unstable();
+            signals.sort_unstable();
+            kept_messages.sort_unstable();
+            kept_signals.sort_unstable();
+            if kept_messages != messages || kept_signals != signals {
+                problems.push(format!(
+                    "registrations: instance {} token {} inside '{}' keeps messages {kept_messages:?} and signals {kept_signals:?}, its boundary events catch {messages:?} and {signals:?}",
+                    i.id, t.id, t.element
+                ));
+            }
         }
     }
 }

@@ -25,6 +25,11 @@ pub const ROWS_VERSION: u8 = 3;
 /// their tokens inside and are migrated on open.
 pub const HEADER_VERSION: u8 = 4;
 
+/// Version byte of a record in a dictionary layout: its repeated texts
+/// stored once (an instance's history rows, `store::history`). Rows of the
+/// plain layout ([`FORMAT_VERSION`]) are read beside them.
+pub const COMPACT_VERSION: u8 = 5;
+
 /// A record that could not be encoded or decoded.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

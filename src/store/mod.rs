@@ -10,7 +10,7 @@
 //! - `tokens`: (instance, token) → [`Token`]; `token_scopes`: (instance, scope, token) → ();
 //!   `scope_sizes`: (instance, scope) → count; `body_items`: (instance, body, index) → [`BodyItem`];
 //!   `variables`: (instance, name) → JSON text
-//! - `history`: (instance, sequence of the first entry) → the [`HistoryEntry`]s of one write, appended, removed with the instance
+//! - `history`: (instance, sequence of the first entry) → the [`HistoryEntry`]s of one write ([`history`]: texts once per row, instants as differences), appended, removed with the instance
 //! - `tokens_at`: (element id, since, instance, token) → () — who waits where, oldest first
 //! - `subscriptions`: (message name, correlation key) → {(instance, token)},
 //!   derived from the tokens' open registrations ([`Token::open_messages`])
@@ -37,6 +37,7 @@
 //! A test (`the_key_layout_names_every_table`) holds this list to the table definitions below.
 
 pub mod damage;
+pub(crate) mod history;
 mod tokens;
 mod variables;
 

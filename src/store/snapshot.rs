@@ -74,7 +74,7 @@ impl Snapshot {
             .table(HISTORY)?
             .range((rec.id, 0)..=(rec.id, u64::MAX))?
         {
-            let chunk: Vec<HistoryEntry> = codec::decode(row?.1.value())?;
+            let chunk: Vec<HistoryEntry> = super::history::decode(row?.1.value())?;
             out.extend(chunk);
         }
         out.extend(rec.new_history.iter().cloned());

@@ -993,7 +993,7 @@ impl<'t> Tables<'t> {
         let entries = std::mem::take(&mut rec.new_history);
         self.history.insert(
             (rec.id, rec.history_len),
-            codec::encode(&entries)?.as_slice(),
+            super::history::encode(&entries)?.as_slice(),
         )?;
         rec.history_len += entries.len() as u64;
         Ok(())

@@ -72,7 +72,7 @@ pub(crate) fn verify(r: &ReadTransaction, waits: bool) -> Result<Vec<String>, St
     for row in r.open_table(HISTORY)?.iter()? {
         let (k, v) = row?;
         let (inst, seq) = k.value();
-        let chunk: Vec<HistoryEntry> = codec::decode(v.value())?;
+        let chunk: Vec<HistoryEntry> = super::history::decode(v.value())?;
         let next = seen.entry(inst).or_default();
         if seq != *next || chunk.is_empty() {
             problems.push(format!(

@@ -756,10 +756,11 @@ impl Reader {
 
     /// The operator's view of `rec`.
     fn view(&self, rec: &InstanceRecord) -> Result<InstanceView, RErr> {
+        let model = self.process(&rec.process, rec.version)?;
         Ok(instance_view(
             rec,
             self.incidents(rec)?,
-            &self.snap.history(rec)?,
+            &self.snap.history(rec, model.as_deref())?,
         ))
     }
 

@@ -791,7 +791,8 @@ impl<'a, 't> Engine<'a, 't> {
             self.refresh_expect(id)?;
         }
         for (_, mut d) in std::mem::take(&mut self.dirty) {
-            self.t.put_instance(&mut d.rec, &d.before)?;
+            self.t
+                .put_instance(&mut d.rec, &d.before, Some(&d.process))?;
         }
         Ok(())
     }

@@ -68,13 +68,18 @@ impl Snapshot {
 
     /// The history of instance `rec`, oldest first: its rows, then what the
     /// record holds that is not written as rows yet.
-    pub fn history(&self, rec: &InstanceRecord) -> Result<Vec<HistoryEntry>, StoreError> {
+    pub fn history(
+        &self,
+        rec: &InstanceRecord,
+        model: Option<&crate::model::Process>,
+    ) -> Result<Vec<HistoryEntry>, StoreError> {
         let mut out = Vec::new();
         for row in self
             .table(HISTORY)?
             .range((rec.id, 0)..=(rec.id, u64::MAX))?
         {
-            let chunk: Vec<HistoryEntry> = super::history::decode(row?.1.value())?;
+            let chunk: Vec<HistoryEntry> =
+                super::history::decode(row?.1.value(), rec.started_at, model)?;
             out.extend(chunk);
         }
         out.extend(rec.new_history.iter().cloned());

@@ -836,6 +836,7 @@ impl<'t> Tables<'t> {
         &mut self,
         rec: &mut InstanceRecord,
         before: &Resting,
+        model: Option<&Process>,
     ) -> Result<(), StoreError> {
         let after = Resting::of(rec);
         self.remember_scope(rec);
@@ -868,7 +869,7 @@ impl<'t> Tables<'t> {
                 self.set_expect(m, key, rec.id, true)?;
             }
         }
-        self.append_history(rec)?;
+        self.append_history(rec, model)?;
         self.instances
             .insert(rec.id, super::encode_instance(rec)?.as_slice())?;
         Ok(())
@@ -986,14 +987,18 @@ impl<'t> Tables<'t> {
 
     /// Writes `rec.new_history` as one row keyed by the sequence of its first
     /// entry, `rec.history_len`.
-    fn append_history(&mut self, rec: &mut InstanceRecord) -> Result<(), StoreError> {
+    fn append_history(
+        &mut self,
+        rec: &mut InstanceRecord,
+        model: Option<&Process>,
+    ) -> Result<(), StoreError> {
         if rec.new_history.is_empty() {
             return Ok(());
         }
         let entries = std::mem::take(&mut rec.new_history);
         self.history.insert(
             (rec.id, rec.history_len),
-            super::history::encode(&entries)?.as_slice(),
+            super::history::encode(&entries, rec.started_at, model)?.as_slice(),
         )?;
         rec.history_len += entries.len() as u64;
         Ok(())
@@ -1017,7 +1022,7 @@ impl<'t> Tables<'t> {
             let Some(mut rec) = get_record::<InstanceRecord>(&self.instances, *id)? else {
                 continue;
             };
-            self.append_history(&mut rec)?;
+            self.append_history(&mut rec, None)?;
             for t in rec.tokens.iter() {
                 let mut t = t.clone();
                 if let Wait::Body { items, outputs, .. } = &mut t.wait {
@@ -1752,7 +1757,7 @@ mod tests {
         let mut rec = instance(1, 1, &[("a", 10)]);
         rec.record("p", "instance_started", 10);
         rec.record("a", "activated", 10);
-        db.write(|t| t.put_instance(&mut rec, &Resting::default()).unwrap());
+        db.write(|t| t.put_instance(&mut rec, &Resting::default(), None).unwrap());
         assert_eq!((rec.history_len, rec.new_history.len()), (2, 0));
         let stored = db.write(|t| t.instance_full(1).unwrap().unwrap());
         assert_eq!((stored.history_len, stored.new_history.len()), (2, 0));
@@ -1760,10 +1765,10 @@ mod tests {
         let mut later = stored.clone();
         later.record("a", "completed", 20);
         let resting = Resting::of(&stored);
-        db.write(|t| t.put_instance(&mut later, &resting).unwrap());
+        db.write(|t| t.put_instance(&mut later, &resting, None).unwrap());
         let events: Vec<String> = db
             .snapshot()
-            .history(&later)
+            .history(&later, None)
             .unwrap()
             .into_iter()
             .map(|h| h.event)
@@ -1785,7 +1790,7 @@ mod tests {
         );
         db.write(|t| t.remove_instance(&later).unwrap());
         assert_eq!(db.verify(), Vec::<String>::new(), "no row outlives it");
-        assert!(db.snapshot().history(&later).unwrap().is_empty());
+        assert!(db.snapshot().history(&later, None).unwrap().is_empty());
     }
 
     #[test]
@@ -1796,9 +1801,10 @@ mod tests {
             t.put_instance(
                 &mut instance(1, 1, &[("a", 50), ("b", 70)]),
                 &Resting::default(),
+                None,
             )
             .unwrap();
-            t.put_instance(&mut instance(2, 2, &[("a", 30)]), &Resting::default())
+            t.put_instance(&mut instance(2, 2, &[("a", 30)]), &Resting::default(), None)
                 .unwrap();
             t.put_task(&task(7, "review", 40)).unwrap();
             t.put_task(&task(8, "review", 20)).unwrap();

@@ -636,6 +636,9 @@ fn store_step(e: &postfach::StoreError) -> Option<String> {
         ),
         S::ReadOnly => Some("this command changes the database; run it where the file is writable".into()),
         S::Damaged { .. } => Some(DAMAGED_ADVICE.into()),
+        S::NewerFormat { .. } => Some(
+            "open it with the release that wrote it (or a newer one); a file is never converted back to an older format".into(),
+        ),
         S::Open { .. } | S::Redb(_) | S::Codec(_) | S::Closed | S::Aborted(_) | S::Io(_) => None,
     }
 }

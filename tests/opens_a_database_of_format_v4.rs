@@ -116,3 +116,73 @@ async fn the_format_v4_fixture_keeps_its_boundary_subscriptions_with_their_token
     }
     pf.close();
 }
+
+/// A database written by a newer release (a format this build does not
+/// know) is refused by name and format before postfach writes to it; the command line
+/// says what to do.
+#[test]
+fn a_database_of_a_newer_format_is_refused_naming_file_and_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("newer.redb");
+    Postfach::open(&path).unwrap().close();
+    {
+        let db = redb::Database::open(&path).unwrap();
+        let tx = db.begin_write().unwrap();
+        {
+            let meta: redb::TableDefinition<&str, u64> = redb::TableDefinition::new("meta");
+            tx.open_table(meta)
+                .unwrap()
+                .insert("format_version", 99)
+                .unwrap();
+        }
+        tx.commit().unwrap();
+    }
+    let err = match Postfach::open(&path) {
+        Err(e) => e,
+        Ok(_) => panic!("a database of format 99 opened"),
+    };
+    let text = err.to_string();
+    assert!(
+        matches!(
+            err,
+            postfach::Error::Store(postfach::StoreError::NewerFormat { found: 99, .. })
+        ),
+        "{err:?}"
+    );
+    assert!(
+        text.contains("newer.redb") && text.contains("format 99"),
+        "{text}"
+    );
+    assert!(Postfach::open_read_only(&path, Options::default()).is_err());
+    // redb's own open may touch its header; what postfach stores is as it was
+    let db = redb::Database::builder().open_read_only(&path).unwrap();
+    let meta: redb::TableDefinition<&str, u64> = redb::TableDefinition::new("meta");
+    let r = redb::ReadableDatabase::begin_read(&db).unwrap();
+    let format = r
+        .open_table(meta)
+        .unwrap()
+        .get("format_version")
+        .unwrap()
+        .unwrap()
+        .value();
+    assert_eq!(format, 99, "the file keeps its format");
+    drop(r);
+    drop(db);
+
+    #[cfg(feature = "server")]
+    {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_postfach"))
+            .arg("--db")
+            .arg(&path)
+            .arg("messages")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(
+            stderr.contains("format 99") && stderr.contains("release that wrote it"),
+            "{stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+}

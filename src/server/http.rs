@@ -206,6 +206,7 @@ fn status_of(e: &Error) -> StatusCode {
         | S::Aborted(_)
         | S::Io(_)
         | S::LogDamaged { .. }
+        | S::NewerFormat { .. }
         | S::Damaged { .. } => StatusCode::INTERNAL_SERVER_ERROR,
     };
     match e {

@@ -226,6 +226,18 @@ pub enum StoreError {
     /// A write was asked of a database opened for reading.
     #[error("the database was opened for reading only")]
     ReadOnly,
+    /// The database was written in a format newer than this build reads.
+    #[error(
+        "database {path} is in format {found}, written by a newer release; this build reads formats 1 to {reads}"
+    )]
+    NewerFormat {
+        /// The file.
+        path: String,
+        /// The format the file is in.
+        found: u64,
+        /// The newest format this build reads.
+        reads: u64,
+    },
     /// The database file is damaged: redb found a page it cannot read.
     #[error("database {path} is damaged: {detail}")]
     Damaged {
@@ -1351,12 +1363,29 @@ enum ExtraFieldRef<'a> {
     Multi(Vec<(u32, &'a crate::model::MultiInstance)>),
 }
 
-/// Creates every table so that read transactions find them, and stamps the format version.
-pub(crate) fn init(db: &redb::Database) -> Result<(), StoreError> {
+/// Creates every table so that read transactions find them, and stamps the
+/// format version (`path` names the file in a refusal).
+pub(crate) fn init(db: &redb::Database, path: &str) -> Result<(), StoreError> {
+    // a newer format is refused before anything is written
+    {
+        let r = db.begin_read()?;
+        let found = match r.open_table(META) {
+            Ok(meta) => meta.get(FORMAT_KEY)?.map(|g| g.value()),
+            Err(redb::TableError::TableDoesNotExist(_)) => None,
+            Err(e) => return Err(redb::Error::from(e).into()),
+        };
+        if let Some(found) = found.filter(|&v| v > DB_FORMAT) {
+            return Err(StoreError::NewerFormat {
+                path: path.to_string(),
+                found,
+                reads: DB_FORMAT,
+            });
+        }
+    }
     let tx = db.begin_write()?;
     {
         let mut t = Tables::open(&tx)?;
-        t.stamp_format()?;
+        t.stamp_format(path)?;
         t.upgrade_indexes()?;
     }
     tx.commit()?;
@@ -1382,7 +1411,7 @@ fn open_db_unchecked(path: &std::path::Path) -> Result<redb::Database, StoreErro
                 source: other,
             },
         })?;
-    init(&db)?;
+    init(&db, &shown)?;
     Ok(db)
 }
 
@@ -1408,10 +1437,10 @@ fn open_db_read_only_unchecked(path: &std::path::Path) -> Result<redb::Database,
         .set_cache_size(64 * 1024 * 1024)
         .create_with_backend(overlay::Overlay::new(file)?)
         .map_err(|source| StoreError::Open {
-            path: shown,
+            path: shown.clone(),
             source,
         })?;
-    init(&db)?;
+    init(&db, &shown)?;
     Ok(db)
 }
 

@@ -502,14 +502,16 @@ impl<'t> Tables<'t> {
     /// keeps it in `history` rows, format 3 the tokens too
     /// ([`Tables::migrate_instances_to_rows`]); format 4 keeps every boundary
     /// subscription with its token ([`Tables::keep_registrations_with_tokens`]).
-    pub(super) fn stamp_format(&mut self) -> Result<(), StoreError> {
+    pub(super) fn stamp_format(&mut self, path: &str) -> Result<(), StoreError> {
         let found = self.meta.get(FORMAT_KEY)?.map(|g| g.value());
         match found {
             None => {}
             Some(v) if v > DB_FORMAT => {
-                return Err(StoreError::Codec(CodecError::UnknownVersion {
-                    found: v as u8,
-                }));
+                return Err(StoreError::NewerFormat {
+                    path: path.to_string(),
+                    found: v,
+                    reads: DB_FORMAT,
+                });
             }
             Some(v) if v < DB_FORMAT => {
                 if v < 3 {

@@ -61,10 +61,7 @@ pub fn router(
     Router::new()
         .route("/", get(super::console::index))
         .route("/console/{*file}", get(super::console::asset))
-        .route(
-            "/health/live",
-            get(|| async { Json(json!({"status": "live"})) }),
-        )
+        .route("/health/live", get(live))
         .route("/health/ready", get(ready))
         .route("/metrics", get(metrics))
         .route("/openapi.json", get(openapi))
@@ -249,6 +246,11 @@ fn body<T>(b: Result<Json<T>, JsonRejection>) -> Result<T, ApiError> {
             ApiError::BadRequest(text)
         }
     })
+}
+
+#[utoipa::path(get, path = "/health/live", responses((status = 200, description = "The process serves HTTP (nothing else is asked)", body = serde_json::Value)))]
+async fn live() -> Json<serde_json::Value> {
+    Json(json!({"status": "live"}))
 }
 
 #[utoipa::path(get, path = "/health/ready", responses((status = 200, description = "Database open and serving", body = serde_json::Value)))]
@@ -1039,6 +1041,7 @@ async fn cancel_token(State(s): State<AppState>, Path((id, token)): Path<(u64, u
         description = "Admin API of postfach run: instances, messages, jobs, repair, metrics."
     ),
     paths(
+        live,
         ready,
         deploy,
         start,

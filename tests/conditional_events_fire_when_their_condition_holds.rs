@@ -224,3 +224,55 @@ async fn conditions_without_a_condition_or_on_a_start_event_are_refused_by_name(
         "{refused}"
     );
 }
+
+/// A conditional boundary whose own path leads back into its activity,
+/// whose condition still holds, would fire forever (each round reopens the
+/// boundary, each opening asks it again): after the engine's last round of
+/// conditions in one command the next occurrence stops at the boundary event
+/// as an incident naming it — the command ends, the instance shows it, and
+/// the activity stays open.
+#[tokio::test]
+async fn conditions_that_keep_firing_each_other_end_in_an_incident_not_in_silence() {
+    let env = Env::new();
+    let model = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL">
+  <process id="schleife" isExecutable="true">
+    <startEvent id="s"/>
+    <sequenceFlow id="f0" sourceRef="s" targetRef="warten"/>
+    <userTask id="warten"/>
+    <sequenceFlow id="f1" sourceRef="warten" targetRef="e1"/>
+    <endEvent id="e1"/>
+    <boundaryEvent id="immerWieder" attachedToRef="warten"><conditionalEventDefinition><condition>${n >= 0}</condition></conditionalEventDefinition></boundaryEvent>
+    <sequenceFlow id="f2" sourceRef="immerWieder" targetRef="warten"/>
+  </process>
+</definitions>"#;
+    env.deploy(model).await;
+    let id = env
+        .pf
+        .start("schleife", vars([("n", 0.into())]), None)
+        .await
+        .unwrap();
+    let v = env.pf.reader().unwrap().instance(id).unwrap().unwrap();
+    assert_eq!(v.state, "incident", "{:?}", v.tokens);
+    assert!(
+        v.tokens.iter().any(|t| t.element == "immerWieder"),
+        "the next occurrence waits at the boundary event: {:?}",
+        v.tokens
+    );
+    assert!(
+        v.incidents
+            .iter()
+            .any(|e| e.contains("'immerWieder'") && e.contains("1000 rounds")),
+        "{:?}",
+        v.incidents
+    );
+    assert!(
+        v.tokens.iter().any(|t| t.element == "warten"),
+        "the user task stays open"
+    );
+    let fired = v
+        .history
+        .iter()
+        .filter(|h| h.element == "immerWieder" && h.event == "condition_met")
+        .count();
+    assert_eq!(fired, 1000, "one occurrence per round");
+}

@@ -12,12 +12,23 @@
 //! asked only while its activity runs (not before an asyncBefore job has
 //! started it, not after it completed), on the token that holds the
 //! activity's boundary events; one command asks at most [`MAX_ROUNDS`]
-//! rounds, so conditions that keep firing each other cannot hold the writer.
+//! rounds, so conditions that keep firing each other cannot hold the writer:
+//! a condition that still holds after the last round does not fire, it
+//! becomes an incident naming its element (the waiting token's, or a new
+//! token's at the boundary event), so nothing stops silently.
 
 use super::*;
 
 /// The most rounds of conditions one command asks.
 pub(super) const MAX_ROUNDS: u32 = 1000;
+
+/// The incident of a conditional event at `element` that still holds after
+/// [`MAX_ROUNDS`] rounds in one command.
+fn endless(element: &str) -> String {
+    format!(
+        "the condition of '{element}' still holds after {MAX_ROUNDS} rounds of conditional events in one command: the conditions keep firing each other; change the variables or the model, then move or cancel this token"
+    )
+}
 
 impl<'a, 't> Engine<'a, 't> {
     /// Whether `condition` holds for `token` (a failed evaluation does not).
@@ -27,8 +38,9 @@ impl<'a, 't> Engine<'a, 't> {
     }
 
     /// Asks the conditions of every instance that is due; fires those that
-    /// hold. Returns whether one fired (its steps are queued).
-    pub(super) fn fire_conditions(&mut self) -> R<bool> {
+    /// hold, or, once the rounds are used up (`stop`), raises an incident
+    /// for each instead. Returns whether one fired (its steps are queued).
+    pub(super) fn fire_conditions(&mut self, stop: bool) -> R<bool> {
         let due: Vec<u64> = self
             .dirty
             .iter_mut()
@@ -57,6 +69,16 @@ impl<'a, 't> Engine<'a, 't> {
                     continue;
                 };
                 fired |= match &p.at(idx).kind {
+                    ElementKind::ConditionalCatch { condition }
+                    | ElementKind::EventSubProcess {
+                        trigger: Trigger::Condition { condition },
+                        ..
+                    } if waits && stop => {
+                        if self.holds(inst, token, condition)? {
+                            self.incident(inst, token, &element, endless(&element));
+                        }
+                        false
+                    }
                     ElementKind::ConditionalCatch { condition } if waits => {
                         let holds = self.holds(inst, token, condition)?;
                         if holds {
@@ -80,7 +102,7 @@ impl<'a, 't> Engine<'a, 't> {
                         }
                         holds
                     }
-                    _ => self.fire_boundary_conditions(inst, token, &p, idx)?,
+                    _ => self.fire_boundary_conditions(inst, token, &p, idx, stop)?,
                 };
             }
         }
@@ -89,13 +111,15 @@ impl<'a, 't> Engine<'a, 't> {
 
     /// The conditional boundary events of activity `idx` whose condition
     /// holds fire, while `token` runs the activity; an interrupting one ends
-    /// it (and the rest are not asked).
+    /// it (and the rest are not asked). With `stop`, each that holds starts
+    /// a token that stops at the boundary event with an incident instead.
     fn fire_boundary_conditions(
         &mut self,
         inst: u64,
         token: u64,
         p: &Process,
         idx: usize,
+        stop: bool,
     ) -> R<bool> {
         let conditional = p.at(idx).boundaries.iter().any(|&b| {
             matches!(
@@ -119,6 +143,13 @@ impl<'a, 't> Engine<'a, 't> {
             else {
                 continue;
             };
+            if stop && self.holds(inst, token, condition)? {
+                let boundary = p.at(b).id.clone();
+                let scope = self.scope_of(inst, token);
+                let held = self.new_token(inst, &boundary, scope);
+                self.incident(inst, held, &boundary, endless(&boundary));
+                continue;
+            }
             if self.holds(inst, token, condition)? {
                 self.fire_boundary(inst, token, b, &Vars::new(), "condition_met")?;
                 fired = true;

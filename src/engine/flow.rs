@@ -97,7 +97,8 @@ impl<'a, 't> Engine<'a, 't> {
                 continue;
             }
             // and the conditions of instances whose variables changed are asked
-            if rounds < conditions::MAX_ROUNDS && self.fire_conditions()? {
+            // (after the last round those still holding become incidents)
+            if self.fire_conditions(rounds >= conditions::MAX_ROUNDS)? {
                 rounds += 1;
                 continue;
             }

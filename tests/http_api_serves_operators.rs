@@ -373,3 +373,39 @@ fn routes_of_the_router() -> Vec<String> {
     }
     out
 }
+
+/// The first SIGTERM stops gracefully and waits for the request in flight (a
+/// client still sending its body); a second one does not wait: the process
+/// exits at once with 130, saying so.
+#[test]
+fn a_second_signal_exits_at_once_while_the_first_waits_for_a_request_in_flight() {
+    use std::io::Write;
+    let mut srv = Server::start("127.0.0.1:0", None);
+    let mut slow = std::net::TcpStream::connect(&srv.addr).unwrap();
+    write!(
+        slow,
+        "POST /messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{{\"name\": "
+    )
+    .unwrap();
+    slow.flush().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    srv.signal_term();
+    assert!(
+        srv.exited_within(std::time::Duration::from_secs(2))
+            .is_none(),
+        "the graceful stop waits for the request in flight"
+    );
+    assert!(
+        srv.log_so_far()
+            .iter()
+            .any(|l| l.contains("a second signal exits at once")),
+        "{:?}",
+        srv.log_so_far()
+    );
+    srv.signal_term();
+    let status = srv
+        .exited_within(std::time::Duration::from_secs(5))
+        .expect("the second signal exits at once");
+    assert_eq!(status.code(), Some(130));
+    drop(slow);
+}

@@ -191,6 +191,30 @@ impl Server {
         }
     }
 
+    /// Sends SIGTERM and returns at once.
+    pub fn signal_term(&self) {
+        sigterm(self.child.id());
+    }
+
+    /// The exit status once the server ended, waiting at most `within`.
+    pub fn exited_within(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// What the server logged after it listened, so far.
+    pub fn log_so_far(&self) -> Vec<String> {
+        self.log.lock().unwrap().clone()
+    }
+
     pub fn stop(mut self) -> std::process::ExitStatus {
         sigterm(self.child.id());
         self.child.wait().unwrap()

@@ -401,6 +401,14 @@ pub enum Command {
         /// [correlation_keys] (see README).
         #[arg(long, value_name = "PATH")]
         config: Option<PathBuf>,
+        /// Run as one of P partitions of a cluster (1–1024); without it,
+        /// unpartitioned.
+        #[arg(long, value_name = "P")]
+        partitions: Option<u64>,
+        /// This process's partition number, 0 … P-1 (default: the number at
+        /// the end of $HOSTNAME, as StatefulSet pods are named NAME-ORDINAL).
+        #[arg(long, value_name = "I", requires = "partitions")]
+        partition: Option<u64>,
     },
     /// Retention: remove completed instances and settled messages older than
     /// the retention period (31 days), in small batches. Parked and buffered
@@ -548,6 +556,15 @@ fn next_step(e: &Error) -> Option<String> {
                 Some("deploy its BPMN file first (postfach deploy FILE.bpmn)".into())
             }
             E::UnknownInstance(_) => Some("list instances with `postfach instances`".into()),
+            E::OtherPartition { owner, .. } => Some(format!(
+                "send it to partition {owner}, or through the cluster's gateway, which routes by key and id"
+            )),
+            E::KeyNeeded { variable, .. } => Some(format!(
+                "give the correlation key with --var {variable}=VALUE"
+            )),
+            E::MixedKeys { .. } => Some(
+                "correlate every message of the process by the same variable, or run it unpartitioned".into(),
+            ),
             E::UnknownJob(_) => Some("list jobs with `postfach jobs`".into()),
             E::UnknownMessageId(_) => Some("list messages with `postfach messages`".into()),
             E::UnknownToken { instance, .. } => Some(format!(
@@ -636,6 +653,9 @@ fn store_step(e: &postfach::StoreError) -> Option<String> {
         ),
         S::ReadOnly => Some("this command changes the database; run it where the file is writable".into()),
         S::Damaged { .. } => Some(DAMAGED_ADVICE.into()),
+        S::OtherPartition { .. } => Some(
+            "give each partition its own database file and start it with the partition number its file was created with (--partition, or the ordinal at the end of $HOSTNAME)".into(),
+        ),
         S::NewerFormat { .. } => Some(
             "open it with the release that wrote it (or a newer one); a file is never converted back to an older format".into(),
         ),
@@ -988,15 +1008,20 @@ pub async fn run(cli: Cli) -> Result<Output, Failure> {
                 json: None,
             })?;
     }
+    let mut options = postfach::Options::default();
     if let Command::Run {
-        listen, token_file, ..
+        listen,
+        token_file,
+        partitions,
+        partition,
+        ..
     } = &cli.command
     {
         // refused before anything is written: no database file, no deploy
         let token = server_token(token_file.as_deref())?;
         check_exposure(*listen, token.as_deref())?;
+        options.partition = partition_of(*partitions, *partition)?;
     }
-    let mut options = postfach::Options::default();
     if let Some(ms) = std::env::var("POSTFACH_CHECKPOINT_MS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -1023,6 +1048,40 @@ pub async fn run(cli: Cli) -> Result<Output, Failure> {
     result
 }
 
+/// The partition `run --partitions P [--partition I]` asks for: I given, or
+/// the ordinal at the end of `$HOSTNAME`.
+fn partition_of(
+    partitions: Option<u64>,
+    partition: Option<u64>,
+) -> Result<Option<postfach::partition::Partition>, Failure> {
+    let Some(count) = partitions else {
+        return Ok(None);
+    };
+    let index = match partition {
+        Some(i) => i,
+        None => {
+            let host = std::env::var("HOSTNAME").unwrap_or_default();
+            ordinal_of(&host).ok_or_else(|| {
+                usage(format!(
+                    "--partitions {count} needs --partition I, or a $HOSTNAME that ends in the partition number (NAME-ORDINAL); $HOSTNAME is '{host}'"
+                ))
+            })?
+        }
+    };
+    postfach::partition::Partition::new(index, count)
+        .map(Some)
+        .map_err(|e| usage(format!("--partitions {count} --partition {index}: {e}")))
+}
+
+/// The number after the last `-` of a StatefulSet pod's name (`postfach-3` → 3).
+fn ordinal_of(host: &str) -> Option<u64> {
+    let (_, n) = host.rsplit_once('-')?;
+    if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    n.parse().ok()
+}
+
 async fn execute(pf: &Postfach, command: Command, sources: Sources<'_>) -> Result<Output, Failure> {
     Ok(match command {
         Command::Demo(_) => unreachable!("handled before the database is opened"),
@@ -1041,6 +1100,8 @@ async fn execute(pf: &Postfach, command: Command, sources: Sources<'_>) -> Resul
             token_file,
             invoice_ledger,
             config,
+            partitions: _,
+            partition: _,
         } => {
             let mut config = match config {
                 Some(p) => postfach::server::config::ConfigFile::parse(
@@ -2061,6 +2122,9 @@ async fn serve(
             "rechnungStellen",
             postfach::reference::invoice_handler(ledger, std::time::Duration::ZERO),
         );
+    }
+    if pf.partition().is_clustered() {
+        eprintln!("postfach: {} of the cluster", pf.partition());
     }
     for d in &deployed {
         eprintln!("postfach: {} version {} deployed", d.process, d.version);

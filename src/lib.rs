@@ -66,6 +66,7 @@ pub mod limits;
 pub mod model;
 pub mod objects;
 pub mod ops;
+pub mod partition;
 #[cfg(feature = "pubsub")]
 pub mod pubsub;
 pub mod reference;

@@ -92,6 +92,10 @@ pub struct Options {
     /// How often the write-ahead log is folded into a durable redb commit.
     /// Longer means fewer redb fsyncs and a longer replay after a crash.
     pub checkpoint_every: std::time::Duration,
+    /// The partition this process is in a cluster: a new database becomes
+    /// it, an existing one must be it (refused naming both otherwise).
+    /// `None`: whatever the database is (a new one unpartitioned).
+    pub partition: Option<crate::partition::Partition>,
 }
 
 impl Default for Options {
@@ -101,6 +105,7 @@ impl Default for Options {
             clock: Arc::new(SystemClock),
             max_batch: 4096,
             checkpoint_every: std::time::Duration::from_millis(500),
+            partition: None,
         }
     }
 }
@@ -153,6 +158,8 @@ struct Inner {
     stats: Arc<CommitStats>,
     /// Opened with [`Postfach::open_read_only`]: every command is refused.
     read_only: bool,
+    /// The partition the database is.
+    partition: crate::partition::Partition,
 }
 
 /// An open postfach database. Cheap to clone; all clones share one writer.
@@ -191,7 +198,10 @@ impl Postfach {
         let scan = Wal::scan(&log_path)?;
         scan.refuse_damaged(&log_path)?;
         let torn_tail_bytes = scan.size - scan.intact_until;
-        let db = Arc::new(store::open_db(&path)?);
+        let (db, partition) = store::open_db(&path, options.partition)?;
+        let db = Arc::new(db);
+        let mut options = options;
+        options.config.partition = partition;
         let defs = Arc::new(DefCache::default());
         let (log, records) = Wal::open_scanned(&log_path, Some(scan))?;
         let mut wal = Writer::recover(db.clone(), defs.clone(), &options, Some(log), records)?;
@@ -238,6 +248,7 @@ impl Postfach {
                 committed,
                 stats,
                 read_only: false,
+                partition,
             }),
         };
         Ok(pf)
@@ -265,7 +276,10 @@ impl Postfach {
                 scan.intact_until
             );
         }
-        let db = Arc::new(store::open_db_read_only(&path)?);
+        let (db, partition) = store::open_db_read_only(&path, options.partition)?;
+        let db = Arc::new(db);
+        let mut options = options;
+        options.config.partition = partition;
         let defs = Arc::new(DefCache::default());
         let w = Writer::recover(db.clone(), defs.clone(), &options, None, scan.records)?;
         Ok(Self {
@@ -285,8 +299,15 @@ impl Postfach {
                 committed: Arc::default(),
                 stats: Arc::default(),
                 read_only: true,
+                partition,
             }),
         })
+    }
+
+    /// The partition of a cluster this database is
+    /// ([`crate::partition::Partition::SINGLE`] unpartitioned).
+    pub fn partition(&self) -> crate::partition::Partition {
+        self.inner.partition
     }
 
     /// Whether this handle was opened with [`Postfach::open_read_only`].
@@ -780,7 +801,7 @@ impl Postfach {
         let path = path.as_ref();
         Postfach::open(path)?.close();
         let before = std::fs::metadata(path).map_err(StoreError::Io)?.len();
-        let mut db = store::open_db(path)?;
+        let (mut db, _) = store::open_db(path, None)?;
         while db.compact().map_err(|e| StoreError::Redb(e.into()))? {}
         drop(db);
         let after = std::fs::metadata(path).map_err(StoreError::Io)?.len();

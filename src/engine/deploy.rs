@@ -21,6 +21,11 @@ impl<'a, 't> Engine<'a, 't> {
             Some(p) => p,
             None => model::parse(file, xml, overrides)?,
         };
+        if self.cfg.partition.is_clustered() {
+            for p in &processes {
+                self.one_key(p)?;
+            }
+        }
         let fingerprint = fingerprint(xml, overrides);
         let mut out = Vec::new();
         for p in processes {
@@ -46,7 +51,10 @@ impl<'a, 't> Engine<'a, 't> {
             };
             self.t.put_definition(&rec)?;
             self.t.put_definition_source(&p.id, version, xml)?;
-            self.schedule_start_timers(&p, version)?;
+            // a timer start fires on partition 0 of a cluster only
+            if self.cfg.partition.index() == 0 {
+                self.schedule_start_timers(&p, version)?;
+            }
             let mut entries: BTreeMap<&str, CatalogEntry> = BTreeMap::new();
             for (m, k) in &p.correlation_keys {
                 entries.entry(m).or_default().key_variable = Some(k.clone());
@@ -64,5 +72,32 @@ impl<'a, 't> Engine<'a, 't> {
             });
         }
         Ok(out)
+    }
+
+    /// In a cluster an instance lives on the partition of its correlation
+    /// key, so all of a process's messages must be correlated by one
+    /// variable: refused naming each variable with its messages and elements.
+    fn one_key(&self, p: &Process) -> R<()> {
+        let mut by_variable: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+        for (message, variable) in &p.correlation_keys {
+            let at = p.message_catchers(message).join(", ");
+            by_variable
+                .entry(variable)
+                .or_default()
+                .push(format!("'{message}' at {at}"));
+        }
+        if by_variable.len() < 2 {
+            return Ok(());
+        }
+        let keys = by_variable
+            .iter()
+            .map(|(v, uses)| format!("{v}: {}", uses.join("; ")))
+            .collect::<Vec<_>>()
+            .join(" | ");
+        Err(EngineError::MixedKeys {
+            process: p.id.clone(),
+            keys,
+            count: self.cfg.partition.count(),
+        })
     }
 }

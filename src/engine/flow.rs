@@ -19,9 +19,32 @@ impl<'a, 't> Engine<'a, 't> {
             .none_start()
             .ok_or_else(|| EngineError::NoStartEvent(process.to_string()))?;
         let start_idx = def.index_of(&start.id).unwrap_or(0);
+        self.place_start(&def, &vars)?;
         let id = self.create_instance(def, version, vars, business_key, start_idx)?;
         self.run()?;
         Ok(id)
+    }
+
+    /// In a cluster, an instance started by a command lives on the partition
+    /// of its correlation key: refused here when another partition owns it,
+    /// or when the start does not set it. A process without a keyed message
+    /// may start on any partition.
+    fn place_start(&self, def: &Process, vars: &Vars) -> R<()> {
+        let p = self.cfg.partition;
+        if !p.is_clustered() {
+            return Ok(());
+        }
+        let Some(message) = def.keyed_messages().next() else {
+            return Ok(());
+        };
+        match def.correlation_key(message, vars) {
+            Ok(key) => self.own_key(&key),
+            Err(variable) => Err(EngineError::KeyNeeded {
+                process: def.id.clone(),
+                variable: variable.to_string(),
+                count: p.count(),
+            }),
+        }
     }
 
     pub(super) fn create_instance(
@@ -32,7 +55,7 @@ impl<'a, 't> Engine<'a, 't> {
         business_key: Option<String>,
         start: usize,
     ) -> R<u64> {
-        let id = self.t.next_seq("instance")?;
+        let id = self.t.next_id("instance")?;
         let rec = InstanceRecord {
             id,
             process: def.id.clone(),

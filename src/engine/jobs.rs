@@ -206,7 +206,7 @@ impl<'a, 't> Engine<'a, 't> {
     /// `lease_token` is the one handed out by [`Engine::lock_jobs`]; `None` completes
     /// an unlocked job by hand.
     pub fn complete_job(&mut self, id: u64, lease_token: Option<u64>, vars: &Vars) -> R<()> {
-        let job = self.t.job(id)?.ok_or(EngineError::UnknownJob(id))?;
+        let job = self.own_job(id)?;
         self.check_lease(&job, lease_token)?;
         if !matches!(job.kind, JobKind::Task { .. }) {
             return Err(EngineError::JobState {
@@ -248,7 +248,7 @@ impl<'a, 't> Engine<'a, 't> {
         retries_left: Option<u32>,
         retry_delay: Option<Millis>,
     ) -> R<JobState> {
-        let mut job = self.t.job(id)?.ok_or(EngineError::UnknownJob(id))?;
+        let mut job = self.own_job(id)?;
         self.check_lease(&job, lease_token)?;
         self.load_at(job.instance, job.token)?;
         let policy = self
@@ -282,7 +282,7 @@ impl<'a, 't> Engine<'a, 't> {
 
     /// Extends a worker's lease to now + `by`; refused when the lease was lost.
     pub fn extend_lease(&mut self, id: u64, lease_token: u64, by: Millis) -> R<Millis> {
-        let mut job = self.t.job(id)?.ok_or(EngineError::UnknownJob(id))?;
+        let mut job = self.own_job(id)?;
         let Some(lease) = job
             .lease
             .as_mut()
@@ -298,7 +298,7 @@ impl<'a, 't> Engine<'a, 't> {
 
     /// Makes an incident runnable again.
     pub fn retry_job(&mut self, id: u64) -> R<()> {
-        let mut job = self.t.job(id)?.ok_or(EngineError::UnknownJob(id))?;
+        let mut job = self.own_job(id)?;
         if job.state != JobState::Incident {
             return Err(EngineError::JobState {
                 job: id,
@@ -360,6 +360,12 @@ impl<'a, 't> Engine<'a, 't> {
 
     /// Schedules the timer start events of a newly deployed version and drops
     /// the schedules of every earlier version of that process.
+    /// Job `id` of this partition, or why not.
+    fn own_job(&mut self, id: u64) -> R<JobRecord> {
+        self.own_id("job", id)?;
+        self.t.job(id)?.ok_or(EngineError::UnknownJob(id))
+    }
+
     pub(super) fn schedule_start_timers(&mut self, p: &Process, version: u32) -> R<()> {
         for id in self.t.start_timers_of(&p.id)? {
             if let Some(job) = self.t.job(id)? {
@@ -567,7 +573,7 @@ impl<'a, 't> Engine<'a, 't> {
         message: &str,
         vars: &Vars,
     ) -> R<bool> {
-        let mut job = self.t.job(id)?.ok_or(EngineError::UnknownJob(id))?;
+        let mut job = self.own_job(id)?;
         self.check_lease(&job, lease_token)?;
         if !matches!(job.kind, JobKind::Task { .. }) {
             return Err(EngineError::JobState {

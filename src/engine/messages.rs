@@ -154,6 +154,10 @@ impl<'a, 't> Engine<'a, 't> {
         requeue: Option<MessageRecord>,
         sync: bool,
     ) -> R<Delivery> {
+        // a requeued message is this partition's already
+        if requeue.is_none() {
+            self.own_key(&msg.key)?;
+        }
         if requeue.is_none()
             && let Some(id) = &msg.message_id
             && let Some(seq) = self.dedup_hit(&msg.name, id)?

@@ -64,6 +64,10 @@ pub struct Config {
     /// [`crate::limits::MULTI_INSTANCE_ITEMS`], at most 1,000,000): above it
     /// the activity stops at an incident that names the limit.
     pub multi_instance_items: u32,
+    /// The partition this engine is: it accepts only the correlation keys
+    /// and ids it owns. Set from the database when it opens
+    /// ([`crate::Options::partition`]).
+    pub partition: crate::partition::Partition,
 }
 
 impl Default for Config {
@@ -77,6 +81,7 @@ impl Default for Config {
             retry_cap: 600_000,
             retention: 31 * 24 * 3600 * 1000,
             multi_instance_items: crate::limits::MULTI_INSTANCE_ITEMS,
+            partition: crate::partition::Partition::SINGLE,
         }
     }
 }
@@ -224,6 +229,44 @@ pub enum EngineError {
         instance: u64,
         /// The token id asked for.
         token: u64,
+    },
+    /// A correlation key or id that another partition of the cluster owns.
+    #[error("{what} belongs to partition {owner} of {count}; this is partition {here}")]
+    OtherPartition {
+        /// What was addressed ("message key 'A-1'", "instance 17").
+        what: String,
+        /// The partition that owns it.
+        owner: u32,
+        /// This partition.
+        here: u32,
+        /// Partitions in the cluster.
+        count: u32,
+    },
+    /// In a cluster, an instance is placed by its correlation key: a start
+    /// without it cannot be placed.
+    #[error(
+        "process '{process}' is placed by its correlation key '{variable}' in a cluster of {count} partitions, and the start does not set it"
+    )]
+    KeyNeeded {
+        /// The process.
+        process: String,
+        /// Its correlation key variable.
+        variable: String,
+        /// Partitions in the cluster.
+        count: u32,
+    },
+    /// In a cluster, a process whose message catches use different
+    /// correlation key variables cannot be placed on one partition.
+    #[error(
+        "process '{process}' cannot run in a cluster of {count} partitions: its messages are correlated by different variables ({keys}), and an instance lives on the partition of one key"
+    )]
+    MixedKeys {
+        /// The process.
+        process: String,
+        /// Each variable with the messages and elements that use it.
+        keys: String,
+        /// Partitions in the cluster.
+        count: u32,
     },
 }
 
@@ -543,6 +586,34 @@ impl<'a, 't> Engine<'a, 't> {
         }
     }
 
+    /// Refuses an id another partition handed out.
+    fn own_id(&self, kind: &str, id: u64) -> R<()> {
+        let p = self.cfg.partition;
+        if p.owns_id(id) {
+            return Ok(());
+        }
+        Err(EngineError::OtherPartition {
+            what: format!("{kind} {id}"),
+            owner: p.of_id(id),
+            here: p.index(),
+            count: p.count(),
+        })
+    }
+
+    /// Refuses a correlation key another partition owns.
+    fn own_key(&self, key: &str) -> R<()> {
+        let p = self.cfg.partition;
+        if p.owns_key(key) {
+            return Ok(());
+        }
+        Err(EngineError::OtherPartition {
+            what: format!("message key '{key}'"),
+            owner: p.of_key(key),
+            here: p.index(),
+            count: p.count(),
+        })
+    }
+
     fn def(&self, process: &str, version: u32) -> R<Arc<Process>> {
         load_def(self.defs, process, version, || {
             self.t.definition(process, version)
@@ -554,6 +625,7 @@ impl<'a, 't> Engine<'a, 't> {
         if self.dirty.contains_key(&id) {
             return Ok(());
         }
+        self.own_id("instance", id)?;
         let rec = self
             .t
             .instance(id)?

@@ -91,7 +91,7 @@ impl<'a, 't> Engine<'a, 't> {
             form_key: r(&spec.form_key),
             created_at: self.now,
         };
-        rec.id = self.t.next_seq("task")?;
+        rec.id = self.t.next_id("task")?;
         self.t.put_task(&rec)?;
         self.history(inst, &el.id, &format!("task_created {}", rec.id));
         Ok(rec.id)

@@ -1075,6 +1075,28 @@ impl Process {
         self.correlation_keys.keys().map(String::as_str)
     }
 
+    /// The ids of the elements that catch or start on `message` (catch
+    /// events, receive tasks, boundary events, event subprocesses, message
+    /// start events), in document order.
+    pub fn message_catchers(&self, message: &str) -> Vec<&str> {
+        self.elements
+            .iter()
+            .filter(|e| match &e.kind {
+                ElementKind::MessageStart { message: m } => m == message,
+                ElementKind::Boundary {
+                    trigger: Trigger::Message { message: m },
+                    ..
+                }
+                | ElementKind::EventSubProcess {
+                    trigger: Trigger::Message { message: m },
+                    ..
+                } => m == message,
+                kind => kind.waits_for_message() == Some(message),
+            })
+            .map(|e| e.id.as_str())
+            .collect()
+    }
+
     /// Timer start events: (element index, when it fires).
     pub fn timer_starts(&self) -> impl Iterator<Item = (usize, &TimerDef)> + '_ {
         self.elements

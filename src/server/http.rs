@@ -204,6 +204,7 @@ fn status_of(e: &Error) -> StatusCode {
         | S::Io(_)
         | S::LogDamaged { .. }
         | S::NewerFormat { .. }
+        | S::OtherPartition { .. }
         | S::Damaged { .. } => StatusCode::INTERNAL_SERVER_ERROR,
     };
     match e {
@@ -213,7 +214,9 @@ fn status_of(e: &Error) -> StatusCode {
         Error::Store(s) => store(s),
         Error::Engine(engine) => match engine {
             E::Store(s) => store(s),
-            E::Parse(_) => StatusCode::BAD_REQUEST,
+            E::Parse(_) | E::KeyNeeded { .. } | E::MixedKeys { .. } => StatusCode::BAD_REQUEST,
+            // sent to a partition that does not own it: the gateway routes
+            E::OtherPartition { .. } => StatusCode::MISDIRECTED_REQUEST,
             E::UnknownProcess(_)
             | E::UnknownInstance(_)
             | E::UnknownElement { .. }

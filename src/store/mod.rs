@@ -62,6 +62,9 @@ pub(crate) const FORMAT_KEY: &str = "format_version";
 /// rows); a database of an earlier format is migrated when it opens, one of a
 /// later format is refused.
 pub(crate) const DB_FORMAT: u64 = 4;
+/// `meta` keys of the partition a database is (absent: unpartitioned).
+pub(crate) const PARTITION_COUNT_KEY: &str = "partition_count";
+pub(crate) const PARTITION_INDEX_KEY: &str = "partition_index";
 /// Prefix of counter keys in `meta`.
 pub(crate) const COUNTER_PREFIX: &str = "count:";
 /// `meta` keys of the gauges the store keeps with its rows: parked messages
@@ -237,6 +240,16 @@ pub enum StoreError {
         found: u64,
         /// The newest format this build reads.
         reads: u64,
+    },
+    /// The database is another partition than the one asked for.
+    #[error("database {path} is {stored}; it was opened as {given}")]
+    OtherPartition {
+        /// The file.
+        path: String,
+        /// What the database is ("partition 1 of 4", "unpartitioned").
+        stored: String,
+        /// What it was opened as.
+        given: String,
     },
     /// The database file is damaged: redb found a page it cannot read.
     #[error("database {path} is damaged: {detail}")]
@@ -1363,9 +1376,15 @@ enum ExtraFieldRef<'a> {
     Multi(Vec<(u32, &'a crate::model::MultiInstance)>),
 }
 
-/// Creates every table so that read transactions find them, and stamps the
-/// format version (`path` names the file in a refusal).
-pub(crate) fn init(db: &redb::Database, path: &str) -> Result<(), StoreError> {
+/// Creates every table so that read transactions find them, stamps the
+/// format version and the partition (`path` names the file in a refusal).
+/// Returns the partition the database is: the one stamped, or `given` for a
+/// new database (unpartitioned when none is given).
+pub(crate) fn init(
+    db: &redb::Database,
+    path: &str,
+    given: Option<crate::partition::Partition>,
+) -> Result<crate::partition::Partition, StoreError> {
     // a newer format is refused before anything is written
     {
         let r = db.begin_read()?;
@@ -1383,21 +1402,32 @@ pub(crate) fn init(db: &redb::Database, path: &str) -> Result<(), StoreError> {
         }
     }
     let tx = db.begin_write()?;
-    {
+    let partition = {
         let mut t = Tables::open(&tx)?;
+        let new = t.is_new()?;
+        let partition = t.stamp_partition(path, given, new)?;
         t.stamp_format(path)?;
         t.upgrade_indexes()?;
-    }
+        partition
+    };
     tx.commit()?;
-    Ok(())
+    Ok(partition)
 }
 
-/// Opens (or creates) the database file, mapping a held lock to a clear error.
-pub(crate) fn open_db(path: &std::path::Path) -> Result<redb::Database, StoreError> {
-    damage::contain(path, || open_db_unchecked(path))
+/// Opens (or creates) the database file, mapping a held lock to a clear
+/// error; as partition `given` (refused when the file is another one), or as
+/// whatever partition it is. Returns the partition it is.
+pub(crate) fn open_db(
+    path: &std::path::Path,
+    given: Option<crate::partition::Partition>,
+) -> Result<(redb::Database, crate::partition::Partition), StoreError> {
+    damage::contain(path, || open_db_unchecked(path, given))
 }
 
-fn open_db_unchecked(path: &std::path::Path) -> Result<redb::Database, StoreError> {
+fn open_db_unchecked(
+    path: &std::path::Path,
+    given: Option<crate::partition::Partition>,
+) -> Result<(redb::Database, crate::partition::Partition), StoreError> {
     let shown = path.display().to_string();
     let db = redb::Database::builder()
         .set_cache_size(256 * 1024 * 1024)
@@ -1411,8 +1441,8 @@ fn open_db_unchecked(path: &std::path::Path) -> Result<redb::Database, StoreErro
                 source: other,
             },
         })?;
-    init(&db, &shown)?;
-    Ok(db)
+    let partition = init(&db, &shown, given)?;
+    Ok((db, partition))
 }
 
 /// Opens the database file for looking only: nothing is ever written to it.
@@ -1420,11 +1450,17 @@ fn open_db_unchecked(path: &std::path::Path) -> Result<redb::Database, StoreErro
 /// happen in a copy-on-write overlay in memory ([`overlay::Overlay`]), so this works on a
 /// full disk and on a read-only file system. Refused while another process
 /// holds the file as its writer.
-pub(crate) fn open_db_read_only(path: &std::path::Path) -> Result<redb::Database, StoreError> {
-    damage::contain(path, || open_db_read_only_unchecked(path))
+pub(crate) fn open_db_read_only(
+    path: &std::path::Path,
+    given: Option<crate::partition::Partition>,
+) -> Result<(redb::Database, crate::partition::Partition), StoreError> {
+    damage::contain(path, || open_db_read_only_unchecked(path, given))
 }
 
-fn open_db_read_only_unchecked(path: &std::path::Path) -> Result<redb::Database, StoreError> {
+fn open_db_read_only_unchecked(
+    path: &std::path::Path,
+    given: Option<crate::partition::Partition>,
+) -> Result<(redb::Database, crate::partition::Partition), StoreError> {
     let shown = path.display().to_string();
     // a running writer holds the file: redb's read-only open says so
     if let Err(redb::DatabaseError::DatabaseAlreadyOpen) =
@@ -1440,8 +1476,8 @@ fn open_db_read_only_unchecked(path: &std::path::Path) -> Result<redb::Database,
             path: shown.clone(),
             source,
         })?;
-    init(&db, &shown)?;
-    Ok(db)
+    let partition = init(&db, &shown, given)?;
+    Ok((db, partition))
 }
 
 /// What [`check_file`] found.

@@ -18,6 +18,8 @@ use std::collections::BTreeSet;
 
 /// All tables of one write transaction, opened once per batch.
 pub(crate) struct Tables<'t> {
+    /// The partition this database is: the ids it hands out carry it.
+    partition: crate::partition::Partition,
     /// Sequences and counters are kept here during a batch and written to `meta`
     /// once, by [`Tables::finish`]: one `meta` write per batch instead of per command.
     pending: std::collections::BTreeMap<String, u64>,
@@ -91,6 +93,24 @@ impl Resting {
             scope: (rec.process.clone(), rec.version),
             expects: rec.expects.iter().cloned().collect(),
         }
+    }
+}
+
+/// The partition stamped in `meta`, if any (a damaged stamp is refused).
+fn stored_partition(
+    meta: &impl ReadableTable<&'static str, u64>,
+) -> Result<Option<crate::partition::Partition>, StoreError> {
+    let count = meta.get(PARTITION_COUNT_KEY)?.map(|g| g.value());
+    let index = meta.get(PARTITION_INDEX_KEY)?.map(|g| g.value());
+    match (count, index) {
+        (None, None) => Ok(None),
+        (Some(c), Some(i)) => crate::partition::Partition::new(i, c)
+            .map(Some)
+            .map_err(|e| CodecError::Decode(format!("the stored partition: {e}")).into()),
+        _ => Err(
+            CodecError::Decode("the stored partition has only one of its two numbers".into())
+                .into(),
+        ),
     }
 }
 
@@ -203,13 +223,16 @@ fn lease_row(j: &JobRecord) -> Option<Millis> {
 impl<'t> Tables<'t> {
     /// Opens every table of `tx`.
     pub fn open(tx: &'t WriteTransaction) -> Result<Self, StoreError> {
+        let meta = tx.open_table(META)?;
+        let partition = stored_partition(&meta)?.unwrap_or(crate::partition::Partition::SINGLE);
         Ok(Self {
+            partition,
             pending: Default::default(),
             message_rows: Default::default(),
             job_rows: Default::default(),
             scopes: Default::default(),
             job_stats: Default::default(),
-            meta: tx.open_table(META)?,
+            meta,
             definitions: tx.open_table(DEFINITIONS)?,
             definition_extras: tx.open_table(DEFINITION_EXTRAS)?,
             latest: tx.open_table(LATEST)?,
@@ -256,16 +279,66 @@ impl<'t> Tables<'t> {
     /// The accept sequence of a new message: known to have no record yet, so
     /// its first write needs no lookup.
     pub fn next_message_seq(&mut self) -> Result<u64, StoreError> {
-        let seq = self.add("message", 1)?;
+        let seq = self.next_id("message")?;
         self.message_rows.insert(seq, None);
         Ok(seq)
     }
 
     /// The id of a new job (see [`Tables::next_message_seq`]).
     pub fn next_job_id(&mut self) -> Result<u64, StoreError> {
-        let id = self.add("job", 1)?;
+        let id = self.next_id("job")?;
         self.job_rows.insert(id, None);
         Ok(id)
+    }
+
+    /// The id of a new record of kind `name` (an instance, a user task; jobs
+    /// and messages have their own): `n · count + index` for the n-th, so
+    /// the id names the partition that owns it
+    /// ([`crate::partition::Partition::id`]).
+    pub fn next_id(&mut self, name: &'static str) -> Result<u64, StoreError> {
+        let n = self.add(name, 1)?;
+        Ok(self.partition.id(n))
+    }
+
+    /// Whether the database was just created (no format stamped yet).
+    pub(super) fn is_new(&self) -> Result<bool, StoreError> {
+        Ok(self.meta.get(FORMAT_KEY)?.is_none())
+    }
+
+    /// The partition the database is, checked against `given`: a new
+    /// database becomes `given` (unpartitioned without one); an existing one
+    /// stays what it is, and opening it as another partition is refused
+    /// naming both.
+    pub(super) fn stamp_partition(
+        &mut self,
+        path: &str,
+        given: Option<crate::partition::Partition>,
+        new: bool,
+    ) -> Result<crate::partition::Partition, StoreError> {
+        use crate::partition::Partition;
+        let stored = stored_partition(&self.meta)?;
+        let refuse = |stored: &str, given: Partition| StoreError::OtherPartition {
+            path: path.to_string(),
+            stored: stored.to_string(),
+            given: given.to_string(),
+        };
+        let is = match (stored, given) {
+            (Some(s), Some(g)) if s != g => return Err(refuse(&s.to_string(), g)),
+            (Some(s), _) => s,
+            (None, Some(g)) if g.is_clustered() && !new => {
+                return Err(refuse("unpartitioned", g));
+            }
+            (None, Some(g)) => g,
+            (None, None) => Partition::SINGLE,
+        };
+        if stored.is_none() && is.is_clustered() {
+            self.meta
+                .insert(PARTITION_COUNT_KEY, u64::from(is.count()))?;
+            self.meta
+                .insert(PARTITION_INDEX_KEY, u64::from(is.index()))?;
+        }
+        self.partition = is;
+        Ok(is)
     }
 
     /// Adds to an event counter.
@@ -1666,7 +1739,7 @@ mod tests {
             let path = dir.path().join(name);
             let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
             std::fs::copy(fixtures.join(name), &path).unwrap();
-            let db = super::super::open_db(&path).unwrap();
+            let (db, _) = super::super::open_db(&path, None).unwrap();
             let r = db.begin_read().unwrap();
             let problems = super::super::verify::verify(&r, true).unwrap();
             assert!(problems.is_empty(), "{name}: {problems:#?}");

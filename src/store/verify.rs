@@ -609,7 +609,7 @@ impl MemoryStore {
         let db = redb::Database::builder()
             .create_with_backend(redb::backends::InMemoryBackend::new())
             .expect("in-memory database");
-        init(&db, "memory").expect("tables created");
+        init(&db, "memory", None).expect("tables created");
         MemoryStore { db }
     }
 

@@ -51,21 +51,29 @@
 
 #![deny(missing_docs)]
 
+#[cfg(feature = "server")]
+pub mod alarms;
 pub mod clock;
 mod codec;
 mod commit;
+#[cfg(feature = "server")]
+pub mod config;
 #[cfg(feature = "server")]
 pub mod contract;
 #[cfg(feature = "server")]
 pub mod demo;
 mod engine;
+mod error;
 mod files;
+mod handler;
+mod histogram;
 pub mod ingress;
 pub mod jobs;
 pub mod limits;
 pub mod model;
 pub mod objects;
 pub mod ops;
+mod options;
 pub mod partition;
 #[cfg(feature = "pubsub")]
 pub mod pubsub;

@@ -9,7 +9,8 @@
 //! which is retried and then becomes an incident, never completed without its
 //! data. postfach never deletes an object (bucket lifecycle rules do).
 
-use crate::jobs::{HandlerError, JobContext};
+use crate::engine::JobContext;
+use crate::handler::HandlerError;
 use serde_json::Value;
 use std::future::Future;
 use std::pin::Pin;

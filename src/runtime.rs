@@ -9,16 +9,17 @@
 //!   command is sent; a deploy is parsed here, off the writer.
 
 use crate::Vars;
-use crate::clock::{Clock, Millis, SystemClock};
+use crate::clock::{Clock, Millis};
 pub use crate::commit::CommitStats;
 use crate::commit::wal::{self, Wal};
 use crate::commit::{Command, Parsed, Reply, Request, Writer, unreachable_reply, writer_loop};
 use crate::engine::{
-    Config, DefCache, Delivery, Deployed, EngineError, LockedJob, Malformed, Publish, Repair,
-    TaskAction,
+    DefCache, Delivery, Deployed, EngineError, LockedJob, Malformed, Publish, Repair, TaskAction,
 };
-use crate::jobs::{Handler, Handlers};
+pub use crate::error::Error;
+use crate::handler::{Handler, Handlers};
 use crate::ops;
+pub use crate::options::Options;
 use crate::store::{self, JobState, StoreError, damage};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -27,86 +28,10 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use tokio::sync::oneshot;
 
-/// Errors of the public API.
-#[derive(Debug, thiserror::Error)]
-// exhaustive on purpose: each edge (CLI hints, HTTP status) places every
-// kind deliberately; a new kind is a breaking change and versioned as one
-pub enum Error {
-    /// The engine refused the command or failed.
-    #[error(transparent)]
-    Engine(#[from] EngineError),
-    /// Storage failed.
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    /// A value given was outside its documented range.
-    #[error(transparent)]
-    OutOfRange(#[from] crate::limits::OutOfRange),
-    /// A background task of the runtime failed.
-    #[error("a runtime task failed: {0}")]
-    Task(String),
-    #[error(
-        "message '{name}' with key '{key}' cannot be correlated: {reason}{}",
-        if candidates.is_empty() { String::new() } else { format!(" (candidate instances: {})", candidates.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")) }
-    )]
-    /// A synchronous correlation found no single waiting instance.
-    Rejected {
-        /// The message name.
-        name: String,
-        /// The correlation key.
-        key: String,
-        /// Why (a park reason's name).
-        reason: &'static str,
-        /// Instances that could have taken it.
-        candidates: Vec<u64>,
-    },
-}
-
-impl Error {
-    /// True for business refusals (exit code 3 on the command line).
-    pub fn is_rejection(&self) -> bool {
-        matches!(
-            self,
-            Error::Rejected { .. }
-                | Error::Engine(
-                    EngineError::RepairRefused { .. } | EngineError::NoSingleScope { .. }
-                )
-        )
-    }
-}
-
+// redb stays behind the store and the runtime: its errors become the store's
 impl From<redb::Error> for Error {
     fn from(e: redb::Error) -> Self {
         Error::Store(StoreError::Redb(e))
-    }
-}
-
-/// Settings of an open database.
-#[derive(Clone)]
-pub struct Options {
-    /// Engine settings (TTLs, dedup window, retries, retention).
-    pub config: Config,
-    /// The clock every instant comes from (inject a manual one in tests).
-    pub clock: Arc<dyn Clock>,
-    /// Most commands committed together.
-    pub max_batch: usize,
-    /// How often the write-ahead log is folded into a durable redb commit.
-    /// Longer means fewer redb fsyncs and a longer replay after a crash.
-    pub checkpoint_every: std::time::Duration,
-    /// The partition this process is in a cluster: a new database becomes
-    /// it, an existing one must be it (refused naming both otherwise).
-    /// `None`: whatever the database is (a new one unpartitioned).
-    pub partition: Option<crate::partition::Partition>,
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Self {
-            config: Config::default(),
-            clock: Arc::new(SystemClock),
-            max_batch: 4096,
-            checkpoint_every: std::time::Duration::from_millis(500),
-            partition: None,
-        }
     }
 }
 
@@ -903,19 +828,6 @@ impl Postfach {
     /// Commit latency and batch size histograms.
     pub fn commit_stats(&self) -> &CommitStats {
         &self.inner.stats
-    }
-
-    /// Starts the job executor on the current tokio runtime: it runs async
-    /// continuations and the task jobs of registered handlers as soon as they are
-    /// committed, and wakes at the due time of retries.
-    pub fn start_executor(&self, config: crate::jobs::ExecutorConfig) -> crate::jobs::Executor {
-        crate::jobs::Executor::start(self.clone(), config)
-    }
-
-    /// Runs due jobs until none is left that can run now: async continuations,
-    /// and task jobs whose topic has a registered handler.
-    pub async fn work_until_idle(&self) -> Result<WorkReport, Error> {
-        crate::jobs::work_until_idle(self).await
     }
 
     // ------------------------------------------------------------ reads

@@ -180,7 +180,15 @@ const SERVER_ONLY: &[&str] = &[
 
 /// Files compiled only with the `server` or `pubsub` feature.
 fn behind_a_feature(file: &str) -> bool {
-    ["cli.rs", "main.rs", "demo.rs", "contract.rs"].contains(&file)
+    [
+        "cli.rs",
+        "main.rs",
+        "demo.rs",
+        "contract.rs",
+        "config.rs",
+        "alarms.rs",
+    ]
+    .contains(&file)
         || file.starts_with("server/")
         || file.starts_with("demo/")
         || file.starts_with("pubsub/")
@@ -308,4 +316,101 @@ fn the_code_map_matches_the_tree() {
             p.file_name().unwrap().to_string_lossy()
         );
     }
+}
+
+/// The top-level module a file of src/ belongs to (`store/tables.rs` → `store`).
+fn top_module(rel: &str) -> String {
+    let first = rel.split('/').next().unwrap_or_default();
+    first.trim_end_matches(".rs").to_string()
+}
+
+/// The top-level modules a source text names through `crate::` paths (also
+/// inside `use crate::{a, b::c}` groups), test modules left out.
+fn named_modules(text: &str) -> std::collections::BTreeSet<String> {
+    let text = text.split("#[cfg(test)]\nmod tests").next().unwrap_or(text);
+    // code only: a doc link names a module without depending on it
+    let code: String = text
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let text = code.as_str();
+    let mut out = std::collections::BTreeSet::new();
+    let ident = |s: &str| -> String {
+        s.chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect()
+    };
+    for (i, _) in text.match_indices("crate::") {
+        let rest = &text[i + "crate::".len()..];
+        if let Some(group) = rest.strip_prefix('{') {
+            // a group: every path at its top level
+            let mut depth = 0;
+            let mut item = String::new();
+            for c in group.chars() {
+                match c {
+                    '{' => depth += 1,
+                    '}' if depth == 0 => break,
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => {
+                        out.insert(ident(item.trim()));
+                        item.clear();
+                        continue;
+                    }
+                    _ => {}
+                }
+                item.push(c);
+            }
+            out.insert(ident(item.trim()));
+        } else {
+            out.insert(ident(rest));
+        }
+    }
+    out
+}
+
+/// No import circle between the top-level modules of src/: a module that
+/// another one builds on never reaches back into it, so each can be read,
+/// tested and replaced from the bottom up (ARCHITECTURE.md, "Code map").
+#[test]
+fn no_import_circle_between_top_level_modules() {
+    let files = crate_files();
+    let modules: std::collections::BTreeSet<String> = files
+        .iter()
+        .map(|(rel, _)| top_module(rel))
+        .filter(|m| m != "lib" && m != "main")
+        .collect();
+    let mut edges: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> =
+        Default::default();
+    for (rel, text) in &files {
+        let from = top_module(rel);
+        if !modules.contains(&from) {
+            continue;
+        }
+        for to in named_modules(text) {
+            if to != from && modules.contains(&to) {
+                edges.entry(from.clone()).or_default().insert(to);
+            }
+        }
+    }
+    // every module that reaches itself again lies on a circle
+    let reaches = |start: &str| {
+        let mut seen = std::collections::BTreeSet::new();
+        let mut todo: Vec<String> = edges.get(start).into_iter().flatten().cloned().collect();
+        while let Some(m) = todo.pop() {
+            if seen.insert(m.clone()) {
+                todo.extend(edges.get(&m).into_iter().flatten().cloned());
+            }
+        }
+        seen
+    };
+    let circles: Vec<String> = modules
+        .iter()
+        .filter(|m| reaches(m).contains(*m))
+        .map(|m| {
+            let back: Vec<&String> = edges[m].iter().filter(|t| reaches(t).contains(m)).collect();
+            format!("{m} → {back:?}")
+        })
+        .collect();
+    assert!(circles.is_empty(), "import circles: {circles:#?}");
 }

@@ -27,7 +27,8 @@ use crate::engine::{
     Config, DefCache, Delivery, Deployed, Engine, EngineError, LockedJob, Malformed, Publish,
     Repair,
 };
-use crate::runtime::{Error, Options};
+use crate::error::Error;
+use crate::options::Options;
 use crate::store::{self, JobState, StoreError, Tables};
 use std::collections::BTreeMap;
 use std::sync::mpsc;
@@ -208,18 +209,18 @@ pub(crate) type Parsed = Vec<crate::model::Process>;
 #[derive(Debug)]
 pub struct CommitStats {
     /// Seconds from taking a batch to its log fsync.
-    pub latency_seconds: crate::ops::Histogram,
+    pub latency_seconds: crate::histogram::Histogram,
     /// Commands per committed batch.
-    pub batch_size: crate::ops::Histogram,
+    pub batch_size: crate::histogram::Histogram,
 }
 
 impl Default for CommitStats {
     fn default() -> Self {
         Self {
-            latency_seconds: crate::ops::Histogram::new(&[
+            latency_seconds: crate::histogram::Histogram::new(&[
                 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0,
             ]),
-            batch_size: crate::ops::Histogram::new(&[
+            batch_size: crate::histogram::Histogram::new(&[
                 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 1024.0, 4096.0,
             ]),
         }

@@ -85,7 +85,7 @@ impl ClaimChecks {
                 Some(Arc::new(emu))
             }
         };
-        let cfg = crate::server::config::StorageConfig {
+        let cfg = crate::config::StorageConfig {
             endpoint: emulator.as_ref().map(|e| e.endpoint()),
             ..Default::default()
         };

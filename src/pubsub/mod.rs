@@ -15,7 +15,7 @@ pub mod gcs_emulator;
 pub mod outbox;
 pub mod storage;
 
-pub use crate::server::config::PubsubConfig;
+pub use crate::config::PubsubConfig;
 use google_cloud_gax::error::rpc::Code;
 use google_cloud_pubsub::client::{Publisher, Subscriber, SubscriptionAdmin, TopicAdmin};
 
@@ -292,7 +292,7 @@ impl Edge {
     /// kill the process between commit and ack with it).
     pub async fn start(
         pf: &crate::Postfach,
-        config: &crate::server::config::ConfigFile,
+        config: &crate::config::ConfigFile,
         registry: &crate::ingress::Consumers,
     ) -> Result<Self, PubsubError> {
         let objects = Self::storage(config).await?;
@@ -363,7 +363,7 @@ impl Edge {
     /// subscription with `claim_check`); its claim-check bucket is created on
     /// an emulator.
     async fn storage(
-        config: &crate::server::config::ConfigFile,
+        config: &crate::config::ConfigFile,
     ) -> Result<Option<std::sync::Arc<CloudStorage>>, PubsubError> {
         let s = &config.storage;
         let wanted = s.endpoint.is_some()

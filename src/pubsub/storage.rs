@@ -8,8 +8,8 @@
 //! [`ObjectError::Unavailable`] — both fail the job that asked, never an empty
 //! read; postfach never deletes an object (bucket lifecycle rules do).
 
+use crate::config::StorageConfig;
 use crate::objects::{MAX_OBJECT_BYTES, ObjectError, ObjectFuture, ObjectRef, ObjectStore};
-use crate::server::config::StorageConfig;
 use google_cloud_storage::client::Storage;
 use std::time::Duration;
 

@@ -31,7 +31,7 @@ pub const MAX_MODEL_BODY: usize = 2 * crate::model::MAX_SIZE + 64 * 1024;
 struct AppState {
     pf: Postfach,
     token: Option<Arc<String>>,
-    alarms: Arc<crate::server::alarms::Alarms>,
+    alarms: Arc<crate::alarms::Alarms>,
     consumers: crate::ingress::Consumers,
     remote_cli: Option<super::RemoteCli>,
     objects: Option<Arc<dyn crate::objects::ObjectStore>>,
@@ -45,7 +45,7 @@ struct AppState {
 pub fn router(
     pf: Postfach,
     token: Option<String>,
-    alarms: Arc<crate::server::alarms::Alarms>,
+    alarms: Arc<crate::alarms::Alarms>,
     consumers: crate::ingress::Consumers,
     remote_cli: Option<super::RemoteCli>,
     objects: Option<Arc<dyn crate::objects::ObjectStore>>,

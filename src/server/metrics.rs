@@ -8,7 +8,7 @@
 //!   they are collected at scrape time, not kept in registered metric objects.
 //! - Label values are escaped here: `prometheus-client` writes them as given.
 
-use super::alarms::Alarms;
+use crate::alarms::Alarms;
 use crate::ingress::{ACK_LATENCY_BOUNDS, ConsumerState, Consumers};
 use crate::ops::{Histogram, Reader};
 use crate::store::{Counter, Reason, StoreError};

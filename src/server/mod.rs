@@ -10,8 +10,7 @@
 //!   redelivered by Pub/Sub.
 //! - The server never reads a caller's paths: models and files come in as content.
 
-pub mod alarms;
-pub mod config;
+pub use crate::{alarms, config};
 pub mod console;
 pub mod http;
 pub mod metrics;

@@ -5,8 +5,8 @@
 //! duration, source and reason is checked here, with the file and the field in
 //! the error, before anything starts.
 
+use crate::alarms::Condition;
 use crate::ingress::SubscriptionConfig;
-use crate::server::alarms::Condition;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
@@ -195,7 +195,7 @@ mod tests {
 
     #[test]
     fn the_shipped_postfach_toml_parses() {
-        let c = ConfigFile::parse("postfach.toml", include_str!("../../postfach.toml")).unwrap();
+        let c = ConfigFile::parse("postfach.toml", include_str!("../postfach.toml")).unwrap();
         assert_eq!(
             c.subscriptions[0].topic.as_deref(),
             Some("auftrag-abgeschlossen")

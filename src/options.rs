@@ -1,0 +1,38 @@
+//! The settings an embedding host opens a database with.
+//!
+//! Invariant: plain data; `Postfach::open_with` range-checks it before the
+//! database is touched.
+
+use crate::clock::{Clock, SystemClock};
+use crate::engine::Config;
+use std::sync::Arc;
+
+/// Settings of an open database.
+#[derive(Clone)]
+pub struct Options {
+    /// Engine settings (TTLs, dedup window, retries, retention).
+    pub config: Config,
+    /// The clock every instant comes from (inject a manual one in tests).
+    pub clock: Arc<dyn Clock>,
+    /// Most commands committed together.
+    pub max_batch: usize,
+    /// How often the write-ahead log is folded into a durable redb commit.
+    /// Longer means fewer redb fsyncs and a longer replay after a crash.
+    pub checkpoint_every: std::time::Duration,
+    /// The partition this process is in a cluster: a new database becomes
+    /// it, an existing one must be it (refused naming both otherwise).
+    /// `None`: whatever the database is (a new one unpartitioned).
+    pub partition: Option<crate::partition::Partition>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            config: Config::default(),
+            clock: Arc::new(SystemClock),
+            max_batch: 4096,
+            checkpoint_every: std::time::Duration::from_millis(500),
+            partition: None,
+        }
+    }
+}

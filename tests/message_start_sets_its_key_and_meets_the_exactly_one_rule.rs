@@ -128,3 +128,90 @@ async fn a_message_a_catch_waits_for_starts_nothing_else() {
     assert_eq!((view.process.as_str(), view.state), ("nudge", "completed"));
     assert_eq!(view.variables["kunde"], "K2");
 }
+
+/// Flowable's `MessageStartEventTest.testSingleMessageStartEvent` names its
+/// message by a QName, `messageRef="tns:newInvoice"`, with `tns` declared as
+/// the target namespace: the start listens to that `<message>`'s name, not to
+/// the literal reference. A prefixed reference to no `<message>` is refused
+/// naming its element.
+#[tokio::test]
+async fn a_qualified_message_reference_names_the_message_of_its_namespace() {
+    let model = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL"
+    xmlns:tns="http://www.activiti.org/bpmn" targetNamespace="http://www.activiti.org/bpmn">
+  <message id="newInvoice" name="newInvoiceMessage"/>
+  <process id="singleMessageStartEvent" isExecutable="true">
+    <startEvent id="theStart"><messageEventDefinition messageRef="tns:newInvoice"/></startEvent>
+    <sequenceFlow id="flow1" sourceRef="theStart" targetRef="task"/>
+    <userTask id="task"/>
+    <sequenceFlow id="flow2" sourceRef="task" targetRef="theEnd"/>
+    <endEvent id="theEnd"/>
+  </process>
+</definitions>"#;
+    let env = Env::new();
+    env.deploy(model).await;
+    let literal = env
+        .pf
+        .publish(postfach::Publish {
+            name: "tns:newInvoice".into(),
+            key: "k-1".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        literal.reason,
+        Some(postfach::Reason::UnknownMessage),
+        "{literal:?}"
+    );
+    let d = env
+        .pf
+        .publish(postfach::Publish {
+            name: "newInvoiceMessage".into(),
+            key: "k-2".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let id = d.instance.expect("the message starts an instance");
+    assert_eq!(env.waiting_at(id), ["task"]);
+
+    let dangling = model.replace("tns:newInvoice\"", "tns:nothing\"");
+    let e = env
+        .pf
+        .deploy("dangling.bpmn", &dangling, Default::default())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("theStart") && e.contains("names no message"),
+        "{e}"
+    );
+}
+
+/// A correlation key given at deploy time for a message the file does not
+/// use comes back as a warning naming the message, not silently.
+#[tokio::test]
+async fn a_correlation_key_for_a_message_the_model_lacks_is_a_warning() {
+    let env = Env::new();
+    let keys = [
+        ("AuftragAbgeschlossen".to_string(), "auftragId".to_string()),
+        ("Auftragabgeschlossen".to_string(), "auftragId".to_string()),
+    ]
+    .into();
+    let d = env
+        .pf
+        .deploy_checked("ref.bpmn", REFERENCE, keys, false)
+        .await
+        .unwrap();
+    let w: Vec<String> = d
+        .warnings
+        .iter()
+        .map(|w| format!("{} {}", w.id, w.message))
+        .collect();
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(
+        w[0].starts_with("Auftragabgeschlossen ")
+            && w[0].contains("no process of this file catches or starts"),
+        "{w:?}"
+    );
+}

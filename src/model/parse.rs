@@ -248,7 +248,15 @@ fn node_from(e: &BytesStart<'_>, line: u32) -> Result<Node, String> {
     for a in e.attributes() {
         let a = a.map_err(|err| err.to_string())?;
         let (p, l) = local(a.key.as_ref());
-        if p == "xmlns" || (p.is_empty() && l == "xmlns") {
+        if p.is_empty() && l == "xmlns" {
+            continue;
+        }
+        if p == "xmlns" {
+            // a prefix declaration, kept to resolve QName references
+            // (`messageRef="tns:order"`); no attribute has a colon in its name
+            #[allow(deprecated)]
+            let v = a.unescape_value().map_err(|err| err.to_string())?;
+            attrs.push((format!("xmlns:{l}"), v.into_owned()));
             continue;
         }
         #[allow(deprecated)]
@@ -395,19 +403,47 @@ struct Defs {
     /// Cron weekdays as Quartz counts them (Camunda 7, Flowable), unless the
     /// file declares Zeebe's namespace (Spring: 0 or 7 = Sunday).
     quartz_weekdays: bool,
+    /// Namespace prefixes `<definitions>` declares (`tns` of `xmlns:tns`).
+    prefixes: Vec<String>,
 }
 
 impl Defs {
+    /// The id a reference attribute names: a QName with a prefix the file
+    /// declares (`tns:order`) names the element `order` of that namespace;
+    /// anything else is the id itself. Whether the id exists is the caller's
+    /// question.
+    fn reference<'r>(&self, r: &'r str) -> &'r str {
+        match r.split_once(':') {
+            Some((prefix, id)) if self.prefixes.iter().any(|p| p == prefix) => id,
+            _ => r,
+        }
+    }
+
+    /// The `<message>` a `messageRef` names: (name, correlation key from the
+    /// model). An unprefixed reference to no `<message>` is the message name
+    /// itself (as Flowable reads it); a prefixed one to none names nothing.
+    fn message(&self, r: &str) -> Option<(String, Option<String>)> {
+        let id = self.reference(r);
+        match self.messages.get(id) {
+            Some(m) => Some(m.clone()),
+            None if id != r => None,
+            None => Some((r.to_string(), None)),
+        }
+    }
     /// The signal name a signal event definition refers to (its `<signal>`'s
     /// name, else the reference itself); `None` when it names none.
     fn signal_of(&self, d: &Node) -> Option<String> {
         let r = d.attr("signalRef").map(str::trim).unwrap_or("");
-        (!r.is_empty()).then(|| {
-            self.signals
-                .get(r)
-                .cloned()
-                .unwrap_or_else(|| r.to_string())
-        })
+        if r.is_empty() {
+            return None;
+        }
+        let id = self.reference(r);
+        match self.signals.get(id) {
+            Some(name) => Some(name.clone()),
+            // a prefixed reference to no <signal> names nothing
+            None if id != r => None,
+            None => Some(r.to_string()),
+        }
     }
 }
 
@@ -548,6 +584,11 @@ pub fn parse_report(
         errors: HashMap::new(),
         escalations: HashMap::new(),
         quartz_weekdays: !xml.contains("camunda.org/schema/zeebe/"),
+        prefixes: root
+            .attrs
+            .iter()
+            .filter_map(|(k, _)| k.strip_prefix("xmlns:").map(String::from))
+            .collect(),
     };
     for c in &root.children {
         match c.name.as_str() {
@@ -617,6 +658,25 @@ pub fn parse_report(
         if let Some(proc) = process(p, &defs, key_overrides, &mut unsupported, &mut issues) {
             not_run_as_written(p, &proc, &mut warnings);
             out.push(proc);
+        }
+    }
+    // a correlation key given at deploy time for a message no process of
+    // this file catches or starts is not used: said, not silently ignored
+    for (message, variable) in key_overrides
+        .iter()
+        .filter(|(k, _)| !k.starts_with("sendTask:"))
+    {
+        let used = out.iter().any(|p| {
+            p.correlation_keys.contains_key(message) || p.start_messages().any(|m| m == message)
+        });
+        if !used {
+            warnings.push(Warning {
+                id: message.clone(),
+                line: 0,
+                message: format!(
+                    "a correlation key ({variable}) is given for message '{message}', which no process of this file catches or starts: it is not used"
+                ),
+            });
         }
     }
     // a deploy-time topic binding must name a send task of this file
@@ -1367,10 +1427,7 @@ fn process(
         if r.is_empty() {
             return None;
         }
-        Some(match defs.messages.get(r) {
-            Some((name, key)) => (name.clone(), key.clone()),
-            None => (r.to_string(), None),
-        })
+        defs.message(r)
     };
     // the code an error or escalation event definition names (its `<error>`'s
     // or `<escalation>`'s code, else the reference itself); `None` for none
@@ -1378,7 +1435,12 @@ fn process(
         d.attr("errorRef")
             .map(str::trim)
             .filter(|r| !r.is_empty())
-            .map(|r| defs.errors.get(r).cloned().unwrap_or_else(|| r.to_string()))
+            .map(|r| {
+                defs.errors
+                    .get(defs.reference(r))
+                    .cloned()
+                    .unwrap_or_else(|| r.to_string())
+            })
     };
     let escalation_code = |d: &Node| {
         d.attr("escalationRef")
@@ -1386,7 +1448,7 @@ fn process(
             .filter(|r| !r.is_empty())
             .map(|r| {
                 defs.escalations
-                    .get(r)
+                    .get(defs.reference(r))
                     .cloned()
                     .unwrap_or_else(|| r.to_string())
             })

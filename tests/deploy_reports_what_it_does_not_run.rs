@@ -122,3 +122,69 @@ fn the_command_line_prints_warnings_and_strict_exits_1() {
     assert!(stderr.contains("strict deploy"), "{stderr}");
     assert!(stderr.contains("without --strict"), "{stderr}");
 }
+
+/// A flow node without an id (Flowable accepts an event subprocess written
+/// so) gets a stable one — its tag and line — and the deploy says which; the
+/// model runs, and the history names the node by that id.
+#[tokio::test]
+async fn a_flow_node_without_an_id_gets_one_and_the_deploy_says_which() {
+    let model = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL" xmlns:postfach="https://postfach.dev/bpmn">
+  <message id="m" name="Hinweis" postfach:correlationKey="auftragId"/>
+  <process id="ohneId" isExecutable="true">
+    <startEvent id="s"/>
+    <sequenceFlow id="f1" sourceRef="s" targetRef="pruefen"/>
+    <userTask id="pruefen"/>
+    <sequenceFlow id="f2" sourceRef="pruefen" targetRef="e"/>
+    <endEvent id="e"/>
+    <subProcess triggeredByEvent="true">
+      <startEvent isInterrupting="false"><messageEventDefinition messageRef="m"/></startEvent>
+    </subProcess>
+  </process>
+</definitions>"#;
+    let env = Env::new();
+    let d = env
+        .pf
+        .deploy_checked("ohne-id.bpmn", model, Default::default(), false)
+        .await
+        .unwrap();
+    let w: Vec<String> = d
+        .warnings
+        .iter()
+        .map(|w| format!("{}:{} {}", w.line, w.id, w.message))
+        .collect();
+    assert_eq!(
+        w,
+        [
+            "9:subProcess_9 <subProcess> has no id: postfach calls it 'subProcess_9' (in instances, history and the API)",
+            "10:startEvent_10 <startEvent> has no id: postfach calls it 'startEvent_10' (in instances, history and the API)",
+        ]
+    );
+    let id = env
+        .pf
+        .start("ohneId", vars([("auftragId", "A-1".into())]), None)
+        .await
+        .unwrap();
+    env.pf
+        .publish(postfach::Publish {
+            name: "Hinweis".into(),
+            key: "A-1".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let h = env
+        .pf
+        .reader()
+        .unwrap()
+        .instance(id)
+        .unwrap()
+        .unwrap()
+        .history;
+    assert!(
+        h.iter().any(|e| e.element == "subProcess_9"),
+        "{:?}",
+        h.iter()
+            .map(|e| format!("{} {}", e.element, e.event))
+            .collect::<Vec<_>>()
+    );
+}

@@ -273,6 +273,79 @@ fn node_from(e: &BytesStart<'_>, line: u32) -> Result<Node, String> {
     })
 }
 
+/// The elements that are flow nodes: each needs an id.
+const FLOW_NODES: [&str; 22] = [
+    "startEvent",
+    "endEvent",
+    "intermediateCatchEvent",
+    "intermediateThrowEvent",
+    "boundaryEvent",
+    "task",
+    "userTask",
+    "serviceTask",
+    "sendTask",
+    "receiveTask",
+    "scriptTask",
+    "businessRuleTask",
+    "manualTask",
+    "callActivity",
+    "subProcess",
+    "transaction",
+    "adHocSubProcess",
+    "exclusiveGateway",
+    "parallelGateway",
+    "inclusiveGateway",
+    "eventBasedGateway",
+    "complexGateway",
+];
+
+/// Gives every flow node without an id a stable one, `TAG_LINE` (`_2`, `_3`
+/// … should that be taken), as Flowable accepts such models; returns (id,
+/// line, tag) of each, for the deploy's warnings. Nothing refers to such a
+/// node (a reference needs its id), so no reference changes.
+fn name_anonymous_flow_nodes(root: &mut Node) -> Vec<(String, u32, String)> {
+    fn ids(n: &Node, out: &mut std::collections::HashSet<String>) {
+        if let Some(id) = n.attr("id") {
+            out.insert(id.to_string());
+        }
+        for c in &n.children {
+            ids(c, out);
+        }
+    }
+    fn name(
+        n: &mut Node,
+        taken: &mut std::collections::HashSet<String>,
+        out: &mut Vec<(String, u32, String)>,
+    ) {
+        let anonymous = n.attr("id").is_none_or(|id| id.trim().is_empty());
+        if anonymous && FLOW_NODES.contains(&n.name.as_str()) {
+            let base = format!("{}_{}", n.name, n.line);
+            let id = (1..)
+                .map(|i| {
+                    if i == 1 {
+                        base.clone()
+                    } else {
+                        format!("{base}_{i}")
+                    }
+                })
+                .find(|id| !taken.contains(id))
+                .unwrap_or(base);
+            taken.insert(id.clone());
+            n.attrs.retain(|(k, _)| k != "id");
+            n.attrs.push(("id".into(), id.clone()));
+            out.push((id, n.line, n.name.clone()));
+        }
+        for c in &mut n.children {
+            name(c, taken, out);
+        }
+    }
+    let mut taken = std::collections::HashSet::new();
+    ids(root, &mut taken);
+    let mut out = Vec::new();
+    name(root, &mut taken, &mut out);
+    out
+}
+
 fn build_tree(file: &str, xml: &str) -> Result<Node, ParseError> {
     let lines = Lines::new(xml);
     let mut reader = Reader::from_str(xml);
@@ -571,7 +644,8 @@ pub fn parse_report(
             size: xml.len(),
         });
     }
-    let root = build_tree(file, xml)?;
+    let mut root = build_tree(file, xml)?;
+    let named = name_anonymous_flow_nodes(&mut root);
     if root.name != "definitions" {
         return Err(ParseError::NotBpmn {
             file: file.into(),
@@ -629,7 +703,16 @@ pub fn parse_report(
     }
     let mut unsupported = Vec::new();
     let mut issues = Vec::new();
-    let mut warnings = Vec::new();
+    let mut warnings: Vec<Warning> = named
+        .into_iter()
+        .map(|(id, line, name)| Warning {
+            message: format!(
+                "<{name}> has no id: postfach calls it '{id}' (in instances, history and the API)"
+            ),
+            id,
+            line,
+        })
+        .collect();
     let mut out = Vec::new();
     let not_executable = |p: &Node| {
         p.attr("isExecutable")

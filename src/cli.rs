@@ -445,6 +445,17 @@ pub enum Command {
     ///
     /// Example: postfach cancel-token 17 3
     CancelToken { instance: u64, token: u64 },
+    /// Move a token on from its wait state (a receive task or catch event
+    /// without an event definition), by token id or by the element it waits at.
+    ///
+    /// Example: postfach trigger 17 freigabeAbwarten --var freigegeben=true
+    Trigger {
+        instance: u64,
+        /// The token id, or the element its one waiting token rests at.
+        token: String,
+        #[command(flatten)]
+        vars: VarArgs,
+    },
     /// Add a token before an element (repair). Refused when it would open a second
     /// subscription for an already subscribed message and key, unless --force.
     ///
@@ -556,6 +567,9 @@ fn next_step(e: &Error) -> Option<String> {
                 Some("deploy its BPMN file first (postfach deploy FILE.bpmn)".into())
             }
             E::UnknownInstance(_) => Some("list instances with `postfach instances`".into()),
+            E::NotTriggerable { instance, .. } => Some(format!(
+                "see where its tokens wait with `postfach instance {instance}`"
+            )),
             E::OtherPartition { owner, .. } => Some(format!(
                 "send it to partition {owner}, or through the cluster's gateway, which routes by key and id"
             )),
@@ -1733,6 +1747,27 @@ async fn execute(pf: &Postfach, command: Command, sources: Sources<'_>) -> Resul
             let r = pf.cancel_token(instance, token).await?;
             repair_output(instance, "cancelled", &r)
         }
+        Command::Trigger {
+            instance,
+            token,
+            vars,
+        } => {
+            let v = parse_vars(&vars.var).map_err(usage)?;
+            let token = token_at(pf, instance, &token)?;
+            let element = pf.trigger(instance, token, v).await?;
+            let waiting = pf
+                .reader()?
+                .instance(instance)?
+                .map(|i| i.waiting_at)
+                .unwrap_or_default();
+            out(
+                json!({"instance": instance.to_string(), "token": token, "triggered": element, "waiting_at": waiting}),
+                format!(
+                    "token {token} left {element}; instance {instance} now waits at {}",
+                    waiting.join(", ")
+                ),
+            )
+        }
     })
 }
 
@@ -2527,6 +2562,37 @@ fn remote(client: &Client, args: Vec<std::ffi::OsString>) -> Result<Output, Fail
 }
 
 /// What a repair did, saying plainly when it only scheduled async work.
+/// A token given as its id, or as the element its one waiting token rests at.
+fn token_at(pf: &Postfach, instance: u64, given: &str) -> Result<u64, Failure> {
+    if let Ok(id) = given.parse::<u64>() {
+        return Ok(id);
+    }
+    let view = pf.reader()?.instance(instance)?.ok_or(Error::Engine(
+        postfach::EngineError::UnknownInstance(instance),
+    ))?;
+    let at: Vec<u64> = view
+        .tokens
+        .iter()
+        .filter(|t| t.element == given)
+        .map(|t| t.token)
+        .collect();
+    match at.as_slice() {
+        [one] => Ok(*one),
+        [] => Err(usage(format!(
+            "no token of instance {instance} rests at '{given}' (it waits at {})",
+            view.waiting_at.join(", ")
+        ))),
+        many => Err(usage(format!(
+            "{} tokens of instance {instance} rest at '{given}' ({}): give the token id",
+            many.len(),
+            many.iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
+    }
+}
+
 fn repair_output(instance: u64, verb: &str, r: &postfach::Repair) -> Output {
     let text = if r.jobs_created.is_empty() {
         format!(

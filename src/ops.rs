@@ -748,7 +748,8 @@ impl Reader {
                 | Wait::Scope
                 | Wait::Child { .. }
                 | Wait::Body { .. }
-                | Wait::Condition => {}
+                | Wait::Condition
+                | Wait::Trigger => {}
             }
         }
         Ok(out)
@@ -1143,17 +1144,6 @@ fn instance_view(
                 token: t.id,
                 element: t.element.clone(),
                 waits_for: match &t.wait {
-                    Wait::Message { name, key } => format!("message {name} key {key}"),
-                    Wait::Signal { name } => format!("signal {name}"),
-                    Wait::Job { job } => format!("job {job}"),
-                    Wait::Timer { job } => format!("timer job {job}"),
-                    Wait::Events { .. } => "the first of its gateway's events".to_string(),
-                    Wait::Join { .. } => "the other branches of the join".to_string(),
-                    Wait::Incident { error } => format!("an operator: {error}"),
-                    Wait::Task { task } => format!("user task {task}"),
-                    Wait::Scope => "the tokens inside it to end".to_string(),
-                    Wait::Child { instance } => format!("called instance {instance} to end"),
-                    Wait::Condition => "its condition to hold".to_string(),
                     // running: the tokens in its scope (an operator may have cancelled some)
                     Wait::Body {
                         count, completed, ..
@@ -1161,6 +1151,7 @@ fn instance_view(
                         "its inner instances: {completed} of {count} completed, {} running",
                         r.tokens.iter().filter(|i| i.scope == t.id).count()
                     ),
+                    w => w.describe(),
                 },
                 since: rfc3339(t.since),
                 scope: (t.scope != 0).then_some(t.scope),

@@ -701,6 +701,20 @@ impl Postfach {
         .repair()
     }
 
+    /// Moves token `token` of `instance` on from the wait state it rests at
+    /// (a receive task or catch event without an event definition), with
+    /// `vars` as the element's result; refused when it waits for anything
+    /// else. Returns the element it left.
+    pub async fn trigger(&self, instance: u64, token: u64, vars: Vars) -> Result<String, Error> {
+        self.submit(Command::Trigger {
+            instance,
+            token,
+            vars,
+        })
+        .await?
+        .triggered()
+    }
+
     /// Removes a token; removing the last one ends the instance as cancelled.
     pub async fn cancel_token(&self, instance: u64, token: u64) -> Result<Repair, Error> {
         self.submit(Command::CancelToken { instance, token })

@@ -264,7 +264,7 @@ fn an_event_without_its_message_or_signal_is_named_and_xml_errors_stay_on_one_li
   <process id="p" isExecutable="true">
     <startEvent id="s"/>
     <sequenceFlow id="f0" sourceRef="s" targetRef="r"/>
-    <receiveTask id="r"/>
+    <intermediateCatchEvent id="r"><messageEventDefinition/></intermediateCatchEvent>
     <sequenceFlow id="f1" sourceRef="r" targetRef="c"/>
     <intermediateCatchEvent id="c"><signalEventDefinition/></intermediateCatchEvent>
     <sequenceFlow id="f2" sourceRef="c" targetRef="e"/>

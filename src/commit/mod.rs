@@ -140,6 +140,13 @@ pub(crate) enum Command {
         lease: Millis,
         fetch: Vec<String>,
     },
+    /// A caller moves a token on from its wait state.
+    Trigger {
+        instance: u64,
+        token: u64,
+        #[serde(with = "crate::codec::json_text")]
+        vars: Vars,
+    },
 }
 
 impl Command {
@@ -167,6 +174,8 @@ pub(crate) enum Reply {
     JobState(JobState),
     Repair(Repair),
     Cleaned(usize, usize, bool),
+    /// The element a trigger moved its token on from.
+    Triggered(String),
     Done,
 }
 
@@ -192,6 +201,7 @@ reply_as! {
     count: Count => usize,
     locked: Locked => Vec<LockedJob>,
     job_state: JobState => JobState,
+    triggered: Triggered => String,
 }
 
 pub(crate) struct Request {
@@ -322,6 +332,11 @@ fn apply(
             e.task_action(*task, user, action)?;
             Reply::Done
         }
+        Command::Trigger {
+            instance,
+            token,
+            vars,
+        } => Reply::Triggered(e.trigger(*instance, *token, vars)?),
     })
 }
 
@@ -772,7 +787,7 @@ mod tests {
     }
 
     /// How many variants `Command` has; [`variant_index`] numbers them.
-    const VARIANTS: usize = 23;
+    const VARIANTS: usize = 24;
 
     /// The position of `c`'s variant in the enum (its tag in the log). The
     /// match has no wildcard arm: a new variant does not compile until it is
@@ -802,6 +817,7 @@ mod tests {
             Command::Tick => 20,
             Command::Task { .. } => 21,
             Command::LockJobsFetching { .. } => 22,
+            Command::Trigger { .. } => 23,
         }
     }
 
@@ -908,6 +924,11 @@ mod tests {
                 lease: 30_000,
                 fetch: vec!["k".into()],
             },
+            Command::Trigger {
+                instance: 1,
+                token: 2,
+                vars: crate::vars([("ok", true.into())]),
+            },
         ]
     }
 
@@ -938,6 +959,7 @@ mod tests {
         "0114",
         "01150904616e6e61020362656e",
         "01160174010177fb307501016b",
+        "011701020b7b226f6b223a747275657d",
     ];
 
     #[test]

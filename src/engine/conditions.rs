@@ -185,7 +185,8 @@ impl<'a, 't> Engine<'a, 't> {
             | Wait::Scope
             | Wait::Child { .. }
             | Wait::Body { .. }
-            | Wait::Condition => true,
+            | Wait::Condition
+            | Wait::Trigger => true,
             Wait::Join { .. } | Wait::Incident { .. } => false,
         })
     }

@@ -309,6 +309,7 @@ impl<'a, 't> Engine<'a, 't> {
                     | ElementKind::UserTask { .. }
                     | ElementKind::Publish { .. }
                     | ElementKind::ReceiveTask { .. }
+                    | ElementKind::WaitState
                     | ElementKind::SubProcess { .. }
                     | ElementKind::CallActivity { .. }
             );
@@ -335,6 +336,11 @@ impl<'a, 't> Engine<'a, 't> {
         let p = self.proc_of(inst);
         let el = p.at(idx);
         match &el.kind {
+            // a wait state: nothing registered, a caller moves it on
+            ElementKind::WaitState => {
+                self.set_token(inst, token, &el.id, Wait::Trigger);
+                self.history(inst, &el.id, "waiting");
+            }
             ElementKind::TimerCatch { timer } => {
                 let job = self.create_job_at(
                     inst,
@@ -534,6 +540,7 @@ impl<'a, 't> Engine<'a, 't> {
             | ElementKind::CallActivity { .. }
             | ElementKind::Link { .. }
             | ElementKind::ConditionalCatch { .. }
+            | ElementKind::WaitState
             | ElementKind::Task { .. } => holding(&p, el.outgoing.iter().copied(), &vars, false),
         };
         let chosen = match taken {

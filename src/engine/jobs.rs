@@ -557,6 +557,7 @@ impl<'a, 't> Engine<'a, 't> {
             | ElementKind::CallActivity { .. }
             | ElementKind::Link { .. }
             | ElementKind::ConditionalCatch { .. }
+            | ElementKind::WaitState
             | ElementKind::Task { .. } => {}
         }
         self.run()

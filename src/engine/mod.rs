@@ -230,6 +230,20 @@ pub enum EngineError {
         /// The token id asked for.
         token: u64,
     },
+    /// The token does not wait at a wait state, so there is nothing to trigger.
+    #[error(
+        "token {token} of instance {instance} at '{element}' does not wait to be triggered (it waits for {waits})"
+    )]
+    NotTriggerable {
+        /// The instance id.
+        instance: u64,
+        /// The token.
+        token: u64,
+        /// Where it rests.
+        element: String,
+        /// What it waits for instead.
+        waits: String,
+    },
     /// A correlation key or id that another partition of the cluster owns.
     #[error("{what} belongs to partition {owner} of {count}; this is partition {here}")]
     OtherPartition {

@@ -143,7 +143,7 @@ impl<'a, 't> Engine<'a, 't> {
             // the call activity is left: its child goes
             Wait::Child { instance } => self.cancel_child(instance)?,
             // nothing registered: the condition is only asked
-            Wait::Join { .. } | Wait::Incident { .. } | Wait::Condition => {}
+            Wait::Join { .. } | Wait::Incident { .. } | Wait::Condition | Wait::Trigger => {}
         }
         if let Some(t) = self.inst(inst).tokens.get_mut(token) {
             t.wait = Wait::Incident {
@@ -286,7 +286,8 @@ impl<'a, 't> Engine<'a, 't> {
             | Wait::Scope
             | Wait::Child { .. }
             | Wait::Body { .. }
-            | Wait::Condition => false,
+            | Wait::Condition
+            | Wait::Trigger => false,
         };
         if own {
             return None;
@@ -481,6 +482,7 @@ impl<'a, 't> Engine<'a, 't> {
                 | ElementKind::CallActivity { .. }
                 | ElementKind::Link { .. }
                 | ElementKind::ConditionalCatch { .. }
+                | ElementKind::WaitState
                 | ElementKind::Task { .. } => {}
             }
         }
@@ -497,5 +499,42 @@ impl<'a, 't> Engine<'a, 't> {
         );
         self.history(inst, &gateway, "waiting");
         Ok(())
+    }
+
+    /// A caller moves token `token` on from the wait state it rests at (a
+    /// receive task or catch event without an event definition), with
+    /// `vars` as the element's result; refused when the token waits for
+    /// anything else. Returns the element it left.
+    pub fn trigger(&mut self, inst: u64, token: u64, vars: &Vars) -> R<String> {
+        self.load_active(inst)?;
+        let at = self.existing_token(inst, token)?;
+        let wait = self.inst(inst).tokens.get(token).map(|t| t.wait.clone());
+        if wait != Some(Wait::Trigger) {
+            self.dirty.remove(&inst);
+            return Err(EngineError::NotTriggerable {
+                instance: inst,
+                token,
+                element: at,
+                waits: wait.map(|w| w.describe()).unwrap_or_default(),
+            });
+        }
+        let p = self.proc_of(inst);
+        let Some(idx) = p.index_of(&at) else {
+            self.dirty.remove(&inst);
+            return Err(EngineError::UnknownElement {
+                process: p.id.clone(),
+                element: at,
+            });
+        };
+        self.cancel_wait(inst, token)?;
+        self.history(inst, &at, "triggered");
+        self.complete_with(inst, token, idx, vars)?;
+        self.queue.push_back(Step::Leave {
+            inst,
+            token,
+            element: idx,
+        });
+        self.run()?;
+        Ok(at)
     }
 }

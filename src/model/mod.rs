@@ -388,6 +388,11 @@ pub enum ElementKind {
         /// The condition (a failed evaluation counts as not holding).
         condition: Expr,
     },
+    /// A receive task or intermediate catch event without an event
+    /// definition: a wait state — the token rests until a caller triggers it
+    /// (Flowable's `trigger`, Camunda 7's `signal`). (Stored in definitions:
+    /// new variants go last.)
+    WaitState,
 }
 
 /// Which variables cross between a call activity and its child: all of
@@ -539,6 +544,9 @@ impl ElementKind {
     pub fn label(&self) -> &'static str {
         match self {
             ElementKind::NoneStart => "startEvent",
+            ElementKind::WaitState => {
+                "wait state (receiveTask or intermediateCatchEvent without a definition)"
+            }
             ElementKind::TimerCatch { .. } => "intermediateCatchEvent(timer)",
             ElementKind::EventGateway => "eventBasedGateway",
             ElementKind::Boundary { .. } => "boundaryEvent",

@@ -1138,7 +1138,8 @@ fn runs_multi_instance(kind: &ElementKind) -> bool {
         | ElementKind::ErrorEnd { .. }
         | ElementKind::Escalation { .. }
         | ElementKind::Link { .. }
-        | ElementKind::ConditionalCatch { .. } => false,
+        | ElementKind::ConditionalCatch { .. }
+        | ElementKind::WaitState => false,
     }
 }
 
@@ -1745,6 +1746,8 @@ fn process(
                         refuse(unsupported, n, format!("{name} with {d}"));
                         continue;
                     }
+                    // a catch without a definition is a wait state
+                    ("intermediateCatchEvent", None) => ElementKind::WaitState,
                     (_, None) => {
                         refuse(unsupported, n, format!("{name} without event definition"));
                         continue;
@@ -1881,6 +1884,10 @@ fn process(
                         result_variable,
                     },
                 }
+            }
+            // without a message: a wait state, moved on by a caller
+            "receiveTask" if n.attr("messageRef").is_none_or(|r| r.trim().is_empty()) => {
+                ElementKind::WaitState
             }
             "receiveTask" => {
                 let Some((message, key)) = message_of(n) else {

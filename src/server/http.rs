@@ -74,6 +74,7 @@ pub fn router(
         .route("/instances/{id}/tokens", post(add_token))
         .route("/instances/{id}/tokens/{token}/move", post(move_token))
         .route("/instances/{id}/tokens/{token}/cancel", post(cancel_token))
+        .route("/instances/{id}/tokens/{token}/trigger", post(trigger))
         .route("/messages", post(publish).get(messages))
         .route("/messages/correlate", post(correlate))
         .route("/messages/{id}/requeue", post(requeue))
@@ -232,6 +233,7 @@ fn status_of(e: &Error) -> StatusCode {
             | E::RepairRefused { .. }
             | E::NoSingleScope { .. }
             | E::InstanceEnded(_)
+            | E::NotTriggerable { .. }
             | E::TaskRefused { .. } => StatusCode::CONFLICT,
         },
     }
@@ -1036,6 +1038,36 @@ async fn cancel_token(State(s): State<AppState>, Path((id, token)): Path<(u64, u
     Ok(Json(crate::contract::repair_json(id, &r)))
 }
 
+#[derive(Deserialize, Default, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+struct TriggerBody {
+    /// The element's result, merged as a completed task's.
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    variables: Vars,
+}
+
+#[utoipa::path(post, path = "/instances/{id}/tokens/{token}/trigger", request_body = TriggerBody, params(("id" = u64, Path, description = "instance id"), ("token" = u64, Path, description = "token id")), responses((status = 200, description = "Move a token on from its wait state (a receive task or catch event without an event definition); 409 when it waits for anything else", body = serde_json::Value)))]
+async fn trigger(
+    State(s): State<AppState>,
+    Path((id, token)): Path<(u64, u64)>,
+    b: Result<Json<TriggerBody>, JsonRejection>,
+) -> ApiResult {
+    let b = body(b)?;
+    let element = s.pf.trigger(id, token, b.variables).await?;
+    let waiting =
+        s.pf.reader()?
+            .instance(id)?
+            .map(|v| v.tokens)
+            .unwrap_or_default();
+    Ok(Json(json!({
+        "instance": id.to_string(),
+        "token": token,
+        "triggered": element,
+        "waiting_at": waiting.iter().map(|t| t.element.clone()).collect::<Vec<_>>(),
+    })))
+}
+
 /// The OpenAPI document of this API, generated from the handlers above.
 #[derive(utoipa::OpenApi)]
 #[openapi(
@@ -1053,6 +1085,7 @@ async fn cancel_token(State(s): State<AppState>, Path((id, token)): Path<(u64, u
         add_token,
         move_token,
         cancel_token,
+        trigger,
         publish,
         correlate,
         messages,

@@ -373,9 +373,34 @@ pub enum Wait {
     /// subprocess: nothing is registered; the engine asks the condition
     /// after every command that changed the instance's variables.
     Condition,
+    /// A wait state (a receive task or catch event without an event
+    /// definition): nothing is registered; a caller triggers it.
+    Trigger,
 }
 
 impl Wait {
+    /// What the token waits for, in words (views, refusals). A body's count
+    /// of running inner instances is the caller's to add.
+    pub fn describe(&self) -> String {
+        match self {
+            Wait::Message { name, key } => format!("message {name} key {key}"),
+            Wait::Signal { name } => format!("signal {name}"),
+            Wait::Job { job } => format!("job {job}"),
+            Wait::Timer { job } => format!("timer job {job}"),
+            Wait::Events { .. } => "the first of its gateway's events".to_string(),
+            Wait::Join { .. } => "the other branches of the join".to_string(),
+            Wait::Incident { error } => format!("an operator: {error}"),
+            Wait::Task { task } => format!("user task {task}"),
+            Wait::Scope => "the tokens inside it to end".to_string(),
+            Wait::Child { instance } => format!("called instance {instance} to end"),
+            Wait::Condition => "its condition to hold".to_string(),
+            Wait::Trigger => "to be triggered".to_string(),
+            Wait::Body {
+                count, completed, ..
+            } => format!("its inner instances: {completed} of {count} completed"),
+        }
+    }
+
     /// The jobs this wait holds: a job or timer it waits for, the timers of
     /// an event-based gateway. (Boundary timers are the token's `timers`.)
     pub fn jobs(&self) -> Vec<u64> {
@@ -390,7 +415,8 @@ impl Wait {
             | Wait::Scope
             | Wait::Child { .. }
             | Wait::Body { .. }
-            | Wait::Condition => Vec::new(),
+            | Wait::Condition
+            | Wait::Trigger => Vec::new(),
         }
     }
 
@@ -413,7 +439,8 @@ impl Wait {
             | Wait::Scope
             | Wait::Child { .. }
             | Wait::Body { .. }
-            | Wait::Condition => Vec::new(),
+            | Wait::Condition
+            | Wait::Trigger => Vec::new(),
         }
     }
 
@@ -432,7 +459,8 @@ impl Wait {
             | Wait::Scope
             | Wait::Child { .. }
             | Wait::Body { .. }
-            | Wait::Condition => Vec::new(),
+            | Wait::Condition
+            | Wait::Trigger => Vec::new(),
         }
     }
 }

@@ -752,6 +752,8 @@ fn boundary_problems(
             && match &t.wait {
                 Wait::Task { .. } | Wait::Scope | Wait::Child { .. } | Wait::Body { .. } => true,
                 Wait::Message { .. } => matches!(p.at(host).kind, ElementKind::ReceiveTask { .. }),
+                // a wait state holds its activity's boundary events
+                Wait::Trigger => true,
                 Wait::Job { job } => task_jobs.contains(job),
                 Wait::Signal { .. }
                 | Wait::Timer { .. }

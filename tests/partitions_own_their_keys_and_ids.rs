@@ -378,3 +378,44 @@ fn run_takes_its_partition_from_the_flag_or_the_pod_name() {
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("$HOSTNAME is 'web'"), "{err}");
 }
+
+/// A signal reaches every partition, but a process it starts is started
+/// once in the cluster: on partition 0, as timer starts.
+#[tokio::test]
+async fn a_signal_start_starts_on_partition_0_only() {
+    let model = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL" targetNamespace="t">
+  <signal id="tw" name="Tarifwechsel"/>
+  <process id="aufSignal" isExecutable="true">
+    <startEvent id="los"><signalEventDefinition signalRef="tw"/></startEvent>
+    <sequenceFlow id="a1" sourceRef="los" targetRef="pruefen"/>
+    <userTask id="pruefen"/>
+    <sequenceFlow id="a2" sourceRef="pruefen" targetRef="e"/>
+    <endEvent id="e"/>
+  </process>
+</definitions>"#;
+    let dir = tempfile::tempdir().unwrap();
+    for (index, expected) in [(0, 1), (1, 0)] {
+        let pf = open_as(
+            &dir.path().join(format!("s{index}.redb")),
+            Some(part(index, 2)),
+        )
+        .unwrap();
+        pf.deploy("s.bpmn", model, Default::default())
+            .await
+            .unwrap();
+        assert_eq!(
+            pf.signal("Tarifwechsel", Vars::new()).await.unwrap(),
+            expected,
+            "partition {index}"
+        );
+        assert_eq!(
+            pf.reader()
+                .unwrap()
+                .instances(&Default::default())
+                .unwrap()
+                .len(),
+            expected
+        );
+        pf.close();
+    }
+}

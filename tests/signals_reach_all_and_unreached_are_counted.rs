@@ -133,3 +133,74 @@ async fn a_signal_reaches_the_waits_opened_earlier_in_the_same_command() {
         None
     );
 }
+
+const STARTS_AND_ENDS: &str = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL">
+  <signal id="tw" name="Tarifwechsel"/>
+  <process id="aufSignal" isExecutable="true">
+    <startEvent id="los"><signalEventDefinition signalRef="tw"/></startEvent>
+    <sequenceFlow id="a1" sourceRef="los" targetRef="pruefen"/>
+    <userTask id="pruefen"/>
+    <sequenceFlow id="a2" sourceRef="pruefen" targetRef="a3e"/>
+    <endEvent id="a3e"/>
+  </process>
+  <process id="wirftAmEnde" isExecutable="true">
+    <startEvent id="w0"/>
+    <sequenceFlow id="w1" sourceRef="w0" targetRef="ende"/>
+    <endEvent id="ende"><signalEventDefinition signalRef="tw"/></endEvent>
+  </process>
+</definitions>"#;
+
+/// A signal start event starts an instance of its process for every
+/// broadcast, with the signal's variables; a signal end event broadcasts and
+/// ends. A signal that only starts an instance reached something.
+#[tokio::test]
+async fn a_signal_starts_the_processes_that_start_on_it_and_an_end_event_throws_it() {
+    let env = Env::new();
+    env.deploy(SIGNALS).await;
+    env.deploy(STARTS_AND_ENDS).await;
+    let waiting = env.pf.start("wartet", no_vars(), None).await.unwrap();
+    let reached = env
+        .pf
+        .signal("Tarifwechsel", postfach::vars([("tarif", "neu".into())]))
+        .await
+        .unwrap();
+    assert_eq!(reached, 2, "the waiting catch and one new instance");
+    assert_eq!(env.state(waiting), "completed");
+    let started: Vec<_> = env
+        .pf
+        .reader()
+        .unwrap()
+        .instances(&Default::default())
+        .unwrap()
+        .into_iter()
+        .filter(|i| i.process == "aufSignal")
+        .collect();
+    assert_eq!(started.len(), 1);
+    assert_eq!(started[0].waiting_at, ["pruefen"]);
+    let id: u64 = started[0].instance.parse().unwrap();
+    let v = env.pf.reader().unwrap().instance(id).unwrap().unwrap();
+    assert_eq!(v.variables["tarif"], "neu");
+
+    // the end event throws it: another instance starts, the thrower ends
+    let thrower = env.pf.start("wirftAmEnde", no_vars(), None).await.unwrap();
+    assert_eq!(env.state(thrower), "completed");
+    let n = env
+        .pf
+        .reader()
+        .unwrap()
+        .instances(&Default::default())
+        .unwrap()
+        .into_iter()
+        .filter(|i| i.process == "aufSignal")
+        .count();
+    assert_eq!(n, 2);
+    assert_eq!(
+        env.pf
+            .reader()
+            .unwrap()
+            .counters()
+            .unwrap()
+            .get("signals_unreached"),
+        None
+    );
+}

@@ -450,6 +450,7 @@ impl<'a, 't> Engine<'a, 't> {
             // link throw goes on at its catch along the flow the parser added
             ElementKind::NoneStart
             | ElementKind::MessageStart { .. }
+            | ElementKind::SignalStart { .. }
             | ElementKind::TimerStart { .. }
             | ElementKind::NoneThrow
             | ElementKind::Link { .. }
@@ -517,6 +518,7 @@ impl<'a, 't> Engine<'a, 't> {
             // every other element leaves by all its flows whose condition holds
             ElementKind::NoneStart
             | ElementKind::MessageStart { .. }
+            | ElementKind::SignalStart { .. }
             | ElementKind::TimerStart { .. }
             | ElementKind::UserTask { .. }
             | ElementKind::TimerCatch { .. }

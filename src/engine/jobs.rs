@@ -533,6 +533,7 @@ impl<'a, 't> Engine<'a, 't> {
             ElementKind::Boundary { .. }
             | ElementKind::NoneStart
             | ElementKind::MessageStart { .. }
+            | ElementKind::SignalStart { .. }
             | ElementKind::TimerStart { .. }
             | ElementKind::UserTask { .. }
             | ElementKind::InclusiveGateway { .. }

@@ -441,10 +441,41 @@ impl<'a, 't> Engine<'a, 't> {
         Ok(n)
     }
 
+    /// Starts an instance of the latest version of every process with a
+    /// signal start event for `name` (in a cluster on partition 0 only, as
+    /// timer starts); returns how many.
+    fn start_by_signal(&mut self, name: &str, vars: &Vars) -> R<usize> {
+        if self.cfg.partition.index() != 0 {
+            return Ok(0);
+        }
+        let mut started = 0;
+        for (process, version) in self.t.latest_versions()? {
+            let def = self.def(&process, version)?;
+            let starts: Vec<usize> = def
+                .elements
+                .iter()
+                .enumerate()
+                .filter(|(i, e)| {
+                    def.parent_of(*i).is_none()
+                        && matches!(&e.kind, ElementKind::SignalStart { signal } if signal == name)
+                })
+                .map(|(i, _)| i)
+                .collect();
+            for idx in starts {
+                self.create_instance(def.clone(), version, vars.clone(), None, idx)?;
+                started += 1;
+            }
+        }
+        Ok(started)
+    }
+
     pub(super) fn broadcast(&mut self, name: &str, vars: &Vars) -> R<usize> {
         let subs = self.signal_subscribers_now(name)?;
         self.t.bump(Counter::SignalsThrown, 1)?;
-        if subs.is_empty() {
+        // the processes it starts (after the subscriptions were read: an
+        // instance it starts does not also catch it)
+        let started = self.start_by_signal(name, vars)?;
+        if subs.is_empty() && started == 0 {
             self.t.bump(Counter::SignalsUnreached, 1)?;
             tracing::info!(signal = name, "signal reached no subscription");
         }
@@ -493,6 +524,6 @@ impl<'a, 't> Engine<'a, 't> {
                 element: idx,
             });
         }
-        Ok(subs.len())
+        Ok(subs.len() + started)
     }
 }

@@ -460,6 +460,7 @@ impl<'a, 't> Engine<'a, 't> {
                 // the parser refuses any other element after an event-based gateway
                 ElementKind::NoneStart
                 | ElementKind::MessageStart { .. }
+                | ElementKind::SignalStart { .. }
                 | ElementKind::TimerStart { .. }
                 | ElementKind::UserTask { .. }
                 | ElementKind::InclusiveGateway { .. }

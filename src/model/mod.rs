@@ -388,6 +388,12 @@ pub enum ElementKind {
         /// The condition (a failed evaluation counts as not holding).
         condition: Expr,
     },
+    /// A signal start event: a broadcast of this signal starts an instance
+    /// of the latest version (on partition 0 of a cluster).
+    SignalStart {
+        /// The signal name.
+        signal: String,
+    },
     /// A receive task or intermediate catch event without an event
     /// definition: a wait state — the token rests until a caller triggers it
     /// (Flowable's `trigger`, Camunda 7's `signal`). (Stored in definitions:
@@ -551,6 +557,7 @@ impl ElementKind {
             ElementKind::EventGateway => "eventBasedGateway",
             ElementKind::Boundary { .. } => "boundaryEvent",
             ElementKind::MessageStart { .. } => "messageStartEvent",
+            ElementKind::SignalStart { .. } => "signalStartEvent",
             ElementKind::End => "endEvent",
             ElementKind::ExclusiveGateway { .. } => "exclusiveGateway",
             ElementKind::ParallelGateway => "parallelGateway",

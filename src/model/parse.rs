@@ -1122,6 +1122,7 @@ fn runs_multi_instance(kind: &ElementKind) -> bool {
         ElementKind::EventSubProcess { .. }
         | ElementKind::NoneStart
         | ElementKind::MessageStart { .. }
+        | ElementKind::SignalStart { .. }
         | ElementKind::TimerStart { .. }
         | ElementKind::TimerCatch { .. }
         | ElementKind::EventGateway
@@ -1695,15 +1696,19 @@ fn process(
                         }
                     }
                     ("intermediateCatchEvent", Some("signalEventDefinition"))
-                    | ("intermediateThrowEvent", Some("signalEventDefinition")) => {
+                    | ("intermediateThrowEvent", Some("signalEventDefinition"))
+                    | ("startEvent", Some("signalEventDefinition"))
+                    | ("endEvent", Some("signalEventDefinition")) => {
                         let Some(signal) = defs.signal_of(evdefs[0]) else {
                             issues.push(no_signal(n));
                             continue;
                         };
-                        if name == "intermediateCatchEvent" {
-                            ElementKind::SignalCatch { signal }
-                        } else {
-                            ElementKind::SignalThrow { signal }
+                        match name {
+                            "intermediateCatchEvent" => ElementKind::SignalCatch { signal },
+                            "startEvent" => ElementKind::SignalStart { signal },
+                            // a signal end event broadcasts, then its token
+                            // ends (it has no outgoing flow)
+                            _ => ElementKind::SignalThrow { signal },
                         }
                     }
                     ("intermediateThrowEvent", None) => ElementKind::NoneThrow,
@@ -2043,6 +2048,7 @@ fn process(
                     elements[c].kind,
                     ElementKind::NoneStart
                         | ElementKind::MessageStart { .. }
+                        | ElementKind::SignalStart { .. }
                         | ElementKind::TimerStart { .. }
                 )
             })
@@ -2322,6 +2328,7 @@ fn process(
                 e.kind,
                 ElementKind::NoneStart
                     | ElementKind::MessageStart { .. }
+                    | ElementKind::SignalStart { .. }
                     | ElementKind::TimerStart { .. }
             )
     }) {

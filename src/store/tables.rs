@@ -632,6 +632,16 @@ impl<'t> Tables<'t> {
         )?))
     }
 
+    /// Every deployed process with its latest version, by process id.
+    pub fn latest_versions(&self) -> Result<Vec<(String, u32)>, StoreError> {
+        let mut out = Vec::new();
+        for row in self.latest.iter()? {
+            let (k, v) = row?;
+            out.push((k.value().to_string(), v.value()));
+        }
+        Ok(out)
+    }
+
     /// The latest version of a process (0 when it was never deployed).
     pub fn latest_version(&self, process: &str) -> Result<u32, StoreError> {
         Ok(self.latest.get(process)?.map(|g| g.value()).unwrap_or(0))

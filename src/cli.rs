@@ -1754,17 +1754,13 @@ async fn execute(pf: &Postfach, command: Command, sources: Sources<'_>) -> Resul
         } => {
             let v = parse_vars(&vars.var).map_err(usage)?;
             let token = token_at(pf, instance, &token)?;
-            let element = pf.trigger(instance, token, v).await?;
-            let waiting = pf
-                .reader()?
-                .instance(instance)?
-                .map(|i| i.waiting_at)
-                .unwrap_or_default();
+            let t = pf.trigger(instance, token, v).await?;
             out(
-                json!({"instance": instance.to_string(), "token": token, "triggered": element, "waiting_at": waiting}),
+                json!({"instance": instance.to_string(), "token": token, "triggered": t.element, "waiting_at": t.waiting_at}),
                 format!(
-                    "token {token} left {element}; instance {instance} now waits at {}",
-                    waiting.join(", ")
+                    "token {token} left {}; instance {instance} now waits at {}",
+                    t.element,
+                    t.waiting_at.join(", ")
                 ),
             )
         }

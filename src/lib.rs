@@ -88,7 +88,7 @@ pub use codec::CodecError;
 pub use commit::wal::{LogState, Salvage as LogSalvage};
 pub use engine::{
     Config, Delivery, Deployed, EngineError, JobRefusal, LockedJob, Malformed, Outcome, Publish,
-    Repair, TaskAction, TaskRefusal, backoff,
+    Repair, TaskAction, TaskRefusal, Triggered, backoff,
 };
 pub use jobs::{HandlerError, JobContext};
 pub use runtime::{CommitStats, Deployment, Error, Options, Postfach, Recovery, WorkReport};

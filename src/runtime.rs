@@ -704,8 +704,13 @@ impl Postfach {
     /// Moves token `token` of `instance` on from the wait state it rests at
     /// (a receive task or catch event without an event definition), with
     /// `vars` as the element's result; refused when it waits for anything
-    /// else. Returns the element it left.
-    pub async fn trigger(&self, instance: u64, token: u64, vars: Vars) -> Result<String, Error> {
+    /// else. Returns the element it left and where the instance waits then.
+    pub async fn trigger(
+        &self,
+        instance: u64,
+        token: u64,
+        vars: Vars,
+    ) -> Result<crate::engine::Triggered, Error> {
         self.submit(Command::Trigger {
             instance,
             token,

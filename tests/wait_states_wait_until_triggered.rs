@@ -46,7 +46,8 @@ async fn a_wait_state_waits_until_a_caller_triggers_it() {
         .trigger(id, t, vars([("freigegeben", true.into())]))
         .await
         .unwrap();
-    assert_eq!(left, "freigabeAbwarten");
+    assert_eq!(left.element, "freigabeAbwarten");
+    assert_eq!(left.waiting_at, ["pause"]);
     assert_eq!(
         env.waiting_at(id),
         ["pause"],

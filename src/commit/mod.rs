@@ -174,8 +174,8 @@ pub(crate) enum Reply {
     JobState(JobState),
     Repair(Repair),
     Cleaned(usize, usize, bool),
-    /// The element a trigger moved its token on from.
-    Triggered(String),
+    /// What a trigger did.
+    Triggered(crate::engine::Triggered),
     Done,
 }
 
@@ -201,7 +201,7 @@ reply_as! {
     count: Count => usize,
     locked: Locked => Vec<LockedJob>,
     job_state: JobState => JobState,
-    triggered: Triggered => String,
+    triggered: Triggered => crate::engine::Triggered,
 }
 
 pub(crate) struct Request {

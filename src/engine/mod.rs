@@ -448,6 +448,16 @@ pub struct Repair {
     pub waiting_at: Vec<String>,
 }
 
+/// Result of a trigger: the element the token left and where the instance's
+/// tokens wait afterwards, as the same transaction left them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Triggered {
+    /// The wait state the token left.
+    pub element: String,
+    /// Where the instance's tokens wait afterwards.
+    pub waiting_at: Vec<String>,
+}
+
 /// Definitions by (process, version), shared by reader threads and the writer.
 /// Entries are immutable; the cache is cleared when a batch aborts.
 /// The message catalog (what each message name means to which process) is

@@ -505,8 +505,9 @@ impl<'a, 't> Engine<'a, 't> {
     /// A caller moves token `token` on from the wait state it rests at (a
     /// receive task or catch event without an event definition), with
     /// `vars` as the element's result; refused when the token waits for
-    /// anything else. Returns the element it left.
-    pub fn trigger(&mut self, inst: u64, token: u64, vars: &Vars) -> R<String> {
+    /// anything else. Returns the element it left and where the instance
+    /// waits then.
+    pub fn trigger(&mut self, inst: u64, token: u64, vars: &Vars) -> R<Triggered> {
         self.load_active(inst)?;
         let at = self.existing_token(inst, token)?;
         let wait = self.inst(inst).tokens.get(token).map(|t| t.wait.clone());
@@ -536,6 +537,9 @@ impl<'a, 't> Engine<'a, 't> {
             element: idx,
         });
         self.run()?;
-        Ok(at)
+        Ok(Triggered {
+            element: at,
+            waiting_at: self.waiting(inst)?,
+        })
     }
 }

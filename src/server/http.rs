@@ -1054,17 +1054,12 @@ async fn trigger(
     b: Result<Json<TriggerBody>, JsonRejection>,
 ) -> ApiResult {
     let b = body(b)?;
-    let element = s.pf.trigger(id, token, b.variables).await?;
-    let waiting =
-        s.pf.reader()?
-            .instance(id)?
-            .map(|v| v.tokens)
-            .unwrap_or_default();
+    let t = s.pf.trigger(id, token, b.variables).await?;
     Ok(Json(json!({
         "instance": id.to_string(),
         "token": token,
-        "triggered": element,
-        "waiting_at": waiting.iter().map(|t| t.element.clone()).collect::<Vec<_>>(),
+        "triggered": t.element,
+        "waiting_at": t.waiting_at,
     })))
 }
 

@@ -308,3 +308,27 @@ fn plain_and_manual_tasks_are_executed_as_pass_through() {
     assert_eq!(p.element("t").unwrap().kind.label(), "task");
     assert_eq!(p.element("m").unwrap().kind.label(), "manualTask");
 }
+
+/// An end event ends its token, so a sequence flow out of one would never be
+/// taken — or, at a signal end event that broadcasts, would be taken
+/// against the drawing. Refused naming the flow and the end event.
+#[test]
+fn a_flow_out_of_an_end_event_is_refused() {
+    let xml = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL">
+  <signal id="sg" name="X"/>
+  <process id="p" isExecutable="true">
+    <startEvent id="s"/>
+    <sequenceFlow id="f1" sourceRef="s" targetRef="x"/>
+    <endEvent id="x"><signalEventDefinition signalRef="sg"/></endEvent>
+    <sequenceFlow id="f2" sourceRef="x" targetRef="t"/>
+    <userTask id="t"/>
+  </process>
+</definitions>"#;
+    let text = parse("p.bpmn", xml, &BTreeMap::new())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        text.contains("line 7: 'f2': sequence flow leaves end event 'x'"),
+        "{text}"
+    );
+}

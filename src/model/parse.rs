@@ -2117,6 +2117,12 @@ fn process(
         .map(|c| (c, None))
         .chain(scope_flows)
         .filter(|(c, _)| c.name == "sequenceFlow");
+    // an end event ends its token: a flow out of one would never be taken
+    let ends: std::collections::HashSet<String> = tree
+        .iter()
+        .filter(|(n, _)| n.name == "endEvent")
+        .map(|(n, _)| n.id())
+        .collect();
     for (f, container) in all_flows {
         let (src, tgt) = (
             f.attr("sourceRef").unwrap_or(""),
@@ -2126,6 +2132,17 @@ fn process(
             .attr("id")
             .map(str::to_string)
             .unwrap_or_else(|| format!("{src}->{tgt}"));
+        if ends.contains(src) {
+            issues.push(Issue {
+                id,
+                line: f.line,
+                message: format!(
+                    "sequence flow leaves end event '{src}', which ends its token: make '{src}' an intermediate throw event, or remove the flow"
+                ),
+                missing_key_for: None,
+            });
+            continue;
+        }
         let (Some(&s), Some(&t)) = (index.get(src), index.get(tgt)) else {
             let missing = if index.contains_key(src) { tgt } else { src };
             if !known.contains(missing) {

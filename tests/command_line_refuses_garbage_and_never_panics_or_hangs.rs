@@ -415,14 +415,31 @@ fn fake_server(answer: Option<String>) -> String {
             match &answer {
                 None => held.push(s), // never answers, keeps the connection
                 Some(body) => {
-                    let mut buf = [0u8; 65536];
+                    // Read the whole request head first: closing a socket
+                    // with unread bytes resets the connection, and the
+                    // client may see the reset before the answer.
                     let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
-                    let _ = s.read(&mut buf);
+                    let mut seen = Vec::new();
+                    let mut buf = [0u8; 4096];
+                    while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match s.read(&mut buf) {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => seen.extend_from_slice(&buf[..n]),
+                        }
+                    }
                     let _ = write!(
                         s,
                         "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
                         body.len()
                     );
+                    // Half-close and drain until the client hangs up, so
+                    // nothing it still sends turns into a reset.
+                    let _ = s.shutdown(std::net::Shutdown::Write);
+                    while let Ok(n) = s.read(&mut buf) {
+                        if n == 0 {
+                            break;
+                        }
+                    }
                 }
             }
         }

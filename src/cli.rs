@@ -1028,6 +1028,7 @@ pub async fn run(cli: Cli) -> Result<Output, Failure> {
         token_file,
         partitions,
         partition,
+        config,
         ..
     } = &cli.command
     {
@@ -1035,6 +1036,20 @@ pub async fn run(cli: Cli) -> Result<Output, Failure> {
         let token = server_token(token_file.as_deref())?;
         check_exposure(*listen, token.as_deref())?;
         options.partition = partition_of(*partitions, *partition)?;
+        // the server decides whether parked messages leave events; the
+        // database keeps the setting for the commands run between servers
+        let notifications = match config {
+            Some(p) => {
+                postfach::server::config::ConfigFile::parse(
+                    &p.display().to_string(),
+                    &read_bounded(p, MAX_CONFIG, "configuration file")?,
+                )
+                .map_err(usage)?
+                .notifications
+            }
+            None => Default::default(),
+        };
+        options.parked_events = Some(notifications.parked_events());
     }
     if let Some(ms) = std::env::var("POSTFACH_CHECKPOINT_MS")
         .ok()

@@ -104,6 +104,33 @@ pub struct ConfigFile {
     /// `[http]`: how long the API waits for a client, and how many it serves.
     #[serde(default)]
     pub http: HttpConfig,
+    /// `[notifications]`: events about parked messages for the people who own them.
+    #[serde(default)]
+    pub notifications: NotificationsConfig,
+}
+
+/// `[notifications]` of postfach.toml.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct NotificationsConfig {
+    /// Topic that gets one event per parked, expired, requeued and discarded
+    /// message (name, key, reason, candidates, ids), published through an
+    /// outbox under a stable `eventId`. Without it no events are kept.
+    pub parked_topic: Option<String>,
+    /// Put the message's variables into the event too (default false).
+    #[serde(default)]
+    pub payload: bool,
+}
+
+impl NotificationsConfig {
+    /// The engine setting this section asks for.
+    pub fn parked_events(&self) -> Option<crate::store::ParkedEvents> {
+        self.parked_topic
+            .as_ref()
+            .map(|_| crate::store::ParkedEvents {
+                payload: self.payload,
+            })
+    }
 }
 
 /// `[http]` of postfach.toml: bounds on what one HTTP client may hold.
@@ -171,6 +198,19 @@ impl ConfigFile {
             }
             crate::limits::check_name(&format!("send_topics.{element}"), topic)
                 .map_err(|e| format!("{file}: {e}"))?;
+        }
+        if let Some(topic) = &c.notifications.parked_topic {
+            if topic.trim().is_empty() {
+                return Err(format!(
+                    "{file}: notifications.parked_topic: the topic is empty"
+                ));
+            }
+            crate::limits::check_name("notifications.parked_topic", topic)
+                .map_err(|e| format!("{file}: {e}"))?;
+        } else if c.notifications.payload {
+            return Err(format!(
+                "{file}: notifications.payload is set but notifications.parked_topic is not: name the topic the events go to"
+            ));
         }
         for (message, variable) in &c.correlation_keys {
             crate::limits::check_name(&format!("correlation_keys.{message}"), variable)
@@ -243,6 +283,27 @@ AuftragAbgeschlossen = "auftragId"
         let e =
             ConfigFile::parse("p.toml", "[[subscriptions]]\nsubscription = \"s\"\n").unwrap_err();
         assert!(e.contains("message"), "{e}");
+    }
+
+    #[test]
+    fn notifications_name_their_topic() {
+        let c = ConfigFile::parse(
+            "p.toml",
+            "[notifications]\nparked_topic = \"postfach-parked\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            c.notifications.parked_events(),
+            Some(crate::store::ParkedEvents { payload: false })
+        );
+        assert_eq!(ConfigFile::default().notifications.parked_events(), None);
+        let err = |text: &str| ConfigFile::parse("p.toml", text).unwrap_err();
+        assert!(
+            err("[notifications]\nparked_topic = \" \"\n")
+                .contains("notifications.parked_topic: the topic is empty")
+        );
+        assert!(err("[notifications]\npayload = true\n").contains("name the topic"));
+        assert!(err("[notifications]\nparked_topik = \"x\"\n").contains("parked_topik"));
     }
 
     #[test]

@@ -87,13 +87,13 @@ pub use clock::{Clock, ManualClock, Millis, SystemClock};
 pub use codec::CodecError;
 pub use commit::wal::{LogState, Salvage as LogSalvage};
 pub use engine::{
-    Config, Delivery, Deployed, EngineError, JobRefusal, LockedJob, Malformed, Outcome, Publish,
-    Repair, TaskAction, TaskRefusal, Triggered, backoff,
+    Config, Delivery, Deployed, EngineError, JobRefusal, LockedJob, Malformed, Outcome,
+    ParkedEvent, Publish, Repair, TaskAction, TaskRefusal, Triggered, backoff,
 };
 pub use jobs::{HandlerError, JobContext};
 pub use runtime::{CommitStats, Deployment, Error, Options, Postfach, Recovery, WorkReport};
 pub use store::damage::install_hook as install_damage_hook;
-pub use store::{FileCheck, JobState, MessageState, Reason, StoreError, TaskRecord};
+pub use store::{FileCheck, JobState, MessageState, ParkedEvents, Reason, StoreError, TaskRecord};
 
 /// Process variables: a JSON object.
 pub type Vars = serde_json::Map<String, serde_json::Value>;

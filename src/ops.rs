@@ -1279,6 +1279,21 @@ impl Reader {
         self.now
     }
 
+    /// Up to `limit` events about parked messages still to publish, oldest
+    /// first, and how many wait in all (`[notifications] parked_topic`).
+    pub fn parked_events(&self, limit: usize) -> Result<(Vec<PendingEvent>, u64), RErr> {
+        let (rows, total) = self.snap.parked_events(limit)?;
+        let events = rows
+            .into_iter()
+            .map(|(id, data)| PendingEvent {
+                id,
+                event_id: format!("{}{id}", crate::engine::EVENT_ID_PREFIX),
+                data,
+            })
+            .collect();
+        Ok((events, total))
+    }
+
     /// Parked messages per reason.
     pub fn parked_by_reason(&self) -> Result<BTreeMap<&'static str, u64>, RErr> {
         let mut out = BTreeMap::new();
@@ -1292,6 +1307,18 @@ impl Reader {
         }
         Ok(out)
     }
+}
+
+/// An event about a parked message that waits to be published.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingEvent {
+    /// Its row: hand it to [`crate::Postfach::parked_events_sent`] once published.
+    pub id: u64,
+    /// The stable id a receiver deduplicates by (`eventId` in the JSON and
+    /// as attribute).
+    pub event_id: String,
+    /// The event as JSON.
+    pub data: Vec<u8>,
 }
 
 pub use crate::histogram::Histogram;

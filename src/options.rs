@@ -23,6 +23,15 @@ pub struct Options {
     /// it, an existing one must be it (refused naming both otherwise).
     /// `None`: whatever the database is (a new one unpartitioned).
     pub partition: Option<crate::partition::Partition>,
+    /// Whether every message that is parked, expires, is requeued or
+    /// discarded leaves an event to publish (`[notifications] parked_topic`
+    /// of `postfach run`; read them with
+    /// [`crate::ops::Reader::parked_events`]). The setting is stored in the
+    /// database: `None` keeps what it has (off in a new one), `Some(None)`
+    /// turns it off, `Some(Some(..))` on — for this and every later opening,
+    /// so a command line that opens the file between two runs of the server
+    /// keeps the events the server would.
+    pub parked_events: Option<Option<crate::store::ParkedEvents>>,
 }
 
 impl Default for Options {
@@ -33,6 +42,7 @@ impl Default for Options {
             max_batch: 4096,
             checkpoint_every: std::time::Duration::from_millis(500),
             partition: None,
+            parked_events: None,
         }
     }
 }

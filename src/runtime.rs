@@ -146,6 +146,17 @@ impl Postfach {
             released_leases: released,
             torn_tail_bytes,
         };
+        // after the replay (which keeps the events its batches kept first),
+        // made durable by the checkpoint below
+        if let Some(setting) = options.parked_events
+            && store::set_parked_events(&db, setting)?
+        {
+            tracing::info!(
+                parked_events = setting.is_some(),
+                payload = setting.is_some_and(|s| s.payload),
+                "events about parked messages are kept from now on as configured"
+            );
+        }
         wal.checkpoint()?;
         let (tx, rx) = mpsc::channel::<Request>();
         let committed = Arc::new(tokio::sync::Notify::new());
@@ -664,6 +675,14 @@ impl Postfach {
         })
         .await
         .map(|_| ())
+    }
+
+    /// Forgets the events about parked messages the broker confirmed (see
+    /// [`ops::Reader::parked_events`]); returns how many were still kept.
+    pub async fn parked_events_sent(&self, ids: Vec<u64>) -> Result<usize, Error> {
+        self.submit(Command::ParkedEventsSent { ids })
+            .await?
+            .count()
     }
 
     /// Adds a token before `element`; refused if it would open a second

@@ -147,6 +147,10 @@ pub(crate) enum Command {
         #[serde(with = "crate::codec::json_text")]
         vars: Vars,
     },
+    /// The broker confirmed these events about parked messages.
+    ParkedEventsSent {
+        ids: Vec<u64>,
+    },
 }
 
 impl Command {
@@ -161,6 +165,7 @@ impl Command {
                 | Command::ExtendLease { .. }
                 | Command::Tick
                 | Command::Cleanup { .. }
+                | Command::ParkedEventsSent { .. }
         )
     }
 }
@@ -337,6 +342,7 @@ fn apply(
             token,
             vars,
         } => Reply::Triggered(e.trigger(*instance, *token, vars)?),
+        Command::ParkedEventsSent { ids } => Reply::Count(e.parked_events_sent(ids)?),
     })
 }
 
@@ -787,7 +793,7 @@ mod tests {
     }
 
     /// How many variants `Command` has; [`variant_index`] numbers them.
-    const VARIANTS: usize = 24;
+    const VARIANTS: usize = 25;
 
     /// The position of `c`'s variant in the enum (its tag in the log). The
     /// match has no wildcard arm: a new variant does not compile until it is
@@ -818,6 +824,7 @@ mod tests {
             Command::Task { .. } => 21,
             Command::LockJobsFetching { .. } => 22,
             Command::Trigger { .. } => 23,
+            Command::ParkedEventsSent { .. } => 24,
         }
     }
 
@@ -929,6 +936,7 @@ mod tests {
                 token: 2,
                 vars: crate::vars([("ok", true.into())]),
             },
+            Command::ParkedEventsSent { ids: vec![1, 300] },
         ]
     }
 
@@ -960,6 +968,7 @@ mod tests {
         "01150904616e6e61020362656e",
         "01160174010177fb307501016b",
         "011701020b7b226f6b223a747275657d",
+        "01180201fb2c01",
     ];
 
     #[test]

@@ -293,6 +293,7 @@ impl<'a, 't> Engine<'a, 't> {
                 rec.settled_at = Some(self.now);
                 self.t.put_message(&rec)?;
                 self.t.bump(Counter::MessagesParked(reason), 1)?;
+                self.parked_event(ParkedEvent::Parked, &rec)?;
             }
         }
         Ok(delivery_of(&rec))
@@ -337,6 +338,7 @@ impl<'a, 't> Engine<'a, 't> {
         };
         self.t.put_message(&rec)?;
         self.t.bump(Counter::MessagesParked(Reason::Malformed), 1)?;
+        self.parked_event(ParkedEvent::Parked, &rec)?;
         Ok(delivery_of(&rec))
     }
 
@@ -356,6 +358,7 @@ impl<'a, 't> Engine<'a, 't> {
             msg.settled_at = Some(self.now);
             self.t.put_message(&msg)?;
             self.t.bump(Counter::MessagesParked(Reason::Expired), 1)?;
+            self.parked_event(ParkedEvent::Expired, &msg)?;
         }
         Ok(due.len())
     }
@@ -411,7 +414,14 @@ impl<'a, 't> Engine<'a, 't> {
             attributes: Vec::new(),
         };
         self.t.bump(Counter::MessagesRequeued, 1)?;
-        self.accept(&publish, Some(rec), false)
+        let seq = rec.seq;
+        let delivery = self.accept(&publish, Some(rec), false)?;
+        if self.t.parked_events().is_some()
+            && let Some(now) = self.t.message(seq)?
+        {
+            self.parked_event(ParkedEvent::Requeued, &now)?;
+        }
+        Ok(delivery)
     }
 
     /// Ends a parked message explicitly, recording why.
@@ -431,6 +441,7 @@ impl<'a, 't> Engine<'a, 't> {
         rec.settled_at = Some(self.now);
         self.t.put_message(&rec)?;
         self.t.bump(Counter::MessagesDiscarded, 1)?;
+        self.parked_event(ParkedEvent::Discarded, &rec)?;
         Ok(())
     }
 

@@ -32,6 +32,8 @@ mod flow;
 mod jobs;
 mod messages;
 mod multi_instance;
+mod parked_events;
+pub use parked_events::{EVENT_ID_PREFIX, ParkedEvent};
 mod repair;
 mod retention;
 mod tasks;

@@ -12,6 +12,7 @@
 pub mod consumer;
 pub mod emulator;
 pub mod gcs_emulator;
+pub mod notifications;
 pub mod outbox;
 pub mod storage;
 
@@ -283,6 +284,8 @@ impl Default for SubscriptionOptions {
 pub struct Edge {
     consumers: Vec<Consumer>,
     objects: Option<std::sync::Arc<CloudStorage>>,
+    /// The publisher of events about parked messages, when configured.
+    notifier: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Edge {
@@ -296,17 +299,22 @@ impl Edge {
         registry: &crate::ingress::Consumers,
     ) -> Result<Self, PubsubError> {
         let objects = Self::storage(config).await?;
-        if config.subscriptions.is_empty() && config.send_topics.is_empty() {
+        let parked_topic = config.notifications.parked_topic.clone();
+        if config.subscriptions.is_empty()
+            && config.send_topics.is_empty()
+            && parked_topic.is_none()
+        {
             return Ok(Self {
                 consumers: Vec::new(),
                 objects,
+                notifier: None,
             });
         }
         let conn = Connection::new(&config.pubsub);
         let topics: std::collections::BTreeSet<String> =
             config.send_topics.values().cloned().collect();
         if config.pubsub.create.unwrap_or(conn.is_emulator()) {
-            for t in &topics {
+            for t in topics.iter().chain(&parked_topic) {
                 conn.ensure_topic(t).await?;
             }
             for s in &config.subscriptions {
@@ -337,6 +345,21 @@ impl Edge {
         for t in &topics {
             tracing::info!(topic = %conn.topic_path(t), "outbox publishing to topic");
         }
+        let notifier = match parked_topic {
+            Some(topic) => {
+                let publisher = conn.publisher(&topic).await?;
+                eprintln!(
+                    "postfach: publishing events about parked messages to {}",
+                    conn.topic_path(&topic)
+                );
+                Some(tokio::spawn(notifications::run(
+                    pf.clone(),
+                    publisher,
+                    topic,
+                )))
+            }
+            None => None,
+        };
         let options = consumer::ConsumerOptions {
             // fault injection for tests: builds with debug assertions only
             hold_acks: cfg!(debug_assertions)
@@ -355,7 +378,11 @@ impl Edge {
             );
             consumers.push(c);
         }
-        Ok(Self { consumers, objects })
+        Ok(Self {
+            consumers,
+            objects,
+            notifier,
+        })
     }
 
     /// The Cloud Storage client, when claim checks are configured (a
@@ -395,6 +422,10 @@ impl Edge {
 
     /// Stops every consumer: no new pulls, in-flight deliveries committed and acked.
     pub async fn stop(self) {
+        // what it has not confirmed stays kept and goes out at the next start
+        if let Some(n) = &self.notifier {
+            n.abort();
+        }
         let mut set = tokio::task::JoinSet::new();
         for c in self.consumers {
             set.spawn(c.stop());

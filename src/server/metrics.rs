@@ -36,6 +36,8 @@ struct Scrape {
     waiting: Vec<(String, u64, f64)>,
     jobs_due: u64,
     incidents: u64,
+    /// Events about parked messages kept and not yet confirmed by the broker.
+    parked_events: u64,
     /// (element, open user tasks, age of the oldest in seconds)
     tasks: Vec<(String, u64, f64)>,
     alarms: Vec<(String, bool)>,
@@ -78,6 +80,7 @@ pub fn render(
             .collect(),
         jobs_due,
         incidents,
+        parked_events: r.parked_events(0)?.1,
         tasks: r
             .open_tasks_summary()?
             .into_iter()
@@ -251,6 +254,13 @@ impl Collector for Scrape {
             MetricType::Gauge,
         )?
         .encode_gauge(&self.incidents)?;
+        family(
+            &mut enc,
+            "postfach_parked_events_unpublished",
+            "Events about parked messages kept and not yet confirmed by the broker ([notifications] parked_topic).",
+            MetricType::Gauge,
+        )?
+        .encode_gauge(&self.parked_events)?;
         let mut m = family(
             &mut enc,
             "postfach_tasks_open",

@@ -62,7 +62,7 @@ pub enum ServerError {
     },
     /// The configuration names subscriptions or send topics, but this build has no Pub/Sub.
     #[error(
-        "the configuration consumes subscriptions or publishes send tasks, but this build has no Pub/Sub support (feature `pubsub`)"
+        "the configuration consumes subscriptions, publishes send tasks or events about parked messages, but this build has no Pub/Sub support (feature `pubsub`)"
     )]
     NoPubsub,
     /// The Pub/Sub edge could not start.
@@ -116,7 +116,10 @@ pub async fn run(
         .map_err(|e| ServerError::Pubsub(e.to_string()))?;
     #[cfg(not(feature = "pubsub"))]
     let edge = {
-        if !config.subscriptions.is_empty() || !config.send_topics.is_empty() {
+        if !config.subscriptions.is_empty()
+            || !config.send_topics.is_empty()
+            || config.notifications.parked_topic.is_some()
+        {
             return Err(ServerError::NoPubsub);
         }
         NoEdge

@@ -30,6 +30,8 @@
 //! - `buffer_age`: (accepted_at, seq) → () — the oldest buffered message first; `parked`: seq → ();
 //!   `instance_messages`: (instance, seq) → () — the messages an instance's detail lists
 //! - `incident_jobs`: job id → () — the jobs out of attempts
+//! - `parked_events`: event id → JSON — events about parked messages not yet
+//!   published (`[notifications]`); written with the change they report
 //! - `definitions`: (process, version) → [`DefinitionRecord`]; `definition_extras`: (process, version) →
 //!   element extras; `definition_sources`: (process, version) → the BPMN XML; `definition_latest`:
 //!   process → latest version; `message_catalog`: (message, process) → what starts or waits for it
@@ -172,6 +174,55 @@ pub(crate) const LEASES: TableDefinition<(u64, u64), ()> = TableDefinition::new(
 pub(crate) const START_TIMERS: TableDefinition<(&str, u64), ()> =
     TableDefinition::new("start_timers");
 pub(crate) const TASKS: TableDefinition<u64, &[u8]> = TableDefinition::new("tasks");
+/// Events about parked messages not yet published (`[notifications]`): id →
+/// the event as JSON. Written in the transaction that parks, expires,
+/// requeues or discards; removed once the broker confirmed the publish.
+pub(crate) const PARKED_EVENTS: TableDefinition<u64, &[u8]> = TableDefinition::new("parked_events");
+
+/// What an event about a parked message carries (see
+/// [`crate::Options::parked_events`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ParkedEvents {
+    /// The message's variables go into the event too (off by default: a
+    /// payload may hold what an alerting channel must not see).
+    pub payload: bool,
+}
+
+/// `meta` key of the parked-event setting: absent or 0 off, 1 on, 2 on with
+/// the payload. Database state, not a setting of one process: the log's
+/// replay writes exactly the events the first run of a batch wrote.
+pub(crate) const PARKED_EVENTS_KEY: &str = "parked_events";
+
+pub(crate) fn parked_events_of(stored: Option<u64>) -> Option<ParkedEvents> {
+    match stored {
+        Some(1) => Some(ParkedEvents { payload: false }),
+        Some(2) => Some(ParkedEvents { payload: true }),
+        _ => None,
+    }
+}
+
+/// Stores the parked-event setting; says whether it changed.
+pub(crate) fn set_parked_events(
+    db: &redb::Database,
+    setting: Option<ParkedEvents>,
+) -> Result<bool, StoreError> {
+    let code = match setting {
+        None => 0,
+        Some(ParkedEvents { payload: false }) => 1,
+        Some(ParkedEvents { payload: true }) => 2,
+    };
+    let tx = db.begin_write()?;
+    let changed = {
+        let mut meta = tx.open_table(META)?;
+        let old = meta.get(PARKED_EVENTS_KEY)?.map_or(0, |v| v.value());
+        if old != code {
+            meta.insert(PARKED_EVENTS_KEY, code)?;
+        }
+        old != code
+    };
+    tx.commit()?;
+    Ok(changed)
+}
 
 /// Storage failures. All of them are technical: retrying the operation, or
 /// redelivering the message that caused it, is the right reaction.

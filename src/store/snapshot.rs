@@ -14,6 +14,9 @@ pub(crate) struct Snapshot {
     tx: ReadTransaction,
 }
 
+/// A kept event about a parked message: (row id, JSON).
+pub type EventRow = (u64, Vec<u8>);
+
 impl Snapshot {
     /// Reads from `tx`.
     pub fn new(tx: ReadTransaction) -> Self {
@@ -274,6 +277,23 @@ impl Snapshot {
             }
         }
         Ok(out)
+    }
+
+    /// Up to `limit` events about parked messages not yet published, oldest
+    /// first, and how many wait in all.
+    pub fn parked_events(&self, limit: usize) -> Result<(Vec<EventRow>, u64), StoreError> {
+        // a database of an earlier release opened read-only may not have the table
+        let t = match self.tx.open_table(PARKED_EVENTS) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok((Vec::new(), 0)),
+            Err(e) => return Err(redb::Error::from(e).into()),
+        };
+        let mut out = Vec::new();
+        for row in t.iter()?.take(limit) {
+            let (k, v) = row?;
+            out.push((k.value(), v.value().to_vec()));
+        }
+        Ok((out, t.len()?))
     }
 
     /// Jobs in an incident, from the gauge the store keeps.

@@ -20,6 +20,9 @@ use std::collections::BTreeSet;
 pub(crate) struct Tables<'t> {
     /// The partition this database is: the ids it hands out carry it.
     partition: crate::partition::Partition,
+    /// Whether parked messages leave events to publish (`meta`, see
+    /// [`PARKED_EVENTS_KEY`]).
+    parked_events: Option<ParkedEvents>,
     /// Sequences and counters are kept here during a batch and written to `meta`
     /// once, by [`Tables::finish`]: one `meta` write per batch instead of per command.
     pending: std::collections::BTreeMap<String, u64>,
@@ -71,6 +74,7 @@ pub(crate) struct Tables<'t> {
     leases: Table<'t, (u64, u64), ()>,
     start_timers: Table<'t, (&'static str, u64), ()>,
     tasks: Table<'t, u64, &'static [u8]>,
+    parked_event_rows: Table<'t, u64, &'static [u8]>,
 }
 
 /// What an instance header had indexed: the definition version its tokens
@@ -225,8 +229,10 @@ impl<'t> Tables<'t> {
     pub fn open(tx: &'t WriteTransaction) -> Result<Self, StoreError> {
         let meta = tx.open_table(META)?;
         let partition = stored_partition(&meta)?.unwrap_or(crate::partition::Partition::SINGLE);
+        let parked_events = parked_events_of(meta.get(PARKED_EVENTS_KEY)?.map(|v| v.value()));
         Ok(Self {
             partition,
+            parked_events,
             pending: Default::default(),
             message_rows: Default::default(),
             job_rows: Default::default(),
@@ -266,6 +272,7 @@ impl<'t> Tables<'t> {
             leases: tx.open_table(LEASES)?,
             start_timers: tx.open_table(START_TIMERS)?,
             tasks: tx.open_table(TASKS)?,
+            parked_event_rows: tx.open_table(PARKED_EVENTS)?,
         })
     }
 
@@ -1592,6 +1599,23 @@ impl<'t> Tables<'t> {
     /// An open user task.
     pub fn task(&self, id: u64) -> Result<Option<TaskRecord>, StoreError> {
         get_record(&self.tasks, id)
+    }
+
+    /// Whether parked messages leave events to publish, as the database says.
+    pub fn parked_events(&self) -> Option<ParkedEvents> {
+        self.parked_events
+    }
+
+    /// Keeps an event about a parked message until it is published.
+    pub fn put_parked_event(&mut self, id: u64, event: &[u8]) -> Result<(), StoreError> {
+        self.parked_event_rows.insert(id, event)?;
+        Ok(())
+    }
+
+    /// Forgets a published event (an id not kept is no error: a confirmation
+    /// may arrive twice).
+    pub fn remove_parked_event(&mut self, id: u64) -> Result<bool, StoreError> {
+        Ok(self.parked_event_rows.remove(id)?.is_some())
     }
 
     /// Writes an open user task; a new one gets its `tasks_at` row and moves

@@ -231,3 +231,74 @@ fn parked_messages_beyond_one_page_are_reached_with_next_page() {
     drop(browser);
     assert!(srv.stop().success());
 }
+
+#[test]
+fn badges_cover_no_shape_no_label_and_no_other_badge() {
+    let srv = Server::start("127.0.0.1:0", None);
+    let (status, body) = srv.json(
+        "POST",
+        "/deployments",
+        Some(json!({"file": "auftrag-mit-diagramm.bpmn", "xml": WITH_DI,
+                    "correlation_keys": {"AuftragAbgeschlossen": "auftragId"}})),
+    );
+    assert_eq!(status, 200, "{body}");
+    for a in ["4711", "4712", "4713"] {
+        let (status, _) = srv.json(
+            "POST",
+            "/instances",
+            Some(json!({"process": "auftrag-ausfuehrung", "variables": {"auftragId": a}})),
+        );
+        assert_eq!(status, 201);
+    }
+    // two wait at the catch event, one hand-over stays a ready job
+    srv.hand_over(2);
+    let (status, _) = srv.json(
+        "POST",
+        "/messages",
+        Some(json!({"name": "AuftragAbgeschlossen", "key": "9999", "id": "early-9999"})),
+    );
+    assert_eq!(status, 200);
+
+    let b = browser::Driver::start();
+    b.open(&format!("http://{}/", srv.addr));
+    b.find(r#".pf-badge.pf-waiting[data-element="warteAufAbschluss"]"#);
+    b.find(".pf-badge.pf-messages");
+    b.find(r#"[data-element-id="warteAufAbschluss_label"]"#);
+    let found = b.execute(
+        r#"
+        const box = (el) => { const r = el.getBoundingClientRect(); return { x: r.left, y: r.top, w: r.width, h: r.height }; };
+        const badges = [...document.querySelectorAll('#diagram .pf-badge')].map((el) => ({ what: el.className + ' ' + el.textContent, ...box(el) }));
+        const things = [...document.querySelectorAll('#diagram .djs-element.djs-shape')]
+          .map((g) => ({ what: g.dataset.elementId, ...box(g.querySelector('.djs-visual')) }))
+          .filter((t) => t.w > 0 && t.h > 0);
+        // the lines of the flows, segment by segment, from their drawn path
+        for (const g of document.querySelectorAll('#diagram .djs-element.djs-connection')) {
+          const path = g.querySelector('.djs-visual path');
+          const n = path.getTotalLength();
+          const m = path.getScreenCTM();
+          for (let l = 0; l <= n; l += 4) {
+            const p = path.getPointAtLength(l).matrixTransform(m);
+            things.push({ what: g.dataset.elementId, x: p.x - 0.5, y: p.y - 0.5, w: 1, h: 1 });
+          }
+        }
+        const hit = (a, b) => a.x + 1 < b.x + b.w && b.x + 1 < a.x + a.w && a.y + 1 < b.y + b.h && b.y + 1 < a.y + a.h;
+        const problems = [];
+        badges.forEach((a, i) => {
+          for (const t of things) if (hit(a, t)) problems.push(`${a.what} covers ${t.what}`);
+          badges.slice(i + 1).forEach((o) => { if (hit(a, o)) problems.push(`${a.what} covers ${o.what}`); });
+        });
+        return { badges: badges.length, labels: things.filter((t) => t.what.endsWith('_label')).length, problems };
+        "#,
+    );
+    assert!(
+        found["badges"].as_u64().unwrap() >= 3,
+        "waiting, buffered and ready badges: {found}"
+    );
+    assert!(found["labels"].as_u64().unwrap() >= 3, "{found}");
+    assert_eq!(found["problems"], json!([]), "{found}");
+    b.screenshot("overview-badges");
+    let errors = b.errors();
+    assert!(errors.is_empty(), "the browser logged errors: {errors:#?}");
+    drop(b);
+    assert!(srv.stop().success());
+}

@@ -6,7 +6,7 @@
 // shows the subscription it would have duplicated, as the API's 409 names it.
 
 import { $, ApiError, cell, h, instanceLink, json, problem, route } from './lib.js';
-import { draw, drawn } from './diagram.js';
+import { draw, drawn, obstacles, place } from './diagram.js';
 
 const FILTERS = ['waiting_at', 'state', 'key', 'variable', 'value', 'started_from', 'started_before', 'has_incident', 'order'];
 const list = { query: '', cursors: [], next: null };
@@ -75,6 +75,27 @@ export async function renderInstances() {
 
 const detail = { id: null, elements: [], dirty: false };
 
+/** The hash of this instance's detail, narrowed to `at` (or not). */
+function detailHash(id, at) {
+  const p = new URLSearchParams({ view: 'instance', id });
+  if (at) p.set('at', at);
+  return `#${p.toString()}`;
+}
+
+/** The tokens at `at` and every token that runs inside one of them (the
+ * inner instances of a multi-instance body, what runs in a subprocess). */
+function within(tokens, at) {
+  const byId = new Map(tokens.map((t) => [t.token, t]));
+  const inside = (t) => {
+    for (let s = t, hops = 0; s && hops <= tokens.length; s = byId.get(s.scope), hops += 1) {
+      if (s.element === at) return true;
+      if (!s.scope) break;
+    }
+    return false;
+  };
+  return tokens.filter(inside);
+}
+
 function markers(viewer, d) {
   if (!viewer) return;
   const canvas = viewer.get('canvas');
@@ -85,6 +106,30 @@ function markers(viewer, d) {
   }
   for (const h2 of d.history) if (drawn(viewer, h2.element)) canvas.addMarker(h2.element, 'pf-passed');
   for (const t of d.tokens) if (drawn(viewer, t.element)) canvas.addMarker(t.element, 'pf-current');
+  // on every element with tokens: how many run at it and inside it, a link
+  // to exactly those rows (the inner instances of a body, a subprocess's inside)
+  const overlays = viewer.get('overlays');
+  overlays.remove({ type: 'postfach-tokens' });
+  const taken = obstacles(viewer);
+  const at = [...new Set(d.tokens.map((t) => t.element))];
+  for (const element of at) {
+    if (!drawn(viewer, element)) continue;
+    const n = within(d.tokens, element).length;
+    const b = h('a', {
+      class: 'pf-badge pf-waiting pf-tokens',
+      href: detailHash(d.instance, element),
+      title: `${n} token(s) at ${element} and inside it`,
+      dataset: { element, tokens: n },
+    }, `${n} ⟶`);
+    overlays.add(element, 'postfach-tokens', { position: place(registry.get(element), b, taken), html: b });
+  }
+  if (!detail.clicks) {
+    detail.clicks = true;
+    viewer.get('eventBus').on('element.click', (ev) => {
+      const tokens = detail.tokens || [];
+      if (tokens.some((t) => t.element === ev.element.id)) location.hash = detailHash(detail.id, ev.element.id);
+    });
+  }
 }
 
 function elementSelect(cls) {
@@ -151,10 +196,21 @@ function placeOf(t, tokens) {
   return locals ? ` (${where}; ${locals})` : ` (${where})`;
 }
 
-/** What a token waits for; a call activity's child instance as a link. */
-function waitsFor(t, tokens) {
+/** What a token waits for; a call activity's child instance as a link, and
+ * for a token that others run inside (a multi-instance body, a subprocess) a
+ * link to them. */
+function waitsFor(t, tokens, instance) {
   const text = `${t.waits_for}${placeOf(t, tokens)}`;
   const child = /^called instance (\d+) to end$/.exec(t.waits_for);
+  const inner = tokens.filter((o) => o.scope === t.token).length;
+  if (inner > 0 && !child) {
+    const shown = within(tokens, t.element).length - 1;
+    return h('td', {}, text, ' ', h('a', {
+      class: 'inner-link',
+      href: detailHash(instance, t.element),
+      dataset: { element: t.element },
+    }, `show the ${shown} inside`));
+  }
   if (!child) return cell(text);
   return h('td', {}, 'called ', instanceLink(child[1]), ' to end', placeOf(t, tokens));
 }
@@ -164,7 +220,7 @@ function tokenRow(id, t, tokens) {
   return h('tr', { dataset: { token: t.token, element: t.element } },
     cell(t.token, 'num'),
     cell(t.element),
-    waitsFor(t, tokens),
+    waitsFor(t, tokens, id),
     cell(t.since),
     h('td', {},
       h('button', { class: 'cancel-token', onclick: () => repair(`/instances/${id}/tokens/${t.token}/cancel`, {}) }, 'Cancel'),
@@ -194,9 +250,15 @@ function fill(tableId, rows) {
 }
 
 /** The detail of the instance in the hash; `force` redraws even while edited. */
-export async function renderInstance(force) {
+export async function renderInstance(forced) {
+  let force = forced;
   const id = route().get('id');
   if (!id) return;
+  const at = route().get('at');
+  if (at !== detail.at) {
+    detail.at = at; // narrowed or widened by a link: show it now
+    force = true;
+  }
   if (id !== detail.id) {
     detail.id = id;
     detail.dirty = false;
@@ -218,11 +280,22 @@ export async function renderInstance(force) {
     // a child of a call activity: its parent is one click away
     $('instance-facts').append(' · called by ', instanceLink(d.called_by));
   }
+  detail.tokens = d.tokens;
   const viewer = await draw($('instance-diagram'), d.process, d.version);
+  if (viewer !== detail.viewer) {
+    detail.viewer = viewer;
+    detail.clicks = false;
+  }
   $('instance-diagram').hidden = !viewer;
   markers(viewer, d);
 
-  fill('tokens', d.tokens.map((t) => tokenRow(d.instance, t, d.tokens)));
+  const shown = at ? within(d.tokens, at) : d.tokens;
+  fill('tokens', shown.map((t) => tokenRow(d.instance, t, d.tokens)));
+  $('token-focus').replaceChildren(...(at
+    ? [`Tokens at ${at} and inside it: ${shown.length} of ${d.tokens.length}. `,
+      h('a', { href: detailHash(d.instance), class: 'all-tokens' }, 'Show all')]
+    : []));
+  $('token-focus').hidden = !at;
   $('add-token').replaceChildren(
     'Add a token before ', elementSelect('add-at'), ' ',
     h('button', {

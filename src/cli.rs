@@ -1077,6 +1077,31 @@ pub async fn run(cli: Cli) -> Result<Output, Failure> {
     result
 }
 
+/// `[tracing] otlp_endpoint` of the configuration `run` was given, for the
+/// exporter set up before anything runs (a file that does not parse is
+/// reported by `run` itself, naming the field).
+#[cfg(feature = "otlp")]
+pub fn otlp_endpoint(cli: &Cli) -> Option<String> {
+    let Command::Run {
+        config: Some(p), ..
+    } = &cli.command
+    else {
+        return None;
+    };
+    let text = read_bounded(p, MAX_CONFIG, "configuration file").ok()?;
+    postfach::server::config::ConfigFile::parse(&p.display().to_string(), &text)
+        .ok()?
+        .tracing
+        .otlp_endpoint
+}
+
+/// Whether the command runs long enough to export traces: the server and a
+/// foreground worker.
+#[cfg(feature = "otlp")]
+pub fn traces_wanted(cli: &Cli) -> bool {
+    matches!(cli.command, Command::Run { .. } | Command::Work { .. })
+}
+
 /// The partition `run --partitions P [--partition I]` asks for: I given, or
 /// the ordinal at the end of `$HOSTNAME`.
 fn partition_of(

@@ -107,6 +107,19 @@ pub struct ConfigFile {
     /// `[notifications]`: events about parked messages for the people who own them.
     #[serde(default)]
     pub notifications: NotificationsConfig,
+    /// `[tracing]`: OpenTelemetry traces of the message path.
+    #[serde(default)]
+    pub tracing: TracingConfig,
+}
+
+/// `[tracing]` of postfach.toml.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TracingConfig {
+    /// Base URL of an OTLP/HTTP collector (`http://collector:4318`; spans go
+    /// to `/v1/traces` under it). Without it, `$OTEL_EXPORTER_OTLP_ENDPOINT`
+    /// decides; without either, no traces are exported.
+    pub otlp_endpoint: Option<String>,
 }
 
 /// `[notifications]` of postfach.toml.
@@ -212,6 +225,13 @@ impl ConfigFile {
                 "{file}: notifications.payload is set but notifications.parked_topic is not: name the topic the events go to"
             ));
         }
+        if let Some(e) = &c.tracing.otlp_endpoint
+            && !(e.starts_with("http://") || e.starts_with("https://"))
+        {
+            return Err(format!(
+                "{file}: tracing.otlp_endpoint: '{e}' is not an http:// or https:// URL (OTLP over HTTP, like http://collector:4318)"
+            ));
+        }
         for (message, variable) in &c.correlation_keys {
             crate::limits::check_name(&format!("correlation_keys.{message}"), variable)
                 .map_err(|e| format!("{file}: {e}"))?;
@@ -304,6 +324,10 @@ AuftragAbgeschlossen = "auftragId"
         );
         assert!(err("[notifications]\npayload = true\n").contains("name the topic"));
         assert!(err("[notifications]\nparked_topik = \"x\"\n").contains("parked_topik"));
+        assert!(
+            err("[tracing]\notlp_endpoint = \"collector:4317\"\n")
+                .contains("tracing.otlp_endpoint: 'collector:4317' is not an http")
+        );
     }
 
     #[test]

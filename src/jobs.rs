@@ -210,21 +210,38 @@ async fn run_handler(
     handler: Arc<dyn Handler>,
     job: crate::LockedJob,
 ) -> Result<bool, Error> {
+    use tracing::Instrument;
     let (id, lease) = (job.task.job, job.lease_token);
-    let outcome = match tokio::spawn(handler.call(job.task)).await {
+    let span = tracing::info_span!(
+        target: crate::trace::TARGET,
+        "postfach.job",
+        job = id,
+        element = %job.task.element,
+        instance = job.task.instance,
+    );
+    // the job continues the trace of the command that created it
+    if let Some(tp) = pf.job_trace(id) {
+        crate::trace::continue_from(&span, [(crate::trace::TRACEPARENT, tp.as_str())]);
+    }
+    let outcome = match tokio::spawn(handler.call(job.task).instrument(span.clone())).await {
         Ok(r) => r,
         Err(e) => Err(HandlerError::Failed(format!("handler panicked: {e}"))),
     };
-    match outcome {
-        Ok(vars) => pf.complete_job(id, Some(lease), vars).await.map(|_| true),
-        Err(HandlerError::Failed(e)) => pf.fail_job(id, Some(lease), &e).await.map(|_| false),
-        Err(HandlerError::Bpmn {
-            code,
-            message,
-            variables,
-        }) => {
-            pf.throw_error(id, Some(lease), &code, &message, variables)
-                .await
+    // the result is recorded (a group commit) inside the job's span
+    async move {
+        match outcome {
+            Ok(vars) => pf.complete_job(id, Some(lease), vars).await.map(|_| true),
+            Err(HandlerError::Failed(e)) => pf.fail_job(id, Some(lease), &e).await.map(|_| false),
+            Err(HandlerError::Bpmn {
+                code,
+                message,
+                variables,
+            }) => {
+                pf.throw_error(id, Some(lease), &code, &message, variables)
+                    .await
+            }
         }
     }
+    .instrument(span)
+    .await
 }

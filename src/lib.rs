@@ -82,6 +82,7 @@ mod runtime;
 #[cfg(feature = "server")]
 pub mod server;
 mod store;
+pub mod trace;
 
 pub use clock::{Clock, ManualClock, Millis, SystemClock};
 pub use codec::CodecError;

@@ -17,13 +17,40 @@ fn main() {
         };
         level.into()
     });
-    let logs = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match cli.log_format {
-        cli::LogFormat::Json => logs.json().init(),
-        cli::LogFormat::Human => logs.init(),
-    }
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    // spans are for the trace exporter only: the log reads the same either way
+    let filter = filter.add_directive(
+        format!("{}=off", postfach::trace::TARGET)
+            .parse()
+            .expect("a valid directive"),
+    );
+    let logs = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let logs = match cli.log_format {
+        cli::LogFormat::Json => logs.json().with_filter(filter).boxed(),
+        cli::LogFormat::Human => logs.with_filter(filter).boxed(),
+    };
+    #[cfg(feature = "otlp")]
+    let otlp = if cli::traces_wanted(&cli) {
+        match postfach::server::otlp::Otlp::from_settings(cli::otlp_endpoint(&cli).as_deref()) {
+            Ok(o) => o,
+            Err(e) => {
+                eprintln!("postfach: {e}");
+                std::process::exit(2);
+            }
+        }
+    } else {
+        None
+    };
+    #[cfg(feature = "otlp")]
+    let traces = otlp.as_ref().map(|o| o.layer());
+    #[cfg(not(feature = "otlp"))]
+    let traces: Option<tracing_subscriber::layer::Identity> = None;
+    tracing_subscriber::registry()
+        .with(logs)
+        .with(traces)
+        .init();
     // a damaged database file makes redb panic: one line naming it, exit 1
     postfach::install_damage_hook(cli.db.clone(), cli::DAMAGED_ADVICE);
     let json = cli.json;
@@ -37,7 +64,13 @@ fn main() {
             std::process::exit(1);
         }
     };
-    match runtime.block_on(run(cli)) {
+    let outcome = runtime.block_on(run(cli));
+    // what the exporter still holds goes out before the process ends
+    #[cfg(feature = "otlp")]
+    if let Some(o) = &otlp {
+        o.shutdown();
+    }
+    match outcome {
         Ok(output) if output.json.is_null() && output.text.is_empty() => {}
         Ok(output) => {
             if json {

@@ -85,6 +85,8 @@ struct Inner {
     read_only: bool,
     /// The partition the database is.
     partition: crate::partition::Partition,
+    /// The trace context of jobs not yet run (telemetry, in memory only).
+    job_traces: Arc<crate::trace::JobTraces>,
 }
 
 /// An open postfach database. Cheap to clone; all clones share one writer.
@@ -162,6 +164,7 @@ impl Postfach {
         let committed = Arc::new(tokio::sync::Notify::new());
         let stats = Arc::new(CommitStats::default());
         wal.start_syncer(committed.clone(), stats.clone())?;
+        let job_traces = wal.job_traces.clone();
         let writer = {
             let stats = stats.clone();
             let clock = options.clock.clone();
@@ -185,6 +188,7 @@ impl Postfach {
                 stats,
                 read_only: false,
                 partition,
+                job_traces,
             }),
         };
         Ok(pf)
@@ -236,8 +240,14 @@ impl Postfach {
                 stats: Arc::default(),
                 read_only: true,
                 partition,
+                job_traces: Arc::default(),
             }),
         })
+    }
+
+    /// The trace context job `id` was created in, once (see [`crate::trace`]).
+    pub(crate) fn job_trace(&self, id: u64) -> Option<String> {
+        self.inner.job_traces.take(id)
     }
 
     /// The partition of a cluster this database is
@@ -292,8 +302,13 @@ impl Postfach {
             return Err(StoreError::ReadOnly.into());
         }
         let tx = guard.as_ref().ok_or(StoreError::Closed)?;
-        tx.send(Request { cmd, parsed, reply })
-            .map_err(|_| StoreError::Closed)?;
+        tx.send(Request {
+            cmd,
+            parsed,
+            reply,
+            trace: crate::trace::current_traceparent(),
+        })
+        .map_err(|_| StoreError::Closed)?;
         Ok(rx)
     }
 
@@ -302,8 +317,13 @@ impl Postfach {
     }
 
     async fn submit_parsed(&self, cmd: Command, parsed: Option<Parsed>) -> Result<Reply, Error> {
-        let rx = self.send(cmd, parsed)?;
-        rx.await.map_err(|_| Error::Store(StoreError::Closed))?
+        use tracing::Instrument;
+        // enqueue → batch applied → log frame fsynced → answered
+        let span = tracing::info_span!(target: crate::trace::TARGET, "postfach.group_commit");
+        let rx = span.in_scope(|| self.send(cmd, parsed))?;
+        async move { rx.await.map_err(|_| Error::Store(StoreError::Closed))? }
+            .instrument(span)
+            .await
     }
 
     // ------------------------------------------------------------ commands

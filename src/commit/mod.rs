@@ -215,6 +215,9 @@ pub(crate) struct Request {
     /// only stores it (replay parses the logged XML again).
     pub(crate) parsed: Option<Parsed>,
     pub(crate) reply: oneshot::Sender<Result<Reply, Error>>,
+    /// The caller's W3C `traceparent`, when a trace is recorded: the jobs
+    /// this command creates continue it ([`crate::trace`]).
+    pub(crate) trace: Option<String>,
 }
 
 /// The processes of a parsed BPMN file.
@@ -365,6 +368,8 @@ pub(crate) struct Writer {
     poisoned: Arc<Mutex<Option<String>>>,
     checkpoint_every: std::time::Duration,
     pub(crate) replayed: usize,
+    /// Where the trace context of new jobs is noted for the executor.
+    pub(crate) job_traces: Arc<crate::trace::JobTraces>,
 }
 
 /// Where a caller waits for its answer.
@@ -408,11 +413,18 @@ impl Writer {
             poisoned: Arc::default(),
             checkpoint_every: options.checkpoint_every,
             replayed: 0,
+            job_traces: Arc::default(),
         };
         let mut replayed = 0;
         for rec in records.into_iter().filter(|r| r.batch > durable) {
             w.batch = rec.batch - 1;
-            w.apply_batch(rec.now, &rec.commands, Vec::new(), redb::Durability::None)?;
+            w.apply_batch(
+                rec.now,
+                &rec.commands,
+                Vec::new(),
+                &[],
+                redb::Durability::None,
+            )?;
             replayed += 1;
         }
         w.replayed = replayed;
@@ -429,7 +441,7 @@ impl Writer {
         now: Millis,
         cmds: &[Command],
     ) -> Result<Vec<Result<Reply, EngineError>>, StoreError> {
-        self.apply_batch(now, cmds, Vec::new(), redb::Durability::Immediate)
+        self.apply_batch(now, cmds, Vec::new(), &[], redb::Durability::Immediate)
     }
 
     /// Moves the log into its own thread: from now on the writer applies the next
@@ -464,6 +476,7 @@ impl Writer {
         now: Millis,
         cmds: &[Command],
         parsed: Vec<Option<Parsed>>,
+        traces: &[Option<String>],
         replies: Vec<oneshot::Sender<Result<Reply, Error>>>,
         started: std::time::Instant,
     ) {
@@ -478,7 +491,7 @@ impl Writer {
                 format!("the write-ahead log failed earlier ({why}); reopen the database"),
             );
         }
-        let results = match self.apply_batch(now, cmds, parsed, redb::Durability::None) {
+        let results = match self.apply_batch(now, cmds, parsed, traces, redb::Durability::None) {
             Ok(r) => r,
             Err(e) => {
                 tracing::error!(error = %e, "batch aborted");
@@ -530,10 +543,11 @@ impl Writer {
         now: Millis,
         cmds: &[Command],
         parsed: Vec<Option<Parsed>>,
+        traces: &[Option<String>],
         durability: redb::Durability,
     ) -> Result<Vec<Result<Reply, EngineError>>, StoreError> {
         let batch = self.batch + 1;
-        match run_batch(self, now, cmds, parsed, batch, durability) {
+        match run_batch(self, now, cmds, parsed, traces, batch, durability) {
             Ok(r) => {
                 self.batch = batch;
                 Ok(r)
@@ -599,13 +613,15 @@ pub(crate) fn writer_loop(
         let mut cmds = Vec::with_capacity(batch.len());
         let mut parsed = Vec::with_capacity(batch.len());
         let mut replies = Vec::with_capacity(batch.len());
+        let mut traces = Vec::with_capacity(batch.len());
         for r in batch {
             cmds.push(r.cmd);
             parsed.push(r.parsed);
             replies.push(r.reply);
+            traces.push(r.trace);
         }
         stats.batch_size.observe(cmds.len() as f64);
-        w.submit(now, &cmds, parsed, replies, started);
+        w.submit(now, &cmds, parsed, &traces, replies, started);
     }
     if let Err(e) = w.checkpoint() {
         tracing::error!(error = %e, "checkpoint at close failed; the write-ahead log is replayed at the next open");
@@ -697,6 +713,7 @@ fn run_batch(
     now: Millis,
     cmds: &[Command],
     mut parsed: Vec<Option<Parsed>>,
+    traces: &[Option<String>],
     batch: u64,
     durability: redb::Durability,
 ) -> Result<Vec<Result<Reply, EngineError>>, StoreError> {
@@ -712,7 +729,11 @@ fn run_batch(
         engine.release_expired_leases().map_err(technical)?;
         for (i, cmd) in cmds.iter().enumerate() {
             let mut engine = Engine::new(&mut tables, defs, config, now);
-            match apply(&mut engine, cmd, parsed.get_mut(i).and_then(Option::take)) {
+            let result = apply(&mut engine, cmd, parsed.get_mut(i).and_then(Option::take));
+            if let (Ok(_), Some(Some(trace))) = (&result, traces.get(i)) {
+                w.job_traces.note(engine.jobs_created(), trace);
+            }
+            match result {
                 Err(EngineError::Store(e)) => return Err(e),
                 other => results.push(other),
             }

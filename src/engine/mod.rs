@@ -612,6 +612,11 @@ impl<'a, 't> Engine<'a, 't> {
         }
     }
 
+    /// The jobs this command created so far.
+    pub(crate) fn jobs_created(&self) -> &[u64] {
+        &self.jobs_created
+    }
+
     /// Refuses an id another partition handed out.
     fn own_id(&self, kind: &str, id: u64) -> R<()> {
         let p = self.cfg.partition;

@@ -30,6 +30,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tracing::Instrument;
 
 /// Where decoded deliveries go: the engine ([`Postfach`]), or a wrapper of it.
 pub trait Sink: Send + Sync + 'static {
@@ -316,13 +317,34 @@ async fn deliver<S: Sink>(
         publish_time,
         delivery_attempt: h.delivery_attempt(),
     };
-    let result = match decoder.decode(&incoming) {
-        Decoded::Publish(p) => sink.publish(p).await,
-        Decoded::Malformed(bad) => {
-            tracing::warn!(subscription = decoder.subscription(), message_id = %bad.message_id, error = %bad.error, "undecodable delivery parked as malformed");
-            sink.park_malformed(bad).await
+    // the delivery continues the trace its publisher put into the attributes
+    let span = tracing::info_span!(
+        target: crate::trace::TARGET,
+        "pubsub.receive",
+        otel.kind = "consumer",
+        subscription = decoder.subscription(),
+        pubsub_message_id = %incoming.broker_id,
+    );
+    crate::trace::continue_from(
+        &span,
+        incoming
+            .attributes
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str())),
+    );
+    let decoded = tracing::info_span!(target: crate::trace::TARGET, parent: &span, "pubsub.decode")
+        .in_scope(|| decoder.decode(&incoming));
+    let result = async {
+        match decoded {
+            Decoded::Publish(p) => sink.publish(p).await,
+            Decoded::Malformed(bad) => {
+                tracing::warn!(subscription = decoder.subscription(), message_id = %bad.message_id, error = %bad.error, "undecodable delivery parked as malformed");
+                sink.park_malformed(bad).await
+            }
         }
-    };
+    }
+    .instrument(tracing::info_span!(target: crate::trace::TARGET, parent: &span, "postfach.publish"))
+    .await;
     stats.record(&result);
     let decision = AckDecision::of(&result);
     if decision == AckDecision::Ack {
@@ -337,7 +359,8 @@ async fn deliver<S: Sink>(
             tracing::info!(message_id = %incoming.broker_id, "committed; ack held (POSTFACH_TEST_HOLD_ACKS)");
         }
         AckDecision::Ack => {
-            h.ack();
+            tracing::info_span!(target: crate::trace::TARGET, parent: &span, "pubsub.ack")
+                .in_scope(|| h.ack());
             stats.acked.fetch_add(1, Ordering::Relaxed);
             tally.acked.fetch_add(1, Ordering::Relaxed);
             if let Some(t) = publish_time {
@@ -355,7 +378,8 @@ async fn deliver<S: Sink>(
             tracing::warn!(subscription = decoder.subscription(), pubsub_message_id = %incoming.broker_id, error = %why, "nothing recorded; nack for redelivery");
             // a short pause so a broken store does not spin through redeliveries
             tokio::time::sleep(Duration::from_millis(200)).await;
-            h.nack();
+            tracing::info_span!(target: crate::trace::TARGET, parent: &span, "pubsub.nack")
+                .in_scope(|| h.nack());
             stats.nacked.fetch_add(1, Ordering::Relaxed);
             tally.nacked.fetch_add(1, Ordering::Relaxed);
         }

@@ -28,6 +28,7 @@ use google_cloud_pubsub::model::Message;
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
+use tracing::Instrument;
 
 /// Where an outbox puts payloads too large to publish whole.
 #[derive(Clone)]
@@ -131,8 +132,21 @@ pub fn handler(
                     attributes.push(("objectGeneration".into(), g.to_string()));
                 }
             }
+            // the order carries the trace on: the job's, which continues the
+            // trace of the message or call that reached the send task
+            let span = tracing::info_span!(
+                target: crate::trace::TARGET,
+                "pubsub.publish",
+                otel.kind = "producer",
+                topic = %topic,
+                event_id = %job.idempotency_key,
+            );
+            attributes.extend(crate::trace::context_of(&span));
             let msg = Message::new().set_data(data).set_attributes(attributes);
-            match tokio::time::timeout(PUBLISH_TIMEOUT, publisher.publish(msg)).await {
+            match tokio::time::timeout(PUBLISH_TIMEOUT, publisher.publish(msg))
+                .instrument(span)
+                .await
+            {
                 Ok(Ok(id)) => {
                     tracing::debug!(topic = %topic, event_id = %job.idempotency_key, pubsub_message_id = %id, "outbox entry published");
                     Ok(Vars::new())

@@ -14,6 +14,8 @@ pub use crate::{alarms, config};
 pub mod console;
 pub mod http;
 pub mod metrics;
+#[cfg(feature = "otlp")]
+pub mod otlp;
 
 use crate::runtime::{Error, Postfach};
 use std::future::Future;

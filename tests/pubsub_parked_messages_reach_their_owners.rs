@@ -56,6 +56,15 @@ async fn parked_and_discarded_messages_are_announced_once_each_and_wait_for_the_
     broker
         .publish("auftrag-abgeschlossen", completion, &[("eventId", "evt-1")])
         .await;
+    // deliveries run concurrently: the second is late only once the first arrived
+    wait(
+        "the first completion correlates",
+        Duration::from_secs(30),
+        || {
+            let (_, v) = server.json("GET", "/instances?waiting_at=warteAufAbschluss", None);
+            v["instances"].as_array().is_some_and(Vec::is_empty)
+        },
+    );
     broker
         .publish("auftrag-abgeschlossen", completion, &[("eventId", "evt-2")])
         .await; // late: the order passed its catch event

@@ -62,6 +62,7 @@ pub mod config;
 pub mod contract;
 #[cfg(feature = "server")]
 pub mod demo;
+mod disk;
 mod engine;
 mod error;
 mod files;
@@ -75,6 +76,8 @@ pub mod objects;
 pub mod ops;
 mod options;
 pub mod partition;
+#[cfg(test)]
+mod power_loss;
 #[cfg(feature = "pubsub")]
 pub mod pubsub;
 pub mod reference;

@@ -126,11 +126,44 @@ impl Postfach {
         scan.refuse_damaged(&log_path)?;
         let torn_tail_bytes = scan.size - scan.intact_until;
         let (db, partition) = store::open_db(&path, options.partition)?;
+        let (log, records) = Wal::open_scanned(&log_path, Some(scan))?;
+        Self::run_opened(
+            path,
+            db,
+            partition,
+            (log, records),
+            torn_tail_bytes,
+            options,
+        )
+    }
+
+    /// Opens the database `postfach.redb` of the simulated disk of the
+    /// power-loss tests, as [`Postfach::open_with`] opens a file.
+    #[cfg(test)]
+    pub(crate) fn open_sim(disk: &crate::disk::sim::Disk, options: Options) -> Result<Self, Error> {
+        let path = PathBuf::from("postfach.redb");
+        let log_path = Wal::path_for(&path);
+        let bytes = disk.read(&log_path.to_string_lossy()).unwrap_or_default();
+        let scan = crate::commit::wal::Scan::read(&bytes);
+        let torn_tail_bytes = scan.size - scan.intact_until;
+        let (db, partition) = store::open_db_sim(disk, &path, options.partition)?;
+        let log = Wal::open_sim(disk, &log_path)?;
+        Self::run_opened(path, db, partition, log, torn_tail_bytes, options)
+    }
+
+    /// Recovers an opened database from its log and starts its writer.
+    fn run_opened(
+        path: PathBuf,
+        db: redb::Database,
+        partition: crate::partition::Partition,
+        (log, records): (Wal, Vec<crate::commit::wal::Record>),
+        torn_tail_bytes: u64,
+        options: Options,
+    ) -> Result<Self, Error> {
         let db = Arc::new(db);
         let mut options = options;
         options.config.partition = partition;
         let defs = Arc::new(DefCache::default());
-        let (log, records) = Wal::open_scanned(&log_path, Some(scan))?;
         let mut wal = Writer::recover(db.clone(), defs.clone(), &options, Some(log), records)?;
         // this process holds the file lock now, so no earlier lease holder runs
         let released = match wal
@@ -889,6 +922,20 @@ impl Postfach {
     }
 
     // ------------------------------------------------------------ reads
+
+    /// What the store's consistency check finds (nothing when it holds).
+    #[cfg(test)]
+    pub(crate) fn store_problems(&self) -> Result<Vec<String>, Error> {
+        let db = self
+            .inner
+            .db
+            .lock()
+            .ok()
+            .and_then(|d| d.clone())
+            .ok_or(StoreError::Closed)?;
+        let r = store::begin_read_tx(&db)?;
+        Ok(store::verify_read(&r)?)
+    }
 
     /// A read snapshot for the views in [`crate::ops`].
     pub fn reader(&self) -> Result<ops::Reader, Error> {

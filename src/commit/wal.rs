@@ -30,7 +30,7 @@ use crate::codec;
 use crate::store::StoreError;
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
-use std::io::{Seek, SeekFrom, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// One committed batch.
@@ -161,7 +161,7 @@ impl Scan {
         })
     }
 
-    fn read(bytes: &[u8]) -> Scan {
+    pub(crate) fn read(bytes: &[u8]) -> Scan {
         let (framing, start) = if bytes.starts_with(HEADER) {
             (Framing::V2, HEADER.len())
         } else if HEADER.starts_with(bytes) {
@@ -204,7 +204,7 @@ impl Scan {
 
 /// An open log file positioned at its end.
 pub(crate) struct Wal {
-    file: File,
+    file: Box<dyn crate::disk::LogFile>,
     size: u64,
     /// A version-1 log: readable, but appended to only after a [`Wal::reset`].
     legacy: bool,
@@ -240,18 +240,43 @@ impl Wal {
         earlier: Option<Scan>,
     ) -> Result<(Wal, Vec<Record>), StoreError> {
         crate::files::regular(path)?;
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)
-            .map_err(|e| crate::files::named(path, e))?;
+        // a log whose name is not durable is lost with everything in it
+        let file = crate::disk::create_durably(&crate::disk::FileSystem, path, || {
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(path)
+                .map_err(|e| crate::files::named(path, e))
+        })?;
         let len = file.metadata()?.len();
         let scan = match earlier {
             Some(scan) if scan.size == len => scan,
             _ => Scan::read(&crate::files::read_open(path, file.try_clone()?)?),
         };
+        Wal::from_scan(Box::new(file), scan, path)
+    }
+
+    /// [`Wal::open`] on the simulated disk of the power-loss tests.
+    #[cfg(test)]
+    pub(crate) fn open_sim(
+        disk: &crate::disk::sim::Disk,
+        path: &Path,
+    ) -> Result<(Wal, Vec<Record>), StoreError> {
+        let name = path.to_string_lossy().to_string();
+        crate::disk::create_durably(disk, path, || disk.create(&name))?;
+        let bytes = disk.read(&name).unwrap_or_default();
+        Wal::from_scan(Box::new(disk.log(&name)), Scan::read(&bytes), path)
+    }
+
+    /// The log in `file`, whose bytes `scan` read: a torn tail is cut, a log
+    /// without its header gets one, damage refuses.
+    pub(crate) fn from_scan(
+        mut file: Box<dyn crate::disk::LogFile>,
+        scan: Scan,
+        path: &Path,
+    ) -> Result<(Wal, Vec<Record>), StoreError> {
         scan.refuse_damaged(path)?;
         let mut pos = scan.intact_until;
         if pos < scan.size {
@@ -263,16 +288,14 @@ impl Wal {
                 scan.size - pos
             );
             file.set_len(pos)?;
-            file.sync_data()?;
+            file.sync()?;
         }
         if scan.framing == Framing::V2 && pos < HEADER.len() as u64 {
             file.set_len(0)?;
-            file.seek(SeekFrom::Start(0))?;
-            file.write_all(HEADER)?;
-            file.sync_all()?;
+            file.write_at(0, HEADER)?;
+            file.sync()?;
             pos = HEADER.len() as u64;
         }
-        file.seek(SeekFrom::Start(pos))?;
         Ok((
             Wal {
                 file,
@@ -301,10 +324,10 @@ impl Wal {
         }
         let mut n = 0;
         for f in frames {
-            self.file.write_all(f)?;
+            self.file.write_at(self.size + n, f)?;
             n += f.len() as u64;
         }
-        self.file.sync_data()?;
+        self.file.sync()?;
         self.size += n;
         Ok(())
     }
@@ -319,9 +342,8 @@ impl Wal {
     /// Empties the log after a checkpoint made its records redundant.
     pub fn reset(&mut self) -> Result<(), StoreError> {
         self.file.set_len(0)?;
-        self.file.seek(SeekFrom::Start(0))?;
-        self.file.write_all(HEADER)?;
-        self.file.sync_all()?;
+        self.file.write_at(0, HEADER)?;
+        self.file.sync()?;
         self.size = HEADER.len() as u64;
         self.legacy = false;
         Ok(())
@@ -424,9 +446,8 @@ pub(crate) fn salvage(path: &Path, now: Millis) -> Result<Option<Salvage>, Store
         f.sync_all()?;
     }
     std::fs::rename(&tmp, path)?;
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        File::open(dir)?.sync_all()?;
-    }
+    // the rename and the backup's name are durable only with their directory
+    crate::disk::sync_dir(path)?;
     tracing::warn!(log = %path.display(), backup = %backup.display(), kept = records.len(), "salvaged a damaged write-ahead log");
     Ok(Some(Salvage {
         backup,

@@ -327,10 +327,24 @@ from_redb!(
 );
 
 mod overlay;
+#[cfg(test)]
+mod sim;
 mod snapshot;
 mod tables;
 #[cfg(test)]
 mod verify;
+
+/// The store's consistency check over a read transaction (tests).
+#[cfg(test)]
+pub(crate) fn verify_read(r: &redb::ReadTransaction) -> Result<Vec<String>, StoreError> {
+    verify::verify(r, true)
+}
+
+/// A read transaction of `db` (tests).
+#[cfg(test)]
+pub(crate) fn begin_read_tx(db: &redb::Database) -> Result<redb::ReadTransaction, StoreError> {
+    Ok(db.begin_read().map_err(redb::Error::from)?)
+}
 
 pub(crate) use snapshot::Snapshot;
 pub(crate) use tables::{Resting, Tables};
@@ -1508,19 +1522,47 @@ fn open_db_unchecked(
     given: Option<crate::partition::Partition>,
 ) -> Result<(redb::Database, crate::partition::Partition), StoreError> {
     let shown = path.display().to_string();
-    let db = redb::Database::builder()
-        .set_cache_size(256 * 1024 * 1024)
-        .create(path)
-        .map_err(|e| match e {
-            redb::DatabaseError::DatabaseAlreadyOpen => StoreError::Locked {
-                path: shown.clone(),
-            },
-            other => StoreError::Open {
-                path: shown.clone(),
-                source: other,
-            },
-        })?;
+    // a database whose name is not durable is lost with everything in it
+    let db = crate::disk::create_durably(&crate::disk::FileSystem, path, || {
+        redb::Database::builder()
+            .set_cache_size(256 * 1024 * 1024)
+            .create(path)
+            .map_err(|e| match e {
+                redb::DatabaseError::DatabaseAlreadyOpen => StoreError::Locked {
+                    path: shown.clone(),
+                },
+                other => StoreError::Open {
+                    path: shown.clone(),
+                    source: other,
+                },
+            })
+    })?;
     let partition = init(&db, &shown, given)?;
+    Ok((db, partition))
+}
+
+/// Opens (or creates) the database `path` on the simulated disk of the
+/// power-loss tests, as [`open_db`] does on a file.
+#[cfg(test)]
+pub(crate) fn open_db_sim(
+    disk: &crate::disk::sim::Disk,
+    path: &std::path::Path,
+    given: Option<crate::partition::Partition>,
+) -> Result<(redb::Database, crate::partition::Partition), StoreError> {
+    let name = path.to_string_lossy().to_string();
+    let db = crate::disk::create_durably(disk, path, || {
+        disk.create(&name)?;
+        redb::Database::builder()
+            .create_with_backend(sim::Backend {
+                disk: disk.clone(),
+                name: name.clone(),
+            })
+            .map_err(|e| StoreError::Open {
+                path: name.clone(),
+                source: e,
+            })
+    })?;
+    let partition = init(&db, &name, given)?;
     Ok((db, partition))
 }
 

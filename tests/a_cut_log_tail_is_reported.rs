@@ -4,6 +4,8 @@
 //! line naming the log, the offset and the bytes, the same in `postfach
 //! recover` and in the startup log of `postfach run`, and a counter in
 //! `/metrics`.
+// the command line and the HTTP server are built with the `server` feature
+#![cfg(feature = "server")]
 mod common;
 use common::server::Server;
 use std::path::Path;

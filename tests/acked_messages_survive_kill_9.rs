@@ -1,5 +1,7 @@
 //! Every acknowledged message survives a kill -9: batches are acknowledged after
 //! their write-ahead log record is synced, and the log is replayed at open.
+// the command line and the HTTP server are built with the `server` feature
+#![cfg(feature = "server")]
 use postfach::Postfach;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};

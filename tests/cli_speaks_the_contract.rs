@@ -1,5 +1,7 @@
 //! The command line keeps the contract of docs/cli.md: JSON shapes, exit codes
 //! (0 ok · 1 error · 2 usage · 3 rejection) and one clear line on stderr.
+// the command line and the HTTP server are built with the `server` feature
+#![cfg(feature = "server")]
 use serde_json::Value;
 use std::process::{Command, Output};
 

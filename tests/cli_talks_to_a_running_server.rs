@@ -1,6 +1,8 @@
 //! With `--server URL` every command of the contract runs inside a running
 //! `postfach run` and prints what it would print locally; without it, a command
 //! on the held database says so and suggests --server.
+// the command line and the HTTP server are built with the `server` feature
+#![cfg(feature = "server")]
 mod common;
 use common::server::Server;
 use serde_json::Value;

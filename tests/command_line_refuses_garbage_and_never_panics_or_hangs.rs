@@ -4,6 +4,8 @@
 //! what is wrong and one of the documented exit codes (0 ok, 1 error, 2 usage,
 //! 3 rejection, 4 missing object) — never a panic, never a hang, never garbage
 //! taken as if it were fine.
+// the command line and the HTTP server are built with the `server` feature
+#![cfg(feature = "server")]
 mod common;
 use common::server::Server;
 use serde_json::{Value, json};

@@ -2,6 +2,8 @@
 //! the acknowledged records behind it: opening refuses, naming file and offset,
 //! and changes nothing; `postfach recover --discard-damaged` keeps a copy and
 //! replays every intact record.
+// the command line and the HTTP server are built with the `server` feature
+#![cfg(feature = "server")]
 mod common;
 use common::cli;
 

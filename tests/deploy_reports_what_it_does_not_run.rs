@@ -96,6 +96,7 @@ async fn every_part_not_executed_is_named_and_strict_refuses() {
 }
 
 #[test]
+#[cfg(feature = "server")]
 fn the_command_line_prints_warnings_and_strict_exits_1() {
     let dir = tempfile::tempdir().unwrap();
     let model = dir.path().join("billing.bpmn");

@@ -581,6 +581,7 @@ async fn a_signal_boundary_on_a_subprocess_withdraws_the_user_task_inside() {
 }
 
 #[tokio::test]
+#[cfg(feature = "server")]
 async fn the_command_line_refuses_a_token_inside_a_subprocess_that_is_not_active_and_says_what_to_do()
  {
     let env = Env::new();

@@ -1,6 +1,8 @@
 //! Workers in other languages serve topics through the command line (and later
 //! the HTTP API): acquire with a lease, extend it, complete, fail with retries,
 //! throw a BPMN error. A stale lease is refused.
+// the command line and the HTTP server are built with the `server` feature
+#![cfg(feature = "server")]
 use serde_json::Value;
 use std::process::{Command, Output};
 

@@ -1,6 +1,8 @@
 //! What an attacker or an unlucky operator hands postfach is bounded while it is
 //! read and refused clearly: endless files, huge bodies and lines, DOCTYPEs,
 //! files the server would read for a caller, empty tokens, an open listener.
+// the command line and the HTTP server are built with the `server` feature
+#![cfg(feature = "server")]
 mod common;
 use common::server::Server;
 use serde_json::{Value, json};

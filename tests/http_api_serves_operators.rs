@@ -2,6 +2,8 @@
 //! port, driven with plain HTTP/1.1. Covers the reference scenario, 400 on bad
 //! input naming the field, 404, 409 on a refused repair, 401 without the token on
 //! a non-loopback bind, metrics that can be scraped, and a clean stop on SIGTERM.
+// the command line and the HTTP server are built with the `server` feature
+#![cfg(feature = "server")]
 mod common;
 use common::server::Server;
 use serde_json::json;

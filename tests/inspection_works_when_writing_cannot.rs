@@ -5,6 +5,8 @@
 //!
 //! The file-system scenarios run in a private mount namespace (`unshare -m`,
 //! root): a read-only bind mount, a 16 MiB tmpfs that fills up.
+// the command line and the HTTP server are built with the `server` feature
+#![cfg(feature = "server")]
 mod common;
 
 use postfach::Postfach;

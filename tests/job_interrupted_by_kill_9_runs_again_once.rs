@@ -2,6 +2,8 @@
 //! (its lease is released at open, not after it expires), and the invoice it had
 //! already issued is not issued twice: the ledger is keyed by the job's
 //! idempotency key.
+// the command line and the HTTP server are built with the `server` feature
+#![cfg(feature = "server")]
 use postfach::reference::InvoiceLedger;
 use postfach::{Postfach, Publish, vars};
 use std::process::{Command, Stdio};

@@ -765,6 +765,7 @@ async fn the_standard_loop_data_input_and_an_index_variable_of_ones_own_name_are
 }
 
 #[test]
+#[cfg(feature = "server")]
 fn the_command_line_lists_each_token_with_its_scope_and_local_variables() {
     let env = Env::new();
     let rt = tokio::runtime::Runtime::new().unwrap();

@@ -58,6 +58,7 @@ fn a_catch_without_key_says_how_to_add_one() {
 }
 
 #[test]
+#[cfg(feature = "server")]
 fn the_command_line_says_which_flag_gives_the_missing_key() {
     let dir = tempfile::tempdir().unwrap();
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_postfach"))

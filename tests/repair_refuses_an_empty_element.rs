@@ -4,10 +4,13 @@
 //! handed the order to the provider twice. The library, the HTTP API and the
 //! command line refuse it like any other unknown element and change nothing.
 mod common;
+#[cfg(feature = "server")]
 use common::server::Server;
 use common::*;
 use postfach::{EngineError, Error};
+#[cfg(feature = "server")]
 use serde_json::json;
+#[cfg(feature = "server")]
 use std::process::Command;
 
 /// An order waiting at the catch event, with the hand-over done.
@@ -57,6 +60,7 @@ async fn library_add_and_move_with_an_empty_element_are_refused_and_change_nothi
 }
 
 #[test]
+#[cfg(feature = "server")]
 fn http_add_and_move_with_an_empty_element_answer_404_and_change_nothing() {
     let srv = Server::start("127.0.0.1:0", None);
     let (status, started) = srv.json(
@@ -108,6 +112,7 @@ fn http_add_and_move_with_an_empty_element_answer_404_and_change_nothing() {
 }
 
 #[test]
+#[cfg(feature = "server")]
 fn cli_add_and_move_with_an_empty_element_exit_1_and_change_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let run = |args: &[&str]| {

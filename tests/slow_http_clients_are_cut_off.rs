@@ -2,6 +2,8 @@
 //! API: `[http]` in postfach.toml bounds how long headers and body may take
 //! and how many connections are served at once (the rest wait in the listen
 //! queue until one is done).
+// the command line and the HTTP server are built with the `server` feature
+#![cfg(feature = "server")]
 mod common;
 use common::server::Server;
 use std::io::{Read, Write};

@@ -4,6 +4,7 @@
 //! collection copied into every job. The library, the HTTP API and the command
 //! line take the list; without it a job carries every variable its token sees.
 mod common;
+#[cfg(feature = "server")]
 use common::server::Server;
 use common::*;
 use serde_json::json;
@@ -104,6 +105,7 @@ async fn each_job_carries_only_the_named_variables_its_token_sees() {
 }
 
 #[test]
+#[cfg(feature = "server")]
 fn http_and_command_line_take_the_list_of_variables() {
     let srv = Server::start("127.0.0.1:0", None);
     let (status, _) = srv.json(

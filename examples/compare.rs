@@ -330,6 +330,9 @@ impl Life {
     }
 }
 
+/// How often the burst measurement asks a receiver how many it correlated.
+const POLL: Duration = Duration::from_millis(20);
+
 /// The sum of the /metrics samples whose line contains one of `names` (one
 /// request, so polling adds one scrape per round to the measured process).
 fn metrics(addr: &str, names: &[&str]) -> Option<f64> {
@@ -721,7 +724,7 @@ async fn burst(
         if done >= n {
             break;
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        tokio::time::sleep(POLL).await;
     }
     life.sample(&stats_file);
     let seconds = last.as_secs_f64();
@@ -731,6 +734,10 @@ async fn burst(
         "correlated": done,
         "seconds": seconds,
         "per_s": if seconds > 0.0 { done as f64 / seconds } else { 0.0 },
+        // the count is polled every POLL: the end is known to within one
+        // poll, so a short burst has a coarse rate
+        "poll_seconds": POLL.as_secs_f64(),
+        "resolution": if seconds > 0.0 { POLL.as_secs_f64() / seconds } else { 1.0 },
     })
 }
 

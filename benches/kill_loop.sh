@@ -13,12 +13,12 @@ cd "$(dirname "$0")/.."
 rounds=${1:-10}
 export POSTFACH_SOAK_ORDERS=${2:-10000}
 export POSTFACH_SOAK_KILLS=${3:-10}
-cargo test --release --test pubsub_kill_loop_loses_nothing --no-run
+cargo test --release --test scenarios --no-run
 for ((r = 1; r <= rounds; r++)); do
   echo "== round $r of $rounds: $POSTFACH_SOAK_ORDERS orders, $POSTFACH_SOAK_KILLS kills"
   log=$(mktemp)
   status=0
-  cargo test --release --test pubsub_kill_loop_loses_nothing -- --nocapture >"$log" 2>&1 || status=$?
+  cargo test --release --test scenarios pubsub_kill_loop_loses_nothing:: -- --nocapture >"$log" 2>&1 || status=$?
   grep -E "kill loop|^kill |test result|panicked|never happened|have no record|invoiced twice" "$log" || true
   rm -f "$log"
   if [ "$status" != 0 ]; then

@@ -4,7 +4,7 @@
 //! Zeebe, a subscription's key is fixed when it opens), and leaving the
 //! activity closes exactly that subscription: nothing is left behind that a
 //! later message for the old key could find.
-mod common;
+use crate::common;
 use common::*;
 use postfach::{Outcome, Publish, Reason};
 

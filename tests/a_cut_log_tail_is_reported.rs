@@ -6,7 +6,7 @@
 //! `/metrics`.
 // the command line and the HTTP server are built with the `server` feature
 #![cfg(feature = "server")]
-mod common;
+use crate::common;
 use common::server::Server;
 use std::path::Path;
 use std::process::Command;

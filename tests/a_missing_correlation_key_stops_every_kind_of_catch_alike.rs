@@ -3,7 +3,7 @@
 //! its correlation key in one place: when the key variable is not set, the
 //! token stops at an incident with the same text, naming the variable, the
 //! message and (for all but the catch event itself) the catching element.
-mod common;
+use crate::common;
 use common::*;
 use postfach::Vars;
 

@@ -3,7 +3,7 @@
 //! and says `ran`, `incident` again with the error, or who holds it; a job for
 //! an external worker says it waits for a worker on its topic.
 #![cfg(feature = "server")]
-mod common;
+use crate::common;
 use common::*;
 use postfach::jobs::ExecutorConfig;
 use postfach::{Config, JobContext, Vars};

@@ -3,7 +3,7 @@
 //! whatever instant a database holds (issue: "one absurd duration poisons the
 //! database").
 #![cfg(feature = "server")]
-mod common;
+use crate::common;
 
 use common::{Env, MESSAGE, T0, cli, completion, server::Server};
 use postfach::{Error, ManualClock, Options, Postfach, limits};

@@ -2,7 +2,7 @@
 //! an order stuck at the catch event for more than 2 days, any parked message,
 //! any incident.
 #![cfg(feature = "server")]
-mod common;
+use crate::common;
 use common::*;
 use postfach::server::alarms::{Alarms, Change};
 use postfach::server::config::ConfigFile;

@@ -1,6 +1,6 @@
 //! Rejection 3: two tokens wait for the same (message, key). The engine makes no
 //! choice: the message is parked with both candidates and nothing is correlated.
-mod common;
+use crate::common;
 use common::*;
 use postfach::{Error, Outcome, Reason};
 

@@ -414,3 +414,29 @@ fn no_import_circle_between_top_level_modules() {
         .collect();
     assert!(circles.is_empty(), "import circles: {circles:#?}");
 }
+
+#[test]
+fn every_test_file_is_a_module_of_the_scenarios_binary() {
+    // tests/ is one binary (Cargo.toml: autotests = false): a file that is
+    // not named in tests/scenarios.rs would never be compiled or run
+    let root = env!("CARGO_MANIFEST_DIR");
+    let listed = std::fs::read_to_string(format!("{root}/tests/scenarios.rs")).unwrap();
+    let mut missing = Vec::new();
+    for entry in std::fs::read_dir(format!("{root}/tests")).unwrap() {
+        let path = entry.unwrap().path();
+        let Some(name) = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_suffix(".rs"))
+        else {
+            continue;
+        };
+        if name != "scenarios" && !listed.contains(&format!("\nmod {name};\n")) {
+            missing.push(name.to_string());
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "test files not in tests/scenarios.rs: {missing:?}"
+    );
+}

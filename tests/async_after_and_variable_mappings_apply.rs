@@ -3,7 +3,7 @@
 //! that job runs. Input mappings (`camunda:inputParameter`, `zeebe:input`) are
 //! what a worker sees beside the instance's variables; output mappings decide
 //! what of a job's, a user task's or a message's result reaches the instance.
-mod common;
+use crate::common;
 use common::*;
 use postfach::{Publish, vars};
 

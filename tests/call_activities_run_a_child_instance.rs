@@ -4,7 +4,7 @@
 //! error or escalation the child does not catch reaches the call activity's
 //! boundary events; cancelling the call activity cancels the child with every
 //! wait it holds. The instance views link parent and child.
-mod common;
+use crate::common;
 use common::*;
 use postfach::{Outcome, Publish, Reason};
 

@@ -9,7 +9,7 @@
 //! - a reference to a missing object fails the job, is retried, becomes an
 //!   incident, and is repaired by a retry once the object exists.
 #![cfg(feature = "pubsub")]
-mod common;
+use crate::common;
 
 use common::gcs::{BUCKET, Gcs};
 use common::pubsub::{Broker, eventually};

@@ -3,7 +3,7 @@
 //! on the held database says so and suggests --server.
 // the command line and the HTTP server are built with the `server` feature
 #![cfg(feature = "server")]
-mod common;
+use crate::common;
 use common::server::Server;
 use serde_json::Value;
 use std::process::{Command, Output};

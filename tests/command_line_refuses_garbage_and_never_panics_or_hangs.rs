@@ -6,7 +6,7 @@
 //! taken as if it were fine.
 // the command line and the HTTP server are built with the `server` feature
 #![cfg(feature = "server")]
-mod common;
+use crate::common;
 use common::server::Server;
 use serde_json::{Value, json};
 use std::ffi::{OsStr, OsString};

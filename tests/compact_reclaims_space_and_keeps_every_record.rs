@@ -3,7 +3,7 @@
 //! instance with its tokens and variables, a buffered message, the history.
 //! Against a running writer it refuses to start, naming the lock.
 #![cfg(feature = "server")]
-mod common;
+use crate::common;
 use common::*;
 use postfach::{ManualClock, Options, Postfach, Publish, Vars, vars};
 use std::time::Duration;

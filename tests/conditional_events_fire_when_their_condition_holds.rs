@@ -5,7 +5,7 @@
 //! scope. Conditions are asked when the wait begins and after every command
 //! that changed the instance's variables; one that cannot be evaluated yet
 //! does not hold.
-mod common;
+use crate::common;
 use common::*;
 use postfach::vars;
 

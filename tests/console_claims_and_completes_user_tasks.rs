@@ -5,7 +5,7 @@
 //! variables that are not a JSON object are refused in the page before
 //! anything is sent (headless chromium over WebDriver).
 #![cfg(feature = "server")]
-mod common;
+use crate::common;
 
 use common::browser::Driver;
 use common::server::Server;

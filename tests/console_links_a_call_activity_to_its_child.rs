@@ -2,7 +2,7 @@
 //! parent as a link, and the parent's token at the call activity links to
 //! the child it waits for (headless chromium over WebDriver).
 #![cfg(feature = "server")]
-mod common;
+use crate::common;
 
 use common::browser::Driver;
 use common::server::Server;

@@ -4,7 +4,7 @@
 //! click on the element does the same, and the token table links a body or a
 //! subprocess to what runs inside it (headless chromium over WebDriver).
 #![cfg(feature = "server")]
-mod common;
+use crate::common;
 
 use common::browser::Driver;
 use common::server::Server;

@@ -9,7 +9,7 @@
 //! logs no error (nothing refused by the Content-Security-Policy either).
 //! Each step leaves a screenshot under target/tmp/console-screenshots/.
 #![cfg(feature = "server")]
-mod common;
+use crate::common;
 
 use common::browser::Driver;
 use common::server::Server;

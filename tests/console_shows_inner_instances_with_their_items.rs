@@ -2,7 +2,7 @@
 //! shown as such, each with its item and index, beside the body that says
 //! how many of them completed (headless chromium over WebDriver).
 #![cfg(feature = "server")]
-mod common;
+use crate::common;
 
 use common::browser::Driver;
 use common::server::Server;

@@ -7,7 +7,7 @@
 //! discards parked messages from the page (clicked through WebDriver); the
 //! discard records the reason and who.
 #![cfg(feature = "server")]
-mod common;
+use crate::common;
 
 use common::browser;
 use common::server::Server;

@@ -4,7 +4,7 @@
 //! replays every intact record.
 // the command line and the HTTP server are built with the `server` feature
 #![cfg(feature = "server")]
-mod common;
+use crate::common;
 use common::cli;
 
 use postfach::Postfach;

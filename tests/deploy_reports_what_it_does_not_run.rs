@@ -4,7 +4,7 @@
 //! that waits for a worker — comes back as a warning naming the element, in the
 //! library, the command line (text and JSON) and the HTTP API; a strict deploy
 //! refuses the model instead and stores nothing.
-mod common;
+use crate::common;
 use common::*;
 use postfach::model::ParseError;
 use postfach::{EngineError, Error, vars};

@@ -1,6 +1,6 @@
 //! Pub/Sub delivers at least once: a redelivered (name, id) is a duplicate with no
 //! effect, before and after the first copy was consumed, for the whole dedup window.
-mod common;
+use crate::common;
 use common::*;
 use postfach::{Config, Outcome};
 use std::time::Duration;

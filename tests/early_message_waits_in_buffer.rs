@@ -1,6 +1,6 @@
 //! Rejection 1 of the article: the completion overtakes its process. postfach
 //! buffers it and correlates it the moment the token reaches the catch event.
-mod common;
+use crate::common;
 use common::*;
 use postfach::{MessageState, Outcome};
 

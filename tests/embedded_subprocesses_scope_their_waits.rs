@@ -5,7 +5,7 @@
 //! operator) removes every wait inside it in the same transaction. Messages
 //! for catch points inside are expected from before the subprocess is
 //! entered, so an early one waits in the buffer instead of being parked late.
-mod common;
+use crate::common;
 use common::*;
 use postfach::{EngineError, Error, Outcome, Publish, Reason};
 use std::time::Duration;

@@ -4,7 +4,7 @@
 //! subprocess with everything inside; an error nobody catches is an incident
 //! at the end event, an escalation nobody catches is recorded and the token
 //! goes on.
-mod common;
+use crate::common;
 use common::*;
 
 /// `s → aussen (subprocess: innen (subprocess: fork → [arbeit (job) | wirf]) → ae)

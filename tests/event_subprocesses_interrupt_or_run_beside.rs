@@ -5,7 +5,7 @@
 //! timers and subscriptions and runs instead; a non-interrupting one runs
 //! beside it, once per event, and keeps the scope open until it is done.
 //! When the scope ends, its listeners stop: a later message is late.
-mod common;
+use crate::common;
 use common::*;
 use postfach::{Outcome, Publish, Reason};
 use std::time::Duration;

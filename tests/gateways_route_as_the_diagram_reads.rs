@@ -1,6 +1,6 @@
 //! Exclusive gateways take the first true condition or the default flow; parallel
 //! gateways fork and join; a gateway with no way out is a visible incident.
-mod common;
+use crate::common;
 use common::*;
 use postfach::vars;
 

@@ -3,7 +3,7 @@
 //! files the server would read for a caller, empty tokens, an open listener.
 // the command line and the HTTP server are built with the `server` feature
 #![cfg(feature = "server")]
-mod common;
+use crate::common;
 use common::server::Server;
 use serde_json::{Value, json};
 use std::io::{Read, Write};

@@ -4,7 +4,7 @@
 //! a non-loopback bind, metrics that can be scraped, and a clean stop on SIGTERM.
 // the command line and the HTTP server are built with the `server` feature
 #![cfg(feature = "server")]
-mod common;
+use crate::common;
 use common::server::Server;
 use serde_json::json;
 use std::process::Command;

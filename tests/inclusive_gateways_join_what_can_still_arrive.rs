@@ -2,7 +2,7 @@
 //! flow when none does), and its join waits for exactly the tokens that can
 //! still arrive: for a branch that was taken and still runs, not for one that
 //! was not taken or that ended elsewhere.
-mod common;
+use crate::common;
 use common::*;
 use postfach::vars;
 

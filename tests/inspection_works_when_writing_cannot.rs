@@ -7,7 +7,7 @@
 //! root): a read-only bind mount, a 16 MiB tmpfs that fills up.
 // the command line and the HTTP server are built with the `server` feature
 #![cfg(feature = "server")]
-mod common;
+use crate::common;
 
 use postfach::Postfach;
 use std::io::Write;

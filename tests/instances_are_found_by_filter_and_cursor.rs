@@ -1,7 +1,7 @@
 //! An operator looking for one order among many: the instance list filters by
 //! where tokens wait, state, correlation key, variable value, start time and
 //! incidents, and pages by cursor without skipping or repeating an instance.
-mod common;
+use crate::common;
 use common::*;
 use postfach::ops::{InstanceFilter, InstancePaging};
 use std::time::Duration;

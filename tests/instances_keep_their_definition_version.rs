@@ -1,6 +1,6 @@
 //! Definitions are versioned: a new deploy creates a new version, new instances
 //! use it, and running instances finish on the version they started with.
-mod common;
+use crate::common;
 use common::*;
 use postfach::vars;
 

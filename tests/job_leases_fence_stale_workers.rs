@@ -1,7 +1,7 @@
 //! Task jobs are handed out under leases. A lease runs out and the job is free
 //! again; a worker whose lease was lost cannot complete it; a lease can be
 //! extended; failures retry on a schedule and end as incidents, never silently.
-mod common;
+use crate::common;
 use common::*;
 use postfach::{Config, EngineError, backoff};
 use postfach::{Error, JobState, Vars};

@@ -1,7 +1,7 @@
 //! Rejection 2: the instance for the key already passed the catch event or ended.
 //! postfach knows the history, so it parks the message as `late` at once instead
 //! of buffering it until the TTL runs out.
-mod common;
+use crate::common;
 use common::*;
 use postfach::{Outcome, Reason};
 

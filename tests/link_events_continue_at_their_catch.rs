@@ -2,7 +2,7 @@
 //! the same process or subprocess, as an off-page connector does; a throw
 //! without its catch, two catches of one name, a throw with an outgoing flow
 //! and a link without a name are refused, each named.
-mod common;
+use crate::common;
 use common::*;
 
 /// `s → a (job) → nach_b (link throw "B")`, `B (link catch) → b (job) → e`,

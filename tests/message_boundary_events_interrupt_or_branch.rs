@@ -5,7 +5,7 @@
 //! before the activity is entered waits in the buffer and is taken when it
 //! opens; one after the activity is left is late; the same (message, key)
 //! open at a boundary and at a catch point of one instance is ambiguous.
-mod common;
+use crate::common;
 use common::*;
 use postfach::{Outcome, Publish, Reason};
 

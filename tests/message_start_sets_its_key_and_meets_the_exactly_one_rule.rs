@@ -2,7 +2,7 @@
 //! key variable is set from the message's key unless the payload sets it, so the
 //! instance waits at its next catch instead of stopping at an incident. A
 //! message that a waiting catch takes starts nothing: exactly one receiver.
-mod common;
+use crate::common;
 use common::*;
 use postfach::{Outcome, Publish, vars};
 

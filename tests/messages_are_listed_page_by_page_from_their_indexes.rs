@@ -1,7 +1,7 @@
 //! An operator with a million buffered messages pages through them: parked
 //! ones first (by arrival), then buffered ones oldest first, each page
 //! continuing exactly where the last one stopped.
-mod common;
+use crate::common;
 use common::*;
 use postfach::ops::{MessageCursorError, MessageFilter};
 use postfach::{Outcome, Publish};

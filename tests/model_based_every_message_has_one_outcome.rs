@@ -3,7 +3,7 @@
 //! reference process. After every step each accepted message has exactly one
 //! recorded outcome equal to the model's, and every instance has exactly the
 //! tokens the model says: none lost, none duplicated, no invoice twice.
-mod common;
+use crate::common;
 use common::*;
 use postfach::{Config, JobContext, Outcome, Reason};
 use proptest::prelude::*;

@@ -5,7 +5,7 @@
 //! each inner instance with its own message — and outputs are collected in
 //! item order. A completion condition ends the remaining inner instances; a
 //! boundary event on the activity ends them all.
-mod common;
+use crate::common;
 use common::*;
 use postfach::{Outcome, Publish, Reason};
 use serde_json::json;

@@ -2,7 +2,7 @@
 //! or discarded leaves one event, kept in the transaction that did it and
 //! under an id that survives a restart, until the broker confirmed it.
 //! Without the setting nothing is kept. Time comes from an injected clock.
-mod common;
+use crate::common;
 use common::*;
 use postfach::{Options, Outcome, ParkedEvents, Postfach};
 use serde_json::Value;

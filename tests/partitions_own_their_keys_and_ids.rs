@@ -305,7 +305,7 @@ async fn a_timer_start_is_scheduled_on_partition_0_only() {
 }
 
 #[cfg(feature = "server")]
-mod common;
+use crate::common;
 
 /// `postfach run --partitions P` takes its partition number from
 /// `--partition` or from the pod name at the end of `$HOSTNAME`, says which

@@ -1,6 +1,6 @@
 //! Messages with the same correlation key are applied in the order they were
 //! accepted; other keys proceed independently (no head-of-line blocking).
-mod common;
+use crate::common;
 use common::*;
 use postfach::{Outcome, Publish, vars};
 

@@ -1,7 +1,7 @@
 //! A plain `task` and a `manualTask` have no behaviour in an engine (BPMN: the
 //! work happens outside any system): the token passes through them, in the
 //! history, without a job and without waiting.
-mod common;
+use crate::common;
 use common::*;
 use postfach::vars;
 use std::time::Duration;

@@ -7,7 +7,7 @@
 //! another language reads a claim-check object through the HTTP API and the
 //! command line; a missing object is a 404 / exit 4 naming it.
 #![cfg(feature = "pubsub")]
-mod common;
+use crate::common;
 
 use common::gcs::{BUCKET, Gcs};
 use common::pubsub::{Broker, launch_with, wait};

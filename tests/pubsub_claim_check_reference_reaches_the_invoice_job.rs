@@ -5,7 +5,7 @@
 //! variable. A lean message without its reference is parked malformed, never
 //! correlated empty.
 #![cfg(feature = "pubsub")]
-mod common;
+use crate::common;
 
 use common::pubsub::{Broker, eventually};
 use common::{Env, MESSAGE};

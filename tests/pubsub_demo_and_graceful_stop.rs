@@ -3,7 +3,7 @@
 //! deliveries: in-flight deliveries are committed and acked before it exits 0,
 //! so nothing committed comes back as a redelivery.
 #![cfg(feature = "pubsub")]
-mod common;
+use crate::common;
 
 use common::pubsub::{Broker, PROJECT, message, wait};
 use common::server::Server;

@@ -3,7 +3,7 @@
 //! the order reaches the catch event; an undecodable payload is parked with its
 //! raw bytes and acked instead of being redelivered forever.
 #![cfg(feature = "pubsub")]
-mod common;
+use crate::common;
 
 use common::pubsub::{Broker, eventually};
 use common::{Env, MESSAGE};

@@ -19,7 +19,7 @@
 //! `POSTFACH_SOAK_ORDERS`, `POSTFACH_SOAK_KILLS` and `POSTFACH_SOAK_SEED` make it
 //! longer or reproduce a run (`benches/kill_loop.sh` loops it).
 #![cfg(feature = "pubsub")]
-mod common;
+use crate::common;
 
 use common::pubsub::{Broker, COMPLETIONS_CONFIG, launch_with, message};
 use common::{PROCESS, REFERENCE};

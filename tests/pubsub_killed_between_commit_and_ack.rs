@@ -3,7 +3,7 @@
 //! Pub/Sub delivers it again; the engine recognises the duplicate and counts the
 //! message once. SIGTERM then stops the server cleanly (exit 0).
 #![cfg(feature = "pubsub")]
-mod common;
+use crate::common;
 
 use common::pubsub::{Broker, COMPLETIONS_CONFIG, launch_with, wait};
 use common::server::Server;

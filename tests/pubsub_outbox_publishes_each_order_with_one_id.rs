@@ -5,7 +5,7 @@
 //! of one order carries the same `eventId`, so a deduplicating receiver sees
 //! each order exactly once.
 #![cfg(feature = "pubsub")]
-mod common;
+use crate::common;
 
 use common::pubsub::{Broker, PROJECT, wait};
 use common::server::Server;

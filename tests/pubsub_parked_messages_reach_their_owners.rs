@@ -4,7 +4,7 @@
 //! without the payload. While the topic cannot be reached the events stay
 //! kept (and counted in `/metrics`); they go out once it can.
 #![cfg(feature = "pubsub")]
-mod common;
+use crate::common;
 
 use common::pubsub::{Broker, PROJECT, wait};
 use common::server::Server;

@@ -4,7 +4,7 @@
 //! stop lets every stream finish and ack what it holds — what was not received
 //! stays in the subscription for the next start.
 #![cfg(feature = "pubsub")]
-mod common;
+use crate::common;
 
 use common::pubsub::{Broker, eventually};
 use common::{Env, MESSAGE};

@@ -3,7 +3,7 @@
 //! again, and the retry is correlated. With a dead-letter policy on the
 //! subscription, the delivery attempt is recorded on what gets parked.
 #![cfg(feature = "pubsub")]
-mod common;
+use crate::common;
 
 use common::pubsub::{Broker, eventually};
 use common::{Env, MESSAGE};

@@ -4,7 +4,7 @@
 //! message is accounted for — correlated, buffered, duplicate or parked — none
 //! is lost, and no order is invoiced twice.
 #![cfg(feature = "pubsub")]
-mod common;
+use crate::common;
 
 use common::pubsub::{Broker, COMPLETIONS_CONFIG, launch_with, message, wait};
 use common::{PROCESS, REFERENCE};

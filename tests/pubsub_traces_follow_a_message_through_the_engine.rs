@@ -6,7 +6,7 @@
 //! carries the trace on in its own `traceparent`. Without the setting nothing
 //! is exported.
 #![cfg(all(feature = "pubsub", feature = "otlp"))]
-mod common;
+use crate::common;
 
 use common::pubsub::{Broker, PROJECT, wait};
 use common::server::Server;

@@ -3,7 +3,7 @@
 //! alive (`/health/live`), its API serves, and `/metrics` shows the consumer
 //! down. The broker here is a port where nothing listens.
 #![cfg(feature = "pubsub")]
-mod common;
+use crate::common;
 use common::server::Server;
 
 /// A loopback port with nothing listening on it.

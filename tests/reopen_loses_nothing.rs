@@ -1,7 +1,7 @@
 //! Every call returns after a durable commit: closing and reopening the database
 //! finds instances, subscriptions, the buffer, parked messages, jobs and the dedup
 //! index exactly as they were.
-mod common;
+use crate::common;
 use common::*;
 use postfach::{Outcome, Reason};
 

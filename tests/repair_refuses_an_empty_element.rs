@@ -3,7 +3,7 @@
 //! to be invoiced put a second token before the hand-over, which would have
 //! handed the order to the provider twice. The library, the HTTP API and the
 //! command line refuse it like any other unknown element and change nothing.
-mod common;
+use crate::common;
 #[cfg(feature = "server")]
 use common::server::Server;
 use common::*;

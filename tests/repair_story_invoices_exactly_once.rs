@@ -3,7 +3,7 @@
 //! parked, an operator's "add a token" is refused by the guard (it would build
 //! the duplicate token of the next outage), the incident is retried, the parked
 //! completion is requeued, and the order is invoiced exactly once.
-mod common;
+use crate::common;
 use common::*;
 use postfach::{Config, Error, Outcome, Reason, Vars};
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! Retention removes completed instances and settled messages (with their dedup
 //! records) older than the retention period, in small batches, and nothing else:
 //! parked and buffered messages, incidents and active instances stay.
-mod common;
+use crate::common;
 use common::*;
 use postfach::{Config, Outcome};
 use std::time::Duration;

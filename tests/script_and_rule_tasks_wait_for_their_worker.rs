@@ -4,7 +4,7 @@
 //! and result variable; decision and result variable) from Flowable, Camunda
 //! and Zeebe attributes. Its result completes the job and the token moves on.
 #![cfg(feature = "server")]
-mod common;
+use crate::common;
 use common::*;
 use postfach::model::Delegated;
 use postfach::vars;

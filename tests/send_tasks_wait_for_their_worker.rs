@@ -2,7 +2,7 @@
 //! (a mail, a webhook, another broker) — a job on its topic, never a silent
 //! pass-through. A typed one (Flowable's mail task) deploys with a warning that
 //! says so; the token moves on only when the worker completes the job.
-mod common;
+use crate::common;
 use common::*;
 use postfach::model::Delegated;
 use postfach::vars;

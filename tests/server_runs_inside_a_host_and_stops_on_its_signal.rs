@@ -3,7 +3,7 @@
 //! completes through it, `/cli` answers 501 (the command line belongs to the
 //! binary), and the server stops when the host's shutdown future resolves. A non-loopback address without a token is refused before binding.
 #![cfg(feature = "server")]
-mod common;
+use crate::common;
 use common::{MESSAGE, PROCESS, REFERENCE};
 use postfach::server::{Listen, ServerError, config::ConfigFile, run};
 use postfach::{Postfach, vars};

@@ -1,7 +1,7 @@
 //! A service task without a handler waits as a visible job; a registered handler
 //! runs it with a stable idempotency key; failures retry and end as incidents,
 //! panics included, never as a silent dead end.
-mod common;
+use crate::common;
 use common::*;
 use postfach::{HandlerError, JobContext, JobState, Vars};
 use std::sync::{Arc, Mutex};

@@ -3,7 +3,7 @@
 //! is gone) and leaves through the boundary; a non-interrupting one leaves a
 //! new token each time and keeps the activity open; an activity that completes
 //! takes its boundary subscriptions with it.
-mod common;
+use crate::common;
 use common::*;
 use postfach::{Vars, vars};
 

@@ -1,6 +1,6 @@
 //! A signal is a broadcast to every current subscription, never buffered; a
 //! signal that reaches nobody is counted so the quiet loss is visible.
-mod common;
+use crate::common;
 use common::*;
 
 const SIGNALS: &str = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL">

@@ -4,7 +4,7 @@
 //! queue until one is done).
 // the command line and the HTTP server are built with the `server` feature
 #![cfg(feature = "server")]
-mod common;
+use crate::common;
 use common::server::Server;
 use std::io::{Read, Write};
 use std::net::TcpStream;

@@ -4,7 +4,7 @@
 //! with the listings they summarise. They come from gauges and index heads
 //! (the store keeps them with its rows; `verify` checks them in the
 //! engine-level property tests).
-mod common;
+use crate::common;
 use common::*;
 use postfach::{Outcome, Publish};
 use std::time::Duration;

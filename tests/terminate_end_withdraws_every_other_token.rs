@@ -1,7 +1,7 @@
 //! A terminate end event ends its instance at once: every other token is
 //! withdrawn with what it waited for — its job, its user task, its message
 //! subscription (a completion arriving afterwards is parked late, not buffered).
-mod common;
+use crate::common;
 use common::*;
 use postfach::{Outcome, Reason, vars};
 

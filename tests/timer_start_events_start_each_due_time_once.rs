@@ -2,7 +2,7 @@
 //! clock: once per due time, durable across a restart, a due time missed while
 //! the database was closed fires once at start-up and the schedule continues
 //! where it would have been, and a new version replaces the old schedule.
-mod common;
+use crate::common;
 use common::*;
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! 7 days → escalate' instead of waiting silently forever. Boundary timers
 //! (interrupting and not), intermediate timers, the event-based gateway, and BPMN
 //! errors caught by error boundary events.
-mod common;
+use crate::common;
 use common::*;
 use postfach::{Outcome, Reason, Vars, vars};
 use std::time::Duration;

@@ -1,6 +1,6 @@
 //! A buffered message whose TTL runs out is parked as `expired`, never deleted.
 //! Time comes from an injected clock: no sleeps.
-mod common;
+use crate::common;
 use common::*;
 use postfach::ops::MessageFilter;
 use postfach::{Config, Outcome, Reason};

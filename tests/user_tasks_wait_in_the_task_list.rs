@@ -6,7 +6,7 @@
 //! action is in the history with who did it. A timer boundary escalates it, and
 //! it survives a restart.
 #![cfg(feature = "server")]
-mod common;
+use crate::common;
 use common::*;
 use postfach::{EngineError, Error, TaskRefusal, vars};
 use std::time::Duration;

@@ -4,7 +4,7 @@
 //! through the library, HTTP or the command line — with the variables it
 //! brings as the element's result. Triggering a token that waits for anything
 //! else is refused and changes nothing.
-mod common;
+use crate::common;
 use common::*;
 use postfach::{EngineError, Error, vars};
 

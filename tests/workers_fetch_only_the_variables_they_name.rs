@@ -3,7 +3,7 @@
 //! instance of a multi-instance task its item and index, not the whole
 //! collection copied into every job. The library, the HTTP API and the command
 //! line take the list; without it a job carries every variable its token sees.
-mod common;
+use crate::common;
 #[cfg(feature = "server")]
 use common::server::Server;
 use common::*;

@@ -2,7 +2,7 @@
 //! a path into one, and `correlationKey="GLOBAL"` (or `="GLOBAL"`) is a literal
 //! key, the same for every instance — read as Zeebe reads them, not as
 //! variable names.
-mod common;
+use crate::common;
 use common::*;
 use postfach::{Outcome, Publish, vars};
 

@@ -1,7 +1,8 @@
 //! Alarms from configuration: conditions over the operator views that must not
 //! stay silent — the oldest wait at an element (the article's opening scene: an
 //! order stuck at `warteAufAbschluss`), parked messages, incidents, the oldest
-//! buffered message, open user tasks and the oldest of them.
+//! buffered message, open user tasks and the oldest of them, and events about
+//! parked messages that their topic has not taken yet.
 //!
 //! Invariant: evaluation is a pure function of a read snapshot and its instant;
 //! an alarm logs one WARN line when it fires and one INFO line when it clears,
@@ -57,6 +58,13 @@ pub enum Condition {
         element: Option<String>,
         /// A duration (`2d`, `90min`).
         older_than: String,
+    },
+    /// More than `above` (default 0) events about parked messages wait for
+    /// their topic (`[notifications] parked_topic` cannot be reached).
+    ParkedEventsUnpublished {
+        /// More than this many.
+        #[serde(default)]
+        above: u64,
     },
 }
 
@@ -137,6 +145,13 @@ impl Condition {
                 (
                     oldest.is_some() && age > ms(older_than),
                     format!("oldest open user task: {} s", age / 1000),
+                )
+            }
+            Condition::ParkedEventsUnpublished { above } => {
+                let n = r.parked_events(0)?.1;
+                (
+                    n > *above,
+                    format!("{n} event(s) about parked messages not yet published"),
                 )
             }
         })

@@ -173,3 +173,39 @@ older_than = "1d"
         .is_err()
     );
 }
+
+#[tokio::test]
+async fn events_about_parked_messages_that_wait_for_their_topic_fire_and_clear() {
+    let mut env = Env::new();
+    env.pf.close();
+    env.pf = postfach::Postfach::open_with(
+        env.dir.path().join("test.redb"),
+        postfach::Options {
+            clock: env.clock.clone(),
+            parked_events: Some(Some(postfach::ParkedEvents::default())),
+            ..postfach::Options::default()
+        },
+    )
+    .unwrap();
+    env.deploy_reference().await;
+    let alarms = Alarms::new(
+        ConfigFile::parse(
+            "postfach.toml",
+            "[alarms.notifications_stuck]\nwhen = \"parked_events_unpublished\"\n",
+        )
+        .unwrap()
+        .alarms,
+    );
+    let eval = |env: &Env| names(&alarms.evaluate(&env.pf.reader().unwrap()).unwrap());
+    assert!(eval(&env).is_empty());
+    env.waiting_order("4711").await;
+    env.pf.publish(completion("4711", "evt-1")).await.unwrap();
+    env.pf.publish(completion("4711", "evt-2")).await.unwrap(); // late: one event
+    assert_eq!(eval(&env), vec!["+notifications_stuck"]);
+    let (events, _) = env.pf.reader().unwrap().parked_events(10).unwrap();
+    env.pf
+        .parked_events_sent(events.iter().map(|e| e.id).collect())
+        .await
+        .unwrap();
+    assert_eq!(eval(&env), vec!["-notifications_stuck"]);
+}

@@ -1038,17 +1038,7 @@ pub async fn run(cli: Cli) -> Result<Output, Failure> {
         options.partition = partition_of(*partitions, *partition)?;
         // the server decides whether parked messages leave events; the
         // database keeps the setting for the commands run between servers
-        let notifications = match config {
-            Some(p) => {
-                postfach::server::config::ConfigFile::parse(
-                    &p.display().to_string(),
-                    &read_bounded(p, MAX_CONFIG, "configuration file")?,
-                )
-                .map_err(usage)?
-                .notifications
-            }
-            None => Default::default(),
-        };
+        let notifications = run_config(config.as_deref())?.notifications;
         options.parked_events = Some(notifications.parked_events());
     }
     if let Some(ms) = std::env::var("POSTFACH_CHECKPOINT_MS")
@@ -1088,11 +1078,22 @@ pub fn otlp_endpoint(cli: &Cli) -> Option<String> {
     else {
         return None;
     };
-    let text = read_bounded(p, MAX_CONFIG, "configuration file").ok()?;
-    postfach::server::config::ConfigFile::parse(&p.display().to_string(), &text)
-        .ok()?
-        .tracing
-        .otlp_endpoint
+    run_config(Some(p)).ok()?.tracing.otlp_endpoint
+}
+
+/// The configuration file `run --config` names (the defaults without one),
+/// read within its size cap and checked; errors name the file and field.
+fn run_config(
+    path: Option<&std::path::Path>,
+) -> Result<postfach::server::config::ConfigFile, Failure> {
+    match path {
+        Some(p) => postfach::server::config::ConfigFile::parse(
+            &p.display().to_string(),
+            &read_bounded(p, MAX_CONFIG, "configuration file")?,
+        )
+        .map_err(usage),
+        None => Ok(Default::default()),
+    }
 }
 
 /// Whether the command runs long enough to export traces: the server and a
@@ -1157,14 +1158,7 @@ async fn execute(pf: &Postfach, command: Command, sources: Sources<'_>) -> Resul
             partitions: _,
             partition: _,
         } => {
-            let mut config = match config {
-                Some(p) => postfach::server::config::ConfigFile::parse(
-                    &p.display().to_string(),
-                    &read_bounded(&p, MAX_CONFIG, "configuration file")?,
-                )
-                .map_err(usage)?,
-                None => postfach::server::config::ConfigFile::default(),
-            };
+            let mut config = run_config(config.as_deref())?;
             config
                 .correlation_keys
                 .extend(correlation_keys(&correlation_key)?);

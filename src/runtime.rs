@@ -926,26 +926,24 @@ impl Postfach {
     /// What the store's consistency check finds (nothing when it holds).
     #[cfg(test)]
     pub(crate) fn store_problems(&self) -> Result<Vec<String>, Error> {
-        let db = self
-            .inner
-            .db
-            .lock()
-            .ok()
-            .and_then(|d| d.clone())
-            .ok_or(StoreError::Closed)?;
+        let db = self.open_db()?;
         let r = store::begin_read_tx(&db)?;
         Ok(store::verify_read(&r)?)
     }
 
-    /// A read snapshot for the views in [`crate::ops`].
-    pub fn reader(&self) -> Result<ops::Reader, Error> {
-        let db = self
-            .inner
+    /// The open database, or `Closed`.
+    fn open_db(&self) -> Result<Arc<redb::Database>, StoreError> {
+        self.inner
             .db
             .lock()
             .ok()
             .and_then(|d| d.clone())
-            .ok_or(StoreError::Closed)?;
+            .ok_or(StoreError::Closed)
+    }
+
+    /// A read snapshot for the views in [`crate::ops`].
+    pub fn reader(&self) -> Result<ops::Reader, Error> {
+        let db = self.open_db()?;
         Ok(ops::Reader::new(
             store::begin_read(&db)?,
             self.inner.defs.clone(),

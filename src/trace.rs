@@ -50,7 +50,7 @@ pub fn continue_from<'a>(
     }
     #[cfg(not(feature = "otlp"))]
     {
-        let _ = (span, attributes.into_iter().count());
+        let _ = (span, attributes);
     }
 }
 

@@ -516,6 +516,7 @@ fn main() {
         ));
         println!("\n{md}");
         let doc = json!({
+            "commit": measured_commit(),
             "messages": n,
             "steady_seconds": secs,
             "emulator_publish_per_s": ceiling,
@@ -537,4 +538,16 @@ fn main() {
         )
         .unwrap();
     });
+}
+
+/// The commit the run measured (`git describe --always --dirty`), so a figure
+/// in the README can name what produced it; "unknown" outside a checkout.
+fn measured_commit() -> String {
+    std::process::Command::new("git")
+        .args(["describe", "--always", "--dirty", "--abbrev=7"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|| "unknown".into())
 }

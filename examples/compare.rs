@@ -1505,6 +1505,7 @@ fn main() {
     std::fs::write(
         args.out.join("compare.json"),
         serde_json::to_string_pretty(&json!({
+            "commit": measured_commit(),
             "orders": args.orders,
             "early": args.early,
             "seed": args.seed,
@@ -1514,4 +1515,16 @@ fn main() {
     )
     .unwrap();
     std::fs::write(args.out.join("compare.svg"), svg(&rows)).unwrap();
+}
+
+/// The commit the run measured (`git describe --always --dirty`), so a figure
+/// in the README can name what produced it; "unknown" outside a checkout.
+fn measured_commit() -> String {
+    std::process::Command::new("git")
+        .args(["describe", "--always", "--dirty", "--abbrev=7"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|| "unknown".into())
 }

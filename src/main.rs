@@ -10,7 +10,7 @@ fn main() {
     let cli = Cli::parse();
     let filter = tracing_subscriber::EnvFilter::try_from_env("POSTFACH_LOG").unwrap_or_else(|_| {
         // a server reports its alarms and recoveries; one-shot commands stay quiet
-        let level = if matches!(cli.command, cli::Command::Run { .. }) {
+        let level = if matches!(cli.command, cli::Command::Run(_)) {
             "info"
         } else {
             "warn"

@@ -1,0 +1,319 @@
+//! The `postfach` command line (see docs/cli.md): argument parsing, output in human
+//! text or one JSON document, and exit codes 0 ok · 1 error · 2 usage · 3 rejection.
+//!
+//! Invariant: the command line is a thin edge over the library API; it holds no
+//! engine logic and prints exactly one JSON document with `--json`.
+//!
+//! One module per command group, in the manner of mini-redis's one file per
+//! command: each owns its clap arguments, its human text and its JSON;
+//! [`execute`] only dispatches. [`failure`] says what to do next for each
+//! library error, [`values`] parses and range-checks what the user typed,
+//! [`remote`] carries a command line to a server (`--server`).
+
+mod failure;
+mod instances;
+mod jobs;
+mod messages;
+mod offline;
+mod remote;
+mod repair;
+mod serve;
+mod tasks;
+mod values;
+
+use failure::usage;
+pub use failure::{DAMAGED_ADVICE, Failure};
+pub use postfach::contract::Output;
+#[cfg(feature = "otlp")]
+pub use serve::{otlp_endpoint, traces_wanted};
+
+use clap::{Parser, Subcommand};
+use postfach::Postfach;
+use std::path::PathBuf;
+use values::{Sources, parse_connect_timeout, parse_server_timeout, parse_server_url};
+
+#[derive(Debug, Parser)]
+#[command(name = "postfach", version, about, long_about = None)]
+pub struct Cli {
+    /// The redb database file.
+    #[arg(
+        long,
+        global = true,
+        env = "POSTFACH_DB",
+        default_value = "postfach.redb"
+    )]
+    pub db: PathBuf,
+    /// Print exactly one JSON document on stdout.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// Log lines as human text or as JSON (one object per line).
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value = "human",
+        env = "POSTFACH_LOG_FORMAT"
+    )]
+    pub log_format: LogFormat,
+    /// Talk to a running `postfach run` at this URL instead of opening --db
+    /// (bearer token from $POSTFACH_TOKEN).
+    #[arg(long, global = true, env = "POSTFACH_SERVER", value_name = "URL", value_parser = parse_server_url)]
+    pub server: Option<String>,
+    /// With --server: how long to wait for the connection (1ms … 1d).
+    #[arg(long, global = true, value_name = "DURATION", default_value = "10s", value_parser = parse_connect_timeout, env = "POSTFACH_CONNECT_TIMEOUT")]
+    pub connect_timeout: u64,
+    /// With --server: how long to wait for the server's answer once connected (1ms … 1d).
+    #[arg(long, global = true, value_name = "DURATION", default_value = "120s", value_parser = parse_server_timeout, env = "POSTFACH_SERVER_TIMEOUT")]
+    pub server_timeout: u64,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// How log lines are written (to stderr).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Human,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the reference scenario end to end on an embedded database and print a summary.
+    ///
+    /// Example: postfach demo --orders 1000
+    Demo(postfach::demo::DemoArgs),
+    /// Parse, validate and store a BPMN file as a new version.
+    ///
+    /// Example: postfach deploy bpmn/auftrag-ausfuehrung.bpmn --correlation-key AuftragAbgeschlossen=auftragId
+    Deploy(instances::DeployArgs),
+    /// Start an instance of the latest version of a process.
+    ///
+    /// Example: postfach start auftrag-ausfuehrung --var auftragId=4711
+    Start(instances::StartArgs),
+    /// Publish a message (buffered path): correlated, buffered, duplicate or parked.
+    ///
+    /// Example: postfach publish AuftragAbgeschlossen --key 4711 --id evt-1 --ttl 24h --var erledigtePositionen=1200
+    Publish(messages::PublishArgs),
+    /// Correlate synchronously: never buffers; exit 3 when no single subscription waits.
+    ///
+    /// Example: postfach correlate AuftragAbgeschlossen --key 4711
+    Correlate(messages::CorrelateArgs),
+    /// Publish many messages: JSON lines on stdin, one outcome line on stdout per
+    /// message as soon as it is durably accepted (messages are published concurrently).
+    ///
+    /// Example: postfach import < completions.jsonl
+    /// (each line: {"name": "AuftragAbgeschlossen", "key": "4711", "id": "evt-1", "variables": {...}, "ttl": "24h"})
+    Import(messages::ImportArgs),
+    /// Broadcast a signal to every waiting subscription (never buffered).
+    ///
+    /// Example: postfach signal Tarifwechsel --var tarif=2027
+    Signal(instances::SignalArgs),
+    /// Show one instance with variables and history.
+    ///
+    /// Example: postfach instance 17
+    Instance(instances::InstanceArgs),
+    /// List instances, e.g. those waiting at an element (oldest first); every
+    /// filter given must hold.
+    ///
+    /// Example: postfach instances --waiting-at warteAufAbschluss
+    ///
+    /// Example: postfach instances --key A-4711
+    Instances(instances::InstancesArgs),
+    /// List buffered and parked messages.
+    ///
+    /// Example: postfach messages --parked --reason ambiguous
+    Messages(messages::MessagesArgs),
+    /// Evaluate a parked message again, like a new publish.
+    ///
+    /// Example: postfach requeue evt-1
+    Requeue(messages::RequeueArgs),
+    /// End a parked message explicitly; the reason is recorded.
+    ///
+    /// Example: postfach discard evt-1 --why "test message from provider"
+    Discard(messages::DiscardArgs),
+    /// Per element of a deployed process version: tokens waiting and the
+    /// oldest wait, ready jobs, incidents, buffered and parked messages of the
+    /// element's message (read-only).
+    ///
+    /// Example: postfach statistics auftrag-ausfuehrung --version 2
+    Statistics(instances::StatisticsArgs),
+    /// List jobs, or only incidents.
+    ///
+    /// Example: postfach jobs --incidents
+    Jobs(jobs::JobsArgs),
+    /// Make an incident runnable again.
+    ///
+    /// Example: postfach retry 42
+    Retry(jobs::RetryArgs),
+    /// Read the claim-check object a job's variable refers to (Cloud Storage;
+    /// locally through $STORAGE_EMULATOR_HOST or Google's default credentials).
+    /// A missing object exits 4: fail the job so it is retried.
+    ///
+    /// Example: postfach object 42 protokoll --out protokoll.json --server http://127.0.0.1:7820
+    Object(jobs::ObjectArgs),
+    /// List open user tasks (read-only); every filter given must hold.
+    ///
+    /// Example: postfach tasks --candidate-group sachbearbeitung --due-before 2026-12-31T00:00:00Z
+    Tasks(tasks::TasksArgs),
+    /// Act on a user task as a person: claim, unclaim, assign or complete it.
+    ///
+    /// Example: postfach task claim 7 --user anna
+    Task(tasks::TaskArgs),
+    /// Complete a task job, optionally with variables. A worker passes the
+    /// lease token it got from `acquire`; without one, an unlocked job is
+    /// completed by hand.
+    ///
+    /// Example: postfach complete 42 --var rechnungNr=R-7
+    Complete(jobs::CompleteArgs),
+    /// External worker: lock up to --max due jobs of a topic for a lease.
+    ///
+    /// Example: postfach acquire rechnungStellen --worker abrechnung-1 --max 20 --lease 10m
+    Acquire(jobs::AcquireArgs),
+    /// External worker: extend the lease of a job it holds.
+    ///
+    /// Example: postfach extend 42 --lease-token 7 --by 10m
+    Extend(jobs::ExtendArgs),
+    /// External worker: report a failed attempt; it retries with backoff, or
+    /// after --retry-delay, until its attempts (or --retries left) are used up.
+    ///
+    /// Example: postfach fail 42 --lease-token 7 --error "invoice system down" --retries 3 --retry-delay 1m
+    Fail(jobs::FailArgs),
+    /// External worker: throw a BPMN error; an error boundary event on the task
+    /// takes it, otherwise the job becomes an incident (exit 3).
+    ///
+    /// Example: postfach bpmn-error 42 --lease-token 7 --code POSITIONEN_FEHLEN --message "3 missing"
+    BpmnError(jobs::BpmnErrorArgs),
+    /// Run the job executor in the foreground: async continuations, and with
+    /// --invoice-ledger the reference invoice handler for `rechnungStellen`.
+    /// Without --until-idle it runs until Ctrl-C or SIGTERM.
+    ///
+    /// Example: postfach work --until-idle --invoice-ledger invoices.tsv
+    Work(jobs::WorkArgs),
+    /// Standalone server: deploys the model, runs the job executor, the Pub/Sub
+    /// consumers and outbox, and the HTTP admin API until SIGINT/SIGTERM (a
+    /// second signal exits at once).
+    ///
+    /// Example: postfach run bpmn/auftrag-ausfuehrung.bpmn --config postfach.toml
+    ///
+    /// Example: postfach run bpmn/auftrag-ausfuehrung.bpmn --correlation-key AuftragAbgeschlossen=auftragId --subscription auftrag-abgeschlossen-sub --message AuftragAbgeschlossen --key-from /auftragId --send-topic auftragUebergeben=auftraege
+    Run(serve::RunArgs),
+    /// Retention: remove completed instances and settled messages older than
+    /// the retention period (31 days), in small batches. Parked and buffered
+    /// messages, incidents and active instances are never touched.
+    ///
+    /// Example: postfach cleanup
+    Cleanup,
+    /// Check the database file page by page and inspect the write-ahead log; with
+    /// --discard-damaged, repair them offline: keep a copy of the log, replay every
+    /// intact record, drop the damaged ones, and let redb repair the file.
+    ///
+    /// Example: postfach recover --discard-damaged
+    Recover(offline::RecoverArgs),
+    /// Reclaim file space offline (stop `postfach run` first).
+    ///
+    /// Example: postfach compact
+    Compact,
+    /// Move a token to before an element (repair), guarded like add-token.
+    ///
+    /// Example: postfach move-token 17 2 warteAufAbschluss
+    MoveToken(repair::MoveTokenArgs),
+    /// Remove a token (repair); removing the last one cancels the instance.
+    ///
+    /// Example: postfach cancel-token 17 3
+    CancelToken(repair::CancelTokenArgs),
+    /// Move a token on from its wait state (a receive task or catch event
+    /// without an event definition), by token id or by the element it waits at.
+    ///
+    /// Example: postfach trigger 17 freigabeAbwarten --var freigegeben=true
+    Trigger(repair::TriggerArgs),
+    /// Add a token before an element (repair). Refused when it would open a second
+    /// subscription for an already subscribed message and key, unless --force.
+    ///
+    /// Example: postfach add-token 17 auftragUebergeben
+    AddToken(repair::AddTokenArgs),
+}
+
+/// Runs a parsed command line.
+pub async fn run(cli: Cli) -> Result<Output, Failure> {
+    // the commands that open no database, or their own
+    match &cli.command {
+        Command::Demo(args) => {
+            return postfach::demo::run(args, cli.json)
+                .await
+                .map_err(Failure::from);
+        }
+        Command::Recover(args) => return offline::recover_offline(&cli, args),
+        Command::Compact => return offline::compact(&cli),
+        Command::Object(args) => return jobs::object(&cli, args).await,
+        _ => {}
+    }
+    if cli.server.is_some() {
+        return remote::send(&cli).await;
+    }
+    let mut options = postfach::Options::default();
+    if let Command::Run(args) = &cli.command {
+        serve::prepare(args, &mut options)?;
+    }
+    if let Some(ms) = std::env::var("POSTFACH_CHECKPOINT_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        options.checkpoint_every = std::time::Duration::from_millis(ms);
+    }
+    // looking needs no writing: on a full disk or a read-only file system too
+    let looks_only = matches!(
+        cli.command,
+        Command::Instance(_)
+            | Command::Instances(_)
+            | Command::Messages(_)
+            | Command::Jobs(_)
+            | Command::Statistics(_)
+            | Command::Tasks(_)
+    );
+    let pf = if looks_only {
+        Postfach::open_read_only(&cli.db, options)?
+    } else {
+        Postfach::open_with(&cli.db, options)?
+    };
+    let result = execute(&pf, cli.command, Sources::Local).await;
+    pf.close();
+    result
+}
+
+/// Runs one command against an open database: a dispatch to the command's
+/// group. `sources` says where the files a command names come from.
+async fn execute(pf: &Postfach, command: Command, sources: Sources<'_>) -> Result<Output, Failure> {
+    match command {
+        Command::Demo(_) | Command::Object(_) | Command::Compact | Command::Recover(_) => Err(
+            usage("this command works without an open database; run it on its own".into()),
+        ),
+        Command::Run(args) => serve::run(pf, args).await,
+        Command::Deploy(args) => instances::deploy(pf, args, &sources).await,
+        Command::Start(args) => instances::start(pf, args).await,
+        Command::Publish(args) => messages::publish(pf, args).await,
+        Command::Correlate(args) => messages::correlate(pf, args).await,
+        Command::Import(args) => messages::import(pf, args).await,
+        Command::Cleanup => offline::cleanup(pf).await,
+        Command::Signal(args) => instances::signal(pf, args).await,
+        Command::Instance(args) => instances::instance(pf, args).await,
+        Command::Instances(args) => instances::instances(pf, args).await,
+        Command::Messages(args) => messages::messages(pf, args).await,
+        Command::Requeue(args) => messages::requeue(pf, args).await,
+        Command::Discard(args) => messages::discard(pf, args).await,
+        Command::Tasks(args) => tasks::tasks(pf, args).await,
+        Command::Task(args) => tasks::task(pf, args).await,
+        Command::Statistics(args) => instances::statistics(pf, args).await,
+        Command::Jobs(args) => jobs::jobs(pf, args).await,
+        Command::Retry(args) => jobs::retry(pf, args, &sources).await,
+        Command::Acquire(args) => jobs::acquire(pf, args).await,
+        Command::Extend(args) => jobs::extend(pf, args).await,
+        Command::Fail(args) => jobs::fail(pf, args).await,
+        Command::BpmnError(args) => jobs::bpmn_error(pf, args).await,
+        Command::Complete(args) => jobs::complete(pf, args).await,
+        Command::Work(args) => jobs::work(pf, args).await,
+        Command::AddToken(args) => repair::add_token(pf, args).await,
+        Command::MoveToken(args) => repair::move_token(pf, args).await,
+        Command::CancelToken(args) => repair::cancel_token(pf, args).await,
+        Command::Trigger(args) => repair::trigger(pf, args).await,
+    }
+}

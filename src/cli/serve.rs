@@ -1,0 +1,363 @@
+//! The standalone server, `run`: its configuration, partition, bearer token
+//! and exposure checks, and the graceful stop on the first signal.
+//!
+//! Invariant: everything that can refuse a start (token, exposure,
+//! configuration, partition) is checked before the database is written.
+
+use super::failure::{Failure, out, usage};
+use super::remote::remote_cli;
+use super::values::{MAX_CONFIG, MAX_TOKEN, Sources, correlation_keys, read_bounded, send_topics};
+use super::Output;
+use clap::Args;
+use postfach::Postfach;
+use serde_json::json;
+use std::path::PathBuf;
+
+// The arguments of `postfach run`.
+#[derive(Debug, Args)]
+pub(crate) struct RunArgs {
+    /// The BPMN file to deploy (an unchanged file keeps its version).
+    pub(crate) file: PathBuf,
+    #[arg(long = "correlation-key", value_name = "MESSAGE=VARIABLE")]
+    pub(crate) correlation_key: Vec<String>,
+    /// Bind a send task to a Pub/Sub topic (outbox): ELEMENT=TOPIC (repeatable).
+    #[arg(long = "send-topic", value_name = "ELEMENT=TOPIC")]
+    pub(crate) send_topic: Vec<String>,
+    /// Consume this Pub/Sub subscription (short name in the configured
+    /// project, or projects/P/subscriptions/S); see also [[subscriptions]].
+    #[arg(long, value_name = "SUBSCRIPTION", requires_all = ["message", "key_from"])]
+    pub(crate) subscription: Option<String>,
+    /// The BPMN message name of the subscription's deliveries.
+    #[arg(long, value_name = "MESSAGE", requires = "subscription")]
+    pub(crate) message: Option<String>,
+    /// Where the correlation key comes from: /json/pointer or attribute:NAME.
+    #[arg(long, value_name = "SOURCE", requires = "subscription")]
+    pub(crate) key_from: Option<String>,
+    /// Where the message id comes from (default attribute:eventId, falling
+    /// back to Pub/Sub's message_id).
+    #[arg(long, value_name = "SOURCE", requires = "subscription")]
+    pub(crate) id_from: Option<String>,
+    /// Buffer TTL of the subscription's messages.
+    #[arg(long, value_name = "DURATION", requires = "subscription")]
+    pub(crate) message_ttl: Option<String>,
+    /// Streaming pulls opened on the subscription (1–32, default 8).
+    #[arg(long, value_name = "N", requires = "subscription")]
+    pub(crate) streams: Option<u32>,
+    /// Address of the HTTP API.
+    #[arg(long, default_value = "127.0.0.1:7820")]
+    pub(crate) listen: std::net::SocketAddr,
+    /// File holding the bearer token the API requires (or $POSTFACH_TOKEN).
+    /// Required when listening on a non-loopback address.
+    #[arg(long, value_name = "PATH")]
+    pub(crate) token_file: Option<PathBuf>,
+    /// Issue invoices for `rechnungStellen` into this ledger file.
+    #[arg(long, value_name = "PATH")]
+    pub(crate) invoice_ledger: Option<PathBuf>,
+    /// postfach.toml: alarms, [pubsub], [[subscriptions]], [send_topics],
+    /// [correlation_keys] (see README).
+    #[arg(long, value_name = "PATH")]
+    pub(crate) config: Option<PathBuf>,
+    /// Run as one of P partitions of a cluster (1–1024); without it,
+    /// unpartitioned.
+    #[arg(long, value_name = "P")]
+    pub(crate) partitions: Option<u64>,
+    /// This process's partition number, 0 … P-1 (default: the number at
+    /// the end of $HOSTNAME, as StatefulSet pods are named NAME-ORDINAL).
+    #[arg(long, value_name = "I", requires = "partitions")]
+    pub(crate) partition: Option<u64>,
+}
+
+/// `postfach run` against the open database.
+pub(super) async fn run(pf: &Postfach, args: RunArgs) -> Result<Output, Failure> {
+    let RunArgs {
+        file,
+        correlation_key,
+        send_topic,
+        subscription,
+        message,
+        key_from,
+        id_from,
+        message_ttl,
+        streams,
+        listen,
+        token_file,
+        invoice_ledger,
+        config,
+        partitions: _,
+        partition: _,
+    } = args;
+    let mut config = run_config(config.as_deref())?;
+    config
+        .correlation_keys
+        .extend(correlation_keys(&correlation_key)?);
+    config.send_topics.extend(send_topics(&send_topic)?);
+    if let (Some(sub), Some(message), Some(key)) = (subscription, message, key_from) {
+        let mut s = postfach::ingress::SubscriptionConfig::new(&sub, &message, &key);
+        if let Some(id) = id_from {
+            s.message_id = id;
+        }
+        s.ttl = message_ttl;
+        if let Some(n) = streams {
+            s.streams = n;
+        }
+        s.compile().map_err(usage)?;
+        config.subscriptions.push(s);
+    }
+    serve(pf, file, listen, token_file, invoice_ledger, config).await
+}
+
+/// The configuration file `run --config` names (the defaults without one),
+/// read within its size cap and checked; errors name the file and field.
+pub(super) fn run_config(
+    path: Option<&std::path::Path>,
+) -> Result<postfach::server::config::ConfigFile, Failure> {
+    match path {
+        Some(p) => postfach::server::config::ConfigFile::parse(
+            &p.display().to_string(),
+            &read_bounded(p, MAX_CONFIG, "configuration file")?,
+        )
+        .map_err(usage),
+        None => Ok(Default::default()),
+    }
+}
+
+/// The partition `run --partitions P [--partition I]` asks for: I given, or
+/// the ordinal at the end of `$HOSTNAME`.
+pub(super) fn partition_of(
+    partitions: Option<u64>,
+    partition: Option<u64>,
+) -> Result<Option<postfach::partition::Partition>, Failure> {
+    let Some(count) = partitions else {
+        return Ok(None);
+    };
+    let index = match partition {
+        Some(i) => i,
+        None => {
+            let host = std::env::var("HOSTNAME").unwrap_or_default();
+            ordinal_of(&host).ok_or_else(|| {
+                usage(format!(
+                    "--partitions {count} needs --partition I, or a $HOSTNAME that ends in the partition number (NAME-ORDINAL); $HOSTNAME is '{host}'"
+                ))
+            })?
+        }
+    };
+    postfach::partition::Partition::new(index, count)
+        .map(Some)
+        .map_err(|e| usage(format!("--partitions {count} --partition {index}: {e}")))
+}
+
+/// The number after the last `-` of a StatefulSet pod's name (`postfach-3` → 3).
+pub(super) fn ordinal_of(host: &str) -> Option<u64> {
+    let (_, n) = host.rsplit_once('-')?;
+    if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    n.parse().ok()
+}
+
+/// The bearer token of `postfach run`: from --token-file, else $POSTFACH_TOKEN.
+/// One that is empty or only whitespace is refused, never taken as "no token".
+pub(super) fn server_token(
+    token_file: Option<&std::path::Path>,
+) -> Result<Option<String>, Failure> {
+    let (token, from) = match token_file {
+        Some(p) => (
+            read_bounded(p, MAX_TOKEN, "token file")?,
+            p.display().to_string(),
+        ),
+        None => match std::env::var_os("POSTFACH_TOKEN") {
+            Some(t) => (
+                t.into_string().map_err(|_| {
+                    usage("$POSTFACH_TOKEN is not UTF-8: a bearer token is printable ASCII".into())
+                })?,
+                "$POSTFACH_TOKEN".to_string(),
+            ),
+            None => return Ok(None),
+        },
+    };
+    checked_token(&token, &from).map(Some)
+}
+
+/// A bearer token as HTTP carries it: printable ASCII (spaces inside allowed),
+/// white space around it trimmed. Empty, or with a control character (NUL, a
+/// line break inside) or a non-ASCII one, it is refused naming where it came
+/// from: no HTTP client could send it.
+pub(super) fn checked_token(token: &str, from: &str) -> Result<String, Failure> {
+    let token = token.trim();
+    if token.is_empty() {
+        return Err(usage(format!(
+            "{from} is empty: give a bearer token of at least one non-blank character, or drop it"
+        )));
+    }
+    if let Some((at, c)) = token
+        .char_indices()
+        .find(|(_, c)| !(c.is_ascii_graphic() || *c == ' '))
+    {
+        return Err(usage(format!(
+            "{from} holds {c:?} at byte {at}: a bearer token is printable ASCII (no control characters or line breaks inside)"
+        )));
+    }
+    Ok(token.to_string())
+}
+
+/// A listener reachable from other machines needs a token.
+pub(super) fn check_exposure(
+    listen: std::net::SocketAddr,
+    token: Option<&str>,
+) -> Result<(), Failure> {
+    if !listen.ip().is_loopback() && token.is_none() {
+        return Err(usage(format!(
+            "--listen {listen} is reachable from other machines: give a bearer token with --token-file PATH or $POSTFACH_TOKEN"
+        )));
+    }
+    Ok(())
+}
+
+/// `postfach run`: deploy, executor, HTTP API, until SIGINT/SIGTERM.
+pub(super) async fn serve(
+    pf: &Postfach,
+    file: PathBuf,
+    listen: std::net::SocketAddr,
+    token_file: Option<PathBuf>,
+    invoice_ledger: Option<PathBuf>,
+    config: postfach::server::config::ConfigFile,
+) -> Result<Output, Failure> {
+    let fail = |message: String| Failure {
+        code: 1,
+        message,
+        json: None,
+    };
+    let token = server_token(token_file.as_deref())?;
+    check_exposure(listen, token.as_deref())?;
+    let xml = Sources::Local.read(&file)?;
+    let deployment = pf
+        .deploy_checked(&file.display().to_string(), &xml, config.overrides(), false)
+        .await?;
+    for w in &deployment.warnings {
+        eprintln!(
+            "postfach: warning: {}:{}: '{}': {}",
+            file.display(),
+            w.line,
+            w.id,
+            w.message
+        );
+    }
+    let deployed = deployment.deployed;
+    if let Some(path) = invoice_ledger {
+        let ledger = postfach::reference::InvoiceLedger::open(&path)
+            .map_err(|e| fail(format!("invoice ledger {}: {e}", path.display())))?;
+        pf.register_handler(
+            "rechnungStellen",
+            postfach::reference::invoice_handler(ledger, std::time::Duration::ZERO),
+        );
+    }
+    if pf.partition().is_clustered() {
+        eprintln!("postfach: {} of the cluster", pf.partition());
+    }
+    for d in &deployed {
+        eprintln!("postfach: {} version {} deployed", d.process, d.version);
+    }
+    // first SIGINT/SIGTERM: stop pulling, finish in-flight deliveries (commit,
+    // then ack), stop the API and the executor; a second one exits at once
+    // (Pub/Sub redelivers whatever was not acked)
+    let (first_tx, first_rx) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        eprintln!("postfach: stopping (a second signal exits at once)");
+        let _ = first_tx.send(());
+        shutdown_signal().await;
+        eprintln!("postfach: second signal, exiting now");
+        std::process::exit(130);
+    });
+    let db = pf.path().display().to_string();
+    let report = postfach::server::run(
+        pf,
+        config,
+        postfach::server::Listen {
+            addr: listen,
+            token,
+            remote_cli: Some(remote_cli()),
+        },
+        async move {
+            let _ = first_rx.await;
+        },
+        |bound| eprintln!("postfach: HTTP API on http://{bound} (database {db})"),
+    )
+    .await
+    .map_err(|e| match e {
+        postfach::server::ServerError::Engine(e) => Failure::from(e),
+        postfach::server::ServerError::NoPubsub => usage(format!(
+            "{e}: rebuild with default features, or drop [[subscriptions]] and [send_topics] from the configuration"
+        )),
+        postfach::server::ServerError::Config(_) => usage(e.to_string()),
+        postfach::server::ServerError::Exposed(addr) => usage(format!(
+            "--listen {addr} is reachable from other machines: give a bearer token with --token-file PATH or $POSTFACH_TOKEN"
+        )),
+        other => fail(other.to_string()),
+    })?;
+    Ok(out(
+        json!({"stopped": true, "tasks_completed": report.tasks_completed}),
+        format!(
+            "stopped; {} job(s) completed while running",
+            report.tasks_completed
+        ),
+    ))
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+pub(super) async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = tokio::signal::ctrl_c().await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// What `run` checks and sets before the database is opened: refused before
+/// anything is written (no database file, no deploy).
+pub(super) fn prepare(args: &RunArgs, options: &mut postfach::Options) -> Result<(), Failure> {
+    let token = server_token(args.token_file.as_deref())?;
+    check_exposure(args.listen, token.as_deref())?;
+    options.partition = partition_of(args.partitions, args.partition)?;
+    // the server decides whether parked messages leave events; the
+    // database keeps the setting for the commands run between servers
+    let notifications = run_config(args.config.as_deref())?.notifications;
+    options.parked_events = Some(notifications.parked_events());
+    Ok(())
+}
+
+/// `[tracing] otlp_endpoint` of the configuration `run` was given, for the
+/// exporter set up before anything runs (a file that does not parse is
+/// reported by `run` itself, naming the field).
+#[cfg(feature = "otlp")]
+pub fn otlp_endpoint(cli: &super::Cli) -> Option<String> {
+    let super::Command::Run(args) = &cli.command else {
+        return None;
+    };
+    run_config(Some(args.config.as_deref()?))
+        .ok()?
+        .tracing
+        .otlp_endpoint
+}
+
+/// Whether the command runs long enough to export traces: the server and a
+/// foreground worker.
+#[cfg(feature = "otlp")]
+pub fn traces_wanted(cli: &super::Cli) -> bool {
+    use super::Command;
+    matches!(cli.command, Command::Run(_) | Command::Work(_))
+}

@@ -360,10 +360,13 @@ fn the_openapi_document_lists_every_resource() {
     srv.stop();
 }
 
-/// The paths of every `.route(...)` in src/server/http.rs, in order.
+/// The paths of every `.route(...)` in src/server/http/mod.rs, in order.
 fn routes_of_the_router() -> Vec<String> {
-    let src = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/server/http.rs"))
-        .unwrap();
+    let src = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/src/server/http/mod.rs"
+    ))
+    .unwrap();
     let mut out = Vec::new();
     let mut rest = src.as_str();
     while let Some(at) = rest.find(".route(") {

@@ -158,54 +158,14 @@ fn completion(order: &str, event_id: &str) -> Message {
 }
 
 pub(super) async fn run(args: &DemoArgs, json_out: bool) -> Result<crate::contract::Output, Error> {
-    // the emulator: the one at $PUBSUB_EMULATOR_HOST, or our own for this run
-    let external = std::env::var("PUBSUB_EMULATOR_HOST")
-        .ok()
-        .filter(|h| !h.trim().is_empty());
-    let project = format!(
-        "postfach-demo-{}",
-        crate::Clock::now(&crate::clock::SystemClock)
-    );
-    let (conn, _emulator) = match external {
-        Some(host) => {
-            progress(json_out, &format!("Pub/Sub emulator at {host}"));
-            let cfg = PubsubConfig {
-                project: Some(project),
-                ..Default::default()
-            };
-            (Connection::new(&cfg), None)
-        }
-        None => {
-            progress(json_out, "starting the Pub/Sub emulator");
-            let emu = tokio::task::spawn_blocking(Emulator::start)
-                .await
-                .map_err(|e| Error::Task(e.to_string()))?
-                .map_err(pubsub_err)?;
-            progress(json_out, &format!("Pub/Sub emulator at {}", emu.host()));
-            (Connection::emulator(&emu.endpoint(), &project), Some(emu))
-        }
-    };
+    let (conn, _emulator) = connect(json_out).await?;
     let claim_checks = if args.claim_check {
         Some(ClaimChecks::start(json_out).await?)
     } else {
         None
     };
     let cc = claim_checks.as_ref();
-    let short = SubscriptionOptions {
-        ack_deadline_seconds: 10,
-        ..Default::default()
-    };
-    conn.ensure_topic(ORDERS_TOPIC).await.map_err(pubsub_err)?;
-    conn.ensure_topic(COMPLETIONS_TOPIC)
-        .await
-        .map_err(pubsub_err)?;
-    conn.ensure_subscription(PROVIDER_SUB, ORDERS_TOPIC, short.clone())
-        .await
-        .map_err(pubsub_err)?;
-    conn.ensure_subscription(COMPLETIONS_SUB, COMPLETIONS_TOPIC, short)
-        .await
-        .map_err(pubsub_err)?;
-
+    create_topics(&conn).await?;
     let dir = tempfile::tempdir().map_err(|e| Error::Store(e.into()))?;
     let pf = Postfach::open(database_path(args, &dir)?)?;
     let started = Instant::now();
@@ -225,26 +185,7 @@ pub(super) async fn run(args: &DemoArgs, json_out: bool) -> Result<crate::contra
     .await?;
     let ledger_path = dir.path().join("invoices.tsv");
     let ledger = InvoiceLedger::open(&ledger_path).map_err(|e| Error::Store(e.into()))?;
-    match cc {
-        None => pf.register_handler("rechnungStellen", invoice_handler(ledger, Duration::ZERO)),
-        Some(cc) => {
-            // the invoice needs the protocol: read it through the reference first
-            let invoice: Arc<dyn crate::jobs::Handler> =
-                Arc::new(invoice_handler(ledger, Duration::ZERO));
-            let (store, read) = (cc.store.clone(), cc.protocols_read.clone());
-            pf.register_handler("rechnungStellen", move |job: crate::JobContext| {
-                let (store, read, invoice) = (store.clone(), read.clone(), invoice.clone());
-                async move {
-                    let protocol = store.read(&job.claim_check("protokoll")?).await?;
-                    serde_json::from_slice::<Value>(&protocol).map_err(|e| {
-                        crate::HandlerError::Failed(format!("completion protocol: {e}"))
-                    })?;
-                    read.fetch_add(1, Ordering::Relaxed);
-                    invoice.call(job).await
-                }
-            });
-        }
-    }
+    register_invoice(&pf, ledger, cc);
     let claim_check_out = cc.map(|cc| outbox::ClaimCheckOut {
         store: cc.store.clone(),
         bucket: ORDERS_BUCKET.into(),
@@ -339,26 +280,8 @@ pub(super) async fn run(args: &DemoArgs, json_out: bool) -> Result<crate::contra
     }
 
     let deadline = Instant::now() + Duration::from_secs(120 + n as u64 / 20);
-    let completed = |pf: &Postfach| -> Result<usize, Error> {
-        Ok(pf
-            .reader()?
-            .instances(&crate::ops::InstanceFilter {
-                state: Some("completed".into()),
-                ..Default::default()
-            })?
-            .len())
-    };
     progress(json_out, "waiting until every order is invoiced");
-    while completed(&pf)? < n {
-        if Instant::now() > deadline {
-            return Err(Error::Task(format!(
-                "demo --pubsub: only {} of {n} orders completed in time (consumer received {})",
-                completed(&pf)?,
-                stats.received.load(Ordering::Relaxed)
-            )));
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_completed(&pf, n, deadline, &stats).await?;
     // one more completion for an order already invoiced: parked as late
     let late = auftrag(n - 1);
     provider_pub
@@ -375,6 +298,126 @@ pub(super) async fn run(args: &DemoArgs, json_out: bool) -> Result<crate::contra
     provider.abort();
     consumer.stop().await;
     executor.stop().await?;
+    let out = report(&pf, n, &published, &ledger_path, elapsed, &stats, cc)?;
+    pf.close();
+    Ok(out)
+}
+
+/// The emulator: the one at `$PUBSUB_EMULATOR_HOST`, or one of our own for
+/// this run (kept alive by the returned handle).
+async fn connect(json_out: bool) -> Result<(Connection, Option<Emulator>), Error> {
+    let external = std::env::var("PUBSUB_EMULATOR_HOST")
+        .ok()
+        .filter(|h| !h.trim().is_empty());
+    let project = format!(
+        "postfach-demo-{}",
+        crate::Clock::now(&crate::clock::SystemClock)
+    );
+    Ok(match external {
+        Some(host) => {
+            progress(json_out, &format!("Pub/Sub emulator at {host}"));
+            let cfg = PubsubConfig {
+                project: Some(project),
+                ..Default::default()
+            };
+            (Connection::new(&cfg), None)
+        }
+        None => {
+            progress(json_out, "starting the Pub/Sub emulator");
+            let emu = tokio::task::spawn_blocking(Emulator::start)
+                .await
+                .map_err(|e| Error::Task(e.to_string()))?
+                .map_err(pubsub_err)?;
+            progress(json_out, &format!("Pub/Sub emulator at {}", emu.host()));
+            (Connection::emulator(&emu.endpoint(), &project), Some(emu))
+        }
+    })
+}
+
+/// The demo's topics and subscriptions: orders out, completions in.
+async fn create_topics(conn: &Connection) -> Result<(), Error> {
+    let short = SubscriptionOptions {
+        ack_deadline_seconds: 10,
+        ..Default::default()
+    };
+    conn.ensure_topic(ORDERS_TOPIC).await.map_err(pubsub_err)?;
+    conn.ensure_topic(COMPLETIONS_TOPIC)
+        .await
+        .map_err(pubsub_err)?;
+    conn.ensure_subscription(PROVIDER_SUB, ORDERS_TOPIC, short.clone())
+        .await
+        .map_err(pubsub_err)?;
+    conn.ensure_subscription(COMPLETIONS_SUB, COMPLETIONS_TOPIC, short)
+        .await
+        .map_err(pubsub_err)?;
+    Ok(())
+}
+
+/// The invoice handler for `rechnungStellen`; with claim checks it reads the
+/// completion protocol through its reference first.
+fn register_invoice(pf: &Postfach, ledger: Arc<InvoiceLedger>, cc: Option<&ClaimChecks>) {
+    match cc {
+        None => pf.register_handler("rechnungStellen", invoice_handler(ledger, Duration::ZERO)),
+        Some(cc) => {
+            // the invoice needs the protocol: read it through the reference first
+            let invoice: Arc<dyn crate::jobs::Handler> =
+                Arc::new(invoice_handler(ledger, Duration::ZERO));
+            let (store, read) = (cc.store.clone(), cc.protocols_read.clone());
+            pf.register_handler("rechnungStellen", move |job: crate::JobContext| {
+                let (store, read, invoice) = (store.clone(), read.clone(), invoice.clone());
+                async move {
+                    let protocol = store.read(&job.claim_check("protokoll")?).await?;
+                    serde_json::from_slice::<Value>(&protocol).map_err(|e| {
+                        crate::HandlerError::Failed(format!("completion protocol: {e}"))
+                    })?;
+                    read.fetch_add(1, Ordering::Relaxed);
+                    invoice.call(job).await
+                }
+            });
+        }
+    }
+}
+
+/// Waits until `n` orders are completed, or fails at `deadline` naming how
+/// far it got.
+async fn wait_completed(
+    pf: &Postfach,
+    n: usize,
+    deadline: Instant,
+    stats: &crate::ingress::ConsumerStats,
+) -> Result<(), Error> {
+    let completed = |pf: &Postfach| -> Result<usize, Error> {
+        Ok(pf
+            .reader()?
+            .instances(&crate::ops::InstanceFilter {
+                state: Some("completed".into()),
+                ..Default::default()
+            })?
+            .len())
+    };
+    while completed(pf)? < n {
+        if Instant::now() > deadline {
+            return Err(Error::Task(format!(
+                "demo --pubsub: only {} of {n} orders completed in time (consumer received {})",
+                completed(pf)?,
+                stats.received.load(Ordering::Relaxed)
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(())
+}
+
+/// The demo's summary with what Pub/Sub (and the claim checks) did.
+fn report(
+    pf: &Postfach,
+    n: usize,
+    published: &AtomicUsize,
+    ledger_path: &std::path::Path,
+    elapsed: Duration,
+    stats: &crate::ingress::ConsumerStats,
+    cc: Option<&ClaimChecks>,
+) -> Result<crate::contract::Output, Error> {
     let latency = &stats.ack_latency;
     let claim_json = cc.map(|cc| {
         json!({
@@ -384,10 +427,10 @@ pub(super) async fn run(args: &DemoArgs, json_out: bool) -> Result<crate::contra
         })
     });
     let mut out = super::summary(
-        &pf,
+        pf,
         n,
         published.load(Ordering::SeqCst),
-        &ledger_path,
+        ledger_path,
         elapsed,
         (
             "pubsub",
@@ -419,7 +462,6 @@ pub(super) async fn run(args: &DemoArgs, json_out: bool) -> Result<crate::contra
             cc.protocols_read.load(Ordering::Relaxed),
         ));
     }
-    pf.close();
     Ok(out)
 }
 

@@ -160,12 +160,16 @@ fn histogram(
         .encode_histogram::<Labels>(*sum, count, buckets, None)
 }
 
-impl Collector for Scrape {
-    fn encode(&self, mut enc: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
-        let count = |c: Counter| self.counters.get(c.name().as_ref()).copied().unwrap_or(0);
+impl Scrape {
+    /// An engine counter as scraped (0 when it never counted).
+    fn count(&self, c: Counter) -> u64 {
+        self.counters.get(c.name().as_ref()).copied().unwrap_or(0)
+    }
 
+    /// Messages by outcome, the buffer and the parked messages.
+    fn encode_messages(&self, enc: &mut DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
         let mut m = family(
-            &mut enc,
+            enc,
             "postfach_messages",
             "Messages accepted, by outcome.",
             MetricType::Counter,
@@ -181,26 +185,28 @@ impl Collector for Scrape {
         ] {
             let labels: Labels = vec![("outcome", Escaped(outcome))];
             m.encode_family(&labels)?
-                .encode_counter::<Labels, _, f64>(&count(c), None)?;
+                .encode_counter::<Labels, _, f64>(&self.count(c), None)?;
         }
         for reason in Reason::ALL {
             let labels: Labels = vec![
                 ("outcome", Escaped("parked")),
                 ("reason", Escaped(reason.as_str())),
             ];
-            m.encode_family(&labels)?
-                .encode_counter::<Labels, _, f64>(&count(Counter::MessagesParked(reason)), None)?;
+            m.encode_family(&labels)?.encode_counter::<Labels, _, f64>(
+                &self.count(Counter::MessagesParked(reason)),
+                None,
+            )?;
         }
 
         family(
-            &mut enc,
+            enc,
             "postfach_messages_buffered",
             "Messages waiting in the buffer for their subscription.",
             MetricType::Gauge,
         )?
         .encode_gauge(&self.buffered)?;
         family(
-            &mut enc,
+            enc,
             "postfach_oldest_buffered_age_seconds",
             "Age of the oldest buffered message.",
             MetricType::Gauge,
@@ -208,7 +214,7 @@ impl Collector for Scrape {
         .encode_gauge(&self.oldest_buffered_s)?;
 
         let mut m = family(
-            &mut enc,
+            enc,
             "postfach_messages_parked",
             "Parked messages waiting for an operator, by reason.",
             MetricType::Gauge,
@@ -218,9 +224,13 @@ impl Collector for Scrape {
             m.encode_family(&labels)?
                 .encode_gauge(&self.parked.get(reason).copied().unwrap_or(0))?;
         }
+        Ok(())
+    }
 
+    /// Tokens waiting per element and their oldest wait.
+    fn encode_waits(&self, enc: &mut DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
         let mut m = family(
-            &mut enc,
+            enc,
             "postfach_instances_waiting",
             "Tokens resting at each element.",
             MetricType::Gauge,
@@ -230,7 +240,7 @@ impl Collector for Scrape {
             m.encode_family(&labels)?.encode_gauge(n)?;
         }
         let mut m = family(
-            &mut enc,
+            enc,
             "postfach_oldest_wait_age_seconds",
             "Age of the oldest token resting at each element.",
             MetricType::Gauge,
@@ -239,30 +249,34 @@ impl Collector for Scrape {
             let labels: Labels = vec![("element", Escaped(element))];
             m.encode_family(&labels)?.encode_gauge(age)?;
         }
+        Ok(())
+    }
 
+    /// Jobs, incidents, events, user tasks, signals, attempts and alarms.
+    fn encode_work(&self, enc: &mut DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
         family(
-            &mut enc,
+            enc,
             "postfach_jobs_due",
             "Jobs due now and not taken yet.",
             MetricType::Gauge,
         )?
         .encode_gauge(&self.jobs_due)?;
         family(
-            &mut enc,
+            enc,
             "postfach_incidents",
             "Jobs that ran out of attempts and wait for an operator.",
             MetricType::Gauge,
         )?
         .encode_gauge(&self.incidents)?;
         family(
-            &mut enc,
-            "postfach_parked_events_unpublished",
-            "Events about parked messages kept and not yet confirmed by the broker ([notifications] parked_topic).",
-            MetricType::Gauge,
-        )?
-        .encode_gauge(&self.parked_events)?;
+        enc,
+        "postfach_parked_events_unpublished",
+        "Events about parked messages kept and not yet confirmed by the broker ([notifications] parked_topic).",
+        MetricType::Gauge,
+    )?
+    .encode_gauge(&self.parked_events)?;
         let mut m = family(
-            &mut enc,
+            enc,
             "postfach_tasks_open",
             "Open user tasks at each element.",
             MetricType::Gauge,
@@ -272,7 +286,7 @@ impl Collector for Scrape {
             m.encode_family(&labels)?.encode_gauge(n)?;
         }
         let mut m = family(
-            &mut enc,
+            enc,
             "postfach_oldest_task_age_seconds",
             "Age of the oldest open user task at each element.",
             MetricType::Gauge,
@@ -282,14 +296,14 @@ impl Collector for Scrape {
             m.encode_family(&labels)?.encode_gauge(age)?;
         }
         family(
-            &mut enc,
+            enc,
             "postfach_signals_unreached",
             "Signals thrown that reached no subscription.",
             MetricType::Counter,
         )?
-        .encode_counter::<Labels, _, f64>(&count(Counter::SignalsUnreached), None)?;
+        .encode_counter::<Labels, _, f64>(&self.count(Counter::SignalsUnreached), None)?;
         let mut m = family(
-            &mut enc,
+            enc,
             "postfach_job_attempts",
             "Handler and worker attempts, by result.",
             MetricType::Counter,
@@ -300,11 +314,11 @@ impl Collector for Scrape {
         ] {
             let labels: Labels = vec![("result", Escaped(result))];
             m.encode_family(&labels)?
-                .encode_counter::<Labels, _, f64>(&count(c), None)?;
+                .encode_counter::<Labels, _, f64>(&self.count(c), None)?;
         }
 
         let mut m = family(
-            &mut enc,
+            enc,
             "alarm_active",
             "Whether a configured alarm is firing.",
             MetricType::Gauge,
@@ -313,16 +327,20 @@ impl Collector for Scrape {
             let labels: Labels = vec![("name", Escaped(name))];
             m.encode_family(&labels)?.encode_gauge(&u64::from(*on))?;
         }
+        Ok(())
+    }
 
+    /// The write-ahead log at open and the commit path.
+    fn encode_log(&self, enc: &mut DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
         family(
-            &mut enc,
-            "postfach_wal_torn_tail_bytes",
-            "Bytes of a torn record cut from the end of the write-ahead log when this process opened the database.",
-            MetricType::Counter,
-        )?
-        .encode_counter::<Labels, _, f64>(&self.recovery.torn_tail_bytes, None)?;
+        enc,
+        "postfach_wal_torn_tail_bytes",
+        "Bytes of a torn record cut from the end of the write-ahead log when this process opened the database.",
+        MetricType::Counter,
+    )?
+    .encode_counter::<Labels, _, f64>(&self.recovery.torn_tail_bytes, None)?;
         family(
-            &mut enc,
+            enc,
             "postfach_wal_replayed_batches",
             "Batches replayed from the write-ahead log when this process opened the database.",
             MetricType::Counter,
@@ -330,21 +348,25 @@ impl Collector for Scrape {
         .encode_counter::<Labels, _, f64>(&(self.recovery.replayed_batches as u64), None)?;
 
         histogram(
-            &mut enc,
+            enc,
             "postfach_commit_latency_seconds",
             "Time to apply a batch and sync it to the log.",
             &self.commit_latency,
         )?;
         histogram(
-            &mut enc,
+            enc,
             "postfach_commit_batch_size",
             "Commands committed together.",
             &self.commit_batch,
         )?;
+        Ok(())
+    }
 
+    /// The Pub/Sub consumers, when the server runs any.
+    fn encode_pubsub(&self, enc: &mut DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
         if let Some(latency) = &self.ack_latency {
             let mut m = family(
-                &mut enc,
+                enc,
                 "postfach_pubsub_consumer_up",
                 "Whether the consumer of a subscription is consuming.",
                 MetricType::Gauge,
@@ -354,7 +376,7 @@ impl Collector for Scrape {
                 m.encode_family(&labels)?.encode_gauge(&u64::from(*up))?;
             }
             let mut m = family(
-                &mut enc,
+                enc,
                 "postfach_pubsub_streams_running",
                 "Streaming pulls of a subscription that receive deliveries now.",
                 MetricType::Gauge,
@@ -364,7 +386,7 @@ impl Collector for Scrape {
                 m.encode_family(&labels)?.encode_gauge(running)?;
             }
             let mut m = family(
-                &mut enc,
+                enc,
                 "postfach_pubsub_deliveries",
                 "Deliveries by what was done with them.",
                 MetricType::Counter,
@@ -387,13 +409,23 @@ impl Collector for Scrape {
                 }
             }
             histogram(
-                &mut enc,
+                enc,
                 "postfach_pubsub_ack_latency_seconds",
                 "Broker publish time to ack, per delivery.",
                 latency,
             )?;
         }
         Ok(())
+    }
+}
+
+impl Collector for Scrape {
+    fn encode(&self, mut enc: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+        self.encode_messages(&mut enc)?;
+        self.encode_waits(&mut enc)?;
+        self.encode_work(&mut enc)?;
+        self.encode_log(&mut enc)?;
+        self.encode_pubsub(&mut enc)
     }
 }
 

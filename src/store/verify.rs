@@ -16,7 +16,23 @@ use std::collections::BTreeSet;
 pub(crate) fn verify(r: &ReadTransaction, waits: bool) -> Result<Vec<String>, StoreError> {
     let mut problems = Vec::new();
     let mut want = Rows::default();
+    want_from_messages(r, &mut want)?;
+    let scopes = check_history(r, &mut problems)?;
+    let task_jobs = want_from_jobs(r, &scopes, &mut want)?;
+    want_from_tokens(r, &mut want, &mut problems)?;
+    let owned_jobs = check_against_models(r, &task_jobs, &mut problems)?;
+    check_calls(r, &mut problems)?;
+    if waits {
+        check_job_owners(r, &owned_jobs, &mut problems)?;
+    }
+    let mut have = stored_index_rows(r, &mut want)?;
+    check_instance_rows(r, &want, &mut have, &mut problems)?;
+    compare_all(&want, &have, &mut problems);
+    Ok(problems)
+}
 
+/// The rows the messages imply: dedup, buffer, expiry, parked, gauges.
+fn want_from_messages(r: &ReadTransaction, want: &mut Rows) -> Result<(), StoreError> {
     for row in r.open_table(MESSAGES)?.iter()? {
         let m = super::decode_message(row?.1.value())?;
         want.dedup
@@ -48,6 +64,15 @@ pub(crate) fn verify(r: &ReadTransaction, waits: bool) -> Result<Vec<String>, St
                 .or_default() += 1;
         }
     }
+    Ok(())
+}
+
+/// Each instance's history rows are its entries 0 .. history_len, one after
+/// the other, none of another; returns each instance's definition version.
+fn check_history(
+    r: &ReadTransaction,
+    problems: &mut Vec<String>,
+) -> Result<std::collections::HashMap<u64, (String, u32)>, StoreError> {
     let mut scopes: std::collections::HashMap<u64, (String, u32)> = Default::default();
     let mut history_len: std::collections::BTreeMap<u64, u64> = Default::default();
     for row in r.open_table(INSTANCES)?.iter()? {
@@ -99,6 +124,16 @@ pub(crate) fn verify(r: &ReadTransaction, waits: bool) -> Result<Vec<String>, St
             ));
         }
     }
+    Ok(scopes)
+}
+
+/// The rows the jobs imply (due indexes, leases, incident rows, gauges);
+/// returns the jobs of tasks at work.
+fn want_from_jobs(
+    r: &ReadTransaction,
+    scopes: &std::collections::HashMap<u64, (String, u32)>,
+    want: &mut Rows,
+) -> Result<BTreeSet<u64>, StoreError> {
     // the jobs of tasks at work (not an asynchronous start or end)
     let mut task_jobs: BTreeSet<u64> = BTreeSet::new();
     for row in r.open_table(JOBS)?.iter()? {
@@ -145,6 +180,16 @@ pub(crate) fn verify(r: &ReadTransaction, waits: bool) -> Result<Vec<String>, St
             want.start_timers.insert((process.clone(), j.id));
         }
     }
+    Ok(task_jobs)
+}
+
+/// The rows the tokens imply: where they rest, their scopes, the
+/// registrations they hold open, their tasks.
+fn want_from_tokens(
+    r: &ReadTransaction,
+    want: &mut Rows,
+    problems: &mut Vec<String>,
+) -> Result<(), StoreError> {
     for row in r.open_table(INSTANCES)?.iter()? {
         let i: InstanceRecord = super::read_instance(
             row?.1.value(),
@@ -205,6 +250,16 @@ pub(crate) fn verify(r: &ReadTransaction, waits: bool) -> Result<Vec<String>, St
         }
     }
 
+    Ok(())
+}
+
+/// Each instance against its model (scopes, boundary registrations);
+/// returns (job, instance, token) of every job a live token holds.
+fn check_against_models(
+    r: &ReadTransaction,
+    task_jobs: &BTreeSet<u64>,
+    problems: &mut Vec<String>,
+) -> Result<BTreeSet<(u64, u64, u64)>, StoreError> {
     let mut models: std::collections::HashMap<(String, u32), Option<crate::model::Process>> =
         Default::default();
     let definitions = r.open_table(DEFINITIONS)?;
@@ -231,16 +286,20 @@ pub(crate) fn verify(r: &ReadTransaction, waits: bool) -> Result<Vec<String>, St
         let Some(Some(p)) = models.get(&key) else {
             continue;
         };
-        scope_problems(&i, p, &mut problems);
+        scope_problems(&i, p, problems);
         for t in &i.tokens {
             let mut jobs: Vec<u64> = t.timers.clone();
             jobs.extend(t.wait.jobs());
             owned_jobs.extend(jobs.into_iter().map(|j| (j, i.id, t.id)));
         }
-        boundary_problems(&i, p, &task_jobs, &mut problems);
+        boundary_problems(&i, p, task_jobs, problems);
     }
 
-    // a waiting call activity and its active child name each other
+    Ok(owned_jobs)
+}
+
+/// A waiting call activity and its active child name each other.
+fn check_calls(r: &ReadTransaction, problems: &mut Vec<String>) -> Result<(), StoreError> {
     let mut links: std::collections::HashMap<u64, InstanceRecord> = Default::default();
     for row in r.open_table(INSTANCES)?.iter()? {
         let i = super::read_instance(
@@ -281,11 +340,19 @@ pub(crate) fn verify(r: &ReadTransaction, waits: bool) -> Result<Vec<String>, St
         }
     }
 
-    // no wait outside a live token: every job of an instance is held by its token
+    Ok(())
+}
+
+/// No wait outside a live token: every job of an instance is held by its
+/// token (start timers belong to no instance).
+fn check_job_owners(
+    r: &ReadTransaction,
+    owned_jobs: &BTreeSet<(u64, u64, u64)>,
+    problems: &mut Vec<String>,
+) -> Result<(), StoreError> {
     for row in r.open_table(JOBS)?.iter()? {
         let j: JobRecord = codec::decode(row?.1.value())?;
-        if waits
-            && !matches!(j.kind, JobKind::StartTimer { .. })
+        if !matches!(j.kind, JobKind::StartTimer { .. })
             && !owned_jobs.contains(&(j.id, j.instance, j.token))
         {
             problems.push(format!(
@@ -295,6 +362,12 @@ pub(crate) fn verify(r: &ReadTransaction, waits: bool) -> Result<Vec<String>, St
         }
     }
 
+    Ok(())
+}
+
+/// The index rows as stored (and, from the task records, the task rows
+/// they imply).
+fn stored_index_rows(r: &ReadTransaction, want: &mut Rows) -> Result<Rows, StoreError> {
     let mut have = Rows::default();
     for row in r.open_table(DEDUP)?.iter()? {
         let (k, v) = row?;
@@ -374,6 +447,17 @@ pub(crate) fn verify(r: &ReadTransaction, waits: bool) -> Result<Vec<String>, St
         let (e, s, i, t) = row.0.value();
         have.tokens_at.insert((e.into(), s, i, t));
     }
+    Ok(have)
+}
+
+/// Token, variable, scope and item rows belong to instances that exist and
+/// hold what their keys say; the registration indexes as stored.
+fn check_instance_rows(
+    r: &ReadTransaction,
+    want: &Rows,
+    have: &mut Rows,
+    problems: &mut Vec<String>,
+) -> Result<(), StoreError> {
     // token rows of instances that do not exist, rows keyed by another id
     let instances = r.open_table(INSTANCES)?;
     for row in r.open_table(TOKENS)?.iter()? {
@@ -472,15 +556,16 @@ pub(crate) fn verify(r: &ReadTransaction, waits: bool) -> Result<Vec<String>, St
         }
     }
 
-    compare("dedup", &want.dedup, &have.dedup, &mut problems);
-    compare("buffer", &want.buffer, &have.buffer, &mut problems);
-    compare("expiry", &want.expiry, &have.expiry, &mut problems);
-    compare(
-        "buffer_age",
-        &want.buffer_age,
-        &have.buffer_age,
-        &mut problems,
-    );
+    Ok(())
+}
+
+/// Every index: the rows the records imply against the rows stored; and per
+/// (message, key) an open subscription xor a buffered message.
+fn compare_all(want: &Rows, have: &Rows, problems: &mut Vec<String>) {
+    compare("dedup", &want.dedup, &have.dedup, problems);
+    compare("buffer", &want.buffer, &have.buffer, problems);
+    compare("expiry", &want.expiry, &have.expiry, problems);
+    compare("buffer_age", &want.buffer_age, &have.buffer_age, problems);
     let gauges = |m: &std::collections::BTreeMap<String, u64>| -> BTreeSet<(String, u64)> {
         m.iter().map(|(k, v)| (k.clone(), *v)).collect()
     };
@@ -488,57 +573,57 @@ pub(crate) fn verify(r: &ReadTransaction, waits: bool) -> Result<Vec<String>, St
         "gauges",
         &gauges(&want.gauges),
         &gauges(&have.gauges),
-        &mut problems,
+        problems,
     );
-    compare("parked", &want.parked, &have.parked, &mut problems);
+    compare("parked", &want.parked, &have.parked, problems);
     compare(
         "incident_jobs",
         &want.incident_jobs,
         &have.incident_jobs,
-        &mut problems,
+        problems,
     );
     compare(
         "instance_messages",
         &want.instance_messages,
         &have.instance_messages,
-        &mut problems,
+        problems,
     );
-    compare("cont_due", &want.cont_due, &have.cont_due, &mut problems);
-    compare("topic_due", &want.topic_due, &have.topic_due, &mut problems);
-    compare("leases", &want.leases, &have.leases, &mut problems);
-    compare("tokens_at", &want.tokens_at, &have.tokens_at, &mut problems);
+    compare("cont_due", &want.cont_due, &have.cont_due, problems);
+    compare("topic_due", &want.topic_due, &have.topic_due, problems);
+    compare("leases", &want.leases, &have.leases, problems);
+    compare("tokens_at", &want.tokens_at, &have.tokens_at, problems);
     compare(
         "token_scopes",
         &want.token_scopes,
         &have.token_scopes,
-        &mut problems,
+        problems,
     );
     compare(
         "version_tokens",
         &want.version_tokens,
         &have.version_tokens,
-        &mut problems,
+        problems,
     );
-    compare("expect", &want.expect, &have.expect, &mut problems);
-    compare("tasks", &want.tasks, &have.tasks, &mut problems);
-    compare("tasks_at", &want.tasks_at, &have.tasks_at, &mut problems);
+    compare("expect", &want.expect, &have.expect, problems);
+    compare("tasks", &want.tasks, &have.tasks, problems);
+    compare("tasks_at", &want.tasks_at, &have.tasks_at, problems);
     compare(
         "start_timers",
         &want.start_timers,
         &have.start_timers,
-        &mut problems,
+        problems,
     );
     compare(
         "subscriptions",
         &want.subscriptions,
         &have.subscriptions,
-        &mut problems,
+        problems,
     );
     compare(
         "signal_subs",
         &want.signal_subs,
         &have.signal_subs,
-        &mut problems,
+        problems,
     );
 
     // per (message, key): an open subscription xor a buffered message
@@ -549,7 +634,6 @@ pub(crate) fn verify(r: &ReadTransaction, waits: bool) -> Result<Vec<String>, St
             ));
         }
     }
-    Ok(problems)
 }
 
 #[derive(Default)]

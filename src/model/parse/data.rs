@@ -1,0 +1,126 @@
+//! Data and mappings: variable paths, input/output mappings as Camunda,
+//! Flowable and Zeebe write them, and the expressions a user task reads.
+//!
+//! Invariant: a mapping is kept only when postfach can apply it as written;
+//! every other one is named (a warning or a refusal), never half applied.
+
+use super::context::is_true;
+use super::xml::Node;
+
+/// A variable path (`orderId`, `order.id`) as mappings and FEEL write it.
+pub(super) fn variable_path(s: &str) -> Option<String> {
+    let s = s.trim();
+    let ok = !s.is_empty()
+        && !s.starts_with(|c: char| c.is_ascii_digit() || c == '.')
+        && !s.ends_with('.')
+        && s.chars()
+            .all(|c| c.is_alphanumeric() || c == '_' || c == '.');
+    ok.then(|| s.to_string())
+}
+
+/// A Camunda/Flowable parameter body: `${var}` / `#{var}` reads a variable,
+/// plain text is a string; any other expression cannot be evaluated (`None`).
+pub(super) fn camunda_source(text: &str) -> Option<crate::model::Source> {
+    let t = text.trim();
+    let inner = t
+        .strip_prefix("${")
+        .or_else(|| t.strip_prefix("#{"))
+        .and_then(|r| r.strip_suffix('}'));
+    match inner {
+        Some(e) => variable_path(e).map(crate::model::Source::Variable),
+        None if t.contains("${") || t.contains("#{") => None,
+        None => Some(crate::model::Source::Literal(
+            serde_json::Value::String(t.into()).to_string(),
+        )),
+    }
+}
+
+/// A Zeebe mapping source: `=path`, `="text"`, `=12`, `=true`, `=null`, or a
+/// static value without `=`; any other FEEL expression cannot be evaluated.
+pub(super) fn zeebe_source(text: &str) -> Option<crate::model::Source> {
+    let t = text.trim();
+    let Some(feel) = t.strip_prefix('=') else {
+        return Some(crate::model::Source::Literal(
+            serde_json::Value::String(t.into()).to_string(),
+        ));
+    };
+    let feel = feel.trim();
+    if let Ok(v) = serde_json::from_str::<serde_json::Value>(feel)
+        && !v.is_object()
+        && !v.is_array()
+    {
+        return Some(crate::model::Source::Literal(v.to_string()));
+    }
+    variable_path(feel).map(crate::model::Source::Variable)
+}
+
+/// An element's asyncAfter and variable mappings, and what of its mappings
+/// cannot be applied (each a warning text).
+pub(super) fn extras_of(n: &Node) -> (crate::model::Extras, Vec<String>) {
+    let mut x = crate::model::Extras {
+        async_after: is_true(n.attr("asyncAfter")),
+        ..Default::default()
+    };
+    let mut skipped = Vec::new();
+    let Some(ext) = n.child("extensionElements") else {
+        return (x, skipped);
+    };
+    for c in &ext.children {
+        let params = c.children.iter().filter_map(|p| {
+            let (inputs, source) = match (c.name.as_str(), p.name.as_str()) {
+                ("inputOutput", "inputParameter") => (true, p.attr("name")),
+                ("inputOutput", "outputParameter") => (false, p.attr("name")),
+                ("ioMapping", "input") => (true, p.attr("target")),
+                ("ioMapping", "output") => (false, p.attr("target")),
+                _ => return None,
+            };
+            Some((inputs, p, source.unwrap_or("").trim().to_string()))
+        });
+        for (input, p, target) in params {
+            let source = if c.name == "ioMapping" {
+                zeebe_source(p.attr("source").unwrap_or(""))
+            } else if p.children.is_empty() {
+                camunda_source(&p.text)
+            } else {
+                None // camunda:list, camunda:map, camunda:script
+            };
+            let what = if input { "input" } else { "output" };
+            match (variable_path(&target).filter(|t| !t.contains('.')), source) {
+                (Some(target), Some(source)) => {
+                    let m = crate::model::Mapping { target, source };
+                    if input { x.inputs.push(m) } else { x.outputs.push(m) }
+                }
+                _ => skipped.push(format!(
+                    "{} {what} '{target}' is not applied: postfach maps plain variables, paths and constants, not this expression",
+                    c.name
+                )),
+            }
+        }
+    }
+    (x, skipped)
+}
+
+/// Whether a user task attribute is something [`crate::model::UserTaskSpec::resolve`]
+/// evaluates as written: a literal, `=path`, or text whose `${…}`/`#{…}`
+/// parts are variable paths.
+pub(super) fn reads_variables_only(raw: &str) -> bool {
+    let raw = raw.trim();
+    if let Some(feel) = raw.strip_prefix('=') {
+        return variable_path(feel).is_some();
+    }
+    let mut rest = raw;
+    while let Some(at) = [rest.find("${"), rest.find("#{")]
+        .into_iter()
+        .flatten()
+        .min()
+    {
+        let Some(end) = rest[at..].find('}').map(|e| e + at) else {
+            return false;
+        };
+        if variable_path(&rest[at + 2..end]).is_none() {
+            return false;
+        }
+        rest = &rest[end + 1..];
+    }
+    true
+}

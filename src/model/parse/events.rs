@@ -1,0 +1,477 @@
+//! Events: start, end, intermediate catch and throw events, boundary events,
+//! the start event of an event subprocess, link flows between link events
+//! and the attachment of a boundary event to its activity.
+//!
+//! Invariant: an event is kept only with exactly one definition postfach
+//! runs (or none where BPMN gives none a meaning); every other one is
+//! refused naming its definition, and a boundary event sits on an activity
+//! of its own scope that can hold it.
+
+use super::Issue;
+use super::context::{Cx, event_definitions, issue, model_key, no_message, no_signal};
+use super::scopes::event_subprocess;
+use super::tasks::topic_of;
+use super::xml::Node;
+use crate::model::{Element, ElementKind, Flow, Trigger, parse_condition};
+use std::collections::HashMap;
+
+/// The element kind of event `n` (directly inside `container`, a subprocess,
+/// or at the process level); `None` when it was refused or has a problem,
+/// both recorded in `cx`.
+pub(super) fn kind(cx: &mut Cx, n: &Node, container: Option<&Node>) -> Option<ElementKind> {
+    let evdefs = event_definitions(n);
+    match n.name.as_str() {
+        "startEvent" if container.is_some_and(event_subprocess) => {
+            event_subprocess_start(cx, n, container, &evdefs)
+        }
+        "boundaryEvent" => boundary(cx, n, &evdefs),
+        _ => flow_event(cx, n, &evdefs),
+    }
+}
+
+/// The start event of an event subprocess: its event starts the event
+/// subprocess, which keeps the trigger; the start itself is a none start.
+fn event_subprocess_start(
+    cx: &mut Cx,
+    n: &Node,
+    container: Option<&Node>,
+    evdefs: &[&Node],
+) -> Option<ElementKind> {
+    let interrupting =
+        !matches!(n.attr("isInterrupting"), Some(v) if v.trim().eq_ignore_ascii_case("false"));
+    let trigger = match evdefs {
+        [d] => match trigger_of(cx, n, d) {
+            Ok(Some((t, key))) => {
+                if let Trigger::Message { message } = &t {
+                    cx.catches.push((message.clone(), n.id(), n.line, key));
+                }
+                if !interrupting && matches!(t, Trigger::Error { .. }) {
+                    cx.problem(issue(n, "an error start event always interrupts: isInterrupting=\"false\" is not allowed on it".into()));
+                }
+                t
+            }
+            Ok(None) => {
+                cx.refuse(
+                    n,
+                    format!("startEvent with {} in an event subprocess", d.name),
+                );
+                return None;
+            }
+            Err(problem) => {
+                cx.problem(problem);
+                return None;
+            }
+        },
+        [] => {
+            cx.problem(issue(n, "the start event of an event subprocess needs a message, timer, signal, error or escalation definition".into()));
+            return None;
+        }
+        _ => {
+            cx.refuse(n, "startEvent with several event definitions".into());
+            return None;
+        }
+    };
+    if let Some(c) = container {
+        cx.esp_starts.insert(c.id(), (trigger, interrupting));
+    }
+    Some(ElementKind::NoneStart)
+}
+
+/// A start, end, intermediate catch or intermediate throw event on a
+/// sequence flow, by its one event definition.
+fn flow_event(cx: &mut Cx, n: &Node, evdefs: &[&Node]) -> Option<ElementKind> {
+    let name = n.name.as_str();
+    if evdefs.len() > 1 {
+        cx.refuse(n, format!("{name} with several event definitions"));
+        return None;
+    }
+    let def = evdefs.first().map(|d| d.name.as_str());
+    let kind = match (name, def) {
+        ("startEvent", None) => ElementKind::NoneStart,
+        ("startEvent", Some("messageEventDefinition")) => {
+            let Some((message, key)) = cx.message_of(evdefs[0]) else {
+                cx.problem(no_message(n));
+                return None;
+            };
+            cx.starts.push((message.clone(), key));
+            ElementKind::MessageStart { message }
+        }
+        ("startEvent", Some("timerEventDefinition")) => {
+            let timer = timer_of(evdefs[0], cx.defs.quartz_weekdays)
+                .map_err(|message| cx.problem(issue(n, message)))
+                .ok()?;
+            ElementKind::TimerStart { timer }
+        }
+        ("endEvent", None) => ElementKind::End,
+        ("endEvent", Some("terminateEventDefinition")) => ElementKind::TerminateEnd,
+        ("endEvent", Some("errorEventDefinition")) => ElementKind::ErrorEnd {
+            code: cx.error_code(evdefs[0]),
+        },
+        ("endEvent", Some("escalationEventDefinition"))
+        | ("intermediateThrowEvent", Some("escalationEventDefinition")) => {
+            ElementKind::Escalation {
+                code: cx.escalation_code(evdefs[0]),
+                end: name == "endEvent",
+            }
+        }
+        ("intermediateCatchEvent", Some("messageEventDefinition")) => {
+            let Some((message, key)) = cx.message_of(evdefs[0]) else {
+                cx.problem(no_message(n));
+                return None;
+            };
+            let key = key
+                .or_else(|| model_key(n))
+                .or_else(|| model_key(evdefs[0]));
+            cx.catches.push((message.clone(), n.id(), n.line, key));
+            ElementKind::MessageCatch { message }
+        }
+        ("intermediateCatchEvent", Some("timerEventDefinition")) => {
+            let timer = timer_of(evdefs[0], cx.defs.quartz_weekdays)
+                .map_err(|message| cx.problem(issue(n, message)))
+                .ok()?;
+            ElementKind::TimerCatch { timer }
+        }
+        ("intermediateCatchEvent", Some("signalEventDefinition"))
+        | ("intermediateThrowEvent", Some("signalEventDefinition"))
+        | ("startEvent", Some("signalEventDefinition"))
+        | ("endEvent", Some("signalEventDefinition")) => {
+            let Some(signal) = cx.defs.signal_of(evdefs[0]) else {
+                cx.problem(no_signal(n));
+                return None;
+            };
+            match name {
+                "intermediateCatchEvent" => ElementKind::SignalCatch { signal },
+                "startEvent" => ElementKind::SignalStart { signal },
+                // a signal end event broadcasts, then its token
+                // ends (it has no outgoing flow)
+                _ => ElementKind::SignalThrow { signal },
+            }
+        }
+        ("intermediateThrowEvent", None) => ElementKind::NoneThrow,
+        ("intermediateCatchEvent", Some("conditionalEventDefinition")) => {
+            let condition = condition_of(evdefs[0])
+                .map_err(|message| cx.problem(issue(n, message)))
+                .ok()?;
+            ElementKind::ConditionalCatch { condition }
+        }
+        ("intermediateThrowEvent" | "intermediateCatchEvent", Some("linkEventDefinition")) => {
+            let Some(link) = evdefs[0]
+                .attr("name")
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+            else {
+                cx.problem(issue(n, "linkEventDefinition has no name: a link throw event continues at the link catch event of its name".into()));
+                return None;
+            };
+            ElementKind::Link {
+                name: link.to_string(),
+                catch: name == "intermediateCatchEvent",
+            }
+        }
+        // a message throw is work for a worker that sends it: a job
+        ("intermediateThrowEvent", Some("messageEventDefinition"))
+        | ("endEvent", Some("messageEventDefinition")) => ElementKind::Delegated {
+            topic: topic_of(n),
+            work: crate::model::Delegated::Message {
+                name: cx.message_of(evdefs[0]).map(|(m, _)| m),
+                end: name == "endEvent",
+            },
+        },
+        (_, Some(d)) => {
+            cx.refuse(n, format!("{name} with {d}"));
+            return None;
+        }
+        // a catch without a definition is a wait state
+        ("intermediateCatchEvent", None) => ElementKind::WaitState,
+        (_, None) => {
+            cx.refuse(n, format!("{name} without event definition"));
+            return None;
+        }
+    };
+    Some(kind)
+}
+
+/// A boundary event: its one definition's trigger; its host is set once
+/// every element has its index ([`attach_boundary`]).
+fn boundary(cx: &mut Cx, n: &Node, evdefs: &[&Node]) -> Option<ElementKind> {
+    let trigger = match evdefs {
+        [d] => match trigger_of(cx, n, d) {
+            Ok(Some((t, key))) => {
+                if let Trigger::Message { message } = &t {
+                    cx.catches.push((message.clone(), n.id(), n.line, key));
+                }
+                t
+            }
+            Ok(None) => {
+                cx.refuse(n, format!("boundaryEvent with {}", d.name));
+                return None;
+            }
+            Err(problem) => {
+                cx.problem(problem);
+                return None;
+            }
+        },
+        _ => {
+            cx.refuse(
+                n,
+                "boundaryEvent without exactly one event definition".into(),
+            );
+            return None;
+        }
+    };
+    let cancel = !matches!(n.attr("cancelActivity"), Some(v) if v.trim().eq_ignore_ascii_case("false"))
+        || matches!(trigger, Trigger::Error { .. });
+    Some(ElementKind::Boundary {
+        host: usize::MAX,
+        cancel,
+        trigger,
+    })
+}
+
+/// What a boundary event's or an event subprocess start's one event
+/// definition `d` triggers on, with a message's correlation key from the
+/// model: `Ok(None)` for a kind postfach does not run, `Err` for a
+/// definition that names nothing it needs.
+fn trigger_of(cx: &Cx, n: &Node, d: &Node) -> Result<Option<(Trigger, Option<String>)>, Issue> {
+    let mut key = None;
+    let trigger = match d.name.as_str() {
+        "timerEventDefinition" => {
+            Trigger::Timer(timer_of(d, cx.defs.quartz_weekdays).map_err(|m| issue(n, m))?)
+        }
+        "errorEventDefinition" => Trigger::Error {
+            code: cx.error_code(d),
+        },
+        "escalationEventDefinition" => Trigger::Escalation {
+            code: cx.escalation_code(d),
+        },
+        "signalEventDefinition" => Trigger::Signal {
+            signal: cx.defs.signal_of(d).ok_or_else(|| no_signal(n))?,
+        },
+        "messageEventDefinition" => {
+            let (message, k) = cx.message_of(d).ok_or_else(|| no_message(n))?;
+            key = k.or_else(|| model_key(n)).or_else(|| model_key(d));
+            Trigger::Message { message }
+        }
+        "conditionalEventDefinition" => Trigger::Condition {
+            condition: condition_of(d).map_err(|m| issue(n, m))?,
+        },
+        _ => return Ok(None),
+    };
+    Ok(Some((trigger, key)))
+}
+
+/// Sets the host of boundary event `i` (node `n`) to the activity its
+/// `attachedToRef` names, once every element has its index; a host in
+/// another scope, one that cannot hold a boundary event, or a second
+/// boundary for the same signal or message on one activity is a problem.
+pub(super) fn attach_boundary(
+    cx: &mut Cx,
+    i: usize,
+    n: &Node,
+    index: &HashMap<String, usize>,
+    parents: &[Option<usize>],
+    elements: &mut [Element],
+) {
+    if !matches!(elements[i].kind, ElementKind::Boundary { .. }) {
+        return;
+    }
+    let host_id = n.attr("attachedToRef").unwrap_or("");
+    let problem = match index.get(host_id).copied() {
+        Some(h)
+            if matches!(
+                elements[i].kind,
+                ElementKind::Boundary {
+                    trigger: Trigger::Escalation { .. },
+                    ..
+                }
+            ) && !matches!(
+                elements[h].kind,
+                ElementKind::SubProcess { .. } | ElementKind::CallActivity { .. }
+            ) =>
+        {
+            format!(
+                "escalation boundary event on '{host_id}', which is not a subprocess or call activity: only what runs inside one can escalate"
+            )
+        }
+        Some(h) if parents[h] != parents[i] => {
+            format!(
+                "attachedToRef '{host_id}' is in another scope: a boundary event sits beside its activity, in the same process or subprocess"
+            )
+        }
+        Some(h) if can_hold_boundaries(&elements[h].kind) => {
+            match second_wait(&elements[i].kind, h, host_id, elements) {
+                Some(problem) => problem,
+                None => {
+                    if let ElementKind::Boundary { host, .. } = &mut elements[i].kind {
+                        *host = h;
+                    }
+                    elements[h].boundaries.push(i);
+                    return;
+                }
+            }
+        }
+        _ => format!(
+            "attachedToRef '{host_id}' is not a service, script, business-rule, user, send or receive task, an embedded subprocess or a call activity of this process"
+        ),
+    };
+    cx.problem(issue(n, problem));
+}
+
+/// Whether an element of this kind can have boundary events: the
+/// activities whose token waits inside them.
+fn can_hold_boundaries(kind: &ElementKind) -> bool {
+    matches!(
+        kind,
+        ElementKind::ServiceTask { .. }
+            | ElementKind::Delegated { .. }
+            | ElementKind::UserTask { .. }
+            | ElementKind::SendTask
+            | ElementKind::Publish { .. }
+            | ElementKind::ReceiveTask { .. }
+            | ElementKind::SubProcess { .. }
+            | ElementKind::CallActivity { .. }
+    )
+}
+
+/// Why boundary event `kind` cannot join host `h`: one subscription per
+/// (host, signal) and per (host, message) — two boundary events for the
+/// same one would race for it — and a receive task's own message is not
+/// also its boundary's (one token would hold the same (message, key)
+/// twice). `None` when it can.
+fn second_wait(
+    kind: &ElementKind,
+    h: usize,
+    host_id: &str,
+    elements: &[Element],
+) -> Option<String> {
+    let signal_of = |k: &ElementKind| match k {
+        ElementKind::Boundary {
+            trigger: Trigger::Signal { signal },
+            ..
+        } => Some(signal.clone()),
+        _ => None,
+    };
+    if let Some(sig) = signal_of(kind)
+        && elements[h]
+            .boundaries
+            .iter()
+            .any(|&b| signal_of(&elements[b].kind).as_deref() == Some(sig.as_str()))
+    {
+        return Some(format!(
+            "a second boundary event for signal '{sig}' on '{host_id}': one activity catches a signal at one boundary event"
+        ));
+    }
+    let message_of = |k: &ElementKind| match k {
+        ElementKind::Boundary {
+            trigger: Trigger::Message { message },
+            ..
+        } => Some(message.clone()),
+        _ => None,
+    };
+    let m = message_of(kind)?;
+    if elements[h]
+        .boundaries
+        .iter()
+        .any(|&b| message_of(&elements[b].kind).as_deref() == Some(m.as_str()))
+    {
+        return Some(format!(
+            "a second boundary event for message '{m}' on '{host_id}': one activity catches a message at one boundary event"
+        ));
+    }
+    if elements[h].kind.waits_for_message() == Some(m.as_str()) {
+        return Some(format!(
+            "boundary event for message '{m}' on '{host_id}', which itself waits for '{m}': every such message would be ambiguous"
+        ));
+    }
+    None
+}
+
+/// The condition of a `conditionalEventDefinition` (its `<condition>`),
+/// parsed; what is missing or cannot be parsed is said.
+pub(super) fn condition_of(d: &Node) -> Result<crate::model::Expr, String> {
+    let text = d
+        .child("condition")
+        .map(|c| c.text.trim())
+        .filter(|t| !t.is_empty())
+        .ok_or("conditionalEventDefinition has no <condition>: say when the event happens")?;
+    parse_condition(text).map_err(|e| format!("condition '{text}': {e}"))
+}
+
+/// `timeDuration`, `timeDate` or `timeCycle` of a timer event definition.
+pub(super) fn timer_of(
+    def: &Node,
+    quartz_weekdays: bool,
+) -> Result<crate::model::TimerDef, String> {
+    let text = |n: &Node| {
+        n.text
+            .trim()
+            .trim_start_matches('=')
+            .trim()
+            .trim_matches('"')
+            .to_string()
+    };
+    if let Some(d) = def.child("timeDuration") {
+        return crate::model::iso::duration(&text(d)).map(crate::model::TimerDef::Duration);
+    }
+    if let Some(d) = def.child("timeDate") {
+        return crate::model::iso::instant(&text(d)).map(crate::model::TimerDef::Date);
+    }
+    if let Some(c) = def.child("timeCycle") {
+        let expression = text(c);
+        if crate::model::cron::looks_like_cron(&expression) {
+            crate::model::cron::check(&expression, quartz_weekdays, 0)?;
+            return Ok(crate::model::TimerDef::Cron {
+                expression,
+                quartz_weekdays,
+            });
+        }
+        let (repetitions, every) = crate::model::iso::cycle(&expression)?;
+        if every == 0 {
+            return Err("timeCycle with a zero interval would fire without end".into());
+        }
+        return Ok(crate::model::TimerDef::Cycle { repetitions, every });
+    }
+    Err("timer has no timeDuration, timeDate or timeCycle".into())
+}
+
+/// Joins each link throw event to the link catch event of its name in the
+/// same scope with a flow (`THROW~link~CATCH`); a throw with outgoing flows
+/// or without its catch, and two catches of one name in a scope, are refused.
+pub(super) fn link_flows(
+    nodes: &[&Node],
+    parents: &[Option<usize>],
+    elements: &mut [Element],
+    flows: &mut Vec<Flow>,
+    issues: &mut Vec<Issue>,
+) {
+    let mut catches: HashMap<(Option<usize>, String), usize> = HashMap::new();
+    for (i, e) in elements.iter().enumerate() {
+        if let ElementKind::Link { name, catch: true } = &e.kind
+            && catches.insert((parents[i], name.clone()), i).is_some()
+        {
+            issues.push(issue(nodes[i], format!("a second link catch event named '{name}' in this scope: a link throw event must know where it continues")));
+        }
+    }
+    for i in 0..elements.len() {
+        let ElementKind::Link { name, catch: false } = &elements[i].kind else {
+            continue;
+        };
+        if !elements[i].outgoing.is_empty() {
+            issues.push(issue(nodes[i], "a link throw event has no outgoing sequence flow: it continues at the link catch event of its name".into()));
+            continue;
+        }
+        let Some(&c) = catches.get(&(parents[i], name.clone())) else {
+            issues.push(issue(nodes[i], format!("no link catch event named '{name}' in this scope: a link connects events of one process or subprocess")));
+            continue;
+        };
+        let fi = flows.len();
+        flows.push(Flow {
+            id: format!("{}~link~{}", elements[i].id, elements[c].id),
+            source: i,
+            target: c,
+            condition: None,
+        });
+        elements[i].outgoing.push(fi);
+        elements[c].incoming.push(fi);
+    }
+}

@@ -1,0 +1,192 @@
+//! Tasks: plain, manual, send, service, user, script, business-rule and
+//! receive tasks — which of them pass through, which wait for a worker (a
+//! job on a topic), which publish to a broker topic and which wait for a
+//! message.
+//!
+//! Invariant: no task passes silently that its model says does work: a task
+//! with work and no broker binding waits as a job for a worker.
+
+use super::context::{Cx, extension, model_key, no_message, strip_feel};
+use super::xml::Node;
+use crate::model::{Delegated, ElementKind};
+
+/// The element kind of task `n`; `None` when it has a problem, recorded in `cx`.
+pub(super) fn kind(cx: &mut Cx, n: &Node) -> Option<ElementKind> {
+    let kind = match n.name.as_str() {
+        "task" => ElementKind::Task { manual: false },
+        "manualTask" => ElementKind::Task { manual: true },
+        "sendTask" => send_task(cx, n),
+        "serviceTask" => ElementKind::ServiceTask { topic: topic_of(n) },
+        "userTask" => ElementKind::UserTask {
+            spec: user_task_spec(n),
+        },
+        "scriptTask" => script_task(n),
+        "businessRuleTask" => business_rule_task(n),
+        // without a message: a wait state, moved on by a caller
+        "receiveTask" if n.attr("messageRef").is_none_or(|r| r.trim().is_empty()) => {
+            ElementKind::WaitState
+        }
+        "receiveTask" => {
+            let Some((message, key)) = cx.message_of(n) else {
+                cx.problem(no_message(n));
+                return None;
+            };
+            let key = key.or_else(|| model_key(n));
+            cx.catches.push((message.clone(), n.id(), n.line, key));
+            ElementKind::ReceiveTask { message }
+        }
+        _ => return None,
+    };
+    Some(kind)
+}
+
+/// A send task publishes to the broker topic bound to it (at deploy, or its
+/// `topic` attribute); unbound, a worker sends it — never a silent
+/// pass-through.
+fn send_task(cx: &Cx, n: &Node) -> ElementKind {
+    // Camunda's external send task names a worker topic, not a broker topic
+    let external = n.attr("type").is_some_and(|t| t.trim() == "external");
+    let topic = cx
+        .key_overrides
+        .get(&crate::model::send_topic_override(&n.id()))
+        .map(String::as_str)
+        .or_else(|| n.attr("topic").filter(|_| !external))
+        .map(str::trim)
+        .filter(|t| !t.is_empty());
+    match topic {
+        Some(t) => ElementKind::Publish { topic: t.into() },
+        None => ElementKind::Delegated {
+            topic: topic_of(n),
+            work: Delegated::Send {
+                message: cx.message_of(n).map(|(m, _)| m),
+                implementation: n
+                    .attr("type")
+                    .map(str::trim)
+                    .filter(|t| !t.is_empty() && *t != "external")
+                    .map(str::to_string),
+            },
+        },
+    }
+}
+
+/// A script task: a job for a worker, with the script as the model writes
+/// it (`<script>`, or Zeebe's `script expression`).
+fn script_task(n: &Node) -> ElementKind {
+    let zeebe = extension(n, "script");
+    let text = n
+        .child("script")
+        .map(|s| s.text.trim().to_string())
+        .filter(|t| !t.is_empty())
+        .or_else(|| zeebe.and_then(|z| z.attr("expression")).map(strip_feel));
+    let format = n
+        .attr("scriptFormat")
+        .map(str::to_string)
+        .or_else(|| zeebe.map(|_| "feel".to_string()));
+    let result_variable = n
+        .attr("resultVariable")
+        .or_else(|| zeebe.and_then(|z| z.attr("resultVariable")))
+        .map(str::to_string);
+    ElementKind::Delegated {
+        topic: topic_of(n),
+        work: Delegated::Script {
+            format,
+            text,
+            result_variable,
+        },
+    }
+}
+
+/// A business-rule task: a job for a worker, with the decision the model
+/// names (Camunda, Flowable or Zeebe).
+fn business_rule_task(n: &Node) -> ElementKind {
+    let zeebe = extension(n, "calledDecision");
+    let decision = n
+        .attr("decisionRef")
+        .or_else(|| n.attr("decisionTableReferenceKey"))
+        .or_else(|| zeebe.and_then(|z| z.attr("decisionId")))
+        .map(strip_feel);
+    let result_variable = n
+        .attr("resultVariable")
+        .or_else(|| zeebe.and_then(|z| z.attr("resultVariable")))
+        .map(str::to_string);
+    ElementKind::Delegated {
+        topic: topic_of(n),
+        work: Delegated::Decision {
+            decision,
+            result_variable,
+        },
+    }
+}
+
+/// A user task's attributes from Flowable/Camunda 7 attributes or Zeebe's
+/// extension elements (the attribute wins where both are given).
+pub(super) fn user_task_spec(n: &Node) -> crate::model::UserTaskSpec {
+    let ext = |el: &str, attr: &str| {
+        extension(n, el)
+            .and_then(|x| x.attr(attr))
+            .map(str::to_string)
+    };
+    let attr = |a: &str| n.attr(a).map(str::to_string);
+    crate::model::UserTaskSpec {
+        assignee: attr("assignee").or_else(|| ext("assignmentDefinition", "assignee")),
+        candidate_users: attr("candidateUsers")
+            .or_else(|| ext("assignmentDefinition", "candidateUsers")),
+        candidate_groups: attr("candidateGroups")
+            .or_else(|| ext("assignmentDefinition", "candidateGroups")),
+        due_date: attr("dueDate").or_else(|| ext("taskSchedule", "dueDate")),
+        follow_up_date: attr("followUpDate").or_else(|| ext("taskSchedule", "followUpDate")),
+        priority: attr("priority").or_else(|| ext("priorityDefinition", "priority")),
+        form_key: attr("formKey")
+            .or_else(|| ext("formDefinition", "formKey"))
+            .or_else(|| ext("formDefinition", "formId")),
+    }
+}
+
+/// The job topic of a task done by a worker: `flowable:topic` / `camunda:topic`,
+/// Zeebe's `taskDefinition type`, else the element id.
+pub(super) fn topic_of(n: &Node) -> String {
+    n.attr("topic")
+        .map(str::to_string)
+        .or_else(|| {
+            extension(n, "taskDefinition")
+                .and_then(|t| t.attr("type"))
+                .map(strip_feel)
+        })
+        .unwrap_or_else(|| n.id())
+}
+
+/// `flowable:failedJobRetryTimeCycle` / `camunda:failedJobRetryTimeCycle`
+/// (`R5/PT10S`: 5 retries 10 s apart) or `postfach:retries="N"` (N attempts,
+/// engine backoff).
+pub(super) fn retry_policy(n: &Node) -> Result<Option<crate::model::Retry>, String> {
+    let cycle = n
+        .child("extensionElements")
+        .and_then(|x| {
+            x.children
+                .iter()
+                .find(|c| c.name == "failedJobRetryTimeCycle")
+        })
+        .map(|c| c.text.trim().to_string())
+        .or_else(|| n.attr("failedJobRetryTimeCycle").map(str::to_string));
+    if let Some(c) = cycle {
+        let (reps, delay) = crate::model::iso::cycle(&c)?;
+        // Flowable counts retries after the first attempt
+        let attempts = reps.map_or(u32::MAX, |r| r.saturating_add(1));
+        return Ok(Some(crate::model::Retry {
+            attempts,
+            delay: Some(delay),
+        }));
+    }
+    match n.attr("retries") {
+        Some(r) => match r.trim().parse::<u32>() {
+            Ok(attempts) if attempts > 0 => Ok(Some(crate::model::Retry {
+                attempts,
+                delay: None,
+            })),
+            _ => Err(format!(
+                "retries=\"{r}\" must be a whole number of attempts, at least 1"
+            )),
+        },
+        None => Ok(None),
+    }
+}

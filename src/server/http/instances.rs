@@ -1,0 +1,259 @@
+//! Instances over HTTP: deploy, start, list and show instances, and the
+//! token repairs (`/deployments`, `/instances…`).
+//!
+//! Invariant: a thin edge over the library API; bad input is a 400 naming
+//! the field.
+
+use super::*;
+
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct DeployBody {
+    file: Option<String>,
+    xml: String,
+    #[serde(default)]
+    correlation_keys: BTreeMap<String, String>,
+    /// Refuse a model with warnings (listeners, Java classes, mappings, skipped pools).
+    #[serde(default)]
+    strict: bool,
+}
+
+#[utoipa::path(post, path = "/deployments", request_body = DeployBody, responses((status = 200, description = "Deploy a BPMN model (new version unless unchanged)", body = serde_json::Value)))]
+pub(super) async fn deploy(
+    State(s): State<AppState>,
+    b: Result<Json<DeployBody>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let b = body(b)?;
+    let d =
+        s.pf.deploy_checked(
+            b.file.as_deref().unwrap_or("api.bpmn"),
+            &b.xml,
+            b.correlation_keys,
+            b.strict,
+        )
+        .await?;
+    Ok(Json(crate::contract::deployment_json(&d)).into_response())
+}
+
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct StartBody {
+    process: String,
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    variables: Vars,
+    business_key: Option<String>,
+}
+
+#[utoipa::path(post, path = "/instances", request_body = StartBody, responses((status = 201, description = "Start an instance; answers with the instance id", body = serde_json::Value)))]
+pub(super) async fn start(
+    State(s): State<AppState>,
+    b: Result<Json<StartBody>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let b = body(b)?;
+    let id = s.pf.start(&b.process, b.variables, b.business_key).await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({"instance": id.to_string()})),
+    )
+        .into_response())
+}
+
+#[derive(Deserialize, Default, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+pub(super) struct InstancesQuery {
+    /// Only instances with a token at this element.
+    waiting_at: Option<String>,
+    /// `active`, `incident`, `completed` or `cancelled`.
+    state: Option<String>,
+    /// Only instances of this process.
+    process: Option<String>,
+    /// Only instances that wait for, expect or caught a message with this correlation key.
+    key: Option<String>,
+    /// With `value`: only instances whose variable of this name has that value.
+    variable: Option<String>,
+    /// The value `variable` must have (strings as is, others as JSON text).
+    value: Option<String>,
+    /// RFC 3339: started at or after.
+    started_from: Option<String>,
+    /// RFC 3339: started before.
+    started_before: Option<String>,
+    /// Only instances with (`true`) or without (`false`) an incident.
+    has_incident: Option<bool>,
+    /// The `next` cursor of the previous page.
+    after: Option<String>,
+    /// Page size, 1 to 1000 (default 100).
+    limit: Option<usize>,
+    /// `newest` (default) or `oldest` first.
+    order: Option<String>,
+}
+
+/// The most records one page of a list returns.
+pub(super) const MAX_PAGE: usize = 1000;
+
+/// A page size from a query (`default` when absent), or 400 naming `limit`.
+pub(super) fn page_limit(limit: Option<usize>, default: usize) -> Result<usize, ApiError> {
+    let limit = limit.unwrap_or(default);
+    if !(1..=MAX_PAGE).contains(&limit) {
+        return Err(ApiError::BadRequest(format!(
+            "limit {limit}: expected 1 to {MAX_PAGE}"
+        )));
+    }
+    Ok(limit)
+}
+
+/// The `after` cursor of a list paged by id, or 400 naming `after`.
+pub(super) fn id_cursor(after: Option<String>) -> Result<Option<u64>, ApiError> {
+    after
+        .map(|a| {
+            a.parse::<u64>().map_err(|_| {
+                ApiError::BadRequest(format!("after {a:?}: expected the `next` cursor of a page"))
+            })
+        })
+        .transpose()
+}
+
+#[utoipa::path(get, path = "/instances", params(InstancesQuery), responses((status = 200, description = "One page of the instances that pass every filter given, newest first unless order=oldest; `next` is the cursor (`after`) of the following page, absent on the last; `waiting` lists the page's tokens at `waiting_at` with their age", body = serde_json::Value)))]
+pub(super) async fn instances(
+    State(s): State<AppState>,
+    Query(q): Query<InstancesQuery>,
+) -> ApiResult {
+    let variable = match (q.variable, q.value) {
+        (Some(n), Some(v)) => Some((n, v)),
+        (None, None) => None,
+        _ => {
+            return Err(ApiError::BadRequest(
+                "variable and value go together: ?variable=NAME&value=VALUE".into(),
+            ));
+        }
+    };
+    if let Some(st) = &q.state
+        && !["active", "incident", "completed", "cancelled"].contains(&st.as_str())
+    {
+        return Err(ApiError::BadRequest(format!(
+            "state {st:?}: expected active, incident, completed or cancelled"
+        )));
+    }
+    let newest_first = match q.order.as_deref() {
+        None | Some("newest") => true,
+        Some("oldest") => false,
+        Some(o) => {
+            return Err(ApiError::BadRequest(format!(
+                "order {o:?}: expected newest or oldest"
+            )));
+        }
+    };
+    let limit = page_limit(q.limit, 100)?;
+    let after = id_cursor(q.after)?;
+    let filter = InstanceFilter {
+        started_from: instant("started_from", q.started_from)?,
+        started_before: instant("started_before", q.started_before)?,
+        waiting_at: q.waiting_at.clone(),
+        state: q.state,
+        process: q.process,
+        key: q.key,
+        variable,
+        has_incident: q.has_incident,
+    };
+    let r = s.pf.reader()?;
+    let page = r.instance_page(
+        &filter,
+        crate::ops::InstancePaging {
+            after,
+            limit,
+            newest_first,
+        },
+    )?;
+    let waiting = match &q.waiting_at {
+        Some(el) => {
+            let listed: std::collections::HashSet<&str> =
+                page.instances.iter().map(|i| i.instance.as_str()).collect();
+            let rows: Vec<_> = r
+                .waiting_at(el)?
+                .into_iter()
+                .filter(|w| listed.contains(w.instance.as_str()))
+                .collect();
+            serde_json::to_value(rows).unwrap_or(Value::Null)
+        }
+        None => Value::Null,
+    };
+    Ok(Json(json!({
+        "instances": page.instances,
+        "next": page.next,
+        "examined": page.examined,
+        "waiting": waiting,
+    })))
+}
+
+#[utoipa::path(get, path = "/instances/{id}", params(("id" = u64, Path, description = "instance or job id")), responses((status = 200, description = "One instance with tokens, variables and history, the subscriptions its tokens hold open, its jobs, and the messages correlated into it or parked naming it", body = serde_json::Value)))]
+pub(super) async fn instance(State(s): State<AppState>, Path(id): Path<u64>) -> ApiResult {
+    let v =
+        s.pf.reader()?
+            .instance_detail(id)?
+            .ok_or_else(|| Error::from(EngineError::UnknownInstance(id)))?;
+    Ok(Json(serde_json::to_value(v).unwrap_or(Value::Null)))
+}
+
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct TokenBody {
+    element: String,
+    #[serde(default)]
+    force: bool,
+}
+
+#[utoipa::path(post, path = "/instances/{id}/tokens", request_body = TokenBody, params(("id" = u64, Path, description = "instance or job id")), responses((status = 200, description = "Repair: add a token before an element; 409 if it would duplicate a subscription", body = serde_json::Value)))]
+pub(super) async fn add_token(
+    State(s): State<AppState>,
+    Path(id): Path<u64>,
+    b: Result<Json<TokenBody>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let b = body(b)?;
+    let r = s.pf.add_token(id, &b.element, b.force).await?;
+    Ok(Json(crate::contract::repair_json(id, &r)).into_response())
+}
+
+#[utoipa::path(post, path = "/instances/{id}/tokens/{token}/move", request_body = TokenBody, params(("id" = u64, Path, description = "instance or job id"), ("token" = u64, Path, description = "token id")), responses((status = 200, description = "Repair: move a token; 409 if it would duplicate a subscription", body = serde_json::Value)))]
+pub(super) async fn move_token(
+    State(s): State<AppState>,
+    Path((id, token)): Path<(u64, u64)>,
+    b: Result<Json<TokenBody>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let b = body(b)?;
+    let r = s.pf.move_token(id, token, &b.element, b.force).await?;
+    Ok(Json(crate::contract::repair_json(id, &r)).into_response())
+}
+
+#[utoipa::path(post, path = "/instances/{id}/tokens/{token}/cancel", params(("id" = u64, Path, description = "instance or job id"), ("token" = u64, Path, description = "token id")), responses((status = 200, description = "Repair: remove a token (the last one cancels the instance)", body = serde_json::Value)))]
+pub(super) async fn cancel_token(
+    State(s): State<AppState>,
+    Path((id, token)): Path<(u64, u64)>,
+) -> ApiResult {
+    let r = s.pf.cancel_token(id, token).await?;
+    Ok(Json(crate::contract::repair_json(id, &r)))
+}
+
+#[derive(Deserialize, Default, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct TriggerBody {
+    /// The element's result, merged as a completed task's.
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    variables: Vars,
+}
+
+#[utoipa::path(post, path = "/instances/{id}/tokens/{token}/trigger", request_body = TriggerBody, params(("id" = u64, Path, description = "instance id"), ("token" = u64, Path, description = "token id")), responses((status = 200, description = "Move a token on from its wait state (a receive task or catch event without an event definition); 409 when it waits for anything else", body = serde_json::Value)))]
+pub(super) async fn trigger(
+    State(s): State<AppState>,
+    Path((id, token)): Path<(u64, u64)>,
+    b: Result<Json<TriggerBody>, JsonRejection>,
+) -> ApiResult {
+    let b = body(b)?;
+    let t = s.pf.trigger(id, token, b.variables).await?;
+    Ok(Json(json!({
+        "instance": id.to_string(),
+        "token": token,
+        "triggered": t.element,
+        "waiting_at": t.waiting_at,
+    })))
+}

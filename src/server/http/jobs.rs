@@ -1,0 +1,216 @@
+//! Jobs over HTTP: list, acquire, complete, extend, fail, throw a BPMN
+//! error, retry, and read a claim-check object (`/jobs…`).
+//!
+//! Invariant: a thin edge over the library API; a worker's call carries the
+//! lease token it holds.
+
+use super::*;
+
+#[derive(Deserialize, Default, utoipa::IntoParams)]
+pub(super) struct JobsQuery {
+    /// Only jobs in an incident (out of attempts).
+    #[serde(default)]
+    incidents: bool,
+    /// The `next` cursor of the previous page.
+    after: Option<String>,
+    /// Page size, 1 to 1000 (default 500).
+    limit: Option<usize>,
+}
+
+#[utoipa::path(get, path = "/jobs", params(JobsQuery), responses((status = 200, description = "One page of jobs, or only incidents, by id; `next` is the cursor (`after`) of the following page", body = serde_json::Value)))]
+pub(super) async fn jobs(State(s): State<AppState>, Query(q): Query<JobsQuery>) -> ApiResult {
+    let limit = page_limit(q.limit, 500)?;
+    let after = id_cursor(q.after)?;
+    let (jobs, next) = s.pf.reader()?.job_page(q.incidents, after, limit)?;
+    Ok(Json(json!({"jobs": jobs, "next": next})))
+}
+
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct AcquireBody {
+    topic: String,
+    worker: String,
+    #[serde(default = "one")]
+    max: usize,
+    /// Lease in milliseconds.
+    lease_ms: u64,
+    /// Only these variables in each job (default: every variable its token sees).
+    fetch_variables: Option<Vec<String>>,
+}
+
+pub(super) fn one() -> usize {
+    1
+}
+
+#[utoipa::path(post, path = "/jobs/acquire", request_body = AcquireBody, responses((status = 200, description = "External worker: lock due jobs of a topic under a lease", body = serde_json::Value)))]
+pub(super) async fn acquire(
+    State(s): State<AppState>,
+    b: Result<Json<AcquireBody>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let b = body(b)?;
+    crate::limits::LEASE.named("lease_ms").check(b.lease_ms)?;
+    let jobs = match b.fetch_variables {
+        Some(fetch) => {
+            s.pf.lock_jobs_fetching(&b.topic, b.max, &b.worker, b.lease_ms, fetch)
+                .await?
+        }
+        None => {
+            s.pf.lock_jobs(&b.topic, b.max, &b.worker, b.lease_ms)
+                .await?
+        }
+    };
+    let list: Vec<Value> = jobs.iter().map(crate::contract::locked_job_json).collect();
+    Ok(Json(json!({"jobs": list})).into_response())
+}
+
+#[derive(Deserialize, Default, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct CompleteBody {
+    lease_token: Option<u64>,
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    variables: Vars,
+}
+
+#[utoipa::path(post, path = "/jobs/{id}/complete", request_body = CompleteBody, params(("id" = u64, Path, description = "instance or job id")), responses((status = 200, description = "Complete a task job (with the lease token of a worker)", body = serde_json::Value)))]
+pub(super) async fn complete(
+    State(s): State<AppState>,
+    Path(id): Path<u64>,
+    b: Result<Json<CompleteBody>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let b = body(b)?;
+    s.pf.complete_job(id, b.lease_token, b.variables).await?;
+    Ok(Json(json!({"job": id.to_string(), "state": "completed"})).into_response())
+}
+
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ExtendBody {
+    lease_token: u64,
+    by_ms: u64,
+}
+
+#[utoipa::path(post, path = "/jobs/{id}/extend", request_body = ExtendBody, params(("id" = u64, Path, description = "instance or job id")), responses((status = 200, description = "Extend a worker lease", body = serde_json::Value)))]
+pub(super) async fn extend(
+    State(s): State<AppState>,
+    Path(id): Path<u64>,
+    b: Result<Json<ExtendBody>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let b = body(b)?;
+    crate::limits::LEASE_EXTENSION
+        .named("by_ms")
+        .check(b.by_ms)?;
+    let until = s.pf.extend_lease(id, b.lease_token, b.by_ms).await?;
+    Ok(Json(json!({"job": id.to_string(), "lease_until": rfc3339(until)})).into_response())
+}
+
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct FailBody {
+    lease_token: Option<u64>,
+    error: String,
+    retries: Option<u32>,
+    retry_delay_ms: Option<u64>,
+}
+
+#[utoipa::path(post, path = "/jobs/{id}/fail", request_body = FailBody, params(("id" = u64, Path, description = "instance or job id")), responses((status = 200, description = "Record a failed attempt (retries, delay)", body = serde_json::Value)))]
+pub(super) async fn fail(
+    State(s): State<AppState>,
+    Path(id): Path<u64>,
+    b: Result<Json<FailBody>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let b = body(b)?;
+    if let Some(d) = b.retry_delay_ms {
+        crate::limits::RETRY_DELAY
+            .named("retry_delay_ms")
+            .check(d)?;
+    }
+    let state =
+        s.pf.fail_job_with(id, b.lease_token, &b.error, b.retries, b.retry_delay_ms)
+            .await?;
+    let state = if state == crate::JobState::Incident {
+        "incident"
+    } else {
+        "ready"
+    };
+    Ok(Json(json!({"job": id.to_string(), "state": state})).into_response())
+}
+
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct BpmnErrorBody {
+    lease_token: Option<u64>,
+    code: String,
+    #[serde(default)]
+    message: String,
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    variables: Vars,
+}
+
+#[utoipa::path(post, path = "/jobs/{id}/bpmn-error", request_body = BpmnErrorBody, params(("id" = u64, Path, description = "instance or job id")), responses((status = 200, description = "Throw a BPMN error: the error boundary event takes it, else 409 and an incident", body = serde_json::Value)))]
+pub(super) async fn bpmn_error(
+    State(s): State<AppState>,
+    Path(id): Path<u64>,
+    b: Result<Json<BpmnErrorBody>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let b = body(b)?;
+    let caught =
+        s.pf.throw_error(id, b.lease_token, &b.code, &b.message, b.variables)
+            .await?;
+    let status = if caught {
+        StatusCode::OK
+    } else {
+        StatusCode::CONFLICT
+    };
+    Ok((status, Json(json!({"job": id.to_string(), "caught": caught, "state": if caught { "completed" } else { "incident" }}))).into_response())
+}
+
+#[utoipa::path(post, path = "/jobs/{id}/retry", params(("id" = u64, Path, description = "instance or job id")), responses((status = 200, description = "Make an incident runnable again", body = serde_json::Value)))]
+pub(super) async fn retry(State(s): State<AppState>, Path(id): Path<u64>) -> ApiResult {
+    // the executor runs here: give it a moment to take the job
+    let wait = std::time::Duration::from_secs(2);
+    Ok(Json(crate::contract::retried(&s.pf, id, wait).await?))
+}
+
+#[utoipa::path(get, path = "/jobs/{id}/objects/{variable}", params(("id" = u64, Path, description = "job id"), ("variable" = String, Path, description = "instance variable holding the claim-check reference")), responses((status = 200, description = "The claim-check object's bytes (application/octet-stream); header x-postfach-object names it"), (status = 404, description = "Unknown job, or the object does not exist: fail the job so it is retried"), (status = 422, description = "The variable holds no reference"), (status = 501, description = "No object store configured ([storage])"), (status = 502, description = "The object store failed")))]
+pub(super) async fn job_object(
+    State(s): State<AppState>,
+    Path((id, variable)): Path<(u64, String)>,
+) -> Result<Response, ApiError> {
+    use crate::objects::ObjectError as O;
+    let reference = match s.pf.reader()?.claim_check(id, &variable)? {
+        None => return Err(Error::from(EngineError::UnknownJob(id)).into()),
+        Some(Ok(r)) => r,
+        Some(Err(e)) => return Ok(problem(StatusCode::UNPROCESSABLE_ENTITY, e.to_string())),
+    };
+    let Some(store) = &s.objects else {
+        return Ok(problem(
+            StatusCode::NOT_IMPLEMENTED,
+            "no object store is configured: give postfach.toml a [storage] section (or set STORAGE_EMULATOR_HOST)".into(),
+        ));
+    };
+    match store.read(&reference).await {
+        Ok(bytes) => Ok((
+            [
+                (header::CONTENT_TYPE, "application/octet-stream".to_string()),
+                (
+                    header::HeaderName::from_static("x-postfach-object"),
+                    reference.to_uri(),
+                ),
+            ],
+            bytes,
+        )
+            .into_response()),
+        Err(e @ O::NotFound { .. }) => Ok((
+            StatusCode::NOT_FOUND,
+            Json(json!({
+                "error": format!("{e}: fail job {id} so it is retried, or repair the reference"),
+                "reason": "object_missing",
+            })),
+        )
+            .into_response()),
+        Err(e @ O::TooLarge { .. }) => Ok(problem(StatusCode::PAYLOAD_TOO_LARGE, e.to_string())),
+        Err(e) => Ok(problem(StatusCode::BAD_GATEWAY, e.to_string())),
+    }
+}

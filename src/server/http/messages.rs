@@ -1,0 +1,165 @@
+//! Messages and signals over HTTP: publish, correlate, list, requeue,
+//! discard, signal (`/messages…`, `/signals`).
+//!
+//! Invariant: a thin edge over the library API; a publish answers only once
+//! the message is durable.
+
+use super::*;
+
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct MessageBody {
+    name: String,
+    key: String,
+    id: Option<String>,
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    variables: Vars,
+    /// TTL like "24h"; "0s" disables buffering.
+    ttl: Option<String>,
+}
+
+impl MessageBody {
+    fn into_publish(self) -> Result<Publish, ApiError> {
+        let ttl = match self
+            .ttl
+            .as_deref()
+            .map(|t| crate::limits::MESSAGE_TTL.parse(t))
+        {
+            Some(Err(e)) => return Err(ApiError::BadRequest(e)),
+            Some(Ok(t)) => Some(t),
+            None => None,
+        };
+        Ok(Publish {
+            name: self.name,
+            key: self.key,
+            message_id: self.id,
+            variables: self.variables,
+            ttl,
+            attributes: Vec::new(),
+        })
+    }
+}
+
+#[utoipa::path(post, path = "/messages", request_body = MessageBody, responses((status = 200, description = "Publish (buffered path): correlated, buffered, duplicate or parked", body = serde_json::Value)))]
+pub(super) async fn publish(
+    State(s): State<AppState>,
+    b: Result<Json<MessageBody>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let p = body(b)?.into_publish()?;
+    let d = s.pf.publish(p).await?;
+    Ok(Json(crate::contract::delivery_json(&d)).into_response())
+}
+
+#[utoipa::path(post, path = "/messages/correlate", request_body = MessageBody, responses((status = 200, description = "Correlate synchronously; 409 with the reason when rejected", body = serde_json::Value)))]
+pub(super) async fn correlate(
+    State(s): State<AppState>,
+    b: Result<Json<MessageBody>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let p = body(b)?.into_publish()?;
+    let id = p.message_id.clone().unwrap_or_default();
+    match s.pf.correlate(p).await {
+        Ok(d) => Ok(Json(crate::contract::delivery_json(&d)).into_response()),
+        Err(Error::Rejected { reason, candidates, .. }) => Ok((
+            StatusCode::CONFLICT,
+            Json(json!({
+                "outcome": "rejected", "message_id": id, "instance": null, "element": null,
+                "reason": reason, "candidates": candidates.iter().map(u64::to_string).collect::<Vec<_>>(), "expires_at": null,
+            })),
+        )
+            .into_response()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+#[derive(Deserialize, Default, utoipa::IntoParams)]
+pub(super) struct MessagesQuery {
+    #[serde(default)]
+    buffered: bool,
+    #[serde(default)]
+    parked: bool,
+    reason: Option<String>,
+    /// The `next` cursor of the previous page.
+    after: Option<String>,
+    /// Page size, 1 to 1000 (default 200).
+    limit: Option<usize>,
+}
+
+#[utoipa::path(get, path = "/messages", params(MessagesQuery), responses((status = 200, description = "One page of buffered and parked messages (both unless one is asked for): parked ones by sequence, then buffered ones oldest first, each with its expiry, reason, candidates, attributes and raw payload; `next` is the cursor (`after`) of the following page", body = serde_json::Value)))]
+pub(super) async fn messages(
+    State(s): State<AppState>,
+    Query(q): Query<MessagesQuery>,
+) -> Result<Response, ApiError> {
+    let reason = match q.reason.as_deref().map(Reason::parse_or_list) {
+        Some(Err(e)) => return Err(ApiError::BadRequest(e)),
+        Some(Ok(r)) => Some(r),
+        None => None,
+    };
+    let limit = page_limit(q.limit, 200)?;
+    let filter = MessageFilter {
+        buffered: q.buffered,
+        parked: q.parked,
+        reason,
+    };
+    let page = match s
+        .pf
+        .reader()?
+        .message_page(&filter, q.after.as_deref(), limit)
+    {
+        Ok(page) => page,
+        Err(crate::ops::MessageCursorError::Cursor(c)) => {
+            return Err(ApiError::BadRequest(format!(
+                "after {c:?}: expected the `next` cursor of a page of messages"
+            )));
+        }
+        Err(crate::ops::MessageCursorError::Store(e)) => return Err(e.into()),
+    };
+    Ok(Json(json!({"messages": page.messages, "next": page.next})).into_response())
+}
+
+#[utoipa::path(post, path = "/messages/{id}/requeue", params(("id" = String, Path, description = "message id (or NAME/ID)")), responses((status = 200, description = "Evaluate a parked message again", body = serde_json::Value)))]
+pub(super) async fn requeue(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult {
+    let d = s.pf.requeue(&id).await?;
+    Ok(Json(crate::contract::delivery_json(&d)))
+}
+
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct DiscardBody {
+    why: String,
+    /// Who discards it (recorded).
+    by: String,
+}
+
+#[utoipa::path(post, path = "/messages/{id}/discard", request_body = DiscardBody, params(("id" = String, Path, description = "message id (or NAME/ID)")), responses((status = 200, description = "End a parked message; who and why are recorded", body = serde_json::Value)))]
+pub(super) async fn discard(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    b: Result<Json<DiscardBody>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let b = body(b)?;
+    s.pf.discard(&id, &b.by, &b.why).await?;
+    Ok(
+        Json(json!({"message_id": id, "state": "discarded", "why": b.why, "by": b.by}))
+            .into_response(),
+    )
+}
+
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct SignalBody {
+    name: String,
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    variables: Vars,
+}
+
+#[utoipa::path(post, path = "/signals", request_body = SignalBody, responses((status = 200, description = "Broadcast a signal; returns how many subscriptions it reached", body = serde_json::Value)))]
+pub(super) async fn signal(
+    State(s): State<AppState>,
+    b: Result<Json<SignalBody>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let b = body(b)?;
+    let n = s.pf.signal(&b.name, b.variables).await?;
+    Ok(Json(json!({"signal": b.name, "reached": n})).into_response())
+}

@@ -1,0 +1,376 @@
+//! The HTTP admin API of `postfach run`: the command line's operations as JSON
+//! resources, health checks and Prometheus metrics.
+//!
+//! Invariants: a thin edge over the library API (no engine logic here); errors map
+//! to statuses by kind (400 bad input, 401 missing token, 404 unknown, 409 business
+//! rejection or refused repair, 500 storage); bodies are size-limited; binding to a
+//! non-loopback address requires a bearer token.
+
+mod instances;
+mod jobs;
+mod messages;
+mod processes;
+
+use instances::*;
+use jobs::*;
+use messages::*;
+use processes::*;
+
+use crate::clock::rfc3339;
+use crate::ops::{InstanceFilter, MessageFilter};
+use crate::{EngineError, Error, Postfach, Publish, Reason, Vars};
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Largest request body accepted; larger ones get 413 while they are read.
+pub const MAX_BODY: usize = 4 * 1024 * 1024;
+
+/// Largest body of a request that carries a BPMN model (`/deployments`, `/cli`):
+/// a model at the parser's cap, escaped as a JSON string.
+pub const MAX_MODEL_BODY: usize = 2 * crate::model::MAX_SIZE + 64 * 1024;
+
+#[derive(Clone)]
+struct AppState {
+    pf: Postfach,
+    token: Option<Arc<String>>,
+    alarms: Arc<crate::alarms::Alarms>,
+    consumers: crate::ingress::Consumers,
+    remote_cli: Option<super::RemoteCli>,
+    objects: Option<Arc<dyn crate::objects::ObjectStore>>,
+}
+
+/// The API as an axum router. `token`: required bearer token, if any; `alarms`:
+/// configured alarms whose state `/metrics` reports; `consumers`: the Pub/Sub
+/// consumers whose state `/health/ready` and `/metrics` report; `remote_cli`:
+/// what `/cli` runs (none: `/cli` answers 501); `objects`: where claim-check
+/// objects are read (none: `/jobs/{id}/objects/…` answers 501).
+pub fn router(
+    pf: Postfach,
+    token: Option<String>,
+    alarms: Arc<crate::alarms::Alarms>,
+    consumers: crate::ingress::Consumers,
+    remote_cli: Option<super::RemoteCli>,
+    objects: Option<Arc<dyn crate::objects::ObjectStore>>,
+) -> Router {
+    let state = AppState {
+        pf,
+        token: token.map(Arc::new),
+        alarms,
+        consumers,
+        remote_cli,
+        objects,
+    };
+    Router::new()
+        .route("/", get(super::console::index))
+        .route("/console/{*file}", get(super::console::asset))
+        .route("/health/live", get(live))
+        .route("/health/ready", get(ready))
+        .route("/metrics", get(metrics))
+        .route("/openapi.json", get(openapi))
+        .route(
+            "/deployments",
+            post(deploy).layer(DefaultBodyLimit::max(MAX_MODEL_BODY)),
+        )
+        .route("/instances", post(start).get(instances))
+        .route("/instances/{id}", get(instance))
+        .route("/instances/{id}/tokens", post(add_token))
+        .route("/instances/{id}/tokens/{token}/move", post(move_token))
+        .route("/instances/{id}/tokens/{token}/cancel", post(cancel_token))
+        .route("/instances/{id}/tokens/{token}/trigger", post(trigger))
+        .route("/messages", post(publish).get(messages))
+        .route("/messages/correlate", post(correlate))
+        .route("/messages/{id}/requeue", post(requeue))
+        .route("/messages/{id}/discard", post(discard))
+        .route("/signals", post(signal))
+        .route("/jobs", get(jobs))
+        .route("/jobs/acquire", post(acquire))
+        .route("/jobs/{id}/complete", post(complete))
+        .route("/jobs/{id}/extend", post(extend))
+        .route("/jobs/{id}/fail", post(fail))
+        .route("/jobs/{id}/bpmn-error", post(bpmn_error))
+        .route("/jobs/{id}/retry", post(retry))
+        .route("/jobs/{id}/objects/{variable}", get(job_object))
+        .route("/processes", get(processes))
+        .route("/processes/{id}/xml", get(process_xml))
+        .route("/processes/{id}/statistics", get(statistics))
+        .route("/alarms", get(alarm_states))
+        .route("/tasks", get(tasks))
+        .route("/tasks/{id}/{action}", post(task_action))
+        .route(
+            "/cli",
+            post(cli).layer(DefaultBodyLimit::max(MAX_MODEL_BODY)),
+        )
+        .layer(middleware::from_fn_with_state(state.clone(), auth))
+        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .with_state(state)
+}
+
+async fn auth(State(s): State<AppState>, req: Request, next: Next) -> Response {
+    if let Some(token) = &s.token {
+        let ok = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .is_some_and(|t| t.as_bytes() == token.as_bytes());
+        let open =
+            req.uri().path() == "/health/live" || super::console::is_console(req.uri().path());
+        if !ok && !open {
+            return problem(
+                StatusCode::UNAUTHORIZED,
+                "a bearer token is required: Authorization: Bearer TOKEN".into(),
+            );
+        }
+    }
+    next.run(req).await
+}
+
+fn problem(status: StatusCode, message: String) -> Response {
+    (status, Json(json!({"error": message}))).into_response()
+}
+
+enum ApiError {
+    Engine(Error),
+    BadRequest(String),
+    TooLarge(String),
+}
+
+impl From<Error> for ApiError {
+    fn from(e: Error) -> Self {
+        ApiError::Engine(e)
+    }
+}
+
+impl From<crate::limits::OutOfRange> for ApiError {
+    fn from(e: crate::limits::OutOfRange) -> Self {
+        ApiError::BadRequest(e.to_string())
+    }
+}
+
+impl From<crate::store::StoreError> for ApiError {
+    fn from(e: crate::store::StoreError) -> Self {
+        ApiError::Engine(e.into())
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let e = match self {
+            ApiError::BadRequest(m) => return problem(StatusCode::BAD_REQUEST, m),
+            ApiError::TooLarge(m) => return problem(StatusCode::PAYLOAD_TOO_LARGE, m),
+            ApiError::Engine(e) => e,
+        };
+        let mut text = e.to_string();
+        if let Error::Engine(EngineError::Parse(p)) = &e {
+            let missing = p.missing_keys();
+            if !missing.is_empty() {
+                let pairs: Vec<String> = missing
+                    .iter()
+                    .map(|m| format!("\"{m}\": \"VARIABLE\""))
+                    .collect();
+                text.push_str(&format!(
+                    " (give the key in the request: \"correlation_keys\": {{{}}})",
+                    pairs.join(", ")
+                ));
+            }
+        }
+        if let Error::Engine(EngineError::RepairRefused {
+            message,
+            key,
+            existing_instance,
+            existing_element,
+        }) = &e
+        {
+            // the subscription the repair would duplicate, for a page to link to
+            let conflict = json!({"message": message, "key": key,
+                "instance": existing_instance.to_string(), "element": existing_element});
+            return (
+                status_of(&e),
+                Json(json!({"error": text, "conflict": conflict})),
+            )
+                .into_response();
+        }
+        problem(status_of(&e), text)
+    }
+}
+
+/// The status of an error, by kind. Exhaustive, so a new kind of error gets a
+/// status deliberately: 400 bad input, 404 unknown, 409 refused in the state the
+/// engine is in, 503 not serving now, 500 a fault.
+fn status_of(e: &Error) -> StatusCode {
+    use crate::store::StoreError as S;
+    use EngineError as E;
+    let store = |s: &S| match s {
+        S::Closed | S::ReadOnly | S::Locked { .. } => StatusCode::SERVICE_UNAVAILABLE,
+        S::Open { .. }
+        | S::Redb(_)
+        | S::Codec(_)
+        | S::Aborted(_)
+        | S::Io(_)
+        | S::LogDamaged { .. }
+        | S::NewerFormat { .. }
+        | S::OtherPartition { .. }
+        | S::Damaged { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    match e {
+        Error::Rejected { .. } => StatusCode::CONFLICT,
+        Error::OutOfRange(_) => StatusCode::BAD_REQUEST,
+        Error::Task(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        Error::Store(s) => store(s),
+        Error::Engine(engine) => match engine {
+            E::Store(s) => store(s),
+            E::Parse(_) | E::KeyNeeded { .. } | E::MixedKeys { .. } => StatusCode::BAD_REQUEST,
+            // sent to a partition that does not own it: the gateway routes
+            E::OtherPartition { .. } => StatusCode::MISDIRECTED_REQUEST,
+            E::UnknownProcess(_)
+            | E::UnknownInstance(_)
+            | E::UnknownElement { .. }
+            | E::UnknownJob(_)
+            | E::UnknownMessageId(_)
+            | E::UnknownToken { .. }
+            | E::UnknownTask(_) => StatusCode::NOT_FOUND,
+            E::NoStartEvent(_)
+            | E::JobState { .. }
+            | E::StaleLease(_)
+            | E::AmbiguousMessageId { .. }
+            | E::NotParked { .. }
+            | E::RepairRefused { .. }
+            | E::NoSingleScope { .. }
+            | E::InstanceEnded(_)
+            | E::NotTriggerable { .. }
+            | E::TaskRefused { .. } => StatusCode::CONFLICT,
+        },
+    }
+}
+
+type ApiResult = Result<Json<Value>, ApiError>;
+
+/// Unwraps a JSON body or answers 400 naming what is wrong.
+fn body<T>(b: Result<Json<T>, JsonRejection>) -> Result<T, ApiError> {
+    b.map(|Json(v)| v).map_err(|r| {
+        let text = format!("request body: {}", r.body_text());
+        if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::TooLarge(text)
+        } else {
+            ApiError::BadRequest(text)
+        }
+    })
+}
+
+#[utoipa::path(get, path = "/health/live", responses((status = 200, description = "The process serves HTTP (nothing else is asked)", body = serde_json::Value)))]
+async fn live() -> Json<serde_json::Value> {
+    Json(json!({"status": "live"}))
+}
+
+#[utoipa::path(get, path = "/health/ready", responses((status = 200, description = "Database open and serving", body = serde_json::Value)))]
+async fn ready(State(s): State<AppState>) -> Response {
+    if let Err(e) = s.pf.reader() {
+        return problem(StatusCode::SERVICE_UNAVAILABLE, e.to_string());
+    }
+    let waiting = s.consumers.not_ready();
+    if !waiting.is_empty() {
+        return problem(StatusCode::SERVICE_UNAVAILABLE, waiting.join("; "));
+    }
+    Json(json!({"status": "ready", "consumers": s.consumers.all().len()})).into_response()
+}
+
+#[utoipa::path(get, path = "/metrics", responses((status = 200, description = "Prometheus metrics", body = serde_json::Value)))]
+async fn metrics(State(s): State<AppState>) -> Result<Response, ApiError> {
+    let text = super::metrics::render(
+        &s.pf.reader()?,
+        &s.alarms,
+        s.pf.commit_stats(),
+        s.pf.recovery(),
+        &s.consumers,
+    )?;
+    Ok(([(header::CONTENT_TYPE, super::metrics::CONTENT_TYPE)], text).into_response())
+}
+
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+struct CliBody {
+    args: Vec<String>,
+    /// Contents of the files the command line names, by path as given (the
+    /// server never opens a caller's path).
+    #[serde(default)]
+    files: BTreeMap<String, String>,
+}
+
+/// Runs a command line inside the server, so `postfach --server URL ...` prints
+/// exactly what it would print against the database itself.
+#[utoipa::path(post, path = "/cli", request_body = CliBody, responses((status = 200, description = "Run a postfach command line inside the server (what --server uses)", body = serde_json::Value)))]
+async fn cli(
+    State(s): State<AppState>,
+    b: Result<Json<CliBody>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let b = body(b)?;
+    let Some(remote) = &s.remote_cli else {
+        return Ok(problem(
+            StatusCode::NOT_IMPLEMENTED,
+            "this server runs no command line: it was started by a host, not by `postfach run`"
+                .into(),
+        ));
+    };
+    Ok(Json(remote(s.pf.clone(), b.args, b.files).await).into_response())
+}
+
+/// The OpenAPI document of this API, generated from the handlers above.
+#[derive(utoipa::OpenApi)]
+#[openapi(
+    info(
+        title = "postfach",
+        description = "Admin API of postfach run: instances, messages, jobs, repair, metrics."
+    ),
+    paths(
+        live,
+        ready,
+        instances::deploy,
+        instances::start,
+        instances::instances,
+        instances::instance,
+        instances::add_token,
+        instances::move_token,
+        instances::cancel_token,
+        instances::trigger,
+        messages::publish,
+        messages::correlate,
+        messages::messages,
+        messages::requeue,
+        messages::discard,
+        messages::signal,
+        jobs::jobs,
+        jobs::acquire,
+        jobs::complete,
+        jobs::extend,
+        jobs::fail,
+        jobs::bpmn_error,
+        jobs::retry,
+        jobs::job_object,
+        processes::statistics,
+        processes::processes,
+        processes::process_xml,
+        processes::alarm_states,
+        processes::tasks,
+        processes::task_action,
+        metrics,
+        cli
+    )
+)]
+pub struct ApiDoc;
+
+async fn openapi() -> Response {
+    use utoipa::OpenApi;
+    match ApiDoc::openapi().to_json() {
+        Ok(doc) => ([(header::CONTENT_TYPE, "application/json")], doc).into_response(),
+        Err(e) => problem(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    }
+}

@@ -1,0 +1,147 @@
+//! Processes, alarms and user tasks over HTTP (`/processes…`, `/alarms`,
+//! `/tasks…`).
+//!
+//! Invariant: only reads, except a task action, which acts as the person
+//! it names.
+
+use super::*;
+
+#[derive(Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+pub(super) struct StatisticsQuery {
+    /// The definition version (default: the latest).
+    version: Option<u32>,
+}
+
+#[utoipa::path(get, path = "/processes", responses((status = 200, description = "Every deployed process with its versions", body = serde_json::Value)))]
+pub(super) async fn processes(State(s): State<AppState>) -> ApiResult {
+    Ok(Json(json!({"processes": s.pf.reader()?.deployed()?})))
+}
+
+#[utoipa::path(get, path = "/processes/{id}/xml", params(("id" = String, Path, description = "process id"), StatisticsQuery), responses((status = 200, description = "The BPMN XML the version was deployed from (application/xml)"), (status = 404, description = "No such process or version, or deployed before sources were kept")))]
+pub(super) async fn process_xml(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    Query(q): Query<StatisticsQuery>,
+) -> Result<Response, ApiError> {
+    match s.pf.reader()?.source(&id, q.version)? {
+        Some(xml) => Ok((
+            [(header::CONTENT_TYPE, "application/xml; charset=utf-8")],
+            xml,
+        )
+            .into_response()),
+        None => Ok(problem(
+            StatusCode::NOT_FOUND,
+            format!(
+                "no BPMN source of process '{id}'{}: not deployed, or deployed before postfach kept sources (deploy it again)",
+                q.version
+                    .map(|v| format!(" version {v}"))
+                    .unwrap_or_default()
+            ),
+        )),
+    }
+}
+
+#[utoipa::path(get, path = "/alarms", responses((status = 200, description = "Every configured alarm and whether it fires", body = serde_json::Value)))]
+pub(super) async fn alarm_states(State(s): State<AppState>) -> ApiResult {
+    let list: Vec<Value> = s
+        .alarms
+        .active()
+        .into_iter()
+        .map(|(name, active)| json!({"name": name, "active": active}))
+        .collect();
+    Ok(Json(json!({"alarms": list})))
+}
+
+#[utoipa::path(get, path = "/processes/{id}/statistics", params(("id" = String, Path, description = "process id"), StatisticsQuery), responses((status = 200, description = "Per element of the definition version: tokens waiting and the oldest wait, ready jobs, incidents, buffered and parked messages of the element's message; from gauges and index heads, not scans", body = serde_json::Value), (status = 404, description = "No such process or version")))]
+pub(super) async fn statistics(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    Query(q): Query<StatisticsQuery>,
+) -> Result<Response, ApiError> {
+    match s.pf.reader()?.statistics(&id, q.version)? {
+        Some(st) => Ok(Json(st).into_response()),
+        None => Ok(problem(
+            StatusCode::NOT_FOUND,
+            match q.version {
+                Some(v) => format!("process '{id}' has no deployed version {v}"),
+                None => format!("process '{id}' is not deployed"),
+            },
+        )),
+    }
+}
+
+#[derive(Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+pub(super) struct TasksQuery {
+    assignee: Option<String>,
+    candidate_user: Option<String>,
+    candidate_group: Option<String>,
+    process: Option<String>,
+    element: Option<String>,
+    /// RFC 3339.
+    created_before: Option<String>,
+    /// RFC 3339.
+    due_before: Option<String>,
+}
+
+/// An RFC 3339 query value as milliseconds, or 400 naming the field.
+pub(super) fn instant(field: &str, v: Option<String>) -> Result<Option<u64>, ApiError> {
+    v.map(|s| {
+        crate::model::iso::instant(&s).map_err(|e| ApiError::BadRequest(format!("{field}: {e}")))
+    })
+    .transpose()
+}
+
+#[utoipa::path(get, path = "/tasks", params(TasksQuery), responses((status = 200, description = "Open user tasks; every filter given must hold", body = serde_json::Value)))]
+pub(super) async fn tasks(State(s): State<AppState>, Query(q): Query<TasksQuery>) -> ApiResult {
+    let filter = crate::ops::TaskFilter {
+        created_before: instant("created_before", q.created_before)?,
+        due_before: instant("due_before", q.due_before)?,
+        assignee: q.assignee,
+        candidate_user: q.candidate_user,
+        candidate_group: q.candidate_group,
+        process: q.process,
+        element: q.element,
+    };
+    Ok(Json(json!({"tasks": s.pf.reader()?.tasks(&filter)?})))
+}
+
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct TaskBody {
+    /// Who acts (authorization is not modelled: the caller says who it is).
+    user: String,
+    /// `assign`: the new holder.
+    to: Option<String>,
+    /// `complete`: variables merged into the instance.
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    variables: Vars,
+}
+
+#[utoipa::path(post, path = "/tasks/{id}/{action}", request_body = TaskBody, params(("id" = u64, Path, description = "task id"), ("action" = String, Path, description = "claim, unclaim, assign or complete")), responses((status = 200, description = "Act on a user task; 409 when someone else holds it", body = serde_json::Value)))]
+pub(super) async fn task_action(
+    State(s): State<AppState>,
+    Path((id, action)): Path<(u64, String)>,
+    b: Result<Json<TaskBody>, JsonRejection>,
+) -> ApiResult {
+    let b = body(b)?;
+    match action.as_str() {
+        "claim" => s.pf.claim_task(id, &b.user).await?,
+        "unclaim" => s.pf.unclaim_task(id, &b.user).await?,
+        "assign" => {
+            let to = b.to.ok_or_else(|| {
+                ApiError::BadRequest("assign needs \"to\": the new holder".into())
+            })?;
+            s.pf.assign_task(id, &to, &b.user).await?
+        }
+        "complete" => s.pf.complete_task(id, &b.user, b.variables).await?,
+        other => {
+            return Err(ApiError::BadRequest(format!(
+                "'{other}' is not one of claim, unclaim, assign, complete"
+            )));
+        }
+    }
+    Ok(Json(json!({"task": id.to_string(), "done": action})))
+}

@@ -1,0 +1,36 @@
+//! User tasks (`tasks`) with their rows in `task_list`.
+//!
+//! Invariant: an open user task has exactly one `task_list` row, removed
+//! with the task.
+
+use super::*;
+
+impl Tables<'_> {
+    /// An open user task.
+    pub fn task(&self, id: u64) -> Result<Option<TaskRecord>, StoreError> {
+        get_record(&self.tasks, id)
+    }
+
+    /// Writes an open user task; a new one gets its `tasks_at` row and moves
+    /// the open-task gauge of its element (element and creation never change).
+    pub fn put_task(&mut self, rec: &TaskRecord) -> Result<(), StoreError> {
+        if self.tasks.get(rec.id)?.is_none() {
+            self.tasks_at
+                .insert((rec.element.as_str(), rec.created_at, rec.id), ())?;
+            self.gauge(&format!("{OPEN_TASKS}{}", rec.element), true)?;
+        }
+        self.tasks.insert(rec.id, codec::encode(rec)?.as_slice())?;
+        Ok(())
+    }
+
+    /// Removes a user task (completed, or its token left) with its row and gauge.
+    pub fn remove_task(&mut self, id: u64) -> Result<(), StoreError> {
+        if let Some(rec) = self.task(id)? {
+            self.tasks_at
+                .remove((rec.element.as_str(), rec.created_at, rec.id))?;
+            self.gauge(&format!("{OPEN_TASKS}{}", rec.element), false)?;
+        }
+        self.tasks.remove(id)?;
+        Ok(())
+    }
+}

@@ -13,6 +13,11 @@ fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// Whether a file of src/ holds only tests (`mod tests;` of its parent).
+fn is_test_file(rel: &str) -> bool {
+    rel == "tests.rs" || rel.ends_with("/tests.rs")
+}
+
 /// Every source file of the crate, as (path relative to src/, text).
 fn crate_files() -> Vec<(String, String)> {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
@@ -43,7 +48,7 @@ fn the_command_line_lives_in_the_binary_only() {
         "the binary declares its command line"
     );
     for (file, text) in crate_files() {
-        if file == "cli.rs" || file == "main.rs" {
+        if file.starts_with("cli/") || file == "main.rs" {
             continue;
         }
         assert!(
@@ -92,16 +97,8 @@ fn is_core(file: &str) -> bool {
     ["engine/", "store/", "commit/", "model/"]
         .iter()
         .any(|dir| file.starts_with(dir))
-        || [
-            "runtime.rs",
-            "limits.rs",
-            "jobs.rs",
-            "codec.rs",
-            "ops.rs",
-            "clock.rs",
-            "ingress.rs",
-        ]
-        .contains(&file)
+        || ["runtime.rs", "limits.rs", "jobs.rs", "codec.rs", "clock.rs"].contains(&file)
+        || ["ops/", "ingress/"].iter().any(|dir| file.starts_with(dir))
 }
 
 #[test]
@@ -181,7 +178,6 @@ const SERVER_ONLY: &[&str] = &[
 /// Files compiled only with the `server` or `pubsub` feature.
 fn behind_a_feature(file: &str) -> bool {
     [
-        "cli.rs",
         "main.rs",
         "demo.rs",
         "contract.rs",
@@ -189,6 +185,7 @@ fn behind_a_feature(file: &str) -> bool {
         "alarms.rs",
     ]
     .contains(&file)
+        || file.starts_with("cli/")
         || file.starts_with("server/")
         || file.starts_with("demo/")
         || file.starts_with("pubsub/")
@@ -198,7 +195,7 @@ fn behind_a_feature(file: &str) -> bool {
 fn the_embeddable_engine_needs_no_server_code() {
     // what `default-features = false` compiles must not reach the server side
     for (file, text) in crate_files() {
-        if behind_a_feature(&file) {
+        if behind_a_feature(&file) || is_test_file(&file) {
             continue;
         }
         // test modules may use dev-dependencies
@@ -384,7 +381,7 @@ fn no_import_circle_between_top_level_modules() {
         Default::default();
     for (rel, text) in &files {
         let from = top_module(rel);
-        if !modules.contains(&from) {
+        if !modules.contains(&from) || is_test_file(rel) {
             continue;
         }
         for to in named_modules(text) {
@@ -438,5 +435,89 @@ fn every_test_file_is_a_module_of_the_scenarios_binary() {
     assert!(
         missing.is_empty(),
         "test files not in tests/scenarios.rs: {missing:?}"
+    );
+}
+
+/// Largest source file of src/ (lines): a module that grows past it is split
+/// by concept (ARCHITECTURE.md, "Code map").
+const MAX_FILE_LINES: usize = 1000;
+/// Longest function (lines, signature to closing brace): one that grows past
+/// it is split into named steps.
+const MAX_FN_LINES: usize = 150;
+
+/// The functions of `text`: (name, first line, length in lines). A function
+/// starts at a line whose code begins with `fn` (after visibility and
+/// qualifiers) and ends at the first later line that is its indentation
+/// followed by `}`; a declaration without a body (`;`) is skipped.
+fn functions(text: &str) -> Vec<(String, usize, usize)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let code = line.trim_start();
+        let indent = &line[..line.len() - code.len()];
+        let mut rest = code;
+        for q in [
+            "pub(crate) ",
+            "pub(super) ",
+            "pub ",
+            "const ",
+            "async ",
+            "unsafe ",
+        ] {
+            rest = rest.strip_prefix(q).unwrap_or(rest);
+        }
+        if rest.starts_with("pub(in ") {
+            rest = rest.split_once(") ").map_or(rest, |(_, r)| r);
+            rest = rest.strip_prefix("async ").unwrap_or(rest);
+        }
+        let Some(sig) = rest.strip_prefix("fn ") else {
+            continue;
+        };
+        let name: String = sig
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        if name.is_empty() || line.trim_end().ends_with(';') {
+            continue;
+        }
+        let close = format!("{indent}}}");
+        if let Some(end) = (i..lines.len())
+            .find(|&j| lines[j] == close || (j == i && line.trim_end().ends_with('}')))
+        {
+            out.push((name, i + 1, end - i + 1));
+        }
+    }
+    out
+}
+
+#[test]
+fn no_source_file_or_function_is_a_monolith() {
+    let mut long = Vec::new();
+    let mut counted = 0;
+    for (file, text) in crate_files() {
+        let n = text.lines().count();
+        if n > MAX_FILE_LINES {
+            long.push(format!("src/{file}: {n} lines (at most {MAX_FILE_LINES})"));
+        }
+        for (name, line, len) in functions(&text) {
+            counted += 1;
+            if len > MAX_FN_LINES {
+                long.push(format!(
+                    "src/{file}:{line}: fn {name} has {len} lines (at most {MAX_FN_LINES})"
+                ));
+            }
+        }
+    }
+    // the scanner finds functions: a broken one would pass everything
+    assert!(counted > 1000, "only {counted} functions found");
+    assert!(long.is_empty(), "split these: {long:#?}");
+}
+
+#[test]
+fn the_function_scanner_measures_what_it_finds() {
+    let text = "fn a() {\n    x();\n}\n\nimpl T {\n    pub(crate) async fn b(&self) {\n        if y {\n        }\n    }\n    fn c(&self);\n}\n";
+    assert_eq!(
+        functions(text),
+        vec![("a".to_string(), 1, 3), ("b".to_string(), 6, 4)]
     );
 }

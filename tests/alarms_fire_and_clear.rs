@@ -123,7 +123,8 @@ fn configuration_errors_name_the_file_and_the_alarm() {
     assert!(e.contains("p.toml"), "{e}");
 }
 
-const TASK_MODEL: &str = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL">
+const TASK_MODEL: &str = bpmn!(
+    r#"
   <process id="antrag" isExecutable="true">
     <startEvent id="s"/>
     <sequenceFlow id="f0" sourceRef="s" targetRef="review"/>
@@ -131,7 +132,8 @@ const TASK_MODEL: &str = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/201
     <sequenceFlow id="f1" sourceRef="review" targetRef="e"/>
     <endEvent id="e"/>
   </process>
-</definitions>"#;
+"#
+);
 
 #[tokio::test]
 async fn open_user_tasks_and_the_oldest_of_them_fire_and_clear() {

@@ -27,7 +27,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// The provider's side: an order arrives (message start), is checked by a worker.
-const PROVIDER: &str = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL">
+const PROVIDER: &str = bpmn!(
+    r#"
   <message id="m" name="Auftrag"/>
   <process id="auftrag-annehmen" isExecutable="true">
     <startEvent id="s"><messageEventDefinition messageRef="m"/></startEvent>
@@ -36,7 +37,8 @@ const PROVIDER: &str = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100
     <sequenceFlow id="f1" sourceRef="auftragPruefen" targetRef="e"/>
     <endEvent id="e"/>
   </process>
-</definitions>"#;
+"#
+);
 
 /// What the provider's worker saw: order, positions, the object it read them from.
 type Checked = (String, usize, Option<String>);

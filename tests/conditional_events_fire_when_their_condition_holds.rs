@@ -234,7 +234,8 @@ async fn conditions_without_a_condition_or_on_a_start_event_are_refused_by_name(
 #[tokio::test]
 async fn conditions_that_keep_firing_each_other_end_in_an_incident_not_in_silence() {
     let env = Env::new();
-    let model = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL">
+    let model = bpmn!(
+        r#"
   <process id="schleife" isExecutable="true">
     <startEvent id="s"/>
     <sequenceFlow id="f0" sourceRef="s" targetRef="warten"/>
@@ -244,7 +245,8 @@ async fn conditions_that_keep_firing_each_other_end_in_an_incident_not_in_silenc
     <boundaryEvent id="immerWieder" attachedToRef="warten"><conditionalEventDefinition><condition>${n >= 0}</condition></conditionalEventDefinition></boundaryEvent>
     <sequenceFlow id="f2" sourceRef="immerWieder" targetRef="warten"/>
   </process>
-</definitions>"#;
+"#
+    );
     env.deploy(model).await;
     let id = env
         .pf

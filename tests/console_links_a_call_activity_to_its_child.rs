@@ -7,21 +7,25 @@ use crate::common;
 use common::browser::Driver;
 use common::server::Server;
 
-const CHILD: &str = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL">
+const CHILD: &str = bpmn!(
+    r#"
   <process id="kind" isExecutable="true">
     <startEvent id="ks"/>
     <sequenceFlow id="k0" sourceRef="ks" targetRef="pruefen"/>
     <serviceTask id="pruefen"/>
   </process>
-</definitions>"#;
+"#
+);
 
-const PARENT: &str = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL">
+const PARENT: &str = bpmn!(
+    r#"
   <process id="eltern" isExecutable="true">
     <startEvent id="s"/>
     <sequenceFlow id="f0" sourceRef="s" targetRef="aufruf"/>
     <callActivity id="aufruf" calledElement="kind"/>
   </process>
-</definitions>"#;
+"#
+);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_child_links_to_its_parent_and_the_parent_to_its_child() {

@@ -16,7 +16,8 @@ use serde_json::json;
 /// The reference process as a modeler saves it, with its diagram (version 2).
 const WITH_DI: &str = include_str!("fixtures/auftrag-mit-diagramm.bpmn");
 
-const NO_DI: &str = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL">
+const NO_DI: &str = bpmn!(
+    r#"
   <message id="m" name="Freigabe"/>
   <process id="ohne-diagramm" isExecutable="true">
     <startEvent id="s"/>
@@ -25,7 +26,8 @@ const NO_DI: &str = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524
     <sequenceFlow id="f1" sourceRef="warteAufFreigabe" targetRef="e"/>
     <endEvent id="e"/>
   </process>
-</definitions>"#;
+"#
+);
 
 #[test]
 fn the_console_draws_the_model_with_what_waits_on_each_element() {

@@ -298,7 +298,8 @@ async fn a_bpmn_error_from_a_task_inside_reaches_the_subprocess_boundary() {
 
 #[tokio::test]
 async fn the_same_message_open_at_a_boundary_and_at_an_inner_catch_is_parked_ambiguous() {
-    let xml = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL">
+    let xml = bpmn!(
+        r#"
   <message id="ms" name="Storno"/>
   <process id="doppelt" isExecutable="true">
     <startEvent id="s"/>
@@ -316,7 +317,8 @@ async fn the_same_message_open_at_a_boundary_and_at_an_inner_catch_is_parked_amb
     <sequenceFlow id="f2" sourceRef="aussen" targetRef="e2"/>
     <endEvent id="e2"/>
   </process>
-</definitions>"#;
+"#
+    );
     let env = Env::new();
     env.pf
         .deploy(
@@ -361,7 +363,8 @@ async fn the_same_message_open_at_a_boundary_and_at_an_inner_catch_is_parked_amb
 
 #[tokio::test]
 async fn terminate_inside_a_subprocess_ends_that_scope_and_the_subprocess_moves_on() {
-    let xml = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL">
+    let xml = bpmn!(
+        r#"
   <process id="abbruch" isExecutable="true">
     <startEvent id="s"/>
     <sequenceFlow id="f0" sourceRef="s" targetRef="fork"/>
@@ -389,7 +392,8 @@ async fn terminate_inside_a_subprocess_ends_that_scope_and_the_subprocess_moves_
     <sequenceFlow id="f5" sourceRef="danach" targetRef="e2"/>
     <endEvent id="e2"/>
   </process>
-</definitions>"#;
+"#
+    );
     let env = Env::new();
     env.deploy(xml).await;
     let id = env.start_keyed("abbruch", "T-1").await;
@@ -410,7 +414,8 @@ async fn terminate_inside_a_subprocess_ends_that_scope_and_the_subprocess_moves_
 
 #[tokio::test]
 async fn nested_subprocesses_complete_inside_out() {
-    let xml = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL">
+    let xml = bpmn!(
+        r#"
   <process id="tief" isExecutable="true">
     <startEvent id="s"/>
     <sequenceFlow id="f0" sourceRef="s" targetRef="aussen"/>
@@ -426,7 +431,8 @@ async fn nested_subprocesses_complete_inside_out() {
     <sequenceFlow id="f1" sourceRef="aussen" targetRef="e"/>
     <endEvent id="e"/>
   </process>
-</definitions>"#;
+"#
+    );
     let env = Env::new();
     env.deploy(xml).await;
     let id = env.start_keyed("tief", "N-1").await;
@@ -515,7 +521,8 @@ async fn a_database_with_subprocess_tokens_reopens_with_its_scopes() {
 #[tokio::test]
 async fn a_subprocess_model_that_cannot_run_is_refused_with_ids_and_lines() {
     let env = Env::new();
-    let cross = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL">
+    let cross = bpmn!(
+        r#"
   <process id="p" isExecutable="true">
     <startEvent id="s"/>
     <sequenceFlow id="f0" sourceRef="s" targetRef="sub"/>
@@ -526,7 +533,8 @@ async fn a_subprocess_model_that_cannot_run_is_refused_with_ids_and_lines() {
     <subProcess id="leer"/>
     <endEvent id="e"/>
   </process>
-</definitions>"#;
+"#
+    );
     let err = env.refusal(cross).await;
     assert!(
         err.contains("hinaus") && err.contains("crosses a scope boundary"),
@@ -540,7 +548,8 @@ async fn a_subprocess_model_that_cannot_run_is_refused_with_ids_and_lines() {
 
 #[tokio::test]
 async fn a_signal_boundary_on_a_subprocess_withdraws_the_user_task_inside() {
-    let xml = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL">
+    let xml = bpmn!(
+        r#"
   <signal id="sg" name="Rueckruf"/>
   <process id="pruefung" isExecutable="true">
     <startEvent id="s"/>
@@ -558,7 +567,8 @@ async fn a_signal_boundary_on_a_subprocess_withdraws_the_user_task_inside() {
     <sequenceFlow id="f2" sourceRef="rueckruf" targetRef="zurueck"/>
     <endEvent id="zurueck"/>
   </process>
-</definitions>"#;
+"#
+    );
     let env = Env::new();
     env.deploy(xml).await;
     let id = env.start_keyed("pruefung", "S-1").await;

@@ -101,7 +101,8 @@ async fn an_error_whose_code_the_inner_boundary_does_not_catch_reaches_the_outer
 
 #[tokio::test]
 async fn an_error_end_event_nobody_catches_stops_at_an_incident() {
-    let xml = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL">
+    let xml = bpmn!(
+        r#"
   <error id="x" errorCode="X"/>
   <process id="q" isExecutable="true">
     <startEvent id="s"/>
@@ -112,7 +113,8 @@ async fn an_error_end_event_nobody_catches_stops_at_an_incident() {
       <endEvent id="boom"><errorEventDefinition errorRef="x"/></endEvent>
     </subProcess>
   </process>
-</definitions>"#;
+"#
+    );
     let env = Env::new();
     env.deploy(xml).await;
     let id = env.start_keyed("q", "3").await;
@@ -172,7 +174,8 @@ async fn a_non_interrupting_escalation_branches_and_the_thrower_goes_on() {
 
 #[tokio::test]
 async fn an_escalation_nobody_catches_is_recorded_and_the_token_goes_on() {
-    let xml = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL">
+    let xml = bpmn!(
+        r#"
   <process id="r" isExecutable="true">
     <startEvent id="s"/>
     <sequenceFlow id="f0" sourceRef="s" targetRef="hoch"/>
@@ -180,7 +183,8 @@ async fn an_escalation_nobody_catches_is_recorded_and_the_token_goes_on() {
     <sequenceFlow id="f1" sourceRef="hoch" targetRef="e"/>
     <endEvent id="e"/>
   </process>
-</definitions>"#;
+"#
+    );
     let env = Env::new();
     env.deploy(xml).await;
     let id = env.start_keyed("r", "6").await;
@@ -190,14 +194,16 @@ async fn an_escalation_nobody_catches_is_recorded_and_the_token_goes_on() {
 
 #[tokio::test]
 async fn an_escalation_boundary_on_a_task_is_refused_naming_it() {
-    let xml = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL">
+    let xml = bpmn!(
+        r#"
   <process id="t" isExecutable="true">
     <startEvent id="s"/>
     <sequenceFlow id="f0" sourceRef="s" targetRef="arbeit"/>
     <serviceTask id="arbeit"/>
     <boundaryEvent id="hoch" attachedToRef="arbeit"><escalationEventDefinition/></boundaryEvent>
   </process>
-</definitions>"#;
+"#
+    );
     let env = Env::new();
     let err = env.refusal(xml).await;
     assert!(

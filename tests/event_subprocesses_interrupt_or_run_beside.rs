@@ -140,7 +140,8 @@ async fn a_non_interrupting_message_event_subprocess_runs_once_per_message_besid
 
 /// `s → vorher (job) → sub (subprocess: innen (job), event subprocess
 /// `abbruch` on message Storno) → nachher (job) → e`.
-const NESTED: &str = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL">
+const NESTED: &str = bpmn!(
+    r#"
   <message id="ms" name="Storno"/>
   <process id="q" isExecutable="true">
     <startEvent id="s"/>
@@ -162,7 +163,8 @@ const NESTED: &str = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/2010052
     <sequenceFlow id="f3" sourceRef="nachher" targetRef="e"/>
     <endEvent id="e"/>
   </process>
-</definitions>"#;
+"#
+);
 
 #[tokio::test]
 async fn a_subprocess_that_completes_stops_its_listeners_without_cancelling_anything() {
@@ -280,7 +282,8 @@ async fn an_error_event_subprocess_catches_a_workers_bpmn_error_in_its_scope() {
 
 #[tokio::test]
 async fn an_error_event_subprocess_inside_a_subprocess_catches_before_the_subprocess_boundary() {
-    let xml = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL">
+    let xml = bpmn!(
+        r#"
   <error id="er" errorCode="DEFEKT"/>
   <process id="r" isExecutable="true">
     <startEvent id="s"/>
@@ -301,7 +304,8 @@ async fn an_error_event_subprocess_inside_a_subprocess_catches_before_the_subpro
     <sequenceFlow id="f2" sourceRef="aussen" targetRef="schlecht"/>
     <endEvent id="schlecht"/>
   </process>
-</definitions>"#;
+"#
+    );
     let env = Env::new();
     env.deploy(xml).await;
     let id = env.start_keyed("r", "E-2").await;
@@ -314,7 +318,8 @@ async fn an_error_event_subprocess_inside_a_subprocess_catches_before_the_subpro
 
 #[tokio::test]
 async fn a_non_interrupting_escalation_event_subprocess_runs_beside_the_thrower() {
-    let xml = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL">
+    let xml = bpmn!(
+        r#"
   <escalation id="ec" escalationCode="SPAET"/>
   <process id="t" isExecutable="true">
     <startEvent id="s"/>
@@ -332,7 +337,8 @@ async fn a_non_interrupting_escalation_event_subprocess_runs_beside_the_thrower(
       <endEvent id="me"/>
     </subProcess>
   </process>
-</definitions>"#;
+"#
+    );
     let env = Env::new();
     env.deploy(xml).await;
     let id = env.start_keyed("t", "X-1").await;
@@ -350,7 +356,8 @@ async fn a_non_interrupting_escalation_event_subprocess_runs_beside_the_thrower(
 #[tokio::test]
 async fn event_subprocess_models_that_cannot_run_are_refused_naming_the_element() {
     let env = Env::new();
-    let flow_in = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL">
+    let flow_in = bpmn!(
+        r#"
   <message id="ms" name="Storno"/>
   <process id="u" isExecutable="true">
     <startEvent id="s"/>
@@ -362,7 +369,8 @@ async fn event_subprocess_models_that_cannot_run_are_refused_naming_the_element(
       <startEvent id="es2" isInterrupting="false"><errorEventDefinition/></startEvent>
     </subProcess>
   </process>
-</definitions>"#;
+"#
+    );
     let err = env.refusal(flow_in).await;
     assert!(
         err.contains("hinein") && err.contains("event subprocess 'esp'"),

@@ -176,7 +176,8 @@ async fn stop_lets_running_handlers_finish() {
     assert!(pf.reader().unwrap().jobs(false).unwrap().is_empty());
 }
 
-const REJECTING: &str = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL">
+const REJECTING: &str = bpmn!(
+    r#"
   <error id="e" errorCode="ABGELEHNT"/>
   <process id="pruefung" isExecutable="true">
     <startEvent id="s"/>
@@ -190,7 +191,8 @@ const REJECTING: &str = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/2010
     <endEvent id="ok"/>
     <endEvent id="ende"/>
   </process>
-</definitions>"#;
+"#
+);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_handler_returns_a_bpmn_error_and_the_error_boundary_takes_it() {

@@ -4,7 +4,8 @@ use crate::common;
 use common::*;
 use postfach::vars;
 
-const ROUTING: &str = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL">
+const ROUTING: &str = bpmn!(
+    r#"
   <process id="routing" isExecutable="true">
     <startEvent id="s"/>
     <sequenceFlow id="f0" sourceRef="s" targetRef="x"/>
@@ -33,7 +34,8 @@ const ROUTING: &str = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/201005
     <sequenceFlow id="g1" sourceRef="x2" targetRef="e2"><conditionExpression>${ok == true}</conditionExpression></sequenceFlow>
     <endEvent id="e2"/>
   </process>
-</definitions>"#;
+"#
+);
 
 async fn complete_task(env: &Env, instance: u64, element: &str) {
     let jobs = env.pf.reader().unwrap().jobs(false).unwrap();

@@ -6,7 +6,8 @@ use crate::common;
 use common::*;
 use postfach::vars;
 
-const MODEL: &str = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL">
+const MODEL: &str = bpmn!(
+    r#"
   <process id="pruefung" isExecutable="true">
     <startEvent id="s"/>
     <sequenceFlow id="f0" sourceRef="s" targetRef="fork"/>
@@ -30,7 +31,8 @@ const MODEL: &str = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524
     <sequenceFlow id="f10" sourceRef="done" targetRef="e"/>
     <endEvent id="e"/>
   </process>
-</definitions>"#;
+"#
+);
 
 async fn complete(env: &Env, instance: u64, element: &str, vars: postfach::Vars) {
     let jobs = env.pf.reader().unwrap().jobs(false).unwrap();

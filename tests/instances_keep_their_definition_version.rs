@@ -14,7 +14,8 @@ const V1: &str = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MO
   </process>
 </definitions>"#;
 
-const V2: &str = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL">
+const V2: &str = bpmn!(
+    r#"
   <process id="p" isExecutable="true">
     <startEvent id="s"/>
     <sequenceFlow id="f1" sourceRef="s" targetRef="neu"/>
@@ -22,7 +23,8 @@ const V2: &str = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MO
     <sequenceFlow id="f2" sourceRef="neu" targetRef="e"/>
     <endEvent id="e"/>
   </process>
-</definitions>"#;
+"#
+);
 
 #[tokio::test]
 async fn running_instances_keep_the_version_they_started_with() {

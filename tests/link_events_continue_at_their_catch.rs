@@ -7,7 +7,8 @@ use common::*;
 
 /// `s → a (job) → nach_b (link throw "B")`, `B (link catch) → b (job) → e`,
 /// and the same inside subprocess `sp` (link "B" there is its own).
-const MODEL: &str = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL">
+const MODEL: &str = bpmn!(
+    r#"
   <process id="links" isExecutable="true">
     <startEvent id="s"/>
     <sequenceFlow id="f0" sourceRef="s" targetRef="a"/>
@@ -29,7 +30,8 @@ const MODEL: &str = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524
     <sequenceFlow id="f4" sourceRef="b" targetRef="e"/>
     <endEvent id="e"/>
   </process>
-</definitions>"#;
+"#
+);
 
 #[tokio::test]
 async fn a_token_thrown_at_a_link_continues_at_its_catch_in_the_same_scope() {

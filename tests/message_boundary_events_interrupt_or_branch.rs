@@ -165,7 +165,8 @@ async fn a_message_before_the_activity_waits_in_the_buffer_and_is_taken_when_it_
 #[tokio::test]
 async fn a_boundary_and_a_catch_point_open_for_one_key_make_the_message_ambiguous() {
     let env = Env::new();
-    let xml = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL">
+    let xml = bpmn!(
+        r#"
   <message id="m" name="Storno"/>
   <process id="zwei" isExecutable="true">
     <startEvent id="s"/>
@@ -181,7 +182,8 @@ async fn a_boundary_and_a_catch_point_open_for_one_key_make_the_message_ambiguou
     <sequenceFlow id="f5" sourceRef="abbruch" targetRef="e3"/>
     <endEvent id="e1"/><endEvent id="e2"/><endEvent id="e3"/>
   </process>
-</definitions>"#;
+"#
+    );
     deploy(&env, xml).await;
     let id = env.start_keyed("zwei", "A-4").await;
     let d = env.pf.publish(storno("A-4", "s-1")).await.unwrap();

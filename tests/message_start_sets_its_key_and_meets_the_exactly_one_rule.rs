@@ -6,7 +6,8 @@ use crate::common;
 use common::*;
 use postfach::{Outcome, Publish, vars};
 
-const MODEL: &str = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL">
+const MODEL: &str = bpmn!(
+    r#"
   <message id="placed" name="OrderPlaced"/>
   <message id="paid" name="PaymentReceived"/>
   <message id="reminder" name="Reminder"/>
@@ -29,7 +30,8 @@ const MODEL: &str = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524
     <sequenceFlow id="h1" sourceRef="wait" targetRef="de"/>
     <endEvent id="de"/>
   </process>
-</definitions>"#;
+"#
+);
 
 fn msg(name: &str, key: &str, id: &str) -> Publish {
     Publish {

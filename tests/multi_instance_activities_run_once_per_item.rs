@@ -449,7 +449,8 @@ async fn a_multi_instance_subprocess_runs_one_scope_per_item_each_waiting_for_it
 #[tokio::test]
 async fn a_multi_instance_call_activity_starts_one_child_per_item_with_its_item() {
     let env = Env::new();
-    let child = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL">
+    let child = bpmn!(
+        r#"
   <process id="kind" isExecutable="true">
     <startEvent id="ks"/>
     <sequenceFlow id="k0" sourceRef="ks" targetRef="pruefen"/>
@@ -457,7 +458,8 @@ async fn a_multi_instance_call_activity_starts_one_child_per_item_with_its_item(
     <sequenceFlow id="k1" sourceRef="pruefen" targetRef="ke"/>
     <endEvent id="ke"/>
   </process>
-</definitions>"#;
+"#
+    );
     env.pf
         .deploy("kind.bpmn", child, Default::default())
         .await

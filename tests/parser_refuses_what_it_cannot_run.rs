@@ -26,14 +26,16 @@ fn the_reference_model_loads_unchanged_with_a_deploy_time_key() {
 #[test]
 fn sequence_flows_without_ids_get_generated_ids() {
     // the article writes its flows without ids
-    let xml = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL">
+    let xml = bpmn!(
+        r#"
       <process id="p" isExecutable="true">
         <startEvent id="s"/>
         <sequenceFlow sourceRef="s" targetRef="t"/>
         <task id="t"/>
         <sequenceFlow sourceRef="t" targetRef="e"/>
         <endEvent id="e"/>
-      </process></definitions>"#;
+      </process>"#
+    );
     let p = parse("ohne-ids.bpmn", xml, &BTreeMap::new()).unwrap();
     let ids: Vec<&str> = p[0].flows.iter().map(|f| f.id.as_str()).collect();
     assert_eq!(ids.len(), 2);
@@ -147,7 +149,8 @@ fn modeler_files_deploy_and_non_executable_parts_are_ignored() {
 
 #[test]
 fn every_unsupported_element_is_listed_with_id_type_and_line() {
-    let xml = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL">
+    let xml = bpmn!(
+        r#"
 <process id="p">
 <startEvent id="s"/>
 <complexGateway id="approve"/>
@@ -156,7 +159,8 @@ fn every_unsupported_element_is_listed_with_id_type_and_line() {
 <transaction id="sub"><startEvent id="inner"/></transaction>
 <serviceTask id="loop"><standardLoopCharacteristics/></serviceTask>
 <endEvent id="e"><compensateEventDefinition/></endEvent>
-</process></definitions>"#;
+</process>"#
+    );
     let err = parse("x.bpmn", xml, &BTreeMap::new()).unwrap_err();
     let ParseError::Unsupported { file, items } = &err else {
         panic!("{err}")
@@ -261,7 +265,8 @@ proptest! {
 
 #[test]
 fn an_event_without_its_message_or_signal_is_named_and_xml_errors_stay_on_one_line() {
-    let xml = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL">
+    let xml = bpmn!(
+        r#"
   <process id="p" isExecutable="true">
     <startEvent id="s"/>
     <sequenceFlow id="f0" sourceRef="s" targetRef="r"/>
@@ -271,7 +276,8 @@ fn an_event_without_its_message_or_signal_is_named_and_xml_errors_stay_on_one_li
     <sequenceFlow id="f2" sourceRef="c" targetRef="e"/>
     <endEvent id="e"/>
   </process>
-</definitions>"#;
+"#
+    );
     let err = parse("p.bpmn", xml, &BTreeMap::new()).unwrap_err();
     let text = err.to_string();
     assert!(
@@ -294,7 +300,8 @@ fn an_event_without_its_message_or_signal_is_named_and_xml_errors_stay_on_one_li
 
 #[test]
 fn plain_and_manual_tasks_are_executed_as_pass_through() {
-    let xml = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL">
+    let xml = bpmn!(
+        r#"
   <process id="p" isExecutable="true">
     <startEvent id="s"/>
     <sequenceFlow id="f0" sourceRef="s" targetRef="t"/>
@@ -304,7 +311,8 @@ fn plain_and_manual_tasks_are_executed_as_pass_through() {
     <sequenceFlow id="f2" sourceRef="m" targetRef="e"/>
     <endEvent id="e"/>
   </process>
-</definitions>"#;
+"#
+    );
     let p = &parse("p.bpmn", xml, &BTreeMap::new()).unwrap()[0];
     assert_eq!(p.element("t").unwrap().kind.label(), "task");
     assert_eq!(p.element("m").unwrap().kind.label(), "manualTask");
@@ -315,7 +323,8 @@ fn plain_and_manual_tasks_are_executed_as_pass_through() {
 /// against the drawing. Refused naming the flow and the end event.
 #[test]
 fn a_flow_out_of_an_end_event_is_refused() {
-    let xml = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL">
+    let xml = bpmn!(
+        r#"
   <signal id="sg" name="X"/>
   <process id="p" isExecutable="true">
     <startEvent id="s"/>
@@ -324,7 +333,8 @@ fn a_flow_out_of_an_end_event_is_refused() {
     <sequenceFlow id="f2" sourceRef="x" targetRef="t"/>
     <userTask id="t"/>
   </process>
-</definitions>"#;
+"#
+    );
     let text = parse("p.bpmn", xml, &BTreeMap::new())
         .unwrap_err()
         .to_string();

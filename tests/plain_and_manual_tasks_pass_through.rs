@@ -6,7 +6,8 @@ use common::*;
 use postfach::vars;
 use std::time::Duration;
 
-const MODEL: &str = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL">
+const MODEL: &str = bpmn!(
+    r#"
   <process id="paper" isExecutable="true">
     <startEvent id="s"/>
     <sequenceFlow id="f0" sourceRef="s" targetRef="sign"/>
@@ -18,7 +19,8 @@ const MODEL: &str = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524
     <sequenceFlow id="f4" sourceRef="file" targetRef="e"/>
     <endEvent id="e"/>
   </process>
-</definitions>"#;
+"#
+);
 
 #[tokio::test]
 async fn the_token_passes_plain_and_manual_tasks_and_waits_at_the_next_real_work() {

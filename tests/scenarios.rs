@@ -5,6 +5,7 @@
 //!
 //! Run one file's tests with `cargo test --test scenarios FILE::`.
 
+#[macro_use]
 mod common;
 
 mod a_boundary_keeps_the_key_it_was_opened_with;

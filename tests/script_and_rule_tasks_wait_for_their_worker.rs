@@ -126,7 +126,7 @@ async fn a_service_task_job_carries_no_work() {
 async fn message_throw_events_wait_for_the_worker_that_sends_them() {
     let env = Env::new();
     env.deploy(
-        r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL">
+        bpmn!(r#"
   <message id="m1" name="RechnungVersandt"/>
   <message id="m2" name="AuftragErledigt"/>
   <process id="melden" isExecutable="true">
@@ -136,7 +136,7 @@ async fn message_throw_events_wait_for_the_worker_that_sends_them() {
     <sequenceFlow id="f1" sourceRef="versandt" targetRef="erledigt"/>
     <endEvent id="erledigt"><messageEventDefinition messageRef="m2"/></endEvent>
   </process>
-</definitions>"#,
+"#),
     )
     .await;
     let id = env.pf.start("melden", vars([]), None).await.unwrap();

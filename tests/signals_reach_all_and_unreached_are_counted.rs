@@ -3,7 +3,8 @@
 use crate::common;
 use common::*;
 
-const SIGNALS: &str = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL">
+const SIGNALS: &str = bpmn!(
+    r#"
   <signal id="tw" name="Tarifwechsel"/>
   <process id="wartet" isExecutable="true">
     <startEvent id="s"/>
@@ -19,7 +20,8 @@ const SIGNALS: &str = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/201005
     <sequenceFlow id="g2" sourceRef="t" targetRef="e2"/>
     <endEvent id="e2"/>
   </process>
-</definitions>"#;
+"#
+);
 
 #[tokio::test]
 async fn a_signal_reaches_every_waiting_instance() {
@@ -77,7 +79,8 @@ async fn a_signal_thrown_by_a_process_reaches_other_instances_in_the_same_commit
 /// user task under a signal boundary, the second throws the signal — all in
 /// the command that starts the instance, before anything is written. The
 /// throw reaches both waits opened in that command.
-const SAME_STEP: &str = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL">
+const SAME_STEP: &str = bpmn!(
+    r#"
   <signal id="go" name="Los"/>
   <process id="zugleich" isExecutable="true">
     <startEvent id="s"/>
@@ -99,7 +102,8 @@ const SAME_STEP: &str = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/2010
     <sequenceFlow id="f7" sourceRef="wurf" targetRef="e4"/>
     <endEvent id="e4"/>
   </process>
-</definitions>"#;
+"#
+);
 
 #[tokio::test]
 async fn a_signal_reaches_the_waits_opened_earlier_in_the_same_command() {
@@ -134,7 +138,8 @@ async fn a_signal_reaches_the_waits_opened_earlier_in_the_same_command() {
     );
 }
 
-const STARTS_AND_ENDS: &str = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL">
+const STARTS_AND_ENDS: &str = bpmn!(
+    r#"
   <signal id="tw" name="Tarifwechsel"/>
   <process id="aufSignal" isExecutable="true">
     <startEvent id="los"><signalEventDefinition signalRef="tw"/></startEvent>
@@ -148,7 +153,8 @@ const STARTS_AND_ENDS: &str = r#"<definitions xmlns="http://www.omg.org/spec/BPM
     <sequenceFlow id="w1" sourceRef="w0" targetRef="ende"/>
     <endEvent id="ende"><signalEventDefinition signalRef="tw"/></endEvent>
   </process>
-</definitions>"#;
+"#
+);
 
 /// A signal start event starts an instance of its process for every
 /// broadcast, with the signal's variables; a signal end event broadcasts and

@@ -5,7 +5,8 @@ use crate::common;
 use common::*;
 use postfach::{Outcome, Reason, vars};
 
-const MODEL: &str = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL">
+const MODEL: &str = bpmn!(
+    r#"
   <message id="m" name="Storniert"/>
   <process id="auftrag" isExecutable="true">
     <startEvent id="s"/>
@@ -23,7 +24,8 @@ const MODEL: &str = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524
     <endEvent id="ende"/>
     <endEvent id="abbruch"><terminateEventDefinition/></endEvent>
   </process>
-</definitions>"#;
+"#
+);
 
 #[tokio::test]
 async fn a_terminate_end_ends_the_instance_and_withdraws_every_wait() {
@@ -99,8 +101,8 @@ fn completion_named(name: &str, key: &str, id: &str) -> postfach::Publish {
 #[tokio::test]
 async fn a_branch_still_on_its_way_is_withdrawn_too() {
     let env = Env::new();
-    env.deploy(
-        r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL">
+    env.deploy(bpmn!(
+        r#"
   <process id="kurz" isExecutable="true">
     <startEvent id="s"/>
     <sequenceFlow id="f0" sourceRef="s" targetRef="fork"/>
@@ -112,8 +114,8 @@ async fn a_branch_still_on_its_way_is_withdrawn_too() {
     <sequenceFlow id="b1" sourceRef="arbeit" targetRef="e"/>
     <endEvent id="e"/>
   </process>
-</definitions>"#,
-    )
+"#
+    ))
     .await;
     let id = env.pf.start("kurz", vars([]), None).await.unwrap();
     assert_eq!(env.state(id), "completed");

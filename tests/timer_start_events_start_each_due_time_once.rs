@@ -117,13 +117,15 @@ async fn a_bounded_cycle_stops_and_a_new_version_replaces_the_schedule() {
 #[tokio::test]
 async fn a_date_in_the_past_fires_once() {
     let env = Env::new();
-    let xml = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL">
+    let xml = bpmn!(
+        r#"
   <process id="nightly" isExecutable="true">
     <startEvent id="once"><timerEventDefinition><timeDate>2025-01-01T00:00:00Z</timeDate></timerEventDefinition></startEvent>
     <sequenceFlow id="f0" sourceRef="once" targetRef="e"/>
     <endEvent id="e"/>
   </process>
-</definitions>"#;
+"#
+    );
     env.deploy(xml).await;
     env.pf.work_until_idle().await.unwrap();
     env.advance(HOUR);

@@ -8,7 +8,8 @@ use crate::common;
 use common::*;
 use postfach::{EngineError, Error, vars};
 
-const MODEL: &str = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL">
+const MODEL: &str = bpmn!(
+    r#"
   <process id="warten" isExecutable="true">
     <startEvent id="s"/>
     <sequenceFlow id="f1" sourceRef="s" targetRef="freigabeAbwarten"/>
@@ -20,7 +21,8 @@ const MODEL: &str = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524
     <sequenceFlow id="f4" sourceRef="pruefen" targetRef="e"/>
     <endEvent id="e"/>
   </process>
-</definitions>"#;
+"#
+);
 
 fn token_at(env: &Env, id: u64, element: &str) -> u64 {
     let v = env.pf.reader().unwrap().instance(id).unwrap().unwrap();

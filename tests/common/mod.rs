@@ -1,6 +1,8 @@
 //! Shared scaffolding: a temporary database with a manual clock and the reference model.
 #![allow(dead_code)]
 
+#[macro_use]
+pub mod bpmn;
 #[cfg(feature = "server")]
 pub mod browser;
 #[cfg(feature = "pubsub")]

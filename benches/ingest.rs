@@ -424,6 +424,8 @@ async fn measure(
 }
 
 fn main() {
+    // before anything is written: the result files themselves make the tree dirty
+    let commit = measured_commit();
     let n = env_or("POSTFACH_INGEST_N", 20_000);
     let fixed_rate = std::env::var("POSTFACH_INGEST_RATE")
         .ok()
@@ -516,7 +518,7 @@ fn main() {
         ));
         println!("\n{md}");
         let doc = json!({
-            "commit": measured_commit(),
+            "commit": commit,
             "messages": n,
             "steady_seconds": secs,
             "emulator_publish_per_s": ceiling,
@@ -540,8 +542,9 @@ fn main() {
     });
 }
 
-/// The commit the run measured (`git describe --always --dirty`), so a figure
-/// in the README can name what produced it; "unknown" outside a checkout.
+/// The commit the run measures (`git describe --always --dirty`, taken when
+/// the run starts), so a figure in the README can name what produced it;
+/// "unknown" outside a checkout.
 fn measured_commit() -> String {
     std::process::Command::new("git")
         .args(["describe", "--always", "--dirty", "--abbrev=7"])

@@ -1450,6 +1450,8 @@ fn merge(file: &Path, args: &Args, rows: Vec<Value>) -> Vec<Value> {
 }
 
 fn main() {
+    // before anything is written: the result files themselves make the tree dirty
+    let commit = measured_commit();
     let args = args();
     if let Some(file) = &args.chart_only {
         let text =
@@ -1505,7 +1507,7 @@ fn main() {
     std::fs::write(
         args.out.join("compare.json"),
         serde_json::to_string_pretty(&json!({
-            "commit": measured_commit(),
+            "commit": commit,
             "orders": args.orders,
             "early": args.early,
             "seed": args.seed,
@@ -1517,8 +1519,9 @@ fn main() {
     std::fs::write(args.out.join("compare.svg"), svg(&rows)).unwrap();
 }
 
-/// The commit the run measured (`git describe --always --dirty`), so a figure
-/// in the README can name what produced it; "unknown" outside a checkout.
+/// The commit the run measures (`git describe --always --dirty`, taken when
+/// the run starts), so a figure in the README can name what produced it;
+/// "unknown" outside a checkout.
 fn measured_commit() -> String {
     std::process::Command::new("git")
         .args(["describe", "--always", "--dirty", "--abbrev=7"])

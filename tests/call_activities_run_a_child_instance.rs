@@ -363,7 +363,7 @@ async fn zeebe_propagate_all_child_variables_false_keeps_the_childs_variables_in
 }
 
 #[tokio::test]
-async fn a_call_activity_without_a_process_or_with_an_expression_is_refused() {
+async fn a_call_activity_without_a_process_or_with_an_expression_it_cannot_read_is_refused() {
     let env = Env::new();
     let err = env
         .refusal(&parent("", "").replace(r#"calledElement="kind""#, ""))
@@ -373,14 +373,87 @@ async fn a_call_activity_without_a_process_or_with_an_expression_is_refused() {
         "{err}"
     );
     let err = env
-        .refusal(
-            &parent("", "").replace(r#"calledElement="kind""#, r#"calledElement="${welcher}""#),
-        )
+        .refusal(&parent("", "").replace(
+            r#"calledElement="kind""#,
+            r#"calledElement="${prozesse.get(0)}""#,
+        ))
         .await;
     assert!(
-        err.contains("aufruf") && err.contains("expression"),
+        err.contains("aufruf")
+            && err.contains("expression '${prozesse.get(0)}'")
+            && err.contains("variable or path"),
         "{err}"
     );
+}
+
+/// Starts the parent with `vars` besides its correlation key.
+async fn start_with(env: &Env, key: &str, vars: &[(&str, serde_json::Value)]) -> u64 {
+    let mut all = postfach::vars([("auftragId", key.into())]);
+    all.extend(vars.iter().map(|(k, v)| (k.to_string(), v.clone())));
+    env.pf.start("eltern", all, None).await.unwrap()
+}
+
+#[tokio::test]
+async fn a_call_activity_calls_the_process_its_variable_names_when_it_starts() {
+    let env = Env::new();
+    deploy(&env, "kind.bpmn", &child(JOB)).await;
+    for (called, vars) in [
+        (
+            r#"calledElement="${welcher}""#,
+            serde_json::json!({"welcher": "kind"}),
+        ),
+        (
+            r#"calledElement="=welcher""#,
+            serde_json::json!({"welcher": "kind"}),
+        ),
+        (
+            r##"calledElement="#{auftrag.prozess}""##,
+            serde_json::json!({"auftrag": {"prozess": "kind"}}),
+        ),
+    ] {
+        let xml = parent("", "").replace(r#"calledElement="kind""#, called);
+        deploy(&env, "eltern.bpmn", &xml).await;
+        let vars: Vec<(&str, serde_json::Value)> = vars
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.clone()))
+            .collect();
+        let id = start_with(&env, "V-1", &vars).await;
+        let kid = child_of(&env, id);
+        assert_eq!(view(&env, kid).process, "kind", "{called}");
+        env.complete_jobs("pruefen", common::no_vars()).await;
+        assert_eq!(view(&env, id).waiting_at, ["danach"], "{called}");
+    }
+}
+
+#[tokio::test]
+async fn a_called_process_variable_that_names_nothing_deployed_is_an_incident_naming_it() {
+    let env = Env::new();
+    deploy(&env, "kind.bpmn", &child(JOB)).await;
+    let xml = parent("", "").replace(r#"calledElement="kind""#, r#"calledElement="${welcher}""#);
+    deploy(&env, "eltern.bpmn", &xml).await;
+    for (vars, says) in [
+        (vec![], "variable 'welcher' is not set"),
+        (
+            vec![("welcher", 42.into())],
+            "variable 'welcher' is 42, not the id of a process",
+        ),
+        (
+            vec![("welcher", "unbekannt".into())],
+            "called process 'unbekannt' (any version) is not deployed",
+        ),
+    ] {
+        let id = start_with(&env, "V-2", &vars).await;
+        assert_eq!(env.state(id), "incident", "{says}");
+        let v = view(&env, id);
+        assert_eq!(v.waiting_at, ["aufruf"]);
+        assert!(
+            v.incidents.iter().any(|i| i.contains(says)),
+            "{says}: {:?}",
+            v.incidents
+        );
+    }
 }
 
 #[tokio::test]

@@ -4,10 +4,10 @@
 //! Invariant: everything that can refuse a start (token, exposure,
 //! configuration, partition) is checked before the database is written.
 
+use super::Output;
 use super::failure::{Failure, out, usage};
 use super::remote::remote_cli;
 use super::values::{MAX_CONFIG, MAX_TOKEN, Sources, correlation_keys, read_bounded, send_topics};
-use super::Output;
 use clap::Args;
 use postfach::Postfach;
 use serde_json::json;

@@ -26,6 +26,17 @@ impl<'a, 't> Engine<'a, 't> {
         else {
             return Ok(());
         };
+        let parent_vars = self.vars_all(inst, token)?;
+        let process = &match called_process(process, &parent_vars) {
+            Ok(process) => process,
+            Err(why) => {
+                let error = format!(
+                    "the process to call is read from a variable, and {why}: set it to the id of a deployed process, then move this token here again"
+                );
+                self.incident(inst, token, &el.id, error);
+                return Ok(());
+            }
+        };
         let version = match version {
             Some(v) => *v,
             None => self.t.latest_version(process)?,
@@ -53,7 +64,6 @@ impl<'a, 't> Engine<'a, 't> {
             self.incident(inst, token, &el.id, error);
             return Ok(());
         };
-        let parent_vars = self.vars_all(inst, token)?;
         let mut vars = inputs.apply(&parent_vars);
         vars.extend(model::mapped(&el.extras.inputs, &parent_vars));
         let business_key = self.inst(inst).business_key.clone();
@@ -142,5 +152,26 @@ impl<'a, 't> Engine<'a, 't> {
         let process = self.inst(child).process.clone();
         self.history(child, &process, "cancelled_by_parent");
         self.finish_instance(child)
+    }
+}
+
+/// The process a call activity calls: its own id, or the string value of the
+/// variable (or path) its expression names (`=PATH`, see
+/// [`model::called_process_variable`]); `Err` says why there is none.
+fn called_process(process: &str, vars: &Vars) -> Result<String, String> {
+    let Some(path) = model::called_process_variable(process) else {
+        return Ok(process.to_string());
+    };
+    let mut parts = path.split('.');
+    let mut value = parts.next().and_then(|name| vars.get(name));
+    for part in parts {
+        value = value.and_then(|v| v.get(part));
+    }
+    match value {
+        Some(serde_json::Value::String(id)) if !id.trim().is_empty() => Ok(id.trim().to_string()),
+        None | Some(serde_json::Value::Null) => Err(format!("variable '{path}' is not set")),
+        Some(other) => Err(format!(
+            "variable '{path}' is {other}, not the id of a process"
+        )),
     }
 }

@@ -334,7 +334,10 @@ pub enum ElementKind {
     /// A call activity: starts an instance of `process` (a child) and waits
     /// until it ends; cancelling the call activity cancels the child.
     CallActivity {
-        /// The called process id.
+        /// The called process id, or `=PATH`: the process id is the string
+        /// value of that variable (or path) when the activity starts (written
+        /// `${name}`, `#{name}` or `=name` in the model; see
+        /// [`called_process_variable`]).
         process: String,
         /// The version called; `None`: the latest deployed when it is called.
         version: Option<u32>,
@@ -509,6 +512,12 @@ pub enum Delegated {
 
 /// Job topics of send tasks bound to a broker topic start with this.
 pub const OUTBOX_TOPIC_PREFIX: &str = "pubsub:";
+
+/// The variable (or path) a call activity reads its process id from, when
+/// its `process` is one (`=PATH`); `None` for a process id.
+pub fn called_process_variable(process: &str) -> Option<&str> {
+    process.strip_prefix('=')
+}
 
 /// The key under which a deploy-time binding of send task `element` to a topic
 /// travels in the override map (beside message name → key variable).

@@ -165,17 +165,27 @@ pub(super) fn call_activity(n: &Node) -> Result<ElementKind, String> {
         .ok_or(
             "call activity names no process: set calledElement (or zeebe:calledElement processId)",
         )?;
+    // an expression is kept as `=PATH` (a process id never starts with
+    // `=`): the process is read from that variable when the activity starts
+    let unreadable = || {
+        format!(
+            "called process given by the expression '{raw}': postfach reads the process id from a variable or path there (${{name}}, #{{order.process}}, =name), or name the process id in the model"
+        )
+    };
     let process = match raw.strip_prefix('=').map(str::trim) {
-        Some(feel) => feel
-            .strip_prefix('"')
-            .and_then(|f| f.strip_suffix('"'))
-            .map(str::to_string)
-            .ok_or_else(|| format!("called process given by the expression '{raw}': name the process id in the model"))?,
-        None if raw.contains("${") || raw.contains("#{") => {
-            return Err(format!(
-                "called process given by the expression '{raw}': name the process id in the model"
-            ));
-        }
+        Some(feel) => match feel.strip_prefix('"').and_then(|f| f.strip_suffix('"')) {
+            Some(literal) => literal.to_string(),
+            None => variable_path(feel)
+                .map(|p| format!("={p}"))
+                .ok_or_else(unreadable)?,
+        },
+        None if raw.contains("${") || raw.contains("#{") => raw
+            .strip_prefix("${")
+            .or_else(|| raw.strip_prefix("#{"))
+            .and_then(|r| r.strip_suffix('}'))
+            .and_then(variable_path)
+            .map(|p| format!("={p}"))
+            .ok_or_else(unreadable)?,
         None => raw.to_string(),
     };
     if n.attr("calledElementType")

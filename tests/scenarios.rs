@@ -94,6 +94,7 @@ mod terminate_end_withdraws_every_other_token;
 mod the_engine_alone_builds_and_passes_its_tests;
 mod timer_start_events_start_each_due_time_once;
 mod timers_fire_under_an_injected_clock;
+mod timers_read_their_time_from_a_variable;
 mod ttl_expiry_parks_message;
 mod user_tasks_wait_in_the_task_list;
 mod wait_states_wait_until_triggered;

@@ -162,12 +162,7 @@ fn called_process(process: &str, vars: &Vars) -> Result<String, String> {
     let Some(path) = model::called_process_variable(process) else {
         return Ok(process.to_string());
     };
-    let mut parts = path.split('.');
-    let mut value = parts.next().and_then(|name| vars.get(name));
-    for part in parts {
-        value = value.and_then(|v| v.get(part));
-    }
-    match value {
+    match model::path_value(path, vars) {
         Some(serde_json::Value::String(id)) if !id.trim().is_empty() => Ok(id.trim().to_string()),
         None | Some(serde_json::Value::Null) => Err(format!("variable '{path}' is not set")),
         Some(other) => Err(format!(

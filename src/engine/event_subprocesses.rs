@@ -79,6 +79,13 @@ impl<'a, 't> Engine<'a, 't> {
                 self.take_buffered_while(inst, token, message, &key, |_| true)?;
             }
             Trigger::Timer(def) => {
+                let def = match self.timer_for(inst, token, &el.id, def)? {
+                    Ok(def) => def,
+                    Err(error) => {
+                        self.incident(inst, token, &el.id, error);
+                        return Ok(());
+                    }
+                };
                 let job = self.create_job_at(
                     inst,
                     token,

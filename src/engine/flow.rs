@@ -342,6 +342,13 @@ impl<'a, 't> Engine<'a, 't> {
                 self.history(inst, &el.id, "waiting");
             }
             ElementKind::TimerCatch { timer } => {
+                let timer = match self.timer_for(inst, token, &el.id, timer)? {
+                    Ok(timer) => timer,
+                    Err(error) => {
+                        self.incident(inst, token, &el.id, error);
+                        return Ok(());
+                    }
+                };
                 let job = self.create_job_at(
                     inst,
                     token,

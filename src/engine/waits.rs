@@ -169,6 +169,10 @@ impl<'a, 't> Engine<'a, 't> {
             };
             match trigger {
                 Trigger::Timer(def) => {
+                    // a variable timer's value was read by `boundary_key_problem` before
+                    let Ok(def) = self.timer_for(inst, token, &p.at(b).id, def)? else {
+                        continue;
+                    };
                     let repetitions_left = def.repetitions();
                     let job = self.create_job_at(
                         inst,
@@ -218,6 +222,14 @@ impl<'a, 't> Engine<'a, 't> {
     ) -> R<Option<String>> {
         for &b in &p.at(host).boundaries {
             if let ElementKind::Boundary {
+                trigger: Trigger::Timer(def),
+                ..
+            } = &p.at(b).kind
+                && let Err(problem) = self.timer_for(inst, token, &p.at(b).id, def)?
+            {
+                return Ok(Some(problem));
+            }
+            if let ElementKind::Boundary {
                 trigger: Trigger::Message { message },
                 ..
             } = &p.at(b).kind
@@ -228,6 +240,27 @@ impl<'a, 't> Engine<'a, 't> {
             }
         }
         Ok(None)
+    }
+
+    /// `def` as it runs for token `token` of `inst`: a variable timer reads
+    /// its value now. `Err` is the incident text, naming `element` and the
+    /// variable.
+    pub(super) fn timer_for(
+        &mut self,
+        inst: u64,
+        token: u64,
+        element: &str,
+        def: &model::TimerDef,
+    ) -> R<Result<model::TimerDef, String>> {
+        if !matches!(def, model::TimerDef::Variable { .. }) {
+            return Ok(Ok(def.clone()));
+        }
+        let vars = self.vars_all(inst, token)?;
+        Ok(def.resolve(&vars).map_err(|why| {
+            format!(
+                "timer '{element}' reads its time from a variable, and {why}: set it, then move this token here again"
+            )
+        }))
     }
 
     /// Once the activity waits: a message buffered for one of its message
@@ -415,6 +448,22 @@ impl<'a, 't> Engine<'a, 't> {
             .iter()
             .map(|&f| p.flows[f].target)
             .collect();
+        // the timers' values first: a variable that names no time stops the
+        // gateway before anything is registered
+        let mut timer_defs = HashMap::new();
+        for &t in &targets {
+            if let ElementKind::TimerCatch { timer } = &p.at(t).kind {
+                match self.timer_for(inst, token, &p.at(t).id, timer)? {
+                    Ok(def) => {
+                        timer_defs.insert(t, def);
+                    }
+                    Err(error) => {
+                        self.incident(inst, token, &gateway, error);
+                        return Ok(());
+                    }
+                }
+            }
+        }
         let mut messages = Vec::new();
         for &t in &targets {
             if let Some(m) = p.at(t).kind.waits_for_message() {
@@ -444,6 +493,7 @@ impl<'a, 't> Engine<'a, 't> {
             match &p.at(t).kind {
                 ElementKind::SignalCatch { signal } => signals.push(signal.clone()),
                 ElementKind::TimerCatch { timer } => {
+                    let timer = timer_defs.get(&t).unwrap_or(timer);
                     let target = p.at(t).id.clone();
                     timers.push(self.create_job_at(
                         inst,

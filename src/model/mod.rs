@@ -627,9 +627,64 @@ pub enum TimerDef {
         /// Flowable) instead of 0/7 = Sunday (Spring, Zeebe).
         quartz_weekdays: bool,
     },
+    /// `timeDuration` or `timeDate` read from a variable (or path) when the
+    /// timer starts (`${name}`, `#{name}`, `=name` in the model): ISO 8601
+    /// text, as the model would write it. Appended last: definitions stored
+    /// before it still decode. See [`TimerDef::resolve`].
+    Variable {
+        /// A duration or an instant.
+        field: TimerField,
+        /// The variable or path.
+        path: String,
+    },
+}
+
+/// What a variable timer reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TimerField {
+    /// `timeDuration`: an ISO 8601 duration (`PT5M`).
+    Duration,
+    /// `timeDate`: an instant (RFC 3339).
+    Date,
+}
+
+/// The value at `path` (`name` or `a.b.c`) of `vars`.
+pub fn path_value<'v>(path: &str, vars: &'v crate::Vars) -> Option<&'v serde_json::Value> {
+    let mut parts = path.split('.');
+    let mut value = vars.get(parts.next()?)?;
+    for part in parts {
+        value = value.get(part)?;
+    }
+    Some(value)
 }
 
 impl TimerDef {
+    /// The timer as it runs for an instance with `vars`: a variable timer
+    /// reads its duration or instant (range-checked as the parser checks a
+    /// written one); every other timer is itself. `Err` says what the
+    /// variable holds and why it is no timer value.
+    pub fn resolve(&self, vars: &crate::Vars) -> Result<TimerDef, String> {
+        let TimerDef::Variable { field, path } = self else {
+            return Ok(self.clone());
+        };
+        let what = match field {
+            TimerField::Duration => "an ISO 8601 duration (PT5M)",
+            TimerField::Date => "an RFC 3339 instant",
+        };
+        let text = match path_value(path, vars) {
+            Some(serde_json::Value::String(text)) => text,
+            None | Some(serde_json::Value::Null) => {
+                return Err(format!("variable '{path}' is not set"));
+            }
+            Some(other) => return Err(format!("variable '{path}' is {other}, not {what}")),
+        };
+        match field {
+            TimerField::Duration => iso::duration(text).map(TimerDef::Duration),
+            TimerField::Date => iso::instant(text).map(TimerDef::Date),
+        }
+        .map_err(|e| format!("variable '{path}' is '{text}': {e}"))
+    }
+
     /// The first due time of a timer started at `now`. A cron expression whose
     /// dates have all passed is due at the last representable instant: its job
     /// stays visible instead of firing.
@@ -643,13 +698,16 @@ impl TimerDef {
                 quartz_weekdays,
             } => cron::next_after(expression, *quartz_weekdays, now)
                 .unwrap_or(crate::limits::MAX_INSTANT),
+            // resolved before it starts (`resolve`); unresolved it waits for
+            // nothing it could name
+            TimerDef::Variable { .. } => now,
         }
     }
 
     /// How often it fires in all (unbounded when `None`).
     pub fn repetitions(&self) -> Option<u32> {
         match self {
-            TimerDef::Duration(_) | TimerDef::Date(_) => Some(1),
+            TimerDef::Duration(_) | TimerDef::Date(_) | TimerDef::Variable { .. } => Some(1),
             TimerDef::Cycle { repetitions, .. } => *repetitions,
             TimerDef::Cron { .. } => None,
         }
@@ -665,7 +723,7 @@ impl TimerDef {
         now: crate::clock::Millis,
     ) -> Option<crate::clock::Millis> {
         match self {
-            TimerDef::Duration(_) | TimerDef::Date(_) => None,
+            TimerDef::Duration(_) | TimerDef::Date(_) | TimerDef::Variable { .. } => None,
             TimerDef::Cycle { every: 0, .. } => None,
             TimerDef::Cycle { every, .. } => {
                 let mut next = due.saturating_add(*every);

@@ -100,6 +100,10 @@ fn flow_event(cx: &mut Cx, n: &Node, evdefs: &[&Node]) -> Option<ElementKind> {
             let timer = timer_of(evdefs[0], cx.defs.quartz_weekdays)
                 .map_err(|message| cx.problem(issue(n, message)))
                 .ok()?;
+            if let crate::model::TimerDef::Variable { path, .. } = &timer {
+                cx.problem(issue(n, format!("a timer start event reads variable '{path}', but no instance exists yet whose variables it could read: write the time in the model")));
+                return None;
+            }
             ElementKind::TimerStart { timer }
         }
         ("endEvent", None) => ElementKind::End,
@@ -402,6 +406,7 @@ pub(super) fn timer_of(
     def: &Node,
     quartz_weekdays: bool,
 ) -> Result<crate::model::TimerDef, String> {
+    use crate::model::{TimerDef, TimerField, iso};
     let text = |n: &Node| {
         n.text
             .trim()
@@ -410,28 +415,71 @@ pub(super) fn timer_of(
             .trim_matches('"')
             .to_string()
     };
+    let timer = |n: &Node, field: TimerField| {
+        let literal = match field {
+            TimerField::Duration => iso::duration(&text(n)).map(TimerDef::Duration),
+            TimerField::Date => iso::instant(&text(n)).map(TimerDef::Date),
+        };
+        match (literal, timer_variable(n)?) {
+            (Ok(timer), _) => Ok(timer),
+            (Err(_), Some(path)) => Ok(TimerDef::Variable { field, path }),
+            (Err(e), None) => Err(e),
+        }
+    };
     if let Some(d) = def.child("timeDuration") {
-        return crate::model::iso::duration(&text(d)).map(crate::model::TimerDef::Duration);
+        return timer(d, TimerField::Duration);
     }
     if let Some(d) = def.child("timeDate") {
-        return crate::model::iso::instant(&text(d)).map(crate::model::TimerDef::Date);
+        return timer(d, TimerField::Date);
     }
     if let Some(c) = def.child("timeCycle") {
         let expression = text(c);
         if crate::model::cron::looks_like_cron(&expression) {
             crate::model::cron::check(&expression, quartz_weekdays, 0)?;
-            return Ok(crate::model::TimerDef::Cron {
+            return Ok(TimerDef::Cron {
                 expression,
                 quartz_weekdays,
             });
         }
-        let (repetitions, every) = crate::model::iso::cycle(&expression)?;
+        let cycle = iso::cycle(&expression);
+        if cycle.is_err() && timer_variable(c)?.is_some() {
+            return Err(format!(
+                "timeCycle given by the expression '{}' is not run: write the cycle in the model (timeDuration and timeDate may read a variable)",
+                c.text.trim()
+            ));
+        }
+        let (repetitions, every) = cycle?;
         if every == 0 {
             return Err("timeCycle with a zero interval would fire without end".into());
         }
-        return Ok(crate::model::TimerDef::Cycle { repetitions, every });
+        return Ok(TimerDef::Cycle { repetitions, every });
     }
     Err("timer has no timeDuration, timeDate or timeCycle".into())
+}
+
+/// The variable (or path) a timer value reads when it is an expression
+/// (`${name}`, `#{order.due}`, `=name`); `Ok(None)` for text that is no
+/// expression, `Err` for an expression that is more than a variable or path.
+fn timer_variable(n: &Node) -> Result<Option<String>, String> {
+    let raw = n.text.trim();
+    let inner = raw
+        .strip_prefix("${")
+        .or_else(|| raw.strip_prefix("#{"))
+        .and_then(|r| r.strip_suffix('}'))
+        .or_else(|| raw.strip_prefix('=').map(str::trim))
+        .filter(|e| !e.starts_with('"'));
+    match inner {
+        None if raw.contains("${") || raw.contains("#{") => Err(format!(
+            "timer value given by the expression '{raw}': postfach reads a variable or path there (${{name}}, #{{order.due}}, =name), or write the value in the model"
+        )),
+        None => Ok(None),
+        Some(e) => match super::data::variable_path(e) {
+            Some(path) => Ok(Some(path)),
+            None => Err(format!(
+                "timer value given by the expression '{raw}': postfach reads a variable or path there (${{name}}, #{{order.due}}, =name), or write the value in the model"
+            )),
+        },
+    }
 }
 
 /// Joins each link throw event to the link catch event of its name in the

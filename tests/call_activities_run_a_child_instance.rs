@@ -373,6 +373,15 @@ async fn a_call_activity_without_a_process_or_with_an_expression_it_cannot_read_
         "{err}"
     );
     let err = env
+        .refusal(
+            &parent("", "").replace(r#"calledElement="kind""#, r#"camunda:caseRef="pruefFall""#),
+        )
+        .await;
+    assert!(
+        err.contains("aufruf") && err.contains("CMMN case 'pruefFall'"),
+        "{err}"
+    );
+    let err = env
         .refusal(&parent("", "").replace(
             r#"calledElement="kind""#,
             r#"calledElement="${prozesse.get(0)}""#,

@@ -157,6 +157,12 @@ pub(super) fn scope_tree(p: &Node) -> Vec<(&Node, Option<&Node>)> {
 /// of them every variable goes in and comes back out.
 pub(super) fn call_activity(n: &Node) -> Result<ElementKind, String> {
     let zeebe = extension(n, "calledElement");
+    if let Some(case) = n.attr("caseRef").filter(|c| !c.trim().is_empty()) {
+        return Err(format!(
+            "call activity calls the CMMN case '{}' (camunda:caseRef): postfach runs BPMN processes, not cases",
+            case.trim()
+        ));
+    }
     let raw = n
         .attr("calledElement")
         .or_else(|| zeebe.and_then(|z| z.attr("processId")))

@@ -52,6 +52,32 @@ const MODEL: &str = bpmn!(
     <endEvent id="we1"/>
     <endEvent id="we2"/>
   </process>
+  <process id="mahnen" isExecutable="true">
+    <startEvent id="ns"/>
+    <sequenceFlow id="n1" sourceRef="ns" targetRef="zahlen"/>
+    <serviceTask id="zahlen"/>
+    <boundaryEvent id="mahnung" attachedToRef="zahlen" cancelActivity="false"><timerEventDefinition><timeCycle>${zyklus}</timeCycle></timerEventDefinition></boundaryEvent>
+    <sequenceFlow id="n2" sourceRef="zahlen" targetRef="ne"/>
+    <sequenceFlow id="n3" sourceRef="mahnung" targetRef="gemahnt"/>
+    <intermediateThrowEvent id="gemahnt"/>
+    <sequenceFlow id="n4" sourceRef="gemahnt" targetRef="ne2"/>
+    <endEvent id="ne"/>
+    <endEvent id="ne2"/>
+  </process>
+  <process id="mitZyklus" isExecutable="true">
+    <startEvent id="zs"/>
+    <sequenceFlow id="z1" sourceRef="zs" targetRef="erst"/>
+    <serviceTask id="erst"/>
+    <sequenceFlow id="z2" sourceRef="erst" targetRef="dann"/>
+    <serviceTask id="dann"/>
+    <sequenceFlow id="z3" sourceRef="dann" targetRef="ze"/>
+    <endEvent id="ze"/>
+    <subProcess id="nachfragen" triggeredByEvent="true">
+      <startEvent id="zes" isInterrupting="false"><timerEventDefinition><timeCycle>=zyklus</timeCycle></timerEventDefinition></startEvent>
+      <sequenceFlow id="z4" sourceRef="zes" targetRef="zee"/>
+      <endEvent id="zee"/>
+    </subProcess>
+  </process>
   <process id="mitErinnerung" isExecutable="true">
     <startEvent id="ms"/>
     <sequenceFlow id="m1" sourceRef="ms" targetRef="arbeit"/>
@@ -218,11 +244,22 @@ async fn timer_expressions_postfach_cannot_read_are_refused_at_deploy() {
 </definitions>"#
         )
     };
-    let err = env.refusal(&one("<timeCycle>${zyklus}</timeCycle>")).await;
+    let err = env
+        .refusal(&one("<timeCycle>${zyklen.get(0)}</timeCycle>"))
+        .await;
     assert!(
-        err.contains("'t'") && err.contains("timeCycle given by the expression '${zyklus}'"),
+        err.contains("'t'")
+            && err.contains("timer value given by the expression '${zyklen.get(0)}'"),
         "{err}"
     );
+    // values a model writes with Zeebe's `=` stay values
+    for value in [
+        "<timeCycle>=R3/PT1H</timeCycle>",
+        "<timeDate>=2026-01-02T00:00:00Z</timeDate>",
+        "<timeDuration>=PT5M</timeDuration>",
+    ] {
+        env.deploy(&one(value)).await;
+    }
     let err = env
         .refusal(&one("<timeDuration>${minuten * 60}</timeDuration>"))
         .await;
@@ -280,4 +317,76 @@ async fn an_event_subprocess_timer_reads_its_variable_when_its_scope_begins() {
         "{:?}",
         incidents(&env, id)
     );
+}
+
+#[tokio::test]
+async fn a_cycle_read_from_a_variable_repeats_as_often_as_it_says() {
+    let env = env().await;
+    let id = env
+        .pf
+        .start("mahnen", vars([("zyklus", "R2/PT1H".into())]), None)
+        .await
+        .unwrap();
+    let reminders = |env: &Env| {
+        env.history(id)
+            .iter()
+            .filter(|(e, ev)| e == "mahnung" && ev == "timer_fired")
+            .count()
+    };
+    tick(&env, 60 * MINUTE).await;
+    assert_eq!(reminders(&env), 1);
+    tick(&env, 60 * MINUTE).await;
+    assert_eq!(reminders(&env), 2);
+    tick(&env, 60 * MINUTE).await;
+    assert_eq!(reminders(&env), 2, "R2: two reminders, then none");
+    assert_eq!(env.waiting_at(id), vec!["zahlen"]);
+    assert_eq!(timer_jobs(&env), 0);
+
+    // a cycle variable that names no cycle is an incident like any timer's
+    let id = env
+        .pf
+        .start("mahnen", vars([("zyklus", "jede Stunde".into())]), None)
+        .await
+        .unwrap();
+    assert!(
+        incidents(&env, id)
+            .iter()
+            .any(|i| i.contains("timer 'mahnung'")
+                && i.contains("variable 'zyklus' is 'jede Stunde'")),
+        "{:?}",
+        incidents(&env, id)
+    );
+}
+
+#[tokio::test]
+async fn a_cycle_whose_variable_stops_naming_one_stops_and_the_history_says_why() {
+    let env = env().await;
+    let id = env
+        .pf
+        .start("mitZyklus", vars([("zyklus", "R5/PT1H".into())]), None)
+        .await
+        .unwrap();
+    let fired = |env: &Env| {
+        env.history(id)
+            .iter()
+            .filter(|(e, ev)| e == "nachfragen" && ev == "timer_fired")
+            .count()
+    };
+    tick(&env, 60 * MINUTE).await;
+    assert_eq!(fired(&env), 1);
+    // the cycle is read again each time it fires: a worker clears it
+    env.complete_jobs("erst", vars([("zyklus", serde_json::Value::Null)]))
+        .await;
+    tick(&env, 60 * MINUTE).await;
+    assert_eq!(fired(&env), 2, "the time already scheduled still fires");
+    let h = env.history(id);
+    assert!(
+        h.iter().any(|(e, ev)| e == "nachfragen"
+            && ev.starts_with("timer_stopped")
+            && ev.contains("variable 'zyklus' is not set")),
+        "{h:?}"
+    );
+    tick(&env, 60 * MINUTE).await;
+    assert_eq!(fired(&env), 2, "then it stops");
+    assert_eq!(env.waiting_at(id), vec!["dann"]);
 }

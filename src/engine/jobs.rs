@@ -433,6 +433,25 @@ impl<'a, 't> Engine<'a, 't> {
         self.run()
     }
 
+    /// When a repeating timer that fired at `job.due_at` is due next: a
+    /// cycle read from a variable reads it again (what it holds now); one
+    /// that names no cycle any more stops repeating, recorded in the
+    /// history with the reason.
+    fn next_fire(
+        &mut self,
+        inst: u64,
+        job: &JobRecord,
+        def: &model::TimerDef,
+    ) -> R<Option<Millis>> {
+        match self.timer_for(inst, job.token, &job.element, def)? {
+            Ok(def) => Ok(def.next_due(job.due_at, self.now)),
+            Err(why) => {
+                self.history(inst, &job.element, &format!("timer_stopped: {why}"));
+                Ok(None)
+            }
+        }
+    }
+
     /// A due timer job: a timer catch event (possibly behind an event-based
     /// gateway) or a boundary timer.
     pub(super) fn fire_timer(&mut self, job: JobRecord) -> R<()> {
@@ -460,11 +479,14 @@ impl<'a, 't> Engine<'a, 't> {
                     _ => Some(1),
                 };
                 let scope = tok.scope;
+                let next = if *cancel {
+                    None
+                } else {
+                    self.next_fire(inst, &job, def)?
+                };
                 if *cancel {
                     self.interrupt(inst, job.token)?;
-                } else if let (Some(due), false) =
-                    (def.next_due(job.due_at, self.now), left == Some(1))
-                {
+                } else if let (Some(due), false) = (next, left == Some(1)) {
                     let mut next = job.clone();
                     next.due_at = due;
                     next.kind = JobKind::Timer {
@@ -514,7 +536,7 @@ impl<'a, 't> Engine<'a, 't> {
                         JobKind::Timer { repetitions_left } => repetitions_left,
                         _ => Some(1),
                     };
-                    match (def.next_due(job.due_at, self.now), left == Some(1)) {
+                    match (self.next_fire(inst, &job, def)?, left == Some(1)) {
                         (Some(due), false) => {
                             let mut next = job.clone();
                             next.due_at = due;

@@ -646,6 +646,11 @@ pub enum TimerField {
     Duration,
     /// `timeDate`: an instant (RFC 3339).
     Date,
+    /// `timeCycle`: an ISO 8601 cycle (`R3/PT1H`) or a cron expression.
+    Cycle {
+        /// How the cron expression counts weekdays (see [`TimerDef::Cron`]).
+        quartz_weekdays: bool,
+    },
 }
 
 /// The value at `path` (`name` or `a.b.c`) of `vars`.
@@ -670,6 +675,7 @@ impl TimerDef {
         let what = match field {
             TimerField::Duration => "an ISO 8601 duration (PT5M)",
             TimerField::Date => "an RFC 3339 instant",
+            TimerField::Cycle { .. } => "an ISO 8601 cycle (R3/PT1H) or a cron expression",
         };
         let text = match path_value(path, vars) {
             Some(serde_json::Value::String(text)) => text,
@@ -681,8 +687,27 @@ impl TimerDef {
         match field {
             TimerField::Duration => iso::duration(text).map(TimerDef::Duration),
             TimerField::Date => iso::instant(text).map(TimerDef::Date),
+            TimerField::Cycle { quartz_weekdays } => TimerDef::cycle(text, *quartz_weekdays),
         }
         .map_err(|e| format!("variable '{path}' is '{text}': {e}"))
+    }
+
+    /// A `timeCycle` as written: a cron expression (checked) or an ISO 8601
+    /// repetition with a period that is not zero.
+    pub fn cycle(text: &str, quartz_weekdays: bool) -> Result<TimerDef, String> {
+        let expression = text.trim().to_string();
+        if cron::looks_like_cron(&expression) {
+            cron::check(&expression, quartz_weekdays, 0)?;
+            return Ok(TimerDef::Cron {
+                expression,
+                quartz_weekdays,
+            });
+        }
+        let (repetitions, every) = iso::cycle(&expression)?;
+        if every == 0 {
+            return Err("timeCycle with a zero interval would fire without end".into());
+        }
+        Ok(TimerDef::Cycle { repetitions, every })
     }
 
     /// The first due time of a timer started at `now`. A cron expression whose

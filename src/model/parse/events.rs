@@ -419,11 +419,16 @@ pub(super) fn timer_of(
         let literal = match field {
             TimerField::Duration => iso::duration(&text(n)).map(TimerDef::Duration),
             TimerField::Date => iso::instant(&text(n)).map(TimerDef::Date),
+            TimerField::Cycle { quartz_weekdays } => TimerDef::cycle(&text(n), quartz_weekdays),
         };
-        match (literal, timer_variable(n)?) {
-            (Ok(timer), _) => Ok(timer),
-            (Err(_), Some(path)) => Ok(TimerDef::Variable { field, path }),
-            (Err(e), None) => Err(e),
+        // a value the model writes wins; only what is no value is read as
+        // an expression (`=PT5M` and `=R3/PT1H` are values, `=frist` is not)
+        match literal {
+            Ok(timer) => Ok(timer),
+            Err(e) => match timer_variable(n)? {
+                Some(path) => Ok(TimerDef::Variable { field, path }),
+                None => Err(e),
+            },
         }
     };
     if let Some(d) = def.child("timeDuration") {
@@ -433,26 +438,7 @@ pub(super) fn timer_of(
         return timer(d, TimerField::Date);
     }
     if let Some(c) = def.child("timeCycle") {
-        let expression = text(c);
-        if crate::model::cron::looks_like_cron(&expression) {
-            crate::model::cron::check(&expression, quartz_weekdays, 0)?;
-            return Ok(TimerDef::Cron {
-                expression,
-                quartz_weekdays,
-            });
-        }
-        let cycle = iso::cycle(&expression);
-        if cycle.is_err() && timer_variable(c)?.is_some() {
-            return Err(format!(
-                "timeCycle given by the expression '{}' is not run: write the cycle in the model (timeDuration and timeDate may read a variable)",
-                c.text.trim()
-            ));
-        }
-        let (repetitions, every) = cycle?;
-        if every == 0 {
-            return Err("timeCycle with a zero interval would fire without end".into());
-        }
-        return Ok(TimerDef::Cycle { repetitions, every });
+        return timer(c, TimerField::Cycle { quartz_weekdays });
     }
     Err("timer has no timeDuration, timeDate or timeCycle".into())
 }

@@ -163,7 +163,9 @@ fn called_process(process: &str, vars: &Vars) -> Result<String, String> {
         return Ok(process.to_string());
     };
     match model::path_value(path, vars) {
-        Some(serde_json::Value::String(id)) if !id.trim().is_empty() => Ok(id.trim().to_string()),
+        Some(serde_json::Value::String(id)) => crate::limits::check_name(path, id.trim())
+            .map(str::to_string)
+            .map_err(|e| format!("variable {e}")),
         None | Some(serde_json::Value::Null) => Err(format!("variable '{path}' is not set")),
         Some(other) => Err(format!(
             "variable '{path}' is {other}, not the id of a process"

@@ -245,18 +245,18 @@ impl<'a, 't> Engine<'a, 't> {
     /// `def` as it runs for token `token` of `inst`: a variable timer reads
     /// its value now. `Err` is the incident text, naming `element` and the
     /// variable.
-    pub(super) fn timer_for(
+    pub(super) fn timer_for<'d>(
         &mut self,
         inst: u64,
         token: u64,
         element: &str,
-        def: &model::TimerDef,
-    ) -> R<Result<model::TimerDef, String>> {
+        def: &'d model::TimerDef,
+    ) -> R<Result<std::borrow::Cow<'d, model::TimerDef>, String>> {
         if !matches!(def, model::TimerDef::Variable { .. }) {
-            return Ok(Ok(def.clone()));
+            return Ok(Ok(std::borrow::Cow::Borrowed(def)));
         }
         let vars = self.vars_all(inst, token)?;
-        Ok(def.resolve(&vars).map_err(|why| {
+        Ok(def.resolve(&vars).map(std::borrow::Cow::Owned).map_err(|why| {
             format!(
                 "timer '{element}' reads its time from a variable, and {why}: set it, then move this token here again"
             )
@@ -493,7 +493,7 @@ impl<'a, 't> Engine<'a, 't> {
             match &p.at(t).kind {
                 ElementKind::SignalCatch { signal } => signals.push(signal.clone()),
                 ElementKind::TimerCatch { timer } => {
-                    let timer = timer_defs.get(&t).unwrap_or(timer);
+                    let timer = timer_defs.get(&t).map_or(timer, |d| d.as_ref());
                     let target = p.at(t).id.clone();
                     timers.push(self.create_job_at(
                         inst,

@@ -469,15 +469,8 @@ fn key_of(spec: &str, vars: &crate::Vars) -> Option<String> {
     {
         return Some(lit.to_string());
     }
-    if let Some(v) = vars.get(spec) {
-        return key_string(v);
-    }
-    let mut parts = spec.split('.');
-    let mut v = vars.get(parts.next()?)?;
-    for p in parts {
-        v = v.get(p)?;
-    }
-    key_string(v)
+    // a variable whose own name has a dot wins over the path through it
+    key_string(vars.get(spec).or_else(|| path_value(spec, vars))?)
 }
 
 /// The string form of a correlation key value (`null` is no key).

@@ -124,3 +124,25 @@ pub(super) fn reads_variables_only(raw: &str) -> bool {
     }
     true
 }
+
+/// The variable path an expression reads where a value may be given as one
+/// (`${path}`, `#{path}`, `=path`; a quoted `="…"` is a value, not an
+/// expression): `None` when `raw` is no expression, `Some(None)` for an
+/// expression that is more than a variable or path.
+pub(super) fn expression_path(raw: &str) -> Option<Option<String>> {
+    let raw = raw.trim();
+    let inner = raw
+        .strip_prefix("${")
+        .or_else(|| raw.strip_prefix("#{"))
+        .and_then(|r| r.strip_suffix('}'))
+        .or_else(|| {
+            raw.strip_prefix('=')
+                .map(str::trim)
+                .filter(|e| !e.starts_with('"'))
+        });
+    match inner {
+        Some(e) => Some(variable_path(e)),
+        None if raw.contains("${") || raw.contains("#{") => Some(None),
+        None => None,
+    }
+}

@@ -448,23 +448,12 @@ pub(super) fn timer_of(
 /// expression, `Err` for an expression that is more than a variable or path.
 fn timer_variable(n: &Node) -> Result<Option<String>, String> {
     let raw = n.text.trim();
-    let inner = raw
-        .strip_prefix("${")
-        .or_else(|| raw.strip_prefix("#{"))
-        .and_then(|r| r.strip_suffix('}'))
-        .or_else(|| raw.strip_prefix('=').map(str::trim))
-        .filter(|e| !e.starts_with('"'));
-    match inner {
-        None if raw.contains("${") || raw.contains("#{") => Err(format!(
+    match super::data::expression_path(raw) {
+        None => Ok(None),
+        Some(Some(path)) => Ok(Some(path)),
+        Some(None) => Err(format!(
             "timer value given by the expression '{raw}': postfach reads a variable or path there (${{name}}, #{{order.due}}, =name), or write the value in the model"
         )),
-        None => Ok(None),
-        Some(e) => match super::data::variable_path(e) {
-            Some(path) => Ok(Some(path)),
-            None => Err(format!(
-                "timer value given by the expression '{raw}': postfach reads a variable or path there (${{name}}, #{{order.due}}, =name), or write the value in the model"
-            )),
-        },
     }
 }
 

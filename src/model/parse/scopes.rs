@@ -8,7 +8,7 @@
 //! postfach can evaluate.
 
 use super::context::{Cx, extension, is_true, issue, strip_feel};
-use super::data::{camunda_source, variable_path};
+use super::data::{camunda_source, expression_path, variable_path};
 use super::xml::Node;
 use crate::model::{Element, ElementKind, parse_condition};
 
@@ -178,21 +178,18 @@ pub(super) fn call_activity(n: &Node) -> Result<ElementKind, String> {
             "called process given by the expression '{raw}': postfach reads the process id from a variable or path there (${{name}}, #{{order.process}}, =name), or name the process id in the model"
         )
     };
-    let process = match raw.strip_prefix('=').map(str::trim) {
-        Some(feel) => match feel.strip_prefix('"').and_then(|f| f.strip_suffix('"')) {
-            Some(literal) => literal.to_string(),
-            None => variable_path(feel)
-                .map(|p| format!("={p}"))
-                .ok_or_else(unreadable)?,
-        },
-        None if raw.contains("${") || raw.contains("#{") => raw
-            .strip_prefix("${")
-            .or_else(|| raw.strip_prefix("#{"))
-            .and_then(|r| r.strip_suffix('}'))
-            .and_then(variable_path)
-            .map(|p| format!("={p}"))
-            .ok_or_else(unreadable)?,
-        None => raw.to_string(),
+    let literal = raw
+        .strip_prefix('=')
+        .map(str::trim)
+        .and_then(|f| f.strip_prefix('"'))
+        .and_then(|f| f.strip_suffix('"'));
+    let process = match (literal, expression_path(raw)) {
+        (Some(literal), _) => literal.to_string(),
+        (None, Some(Some(path))) => format!("={path}"),
+        (None, Some(None)) => return Err(unreadable()),
+        // `="…` without its closing quote is no process id either
+        (None, None) if raw.starts_with('=') => return Err(unreadable()),
+        (None, None) => raw.to_string(),
     };
     if n.attr("calledElementType")
         .is_some_and(|t| t.trim() == "id")

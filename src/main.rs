@@ -74,17 +74,25 @@ fn main() {
         Ok(output) if output.json.is_null() && output.text.is_empty() => {}
         Ok(output) => {
             if json {
-                println!("{}", output.json);
+                print_out(&output.json.to_string());
             } else {
-                println!("{}", output.text);
+                print_out(&output.text);
             }
         }
         Err(f) => {
             if json && let Some(doc) = &f.json {
-                println!("{doc}");
+                print_out(&doc.to_string());
             }
             eprintln!("postfach: {}", f.message);
             std::process::exit(f.code);
         }
     }
+}
+
+/// Prints the result on stdout; a reader that went away (`postfach instances |
+/// head`) ends the output quietly rather than with a panic.
+fn print_out(text: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{text}").and_then(|()| out.flush());
 }

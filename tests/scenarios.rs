@@ -10,6 +10,7 @@ mod common;
 
 mod a_boundary_keeps_the_key_it_was_opened_with;
 mod a_cut_log_tail_is_reported;
+mod a_gateway_routes_a_cluster_by_key_and_id;
 mod a_missing_correlation_key_stops_every_kind_of_catch_alike;
 mod a_retry_says_what_the_job_did_next;
 mod absurd_durations_are_refused_and_views_render;

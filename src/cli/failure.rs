@@ -24,10 +24,17 @@ impl From<Error> for Failure {
             Some(step) => format!("{e}: {step}"),
             None => e.to_string(),
         };
+        // the owner of a key or id, for a gateway to send the command on
+        let json = match &e {
+            Error::Engine(postfach::EngineError::OtherPartition { owner, .. }) => {
+                Some(serde_json::json!({"error": message, "partition_owner": owner}))
+            }
+            _ => None,
+        };
         Failure {
             code: if e.is_rejection() { 3 } else { 1 },
             message,
-            json: None,
+            json,
         }
     }
 }

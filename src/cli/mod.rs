@@ -10,6 +10,7 @@
 //! library error, [`values`] parses and range-checks what the user typed,
 //! [`remote`] carries a command line to a server (`--server`).
 
+mod cluster;
 mod failure;
 mod instances;
 mod jobs;
@@ -231,6 +232,18 @@ pub enum Command {
     ///
     /// Example: postfach add-token 17 auftragUebergeben
     AddToken(repair::AddTokenArgs),
+    /// Gateway of a cluster: serves the API and console of `postfach run` in
+    /// front of the partitions, sends each write to the partition that owns
+    /// its key or id, deploys to every partition, gathers reads (answers name
+    /// the partitions they could not reach), until SIGINT/SIGTERM.
+    ///
+    /// Example: postfach gateway --partition-url 0=http://10.0.0.5:7820 --partition-url 1=http://10.0.0.6:7820
+    Gateway(cluster::GatewayArgs),
+    /// A cluster of partitions: `status` through a gateway, `up` to try one
+    /// out on this machine.
+    ///
+    /// Example: postfach --server http://127.0.0.1:7820 cluster status
+    Cluster(cluster::ClusterArgs),
 }
 
 /// Runs a parsed command line.
@@ -245,6 +258,8 @@ pub async fn run(cli: Cli) -> Result<Output, Failure> {
         Command::Recover(args) => return offline::recover_offline(&cli, args),
         Command::Compact => return offline::compact(&cli),
         Command::Object(args) => return jobs::object(&cli, args).await,
+        Command::Gateway(args) => return cluster::gateway(args).await,
+        Command::Cluster(args) => return cluster::cluster(&cli, args).await,
         _ => {}
     }
     if cli.server.is_some() {
@@ -284,9 +299,14 @@ pub async fn run(cli: Cli) -> Result<Output, Failure> {
 /// group. `sources` says where the files a command names come from.
 async fn execute(pf: &Postfach, command: Command, sources: Sources<'_>) -> Result<Output, Failure> {
     match command {
-        Command::Demo(_) | Command::Object(_) | Command::Compact | Command::Recover(_) => Err(
-            usage("this command works without an open database; run it on its own".into()),
-        ),
+        Command::Demo(_)
+        | Command::Object(_)
+        | Command::Compact
+        | Command::Recover(_)
+        | Command::Gateway(_)
+        | Command::Cluster(_) => Err(usage(
+            "this command works without an open database; run it on its own".into(),
+        )),
         Command::Run(args) => serve::run(pf, args).await,
         Command::Deploy(args) => instances::deploy(pf, args, &sources).await,
         Command::Start(args) => instances::start(pf, args).await,

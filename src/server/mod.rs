@@ -12,6 +12,7 @@
 
 pub use crate::{alarms, config};
 pub mod console;
+pub mod gateway;
 pub mod http;
 pub mod metrics;
 #[cfg(feature = "otlp")]

@@ -120,25 +120,7 @@ impl Server {
         body: Option<&Value>,
         token: Option<&str>,
     ) -> (u16, String) {
-        let mut s = TcpStream::connect(&self.addr).unwrap();
-        let payload = body.map(|b| b.to_string()).unwrap_or_default();
-        let auth = token
-            .map(|t| format!("Authorization: Bearer {t}\r\n"))
-            .unwrap_or_default();
-        write!(
-            s,
-            "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\n{auth}Content-Length: {}\r\n\r\n{payload}",
-            payload.len()
-        )
-        .unwrap();
-        let mut raw = String::new();
-        s.read_to_string(&mut raw).unwrap();
-        let status: u16 = raw.split_whitespace().nth(1).unwrap().parse().unwrap();
-        let body = raw
-            .split_once("\r\n\r\n")
-            .map(|(_, b)| b.to_string())
-            .unwrap_or_default();
-        (status, body)
+        call(&self.addr, method, path, body, token)
     }
 
     pub fn json(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
@@ -230,6 +212,41 @@ impl Server {
         let log = std::mem::take(&mut *self.log.lock().unwrap());
         (status, log)
     }
+}
+
+/// One HTTP/1.1 request to `addr`: status and body.
+pub fn call(
+    addr: &str,
+    method: &str,
+    path: &str,
+    body: Option<&Value>,
+    token: Option<&str>,
+) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    let payload = body.map(|b| b.to_string()).unwrap_or_default();
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\n{auth}Content-Length: {}\r\n\r\n{payload}",
+        payload.len()
+    )
+    .unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    let status: u16 = raw.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let body = raw
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
+}
+
+/// One JSON request to `addr`: status and body (null when it is not JSON).
+pub fn http(addr: &str, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+    let (status, text) = call(addr, method, path, body, None);
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
 }
 
 fn sigterm(pid: u32) {

@@ -89,7 +89,8 @@ pub(super) struct InstancesQuery {
 }
 
 /// The most records one page of a list returns.
-pub(super) const MAX_PAGE: usize = 1000;
+/// Largest page of a list.
+pub const MAX_PAGE: usize = 1000;
 
 /// A page size from a query (`default` when absent), or 400 naming `limit`.
 pub(super) fn page_limit(limit: Option<usize>, default: usize) -> Result<usize, ApiError> {

@@ -11,6 +11,7 @@ mod jobs;
 mod messages;
 mod processes;
 
+pub use instances::MAX_PAGE;
 use instances::*;
 use jobs::*;
 use messages::*;
@@ -75,6 +76,7 @@ pub fn router(
         .route("/health/live", get(live))
         .route("/health/ready", get(ready))
         .route("/metrics", get(metrics))
+        .route("/partition", get(partition))
         .route("/openapi.json", get(openapi))
         .route(
             "/deployments",
@@ -199,6 +201,14 @@ impl IntoResponse for ApiError {
             )
                 .into_response();
         }
+        if let Error::Engine(EngineError::OtherPartition { owner, .. }) = &e {
+            // the owner, for a gateway to send it on
+            return (
+                status_of(&e),
+                Json(json!({"error": text, "partition": owner})),
+            )
+                .into_response();
+        }
         problem(status_of(&e), text)
     }
 }
@@ -295,6 +305,28 @@ async fn metrics(State(s): State<AppState>) -> Result<Response, ApiError> {
     Ok(([(header::CONTENT_TYPE, super::metrics::CONTENT_TYPE)], text).into_response())
 }
 
+#[utoipa::path(get, path = "/partition", responses((status = 200, description = "This partition of its cluster (0 of 1 unpartitioned), the build's version, and what it holds: waiting tokens and the oldest wait, buffered and parked messages, due jobs, incidents, open tasks and the engine's counters (what `cluster status` shows)", body = serde_json::Value)))]
+async fn partition(State(s): State<AppState>) -> ApiResult {
+    let r = s.pf.reader()?;
+    let p = s.pf.partition();
+    let waiting = r.waiting_summary()?;
+    let oldest = waiting.iter().map(|(_, _, since)| *since).min();
+    let (jobs_due, incidents) = r.job_counts()?;
+    Ok(Json(json!({
+        "partition": p.index(),
+        "partitions": p.count(),
+        "version": env!("CARGO_PKG_VERSION"),
+        "tokens_waiting": waiting.iter().map(|(_, n, _)| n).sum::<u64>(),
+        "oldest_wait_ms": oldest.map(|o| r.now().saturating_sub(o)),
+        "buffered": r.buffered_count()?,
+        "parked": r.parked_by_reason()?.values().sum::<u64>(),
+        "jobs_due": jobs_due,
+        "incidents": incidents,
+        "tasks_open": r.open_tasks_summary()?.iter().map(|(_, n, _)| n).sum::<u64>(),
+        "counters": r.counters()?,
+    })))
+}
+
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct CliBody {
@@ -362,12 +394,13 @@ async fn cli(
         processes::tasks,
         processes::task_action,
         metrics,
+        partition,
         cli
     )
 )]
 pub struct ApiDoc;
 
-async fn openapi() -> Response {
+pub(super) async fn openapi() -> Response {
     use utoipa::OpenApi;
     match ApiDoc::openapi().to_json() {
         Ok(doc) => ([(header::CONTENT_TYPE, "application/json")], doc).into_response(),

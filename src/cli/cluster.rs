@@ -1,0 +1,479 @@
+//! The cluster's commands: `gateway` (the stateless front of the partitions),
+//! `cluster status` (every partition, through a gateway) and `cluster up` (a
+//! local cluster in the foreground, for trying it out); and where a command
+//! line sent to a gateway runs ([`cli_route`]).
+//!
+//! Invariant: every command has exactly one place in [`cli_route`] (an
+//! exhaustive match), so a new command is routed deliberately; a command that
+//! names an id or a key runs on the one partition that owns it.
+
+use super::failure::{Failure, out, usage};
+use super::remote::{MAX_ANSWER, client_of, runs_remotely, with_token};
+use super::serve::{check_exposure, server_token, shutdown_signal};
+use super::tasks::TaskCommand;
+use super::values::correlation_keys;
+use super::{Cli, Command, Output};
+use clap::{Args, Parser, Subcommand};
+use postfach::server::gateway::{CliRoute, GatewayConfig};
+use serde_json::{Value, json};
+use std::path::PathBuf;
+
+#[derive(Args, Debug)]
+pub(crate) struct GatewayArgs {
+    /// Where partition I of the cluster serves its API: I=http://HOST:PORT,
+    /// once for every partition 0 … P-1.
+    #[arg(long = "partition-url", value_name = "I=URL", required = true)]
+    pub(crate) partition_url: Vec<String>,
+    /// Address of the gateway's HTTP API.
+    #[arg(long, default_value = "127.0.0.1:7820")]
+    pub(crate) listen: std::net::SocketAddr,
+    /// File holding the bearer token callers must present (or $POSTFACH_TOKEN);
+    /// it is passed on to the partitions, which require the same one.
+    #[arg(long, value_name = "PATH")]
+    pub(crate) token_file: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct ClusterArgs {
+    #[command(subcommand)]
+    pub(crate) action: ClusterCommand,
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum ClusterCommand {
+    /// Every partition of the cluster, asked through the gateway --server
+    /// names: up, ready, version, waiting tokens and the oldest wait,
+    /// buffered and parked messages, due jobs, incidents.
+    ///
+    /// Example: postfach --server http://127.0.0.1:7820 cluster status
+    Status,
+    /// A local cluster in the foreground, for trying it out: P partition
+    /// processes (`run --partitions P --partition I`, each with its own
+    /// database under --dir, on the ports after the gateway's) and a gateway
+    /// on --listen, until SIGINT/SIGTERM.
+    ///
+    /// Example: postfach cluster up --partitions 4 bpmn/auftrag-ausfuehrung.bpmn --correlation-key AuftragAbgeschlossen=auftragId
+    Up(UpArgs),
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct UpArgs {
+    /// The BPMN model every partition deploys.
+    pub(crate) file: PathBuf,
+    /// Partitions (2–64 for a local cluster).
+    #[arg(long, value_name = "P")]
+    pub(crate) partitions: u64,
+    /// Where the partitions keep their databases (partition-I.redb).
+    #[arg(long, value_name = "DIR", default_value = "postfach-cluster")]
+    pub(crate) dir: PathBuf,
+    /// The gateway's address; partition I listens on its port + 1 + I.
+    #[arg(long, default_value = "127.0.0.1:7820")]
+    pub(crate) listen: std::net::SocketAddr,
+    /// Correlation key of a message: MESSAGE=VARIABLE (repeatable).
+    #[arg(long = "correlation-key", value_name = "MESSAGE=VARIABLE")]
+    pub(crate) correlation_key: Vec<String>,
+}
+
+/// Where a command line sent to a gateway runs: by the id or key it names,
+/// on every partition, or not through a gateway at all.
+pub(crate) fn cli_route(args: &[String]) -> CliRoute {
+    let cli = match Cli::try_parse_from(
+        std::iter::once("postfach".to_string()).chain(args.iter().cloned()),
+    ) {
+        Ok(c) => c,
+        // any partition refuses it as it would without the gateway
+        Err(_) => return CliRoute::Any,
+    };
+    if let Err(why) = runs_remotely(&cli.command) {
+        return CliRoute::Refuse(why);
+    }
+    match cli.command {
+        Command::Demo(_)
+        | Command::Run(_)
+        | Command::Compact
+        | Command::Recover(_)
+        | Command::Import(_)
+        | Command::Object(_) => {
+            CliRoute::Refuse("this command does not run through a gateway".into())
+        }
+        Command::Gateway(_) | Command::Cluster(_) => CliRoute::Refuse(
+            "gateway and cluster run on their own; drop --server (cluster status takes it)".into(),
+        ),
+        Command::Deploy(_) => CliRoute::Everywhere,
+        Command::Start(_) => CliRoute::Start,
+        Command::Publish(a) => CliRoute::Key(a.target.key),
+        Command::Correlate(a) => CliRoute::Key(a.target.key),
+        Command::Instance(a) => CliRoute::Id(a.id),
+        Command::Retry(a) => CliRoute::Id(a.job_id),
+        Command::Complete(a) => CliRoute::Id(a.job_id),
+        Command::Extend(a) => CliRoute::Id(a.job_id),
+        Command::Fail(a) => CliRoute::Id(a.job_id),
+        Command::BpmnError(a) => CliRoute::Id(a.job_id),
+        Command::Task(a) => CliRoute::Id(match a.action {
+            TaskCommand::Claim { task, .. }
+            | TaskCommand::Unclaim { task, .. }
+            | TaskCommand::Assign { task, .. }
+            | TaskCommand::Complete { task, .. } => task,
+        }),
+        Command::MoveToken(a) => CliRoute::Id(a.instance),
+        Command::CancelToken(a) => CliRoute::Id(a.instance),
+        Command::Trigger(a) => CliRoute::Id(a.instance),
+        Command::AddToken(a) => CliRoute::Id(a.instance),
+        Command::Requeue(_) | Command::Discard(_) => CliRoute::Find,
+        Command::Statistics(_) => CliRoute::Statistics,
+        Command::Signal(_)
+        | Command::Instances(_)
+        | Command::Messages(_)
+        | Command::Jobs(_)
+        | Command::Tasks(_)
+        | Command::Cleanup
+        | Command::Work(_) => CliRoute::Gather,
+        Command::Acquire(_) => CliRoute::Any,
+    }
+}
+
+/// A `--partition-url I=URL` list as the URL of every partition 0 … P-1,
+/// each given exactly once.
+pub(crate) fn partition_urls(given: &[String]) -> Result<Vec<String>, Failure> {
+    let mut urls: Vec<Option<String>> = vec![None; given.len()];
+    for g in given {
+        let bad = |why: String| usage(format!("--partition-url {g}: {why}"));
+        let (i, url) = g
+            .split_once('=')
+            .ok_or_else(|| bad("expected I=URL (0=http://10.0.0.5:7820)".into()))?;
+        let i: usize = i
+            .trim()
+            .parse()
+            .map_err(|_| bad(format!("'{i}' is not a partition number")))?;
+        if i >= given.len() {
+            return Err(bad(format!(
+                "partition {i} of a cluster of {} (one --partition-url per partition, numbered 0 … {})",
+                given.len(),
+                given.len() - 1
+            )));
+        }
+        let url = super::values::parse_server_url(url).map_err(bad)?;
+        if !url.starts_with("http://") {
+            return Err(bad(
+                "a partition is reached over http:// inside the cluster".into(),
+            ));
+        }
+        if urls[i].replace(url).is_some() {
+            return Err(bad(format!("partition {i} is given twice")));
+        }
+    }
+    Ok(urls.into_iter().map(Option::unwrap_or_default).collect())
+}
+
+/// `postfach gateway`: serves until SIGINT/SIGTERM.
+pub(super) async fn gateway(args: &GatewayArgs) -> Result<Output, Failure> {
+    let urls = partition_urls(&args.partition_url)?;
+    let token = server_token(args.token_file.as_deref())?;
+    check_exposure(args.listen, token.as_deref())?;
+    let count = urls.len();
+    run_gateway(urls, token, args.listen).await?;
+    Ok(out(
+        json!({"stopped": true, "partitions": count}),
+        "gateway stopped".to_string(),
+    ))
+}
+
+async fn run_gateway(
+    urls: Vec<String>,
+    token: Option<String>,
+    listen: std::net::SocketAddr,
+) -> Result<(), Failure> {
+    let count = urls.len();
+    postfach::server::gateway::run(
+        GatewayConfig {
+            partitions: urls,
+            token,
+            cli: Some(std::sync::Arc::new(cli_route)),
+        },
+        listen,
+        shutdown_signal(),
+        |bound| eprintln!("postfach: gateway of {count} partitions on http://{bound}"),
+    )
+    .await
+    .map_err(|e| Failure {
+        code: 1,
+        message: e.to_string(),
+        json: None,
+    })
+}
+
+/// `postfach cluster …`.
+pub(super) async fn cluster(cli: &Cli, args: &ClusterArgs) -> Result<Output, Failure> {
+    match &args.action {
+        ClusterCommand::Status => status(cli).await,
+        ClusterCommand::Up(up_args) => up(up_args).await,
+    }
+}
+
+async fn status(cli: &Cli) -> Result<Output, Failure> {
+    if cli.server.is_none() {
+        return Err(usage(
+            "cluster status asks a gateway: give --server URL (or $POSTFACH_SERVER)".into(),
+        ));
+    }
+    let client = client_of(cli);
+    let v = tokio::task::spawn_blocking(move || -> Result<Value, Failure> {
+        let url = format!("{}/cluster/status", client.server);
+        let mut resp = with_token(client.agent().get(&url))?
+            .call()
+            .map_err(|e| client.unreachable(e))?;
+        let status = resp.status().as_u16();
+        let v: Value = resp
+            .body_mut()
+            .with_config()
+            .limit(MAX_ANSWER)
+            .read_json()
+            .map_err(|e| usage(format!("{url} answered {status} without JSON: {e}")))?;
+        if status != 200 {
+            return Err(Failure {
+                code: 1,
+                message: format!(
+                    "{url} answered {status}: {} (is it a gateway? `postfach gateway` serves /cluster/status)",
+                    v["error"].as_str().unwrap_or("no reason given")
+                ),
+                json: None,
+            });
+        }
+        Ok(v)
+    })
+    .await
+    .map_err(|e| usage(e.to_string()))??;
+    let text = status_text(&v);
+    let down = v["partitions"]
+        .as_array()
+        .map(|l| l.iter().filter(|p| p["ready"] != json!(true)).count())
+        .unwrap_or(0);
+    if down > 0 {
+        return Err(Failure {
+            code: 1,
+            message: format!("{text}{down} partition(s) not ready"),
+            json: Some(v),
+        });
+    }
+    Ok(out(v, text))
+}
+
+/// One line per partition.
+fn status_text(v: &Value) -> String {
+    let mut text = String::from(
+        "partition  up     ready  version   waiting  oldest wait  buffered  parked  jobs due  incidents\n",
+    );
+    for p in v["partitions"].as_array().into_iter().flatten() {
+        let n = |f: &str| p[f].as_u64().map_or("-".to_string(), |n| n.to_string());
+        let oldest = p["oldest_wait_ms"].as_u64().map_or("-".to_string(), |ms| {
+            humantime::format_duration(std::time::Duration::from_secs(ms / 1000)).to_string()
+        });
+        text.push_str(&format!(
+            "{:<10} {:<6} {:<6} {:<9} {:<8} {:<12} {:<9} {:<7} {:<9} {}\n",
+            n("partition"),
+            p["up"].as_bool().unwrap_or(false),
+            p["ready"].as_bool().unwrap_or(false),
+            p["version"].as_str().unwrap_or("-"),
+            n("tokens_waiting"),
+            oldest,
+            n("buffered"),
+            n("parked"),
+            n("jobs_due"),
+            n("incidents"),
+        ));
+        if let Some(e) = p["error"].as_str().or(p["not_ready"].as_str()) {
+            text.push_str(&format!("           {e}\n"));
+        }
+    }
+    text
+}
+
+/// `postfach cluster up`: the partitions as child processes, the gateway in
+/// this one; on SIGINT/SIGTERM the gateway stops and every partition is
+/// stopped gracefully.
+async fn up(args: &UpArgs) -> Result<Output, Failure> {
+    if !(2..=64).contains(&args.partitions) {
+        return Err(usage(format!(
+            "--partitions {}: a local cluster has 2 to 64 partitions",
+            args.partitions
+        )));
+    }
+    correlation_keys(&args.correlation_key)?;
+    let base = args.listen.port();
+    if u64::from(base) + args.partitions >= 65_536 {
+        return Err(usage(format!(
+            "--listen {}: the partitions need the {} ports after it",
+            args.listen, args.partitions
+        )));
+    }
+    std::fs::create_dir_all(&args.dir)
+        .map_err(|e| usage(format!("--dir {}: {e}", args.dir.display())))?;
+    let exe = std::env::current_exe().map_err(|e| usage(format!("this program's path: {e}")))?;
+    let mut children = Vec::new();
+    let mut urls = Vec::new();
+    for i in 0..args.partitions {
+        let addr = std::net::SocketAddr::new(args.listen.ip(), base + 1 + i as u16);
+        let mut cmd = std::process::Command::new(&exe);
+        cmd.arg("--db")
+            .arg(args.dir.join(format!("partition-{i}.redb")))
+            .arg("run")
+            .arg(&args.file)
+            .args(["--listen", &addr.to_string()])
+            .args(["--partitions", &args.partitions.to_string()])
+            .args(["--partition", &i.to_string()]);
+        for k in &args.correlation_key {
+            cmd.args(["--correlation-key", k]);
+        }
+        let log_path = args.dir.join(format!("partition-{i}.log"));
+        let log = std::fs::File::create(&log_path)
+            .map_err(|e| usage(format!("{}: {e}", log_path.display())))?;
+        let log2 = log
+            .try_clone()
+            .map_err(|e| usage(format!("{}: {e}", log_path.display())))?;
+        cmd.stdout(log).stderr(log2);
+        eprintln!(
+            "postfach: partition {i} on http://{addr}, log {}",
+            log_path.display()
+        );
+        let child = cmd
+            .spawn()
+            .map_err(|e| usage(format!("starting partition {i}: {e}")))?;
+        children.push(child);
+        urls.push(format!("http://{addr}"));
+    }
+    if let Err(f) = await_partitions(&mut children, args).await {
+        for c in &mut children {
+            stop_child(c);
+            let _ = c.wait();
+        }
+        return Err(f);
+    }
+    let token = server_token(None)?;
+    let served = run_gateway(urls, token, args.listen).await;
+    for c in &mut children {
+        stop_child(c);
+    }
+    for (i, c) in children.iter_mut().enumerate() {
+        if let Ok(status) = c.wait()
+            && !status.success()
+        {
+            eprintln!("postfach: partition {i} ended with {status}");
+        }
+    }
+    served?;
+    Ok(out(
+        json!({"stopped": true, "partitions": args.partitions}),
+        "cluster stopped".to_string(),
+    ))
+}
+
+/// Waits until every partition accepts connections (at most 60 s); a
+/// partition that ends before that fails the cluster, naming its log.
+async fn await_partitions(
+    children: &mut [std::process::Child],
+    args: &UpArgs,
+) -> Result<(), Failure> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let base = args.listen.port();
+    loop {
+        let mut up = 0;
+        for (i, c) in children.iter_mut().enumerate() {
+            let log = args.dir.join(format!("partition-{i}.log"));
+            if let Ok(Some(status)) = c.try_wait() {
+                return Err(Failure {
+                    code: 1,
+                    message: format!(
+                        "partition {i} ended ({status}) before it served: see {}",
+                        log.display()
+                    ),
+                    json: None,
+                });
+            }
+            let addr = std::net::SocketAddr::new(args.listen.ip(), base + 1 + i as u16);
+            if tokio::net::TcpStream::connect(addr).await.is_ok() {
+                up += 1;
+            }
+        }
+        if up == children.len() {
+            return Ok(());
+        }
+        if std::time::Instant::now() > deadline {
+            return Err(Failure {
+                code: 1,
+                message: format!(
+                    "only {up} of {} partitions serve after 60 s: see the logs in {}",
+                    children.len(),
+                    args.dir.display()
+                ),
+                json: None,
+            });
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+/// Asks a partition to stop as SIGTERM does (it finishes in-flight work);
+/// where `kill` cannot be run, it is killed.
+fn stop_child(c: &mut std::process::Child) {
+    let term = std::process::Command::new("kill")
+        .args(["-TERM", &c.id().to_string()])
+        .status();
+    if !term.is_ok_and(|s| s.success()) {
+        let _ = c.kill();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(args: &[&str]) -> Vec<String> {
+        args.iter().map(|a| a.to_string()).collect()
+    }
+
+    #[test]
+    fn a_command_runs_where_its_id_or_key_lives() {
+        assert_eq!(cli_route(&s(&["instance", "17"])), CliRoute::Id(17));
+        assert_eq!(cli_route(&s(&["retry", "9"])), CliRoute::Id(9));
+        assert_eq!(
+            cli_route(&s(&["task", "claim", "12", "--user", "a"])),
+            CliRoute::Id(12)
+        );
+        assert_eq!(
+            cli_route(&s(&["move-token", "5", "1", "x"])),
+            CliRoute::Id(5)
+        );
+        assert_eq!(
+            cli_route(&s(&["publish", "M", "--key", "A-1"])),
+            CliRoute::Key("A-1".into())
+        );
+        assert_eq!(cli_route(&s(&["deploy", "f.bpmn"])), CliRoute::Everywhere);
+        assert_eq!(cli_route(&s(&["start", "p"])), CliRoute::Start);
+        assert_eq!(cli_route(&s(&["instances"])), CliRoute::Gather);
+        assert_eq!(cli_route(&s(&["statistics", "p"])), CliRoute::Statistics);
+        assert_eq!(cli_route(&s(&["requeue", "m-1"])), CliRoute::Find);
+        assert!(matches!(cli_route(&s(&["demo"])), CliRoute::Refuse(_)));
+        assert!(matches!(
+            cli_route(&s(&["cluster", "status"])),
+            CliRoute::Refuse(_)
+        ));
+        assert_eq!(cli_route(&s(&["no-such-command"])), CliRoute::Any);
+    }
+
+    #[test]
+    fn partition_urls_name_every_partition_once() {
+        let ok = partition_urls(&s(&["1=http://b:2", "0=http://a:1"])).unwrap();
+        assert_eq!(ok, vec!["http://a:1", "http://b:2"]);
+        for bad in [
+            vec!["0=http://a:1", "0=http://b:2"],
+            vec!["0=http://a:1", "2=http://b:2"],
+            vec!["x=http://a:1"],
+            vec!["http://a:1"],
+            vec!["0=https://a:1"],
+            vec!["0=ftp://a:1"],
+        ] {
+            let e = partition_urls(&s(&bad)).unwrap_err();
+            assert!(e.message.starts_with("--partition-url"), "{}", e.message);
+        }
+    }
+}

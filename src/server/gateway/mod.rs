@@ -1,0 +1,850 @@
+//! `postfach gateway`: a stateless HTTP front of a cluster's partitions. It
+//! serves the same API, OpenAPI document and console as `postfach run`,
+//! sends each write to the partition that owns its key or id, deploys to
+//! every partition, and gathers reads from all of them.
+//!
+//! Invariants:
+//! - The gateway keeps no state of the engine: every answer comes from the
+//!   partitions, and any number of gateways may serve the same cluster.
+//! - A write reaches the partition that owns it, or none: a start placed on a
+//!   partition that does not own its key is refused there before anything is
+//!   written (421, naming the owner) and sent to the owner.
+//! - An answer gathered from several partitions names the partitions it could
+//!   not reach (`missing`), rather than being silently shorter.
+
+mod cli;
+pub mod client;
+pub mod gather;
+pub mod route;
+
+use super::ServerError;
+use axum::body::Bytes;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use client::{Answer, Partitions, Unreachable};
+use route::{List, Route};
+use serde_json::{Value, json};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// Where a command line sent to the gateway's `/cli` runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CliRoute {
+    /// On the partition that owns this id.
+    Id(u64),
+    /// On the partition of this correlation key.
+    Key(String),
+    /// On any partition; on the owner when the first refuses it for a key.
+    Start,
+    /// On every partition, the same answer expected (deploy).
+    Everywhere,
+    /// On every partition; the answers side by side, by partition, and their
+    /// JSON merged (lists concatenated, counts summed).
+    Gather,
+    /// On every partition; a process's statistics summed element by element.
+    Statistics,
+    /// On every partition; the answer of the one that has what it names.
+    Find,
+    /// On any one partition.
+    Any,
+    /// Not through a gateway, and why.
+    Refuse(String),
+}
+
+/// Decides where a command line runs, from its arguments; the `postfach`
+/// binary provides it (it knows its commands), a host usually has none.
+pub type CliRouter = Arc<dyn Fn(&[String]) -> CliRoute + Send + Sync>;
+
+/// What a gateway serves.
+#[derive(Clone)]
+pub struct GatewayConfig {
+    /// The base URL of each partition, by partition number.
+    pub partitions: Vec<String>,
+    /// The bearer token callers must present; it is passed on to the partitions.
+    pub token: Option<String>,
+    /// Where `/cli` runs a command line (none: `/cli` answers 501).
+    pub cli: Option<CliRouter>,
+}
+
+#[derive(Clone)]
+struct Gw {
+    parts: Partitions,
+    token: Option<Arc<String>>,
+    cli: Option<CliRouter>,
+    /// The partition the next round-robin choice starts at.
+    turn: Arc<AtomicU32>,
+}
+
+impl Gw {
+    fn next_turn(&self) -> u32 {
+        self.turn.fetch_add(1, Ordering::Relaxed) % self.parts.count()
+    }
+
+    fn partition_of_key(&self, key: &str) -> u32 {
+        match crate::partition::Partition::new(0, u64::from(self.parts.count())) {
+            Ok(p) => p.of_key(key),
+            Err(_) => 0,
+        }
+    }
+}
+
+/// The gateway as an axum router over `config`'s partitions.
+pub fn router(config: GatewayConfig) -> Router {
+    let gw = Gw {
+        parts: Partitions::new(config.partitions),
+        token: config.token.map(Arc::new),
+        cli: config.cli,
+        turn: Arc::new(AtomicU32::new(0)),
+    };
+    Router::new()
+        .route("/", get(super::console::index))
+        .route("/console/{*file}", get(super::console::asset))
+        .route(
+            "/health/live",
+            get(|| async { Json(json!({"status": "live"})) }),
+        )
+        .route("/health/ready", get(ready))
+        .route("/openapi.json", get(super::http::openapi))
+        .route("/cluster/status", get(status))
+        .fallback(forward)
+        .layer(middleware::from_fn_with_state(gw.clone(), auth))
+        .with_state(gw)
+}
+
+/// Serves the gateway on `addr` until `shutdown` resolves; `ready` is told
+/// the bound address.
+pub async fn run(
+    config: GatewayConfig,
+    addr: SocketAddr,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    ready: impl FnOnce(SocketAddr),
+) -> Result<(), ServerError> {
+    if !addr.ip().is_loopback() && config.token.is_none() {
+        return Err(ServerError::Exposed(addr));
+    }
+    if config.partitions.is_empty() {
+        return Err(ServerError::Config(
+            "a gateway needs the URL of every partition".into(),
+        ));
+    }
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServerError::Bind { addr, source })?;
+    let bound = listener.local_addr().map_err(ServerError::Http)?;
+    let limits = crate::config::HttpConfig::default()
+        .checked()
+        .map_err(ServerError::Config)?;
+    let app = router(config).layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
+        std::time::Duration::from_millis(limits.1),
+    ));
+    ready(bound);
+    super::serve(
+        listener,
+        app,
+        std::time::Duration::from_millis(limits.0),
+        limits.2,
+        shutdown,
+    )
+    .await
+    .map_err(ServerError::Http)
+}
+
+async fn auth(State(gw): State<Gw>, req: Request, next: Next) -> Response {
+    if let Some(token) = &gw.token {
+        let ok = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .is_some_and(|t| t.as_bytes() == token.as_bytes());
+        let open =
+            req.uri().path() == "/health/live" || super::console::is_console(req.uri().path());
+        if !ok && !open {
+            return problem(
+                StatusCode::UNAUTHORIZED,
+                "a bearer token is required: Authorization: Bearer TOKEN".into(),
+            );
+        }
+    }
+    next.run(req).await
+}
+
+fn problem(status: StatusCode, message: String) -> Response {
+    (status, Json(json!({"error": message}))).into_response()
+}
+
+fn missing_json(missing: &[Unreachable]) -> Value {
+    Value::Array(
+        missing
+            .iter()
+            .map(|u| json!({"partition": u.partition, "url": u.url, "error": u.reason}))
+            .collect(),
+    )
+}
+
+fn unreachable(u: &Unreachable) -> Response {
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        Json(json!({"error": u.to_string(), "missing": missing_json(std::slice::from_ref(u))})),
+    )
+        .into_response()
+}
+
+fn respond(a: Answer) -> Response {
+    let mut r = (a.status, a.body).into_response();
+    if let Some(ct) = a.content_type {
+        r.headers_mut().insert(header::CONTENT_TYPE, ct);
+    }
+    r
+}
+
+fn json_response(status: StatusCode, v: Value) -> Response {
+    (status, Json(v)).into_response()
+}
+
+/// The gateway is ready when it serves; which partitions are up is what
+/// `/cluster/status` says (a partition that is down must not take the
+/// gateway out of its Service, or the others' traffic would stop too).
+async fn ready(State(gw): State<Gw>) -> Response {
+    Json(json!({"status": "ready", "partitions": gw.parts.count()})).into_response()
+}
+
+/// One request as the gateway passes it on.
+struct Passed {
+    method: Method,
+    path: String,
+    query: Option<String>,
+    headers: HeaderMap,
+    body: Bytes,
+}
+
+impl Passed {
+    fn path_and_query(&self) -> String {
+        match &self.query {
+            Some(q) => format!("{}?{q}", self.path),
+            None => self.path.clone(),
+        }
+    }
+}
+
+async fn forward(State(gw): State<Gw>, req: Request) -> Response {
+    let (parts, body) = req.into_parts();
+    let body = match axum::body::to_bytes(body, super::http::MAX_MODEL_BODY).await {
+        Ok(b) => b,
+        Err(e) => {
+            return problem(StatusCode::PAYLOAD_TOO_LARGE, format!("request body: {e}"));
+        }
+    };
+    let p = Passed {
+        method: parts.method,
+        path: parts.uri.path().to_string(),
+        query: parts.uri.query().map(str::to_string),
+        headers: parts.headers,
+        body,
+    };
+    match route::route(&p.method, &p.path) {
+        Route::Id(id) => one(&gw, id % u64::from(gw.parts.count()), &p).await,
+        Route::BodyKey => {
+            let key = serde_json::from_slice::<Value>(&p.body)
+                .ok()
+                .and_then(|v| v.get("key").and_then(Value::as_str).map(str::to_string));
+            // no key: partition 0 answers 400 as any partition would
+            let owner = key.map(|k| gw.partition_of_key(&k)).unwrap_or(0);
+            one(&gw, u64::from(owner), &p).await
+        }
+        Route::Start => start(&gw, &p).await,
+        Route::Everywhere => everywhere(&gw, &p).await,
+        Route::Signal => signal(&gw, &p).await,
+        Route::Find => find(&gw, &p).await,
+        Route::Gather(list) => page(&gw, list, &p).await,
+        Route::Processes => combined(&gw, &p, gather::processes).await,
+        Route::Statistics => combined(&gw, &p, gather::statistics).await,
+        Route::Alarms => alarms(&gw, &p).await,
+        Route::Acquire => acquire(&gw, &p).await,
+        Route::Metrics => metrics(&gw, &p).await,
+        Route::Cli => cli::cli(&gw, &p).await,
+        Route::Any => any(&gw, &p).await,
+    }
+}
+
+async fn one(gw: &Gw, partition: u64, p: &Passed) -> Response {
+    let i = partition as u32;
+    match send(gw, i, p, &p.body).await {
+        Ok(a) => respond(a),
+        Err(u) => unreachable(&u),
+    }
+}
+
+async fn send(gw: &Gw, i: u32, p: &Passed, body: &Bytes) -> Result<Answer, Unreachable> {
+    gw.parts
+        .send(
+            i,
+            p.method.clone(),
+            &p.path_and_query(),
+            &p.headers,
+            body.clone(),
+        )
+        .await
+}
+
+/// Sends the same request to every partition at once; answers by partition.
+async fn all(gw: &Gw, p: &Passed) -> Vec<Result<Answer, Unreachable>> {
+    all_with(gw, p, |_| p.path_and_query(), |_| p.body.clone(), |_| true)
+        .await
+        .into_iter()
+        .flatten()
+        .collect()
+}
+
+/// Sends to every partition `ask` selects at once, each its own path and
+/// body; answers by partition (none for a partition not asked).
+async fn all_with(
+    gw: &Gw,
+    p: &Passed,
+    path: impl Fn(u32) -> String,
+    body: impl Fn(u32) -> Bytes,
+    ask: impl Fn(usize) -> bool,
+) -> Vec<Option<Result<Answer, Unreachable>>> {
+    let mut set = tokio::task::JoinSet::new();
+    for i in 0..gw.parts.count() {
+        if !ask(i as usize) {
+            continue;
+        }
+        let (parts, method, headers) = (gw.parts.clone(), p.method.clone(), p.headers.clone());
+        let (pq, b) = (path(i), body(i));
+        set.spawn(async move { (i, parts.send(i, method, &pq, &headers, b).await) });
+    }
+    let mut out: Vec<Option<Result<Answer, Unreachable>>> =
+        (0..gw.parts.count()).map(|_| None).collect();
+    while let Some(done) = set.join_next().await {
+        if let Ok((i, r)) = done {
+            out[i as usize] = Some(r);
+        }
+    }
+    out.into_iter()
+        .enumerate()
+        .map(|(i, r)| match r {
+            Some(r) => Some(r),
+            None if ask(i) => Some(Err(Unreachable {
+                partition: i as u32,
+                url: gw.parts.url(i as u32).to_string(),
+                reason: "the request was lost".into(),
+            })),
+            None => None,
+        })
+        .collect()
+}
+
+/// A start goes round-robin; a partition that does not own the instance's key
+/// refuses it (421) naming the owner, before it writes anything.
+async fn start(gw: &Gw, p: &Passed) -> Response {
+    let first = gw.next_turn();
+    let a = match send(gw, first, p, &p.body).await {
+        Ok(a) => a,
+        Err(u) => return start_elsewhere(gw, p, first, u).await,
+    };
+    if a.status == StatusCode::MISDIRECTED_REQUEST
+        && let Some(owner) = a
+            .json()
+            .and_then(|v| v.get("partition").and_then(Value::as_u64))
+        && owner < u64::from(gw.parts.count())
+    {
+        return one(gw, owner, p).await;
+    }
+    respond(a)
+}
+
+/// The first partition asked for a start did not answer: any other takes it
+/// (or sends it on to the owner of its key).
+async fn start_elsewhere(gw: &Gw, p: &Passed, first: u32, u: Unreachable) -> Response {
+    let n = gw.parts.count();
+    for step in 1..n {
+        let i = (first + step) % n;
+        if let Ok(a) = send(gw, i, p, &p.body).await {
+            if a.status == StatusCode::MISDIRECTED_REQUEST
+                && let Some(owner) = a
+                    .json()
+                    .and_then(|v| v.get("partition").and_then(Value::as_u64))
+                && owner < u64::from(n)
+            {
+                return one(gw, owner, p).await;
+            }
+            return respond(a);
+        }
+    }
+    unreachable(&u)
+}
+
+/// A deployment reaches every partition (idempotent by content there): the
+/// answer is the first partition's when all took it; otherwise which did not.
+async fn everywhere(gw: &Gw, p: &Passed) -> Response {
+    let answers = all(gw, p).await;
+    let ok: Vec<&Answer> = answers
+        .iter()
+        .filter_map(|a| a.as_ref().ok().filter(|a| a.status.is_success()))
+        .collect();
+    if ok.len() == answers.len() {
+        let mut v = ok[0].json().unwrap_or(Value::Null);
+        if let Value::Object(o) = &mut v {
+            o.insert("partitions".into(), json!(answers.len()));
+        }
+        return json_response(ok[0].status, v);
+    }
+    // refused by a partition for what it is (a bad model): that answer
+    if ok.is_empty()
+        && let Some(Ok(a)) = answers.iter().find(|a| a.is_ok())
+    {
+        return respond(a.clone());
+    }
+    let (done, failed): (Vec<_>, Vec<_>) = answers
+        .iter()
+        .enumerate()
+        .partition(|(_, a)| a.as_ref().is_ok_and(|a| a.status.is_success()));
+    let reasons: Vec<Value> = failed
+        .iter()
+        .map(|(i, a)| match a {
+            Ok(a) => json!({"partition": i, "status": a.status.as_u16(), "error": a.json().and_then(|v| v.get("error").cloned())}),
+            Err(u) => json!({"partition": i, "url": u.url, "error": u.reason}),
+        })
+        .collect();
+    json_response(
+        StatusCode::BAD_GATEWAY,
+        json!({
+            "error": format!(
+                "taken by partitions {:?} only; send it again (a deployment is idempotent by content)",
+                done.iter().map(|(i, _)| *i).collect::<Vec<_>>()
+            ),
+            "failed": reasons,
+        }),
+    )
+}
+
+/// A signal reaches every partition; `reached` is the sum, and a partition
+/// that could not be asked is named.
+async fn signal(gw: &Gw, p: &Passed) -> Response {
+    let answers = all(gw, p).await;
+    let mut reached = 0u64;
+    let mut missing = Vec::new();
+    let mut first = None;
+    for a in answers {
+        match a {
+            Ok(a) if a.status.is_success() => {
+                let v = a.json().unwrap_or(Value::Null);
+                reached += v.get("reached").and_then(Value::as_u64).unwrap_or(0);
+                first.get_or_insert(v);
+            }
+            Ok(a) => return respond(a),
+            Err(u) => missing.push(u),
+        }
+    }
+    let Some(mut v) = first else {
+        return unreachable(&missing[0]);
+    };
+    v["reached"] = json!(reached);
+    v["missing"] = missing_json(&missing);
+    let status = if missing.is_empty() {
+        StatusCode::OK
+    } else {
+        StatusCode::BAD_GATEWAY
+    };
+    json_response(status, v)
+}
+
+/// A parked message named by the publisher's id: the partition that has it
+/// answers; the others answer 404 and change nothing.
+async fn find(gw: &Gw, p: &Passed) -> Response {
+    let answers = all(gw, p).await;
+    let mut refused = None;
+    let mut not_found = None;
+    let mut missing = Vec::new();
+    for a in answers {
+        match a {
+            Ok(a) if a.status.is_success() => return respond(a),
+            Ok(a) if a.status == StatusCode::NOT_FOUND => {
+                not_found.get_or_insert(a);
+            }
+            Ok(a) => {
+                refused.get_or_insert(a);
+            }
+            Err(u) => missing.push(u),
+        }
+    }
+    if let Some(a) = refused {
+        return respond(a);
+    }
+    if !missing.is_empty() {
+        return json_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            json!({"error": "no partition that answered has this message; it may be on one that did not", "missing": missing_json(&missing)}),
+        );
+    }
+    not_found.map(respond).unwrap_or_else(|| {
+        problem(
+            StatusCode::NOT_FOUND,
+            "no partition has this message".into(),
+        )
+    })
+}
+
+/// Any partition that answers.
+async fn any(gw: &Gw, p: &Passed) -> Response {
+    match any_answer(gw, p).await {
+        Ok(a) => respond(a),
+        Err(u) => unreachable(&u),
+    }
+}
+
+/// The answer of the first partition in turn that answers, or why the last
+/// one did not.
+async fn any_answer(gw: &Gw, p: &Passed) -> Result<Answer, Unreachable> {
+    let n = gw.parts.count();
+    let first = gw.next_turn();
+    let mut last = None;
+    for step in 0..n {
+        match send(gw, (first + step) % n, p, &p.body).await {
+            Ok(a) => return Ok(a),
+            Err(u) => last = Some(u),
+        }
+    }
+    Err(last.unwrap_or_else(|| Unreachable {
+        partition: 0,
+        url: String::new(),
+        reason: "the gateway has no partitions".into(),
+    }))
+}
+
+/// Answers of every partition combined by `merge`; the partitions not
+/// reached are named.
+async fn combined(gw: &Gw, p: &Passed, merge: fn(&[Value]) -> Value) -> Response {
+    let mut values = Vec::new();
+    let mut missing = Vec::new();
+    let mut not_found = None;
+    for a in all(gw, p).await {
+        match a {
+            Ok(a) if a.status.is_success() => values.push(a.json().unwrap_or(Value::Null)),
+            Ok(a) if a.status == StatusCode::NOT_FOUND => {
+                not_found.get_or_insert(a);
+            }
+            Ok(a) => return respond(a),
+            Err(u) => missing.push(u),
+        }
+    }
+    if values.is_empty() {
+        return match (not_found, missing.first()) {
+            (Some(a), _) => respond(a),
+            (None, Some(u)) => unreachable(u),
+            (None, None) => problem(StatusCode::SERVICE_UNAVAILABLE, "no partitions".into()),
+        };
+    }
+    let mut v = merge(&values);
+    if let Value::Object(o) = &mut v {
+        o.insert("missing".into(), missing_json(&missing));
+    }
+    json_response(StatusCode::OK, v)
+}
+
+async fn alarms(gw: &Gw, p: &Passed) -> Response {
+    let mut list = Vec::new();
+    let mut missing = Vec::new();
+    for (i, a) in all(gw, p).await.into_iter().enumerate() {
+        match a {
+            Ok(a) if a.status.is_success() => {
+                let v = a.json().unwrap_or(Value::Null);
+                for mut alarm in v
+                    .get("alarms")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default()
+                {
+                    alarm["partition"] = json!(i);
+                    list.push(alarm);
+                }
+            }
+            Ok(a) => return respond(a),
+            Err(u) => missing.push(u),
+        }
+    }
+    json_response(
+        StatusCode::OK,
+        json!({"alarms": list, "missing": missing_json(&missing)}),
+    )
+}
+
+/// One page of a list: each partition that is not read to its end asked for
+/// its share of `limit` from its own position; the items merged in the
+/// list's order; the next cursor the positions after them.
+async fn page(gw: &Gw, list: List, p: &Passed) -> Response {
+    let count = gw.parts.count();
+    let mut pairs: Vec<(String, String)> = p.query.as_deref().map(url_pairs).unwrap_or_default();
+    let after = take(&mut pairs, "after");
+    let limit = take(&mut pairs, "limit");
+    let oldest = pairs.iter().any(|(k, v)| k == "order" && v == "oldest");
+    let cursor = match after {
+        Some(a) => match gather::Cursor::parse(&a, count) {
+            Ok(c) => c,
+            Err(e) => return problem(StatusCode::BAD_REQUEST, e),
+        },
+        None => gather::Cursor::start(count),
+    };
+    let default = match list {
+        List::Instances => 100,
+        List::Messages => 200,
+        List::Jobs => 500,
+        List::Tasks => 0,
+    };
+    let limit = match limit.map(|l| l.parse::<usize>()) {
+        None => default,
+        Some(Ok(l)) if (1..=super::http::MAX_PAGE).contains(&l) => l,
+        Some(_) => {
+            return problem(
+                StatusCode::BAD_REQUEST,
+                format!("limit: expected 1 to {}", super::http::MAX_PAGE),
+            );
+        }
+    };
+    let shares = gather::shares(&cursor, limit);
+    let paged = list != List::Tasks;
+    let query_of = |i: u32| {
+        let mut q = pairs.clone();
+        if paged {
+            q.push(("limit".into(), shares[i as usize].to_string()));
+            if let gather::Position::After(c) = &cursor.0[i as usize] {
+                q.push(("after".into(), c.clone()));
+            }
+        }
+        let encoded = encode_pairs(&q);
+        if encoded.is_empty() {
+            p.path.clone()
+        } else {
+            format!("{}?{encoded}", p.path)
+        }
+    };
+    let mut next = cursor.clone();
+    let mut items = Vec::new();
+    let mut rest = Vec::new();
+    let mut missing = Vec::new();
+    // a partition read to its end, or without a share of this page, is not asked
+    let asked = |i: usize| cursor.0[i] != gather::Position::Done && (!paged || shares[i] > 0);
+    let answers = all_with(gw, p, query_of, |_| Bytes::new(), asked).await;
+    for (i, a) in answers.into_iter().enumerate() {
+        let Some(a) = a else { continue };
+        match a {
+            Ok(a) if a.status.is_success() => {
+                let mut v = a.json().unwrap_or(Value::Null);
+                if let Some(Value::Array(mine)) = v.get_mut(list.field()).map(Value::take) {
+                    items.extend(mine);
+                }
+                next.0[i] = match v.get("next").and_then(Value::as_str) {
+                    Some(c) if paged => gather::Position::After(c.to_string()),
+                    _ => gather::Position::Done,
+                };
+                if let Value::Object(o) = &mut v {
+                    o.remove("next");
+                    o.remove(list.field());
+                }
+                rest.push(v);
+            }
+            Ok(a) => return respond(a),
+            Err(u) => missing.push(u),
+        }
+    }
+    gather::sort(list, &mut items, oldest);
+    let mut v = gather::merge(&rest);
+    if !v.is_object() {
+        v = json!({});
+    }
+    v[list.field()] = Value::Array(items);
+    if paged {
+        v["next"] = if next.done() {
+            Value::Null
+        } else {
+            Value::String(next.encode())
+        };
+    }
+    v["missing"] = missing_json(&missing);
+    json_response(StatusCode::OK, v)
+}
+
+fn take(pairs: &mut Vec<(String, String)>, key: &str) -> Option<String> {
+    let i = pairs.iter().position(|(k, _)| k == key)?;
+    Some(pairs.remove(i).1)
+}
+
+/// The pairs of a query string, decoded.
+fn url_pairs(q: &str) -> Vec<(String, String)> {
+    use axum::extract::Query;
+    let uri: axum::http::Uri = match format!("/?{q}").parse() {
+        Ok(u) => u,
+        Err(_) => return Vec::new(),
+    };
+    Query::<Vec<(String, String)>>::try_from_uri(&uri)
+        .map(|Query(v)| v)
+        .unwrap_or_default()
+}
+
+/// A query string of `pairs`, percent-encoded.
+fn encode_pairs(pairs: &[(String, String)]) -> String {
+    fn enc(s: &str) -> String {
+        s.bytes()
+            .map(|b| match b {
+                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                    (b as char).to_string()
+                }
+                _ => format!("%{b:02X}"),
+            })
+            .collect()
+    }
+    pairs
+        .iter()
+        .map(|(k, v)| format!("{}={}", enc(k), enc(v)))
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
+/// Jobs acquired fairly: each request starts at the next partition in turn and
+/// asks one partition after another for what is still missing of `max`.
+async fn acquire(gw: &Gw, p: &Passed) -> Response {
+    let Some(Value::Object(body)) = serde_json::from_slice::<Value>(&p.body).ok() else {
+        return any(gw, p).await; // the partition's 400
+    };
+    let max = body.get("max").and_then(Value::as_u64).unwrap_or(1);
+    let n = gw.parts.count();
+    let first = gw.next_turn();
+    let mut jobs = Vec::new();
+    let mut missing = Vec::new();
+    for step in 0..n {
+        let remaining = max.saturating_sub(jobs.len() as u64);
+        if remaining == 0 {
+            break;
+        }
+        let mut b = body.clone();
+        b.insert("max".into(), json!(remaining));
+        let bytes = Bytes::from(Value::Object(b).to_string());
+        match send(gw, (first + step) % n, p, &bytes).await {
+            Ok(a) if a.status.is_success() => {
+                let v = a.json().unwrap_or(Value::Null);
+                jobs.extend(
+                    v.get("jobs")
+                        .and_then(Value::as_array)
+                        .cloned()
+                        .unwrap_or_default(),
+                );
+            }
+            Ok(a) => return respond(a),
+            Err(u) => missing.push(u),
+        }
+    }
+    json_response(
+        StatusCode::OK,
+        json!({"jobs": jobs, "missing": missing_json(&missing)}),
+    )
+}
+
+/// Every partition's metrics, each sample labelled with its partition; a
+/// partition not reached shows as `postfach_partition_up{partition="N"} 0`.
+async fn metrics(gw: &Gw, p: &Passed) -> Response {
+    let mut text = String::new();
+    let mut up = String::from(
+        "# HELP postfach_partition_up Whether the gateway reached the partition.\n# TYPE postfach_partition_up gauge\n",
+    );
+    let mut first = true;
+    let mut content_type = None;
+    for (i, a) in all(gw, p).await.into_iter().enumerate() {
+        match a {
+            Ok(a) if a.status.is_success() => {
+                text.push_str(&gather::label_metrics(
+                    &String::from_utf8_lossy(&a.body),
+                    i as u32,
+                    first,
+                ));
+                first = false;
+                content_type = content_type.or(a.content_type);
+                up.push_str(&format!("postfach_partition_up{{partition=\"{i}\"}} 1\n"));
+            }
+            Ok(a) => return respond(a),
+            Err(_) => up.push_str(&format!("postfach_partition_up{{partition=\"{i}\"}} 0\n")),
+        }
+    }
+    text.push_str(&up);
+    text.push_str("# EOF\n");
+    let mut r = text.into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        content_type.unwrap_or(header::HeaderValue::from_static(
+            super::metrics::CONTENT_TYPE,
+        )),
+    );
+    r
+}
+
+/// `GET /cluster/status`: every partition's own `/partition` summary and
+/// readiness, or why it could not be asked.
+async fn status(State(gw): State<Gw>, headers: HeaderMap) -> Response {
+    let p = Passed {
+        method: Method::GET,
+        path: "/partition".into(),
+        query: None,
+        headers,
+        body: Bytes::new(),
+    };
+    let summaries = all(&gw, &p).await;
+    let ready: Vec<_> = all_with(
+        &gw,
+        &p,
+        |_| "/health/ready".into(),
+        |_| Bytes::new(),
+        |_| true,
+    )
+    .await
+    .into_iter()
+    .flatten()
+    .collect();
+    let list: Vec<Value> = summaries
+        .into_iter()
+        .zip(ready)
+        .enumerate()
+        .map(|(i, (s, r))| {
+            let mut v = json!({"partition": i, "url": gw.parts.url(i as u32)});
+            match s {
+                Ok(a) if a.status.is_success() => {
+                    if let Some(Value::Object(o)) = a.json() {
+                        for (k, x) in o {
+                            if k != "partition" {
+                                v[k] = x;
+                            }
+                        }
+                    }
+                    v["up"] = json!(true);
+                }
+                Ok(a) => {
+                    v["up"] = json!(true);
+                    v["error"] = a
+                        .json()
+                        .and_then(|j| j.get("error").cloned())
+                        .unwrap_or(json!(a.status.as_u16()));
+                }
+                Err(u) => {
+                    v["up"] = json!(false);
+                    v["error"] = json!(u.reason);
+                }
+            }
+            v["ready"] = json!(r.as_ref().is_ok_and(|a| a.status.is_success()));
+            if let Ok(a) = &r
+                && !a.status.is_success()
+            {
+                v["not_ready"] = a
+                    .json()
+                    .and_then(|j| j.get("error").cloned())
+                    .unwrap_or(Value::Null);
+            }
+            v
+        })
+        .collect();
+    Json(json!({"partitions": list})).into_response()
+}

@@ -1,0 +1,149 @@
+//! Where the gateway sends a request of the partition API: a pure function of
+//! its method and path.
+//!
+//! Invariant: every resource of `postfach run`'s API has exactly one route
+//! here, and a write goes to the one partition that owns its id or key (or,
+//! when nothing in the path places it, to every partition or the one that
+//! answers for it) — never to a partition picked by chance.
+
+use axum::http::Method;
+
+/// The lists the gateway gathers page by page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum List {
+    /// `GET /instances`: newest first, unless `order=oldest`.
+    Instances,
+    /// `GET /messages`: parked, then buffered ones.
+    Messages,
+    /// `GET /jobs`: by id.
+    Jobs,
+    /// `GET /tasks`: every open task, unpaged.
+    Tasks,
+}
+
+impl List {
+    /// The field of the answer that holds the list.
+    pub fn field(self) -> &'static str {
+        match self {
+            List::Instances => "instances",
+            List::Messages => "messages",
+            List::Jobs => "jobs",
+            List::Tasks => "tasks",
+        }
+    }
+}
+
+/// How one request of the partition API is served by the gateway.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    /// The partition that owns the id (`id mod P`).
+    Id(u64),
+    /// The partition of the body's correlation `key` (publish, correlate).
+    BodyKey,
+    /// Any partition (round-robin); a partition that owns another key answers
+    /// 421 with the owner, and the start goes there.
+    Start,
+    /// Every partition, the same answer expected (deploy).
+    Everywhere,
+    /// Every partition, the counts of receivers summed (signals).
+    Signal,
+    /// The one partition that has it: a parked message named by the
+    /// publisher's message id, which does not carry a partition.
+    Find,
+    /// A list gathered from every partition, with a cursor per partition.
+    Gather(List),
+    /// Deployed processes: the union over the partitions.
+    Processes,
+    /// A process's statistics, summed element by element.
+    Statistics,
+    /// Alarm states, each with its partition.
+    Alarms,
+    /// Jobs acquired round-robin over the partitions.
+    Acquire,
+    /// The Prometheus metrics of every partition, labelled with it.
+    Metrics,
+    /// A command line, routed by what it names.
+    Cli,
+    /// Any partition that answers: the same on each (a process's XML), or a
+    /// path or method the API does not have, which a partition refuses as it
+    /// would without the gateway.
+    Any,
+}
+
+/// The route of `method` `path` (without the query).
+pub fn route(method: &Method, path: &str) -> Route {
+    let seg: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let get = method == Method::GET;
+    let post = method == Method::POST;
+    let id = |s: &str| s.parse::<u64>().ok().map(Route::Id).unwrap_or(Route::Any);
+    match seg.as_slice() {
+        ["deployments"] if post => Route::Everywhere,
+        ["instances"] if post => Route::Start,
+        ["instances"] if get => Route::Gather(List::Instances),
+        ["instances", i] if get => id(i),
+        ["instances", i, "tokens", ..] if post => id(i),
+        ["messages"] if post => Route::BodyKey,
+        ["messages"] if get => Route::Gather(List::Messages),
+        ["messages", "correlate"] if post => Route::BodyKey,
+        ["messages", _, "requeue" | "discard"] if post => Route::Find,
+        ["signals"] if post => Route::Signal,
+        ["jobs"] if get => Route::Gather(List::Jobs),
+        ["jobs", "acquire"] if post => Route::Acquire,
+        ["jobs", i, "objects", _] if get => id(i),
+        ["jobs", i, _] if post => id(i),
+        ["processes"] if get => Route::Processes,
+        ["processes", _, "statistics"] if get => Route::Statistics,
+        ["alarms"] if get => Route::Alarms,
+        ["tasks"] if get => Route::Gather(List::Tasks),
+        ["tasks", i, _] if post => id(i),
+        ["metrics"] if get => Route::Metrics,
+        ["cli"] if post => Route::Cli,
+        _ => Route::Any,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_go_by_id_or_key_and_reads_are_gathered() {
+        let p = Method::POST;
+        let g = Method::GET;
+        assert_eq!(route(&p, "/deployments"), Route::Everywhere);
+        assert_eq!(route(&p, "/instances"), Route::Start);
+        assert_eq!(route(&g, "/instances"), Route::Gather(List::Instances));
+        assert_eq!(route(&g, "/instances/17"), Route::Id(17));
+        assert_eq!(route(&p, "/instances/17/tokens"), Route::Id(17));
+        assert_eq!(route(&p, "/instances/17/tokens/3/move"), Route::Id(17));
+        assert_eq!(route(&p, "/instances/17/tokens/3/trigger"), Route::Id(17));
+        assert_eq!(route(&p, "/messages"), Route::BodyKey);
+        assert_eq!(route(&p, "/messages/correlate"), Route::BodyKey);
+        assert_eq!(route(&g, "/messages"), Route::Gather(List::Messages));
+        assert_eq!(route(&p, "/messages/m-1/requeue"), Route::Find);
+        assert_eq!(route(&p, "/messages/m-1/discard"), Route::Find);
+        assert_eq!(route(&p, "/signals"), Route::Signal);
+        assert_eq!(route(&g, "/jobs"), Route::Gather(List::Jobs));
+        assert_eq!(route(&p, "/jobs/acquire"), Route::Acquire);
+        assert_eq!(route(&p, "/jobs/9/complete"), Route::Id(9));
+        assert_eq!(route(&g, "/jobs/9/objects/payload"), Route::Id(9));
+        assert_eq!(route(&g, "/processes"), Route::Processes);
+        assert_eq!(route(&g, "/processes/p/statistics"), Route::Statistics);
+        assert_eq!(route(&g, "/processes/p/xml"), Route::Any);
+        assert_eq!(route(&g, "/alarms"), Route::Alarms);
+        assert_eq!(route(&g, "/tasks"), Route::Gather(List::Tasks));
+        assert_eq!(route(&p, "/tasks/12/claim"), Route::Id(12));
+        assert_eq!(route(&g, "/metrics"), Route::Metrics);
+        assert_eq!(route(&p, "/cli"), Route::Cli);
+    }
+
+    #[test]
+    fn what_the_api_does_not_have_goes_to_a_partition_that_refuses_it() {
+        // a non-numeric id is the partition's 400, an unknown path its 404,
+        // a wrong method its 405: the gateway adds no answers of its own
+        assert_eq!(route(&Method::GET, "/instances/x"), Route::Any);
+        assert_eq!(route(&Method::GET, "/nothing"), Route::Any);
+        assert_eq!(route(&Method::DELETE, "/instances/1"), Route::Any);
+        assert_eq!(route(&Method::GET, "/jobs/acquire"), Route::Any);
+    }
+}

@@ -1,0 +1,415 @@
+//! Three partition processes and a gateway in front of them: a start lands on
+//! the partition of its correlation key, a completion message follows it
+//! there, commands by id reach the partition that owns the id, lists are
+//! gathered page by page with every instance exactly once, and a partition
+//! that is down is named in every answer that lacks it — while the other
+//! partitions go on taking their traffic. Restarted on its own database, the
+//! partition is back in `cluster status`.
+#![cfg(feature = "server")]
+use crate::common;
+use common::server::{Server, http};
+use postfach::partition::Partition;
+use serde_json::{Value, json};
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const P: u64 = 3;
+
+struct Gateway {
+    child: Child,
+    addr: String,
+}
+
+impl Gateway {
+    fn start(partitions: &[String]) -> Gateway {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_postfach"));
+        cmd.args(["gateway", "--listen", "127.0.0.1:0"]);
+        for (i, addr) in partitions.iter().enumerate() {
+            cmd.arg("--partition-url").arg(format!("{i}=http://{addr}"));
+        }
+        let mut child = cmd
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let addr = loop {
+            let line = lines
+                .next()
+                .expect("the gateway ended before it listened")
+                .unwrap();
+            if let Some(rest) = line.split(" on http://").nth(1) {
+                break rest.trim().to_string();
+            }
+        };
+        std::thread::spawn(move || for _ in lines.map_while(Result::ok) {});
+        Gateway { child, addr }
+    }
+
+    fn json(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+        http(&self.addr, method, path, body.as_ref())
+    }
+
+    fn cli(&self, args: &[&str]) -> std::process::Output {
+        Command::new(env!("CARGO_BIN_EXE_postfach"))
+            .arg("--server")
+            .arg(format!("http://{}", self.addr))
+            .args(args)
+            .output()
+            .unwrap()
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn partition(dir: &std::path::Path, i: u64, listen: &str) -> Server {
+    Server::launch(
+        dir,
+        &[
+            "--listen".into(),
+            listen.into(),
+            "--partitions".into(),
+            P.to_string(),
+            "--partition".into(),
+            i.to_string(),
+        ],
+        &[],
+    )
+}
+
+fn owner(key: &str) -> u64 {
+    u64::from(Partition::new(0, P).unwrap().of_key(key))
+}
+
+/// A key that partition `i` owns.
+fn key_on(i: u64) -> String {
+    (0..)
+        .map(|n| format!("B-{n}"))
+        .find(|k| owner(k) == i)
+        .unwrap()
+}
+
+fn publish(gw: &Gateway, key: &str, id: &str) -> (u16, Value) {
+    gw.json(
+        "POST",
+        "/messages",
+        Some(json!({"name": "AuftragAbgeschlossen", "key": key, "id": id})),
+    )
+}
+
+/// Every instance the gateway lists, page by page with `limit` per page.
+fn all_instances(gw: &Gateway, query: &str, limit: usize) -> (Vec<String>, usize) {
+    let mut ids = Vec::new();
+    let mut after: Option<String> = None;
+    let mut pages = 0;
+    loop {
+        let path = match &after {
+            Some(a) => format!("/instances?{query}&limit={limit}&after={a}"),
+            None => format!("/instances?{query}&limit={limit}"),
+        };
+        let (status, page) = gw.json("GET", &path, None);
+        assert_eq!(status, 200, "{page}");
+        assert_eq!(page["missing"], json!([]), "{page}");
+        let list = page["instances"].as_array().unwrap();
+        assert!(list.len() <= limit, "a page of {limit} held {}", list.len());
+        ids.extend(
+            list.iter()
+                .map(|i| i["instance"].as_str().unwrap().to_string()),
+        );
+        pages += 1;
+        match page["next"].as_str() {
+            Some(n) => after = Some(n.to_string()),
+            None => return (ids, pages),
+        }
+    }
+}
+
+#[test]
+fn a_gateway_routes_a_cluster_by_key_and_id() {
+    let dirs: Vec<_> = (0..P).map(|_| tempfile::tempdir().unwrap()).collect();
+    let mut parts: Vec<Option<Server>> = (0..P)
+        .map(|i| Some(partition(dirs[i as usize].path(), i, "127.0.0.1:0")))
+        .collect();
+    let addrs: Vec<String> = parts
+        .iter()
+        .map(|s| s.as_ref().unwrap().addr.clone())
+        .collect();
+    let gw = Gateway::start(&addrs);
+
+    // starts land on the partition of their key (the engine of another one
+    // refuses them before writing, naming the owner, and the gateway follows)
+    let keys: Vec<String> = (0..9).map(|n| format!("A-{n}")).collect();
+    for k in &keys {
+        let (status, v) = gw.json(
+            "POST",
+            "/instances",
+            Some(json!({"process": "auftrag-ausfuehrung", "variables": {"auftragId": k}})),
+        );
+        assert_eq!(status, 201, "{v}");
+        let id: u64 = v["instance"].as_str().unwrap().parse().unwrap();
+        assert_eq!(id % P, owner(k), "instance {id} of key {k}");
+    }
+    // a partition asked directly for a key it does not own says who owns it
+    let k = key_on(2);
+    let (status, v) = http(
+        &addrs[0],
+        "POST",
+        "/messages",
+        Some(&json!({"name": "AuftragAbgeschlossen", "key": k, "id": "direct"})),
+    );
+    assert_eq!(status, 421, "{v}");
+    assert_eq!(v["partition"], 2, "{v}");
+
+    // the provider's worker: jobs acquired through the gateway from every
+    // partition, each completed on the partition its id names
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut handed = 0;
+    while handed < keys.len() {
+        let (status, got) = gw.json(
+            "POST",
+            "/jobs/acquire",
+            Some(json!({"topic": "auftragUebergeben", "worker": "provider", "max": 4, "lease_ms": 60_000})),
+        );
+        assert_eq!(status, 200, "{got}");
+        for j in got["jobs"].as_array().unwrap() {
+            let (status, body) = gw.json(
+                "POST",
+                &format!("/jobs/{}/complete", j["job"].as_str().unwrap()),
+                Some(json!({"lease_token": j["lease_token"]})),
+            );
+            assert_eq!(status, 200, "{body}");
+            handed += 1;
+        }
+        assert!(Instant::now() < deadline, "only {handed} hand-overs");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    // completions follow their keys; a duplicate is recognised on the owner
+    for k in &keys {
+        let (status, v) = publish(&gw, k, &format!("done-{k}"));
+        assert_eq!(status, 200, "{v}");
+        assert_eq!(v["outcome"], "correlated", "{v}");
+    }
+    let (_, dup) = publish(&gw, &keys[0], "done-A-0");
+    assert_eq!(dup["outcome"], "duplicate", "{dup}");
+
+    // gathered page by page: every instance once, none missing
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let (ids, pages) = loop {
+        let (ids, pages) = all_instances(&gw, "state=completed", 2);
+        if ids.len() == keys.len() || Instant::now() > deadline {
+            break (ids, pages);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let unique: BTreeSet<&String> = ids.iter().collect();
+    assert_eq!(unique.len(), keys.len(), "{ids:?}");
+    assert_eq!(ids.len(), keys.len(), "an instance listed twice: {ids:?}");
+    assert!(pages >= 5, "9 instances in pages of 2 took {pages} pages");
+    // a cursor that is not the gateway's is refused, naming it
+    let (status, v) = gw.json("GET", "/instances?after=nonsense", None);
+    assert_eq!(status, 400, "{v}");
+    assert!(v["error"].as_str().unwrap().contains("after"), "{v}");
+
+    // statistics and metrics over the cluster
+    let (_, stats) = gw.json("GET", "/processes/auftrag-ausfuehrung/statistics", None);
+    assert_eq!(stats["missing"], json!([]), "{stats}");
+    let metrics = http_text(&gw.addr, "/metrics");
+    for i in 0..P {
+        assert!(
+            metrics.contains(&format!("postfach_partition_up{{partition=\"{i}\"}} 1")),
+            "{metrics}"
+        );
+    }
+    assert!(metrics.contains("partition=\"2\""), "{metrics}");
+
+    // the command line through the gateway: by id, and gathered
+    let on_two: u64 = ids
+        .iter()
+        .map(|i| i.parse::<u64>().unwrap())
+        .find(|i| i % P == 2)
+        .unwrap();
+    let out = gw.cli(&["--json", "instance", &on_two.to_string()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["state"], "completed", "{v}");
+    let out = gw.cli(&["--json", "instances", "--state", "completed"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["instances"].as_array().unwrap().len(), keys.len(), "{v}");
+
+    // partition 1 goes down: answers say so, the others take their traffic
+    parts[1].take().unwrap().kill9();
+    let (status, page) = gw.json("GET", "/instances?limit=100", None);
+    assert_eq!(status, 200);
+    assert_eq!(page["missing"][0]["partition"], 1, "{page}");
+    let (status, v) = publish(&gw, &key_on(1), "while-down");
+    assert_eq!(status, 503, "{v}");
+    assert!(v["error"].as_str().unwrap().contains("partition 1"), "{v}");
+    for i in [0, 2] {
+        let (status, v) = publish(&gw, &key_on(i), &format!("while-1-down-{i}"));
+        assert_eq!(status, 200, "partition {i}: {v}");
+        assert_eq!(v["outcome"], "buffered", "{v}");
+    }
+    let out = gw.cli(&["--json", "cluster", "status"]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "cluster status with a partition down"
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["partitions"][1]["up"], false, "{v}");
+    let out = gw.cli(&["publish", "AuftragAbgeschlossen", "--key", &key_on(1)]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("partition 1"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // back on its own database and address: nothing of it was lost
+    let back = partition(dirs[1].path(), 1, &addrs[1]);
+    parts[1] = Some(back);
+    let out = gw.cli(&["--json", "cluster", "status"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for p in v["partitions"].as_array().unwrap() {
+        assert_eq!(p["ready"], true, "{v}");
+        assert_eq!(p["partitions"], P, "{v}");
+    }
+    let (ids, _) = all_instances(&gw, "state=completed", 4);
+    assert_eq!(ids.len(), keys.len(), "{ids:?}");
+    let (_, v) = publish(&gw, &key_on(1), "after-restart");
+    assert_eq!(v["outcome"], "buffered", "{v}");
+}
+
+fn http_text(addr: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    raw.split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default()
+}
+
+/// `n` consecutive free ports on loopback (bound once and released).
+fn free_ports(n: u16) -> u16 {
+    let mut seed = std::process::id() as u64 * 7919 + n as u64;
+    loop {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let base = 20_000 + (seed >> 33) as u16 % 30_000;
+        let ok = (0..n).all(|i| std::net::TcpListener::bind(("127.0.0.1", base + i)).is_ok());
+        if ok {
+            return base;
+        }
+    }
+}
+
+#[test]
+fn cluster_up_starts_partitions_and_a_gateway_and_stops_them_all() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = free_ports(3);
+    let mut up = Command::new(env!("CARGO_BIN_EXE_postfach"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args([
+            "cluster",
+            "up",
+            "--partitions",
+            "2",
+            "bpmn/auftrag-ausfuehrung.bpmn",
+        ])
+        .args(["--correlation-key", "AuftragAbgeschlossen=auftragId"])
+        .arg("--dir")
+        .arg(dir.path())
+        .args(["--listen", &format!("127.0.0.1:{base}")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(up.stderr.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    loop {
+        let line = lines
+            .next()
+            .unwrap_or_else(|| panic!("cluster up ended: {seen:?}"))
+            .unwrap();
+        if line.contains("gateway of 2 partitions on") {
+            break;
+        }
+        seen.push(line);
+    }
+    std::thread::spawn(move || for _ in lines.map_while(Result::ok) {});
+    let gw = format!("127.0.0.1:{base}");
+    let status = Command::new(env!("CARGO_BIN_EXE_postfach"))
+        .args([
+            "--server",
+            &format!("http://{gw}"),
+            "--json",
+            "cluster",
+            "status",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        status.status.success(),
+        "{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    let v: Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(v["partitions"].as_array().unwrap().len(), 2, "{v}");
+    let (code, started) = http(
+        &gw,
+        "POST",
+        "/instances",
+        Some(&json!({"process": "auftrag-ausfuehrung", "variables": {"auftragId": "U-1"}})),
+    );
+    assert_eq!(code, 201, "{started}");
+
+    Command::new("kill")
+        .args(["-TERM", &up.id().to_string()])
+        .status()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let exit = loop {
+        if let Some(s) = up.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "cluster up did not stop");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(exit.success(), "{exit}");
+    // every partition stopped gracefully and freed its port
+    for i in 0..2 {
+        let log = std::fs::read_to_string(dir.path().join(format!("partition-{i}.log"))).unwrap();
+        assert!(log.contains("stopping"), "partition {i}: {log}");
+        assert!(std::net::TcpListener::bind(("127.0.0.1", base + 1 + i)).is_ok());
+        assert!(dir.path().join(format!("partition-{i}.redb")).exists());
+    }
+}

@@ -34,6 +34,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
+use support::go_null::GoNull;
 
 const PROJECT: &str = "postfach-bench";
 const MESSAGE: &str = "AuftragAbgeschlossen";
@@ -192,77 +193,6 @@ impl Contender for Server {
             &self.metrics(),
             "postfach_pubsub_ack_latency_seconds_bucket",
         )
-    }
-}
-
-/// Google's Go client as a null consumer, in its own process.
-struct GoNull {
-    child: Child,
-    seen: Arc<std::sync::Mutex<(u64, Vec<u64>)>>,
-}
-
-impl GoNull {
-    /// Builds the peer with `go build` (modules from the Go module proxy).
-    fn build() -> std::path::PathBuf {
-        let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/go-null-consumer");
-        let status = Command::new("go")
-            .args(["build", "-o"])
-            .arg(&out)
-            .arg(".")
-            .current_dir(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/benches/go-null-consumer"
-            ))
-            .status()
-            .expect("the Go toolchain (go) is needed for the Go peer");
-        assert!(
-            status.success(),
-            "go build of benches/go-null-consumer failed"
-        );
-        out
-    }
-
-    fn start(
-        bin: &std::path::Path,
-        emulator: &Emulator,
-        subscription: &str,
-        streams: u32,
-    ) -> GoNull {
-        let bounds = ACK_LATENCY_BOUNDS
-            .iter()
-            .map(|b| b.to_string())
-            .collect::<Vec<_>>()
-            .join(",");
-        let mut child = Command::new(bin)
-            .args(["-project", PROJECT, "-subscription", subscription])
-            .args(["-streams", &streams.to_string(), "-bounds", &bounds])
-            .env("PUBSUB_EMULATOR_HOST", emulator.host())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("go-null-consumer");
-        let seen: Arc<std::sync::Mutex<(u64, Vec<u64>)>> = Default::default();
-        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let into = seen.clone();
-        std::thread::spawn(move || {
-            for line in lines.map_while(Result::ok) {
-                let mut fields = line
-                    .split_whitespace()
-                    .skip(1)
-                    .filter_map(|v| v.parse().ok());
-                if let Some(acked) = fields.next() {
-                    *into.lock().unwrap() = (acked, fields.collect());
-                }
-            }
-        });
-        GoNull { child, seen }
-    }
-}
-
-impl Drop for GoNull {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -425,7 +355,7 @@ async fn measure(
 
 fn main() {
     // before anything is written: the result files themselves make the tree dirty
-    let commit = measured_commit();
+    let commit = support::measured_commit();
     let n = env_or("POSTFACH_INGEST_N", 20_000);
     let fixed_rate = std::env::var("POSTFACH_INGEST_RATE")
         .ok()
@@ -540,17 +470,4 @@ fn main() {
         )
         .unwrap();
     });
-}
-
-/// The commit the run measures (`git describe --always --dirty`, taken when
-/// the run starts), so a figure in the README can name what produced it;
-/// "unknown" outside a checkout.
-fn measured_commit() -> String {
-    std::process::Command::new("git")
-        .args(["describe", "--always", "--dirty", "--abbrev=7"])
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_else(|| "unknown".into())
 }

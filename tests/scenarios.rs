@@ -9,6 +9,7 @@
 mod common;
 
 mod a_boundary_keeps_the_key_it_was_opened_with;
+mod a_cluster_loses_no_message_when_its_processes_are_killed;
 mod a_cut_log_tail_is_reported;
 mod a_gateway_routes_a_cluster_by_key_and_id;
 mod a_missing_correlation_key_stops_every_kind_of_catch_alike;
@@ -50,6 +51,7 @@ mod instances_are_found_by_filter_and_cursor;
 mod instances_keep_their_definition_version;
 mod job_interrupted_by_kill_9_runs_again_once;
 mod job_leases_fence_stale_workers;
+mod kubernetes_manifests_render_a_fenced_cluster;
 mod late_message_is_parked_at_once;
 mod link_events_continue_at_their_catch;
 mod message_boundary_events_interrupt_or_branch;

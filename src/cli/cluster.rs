@@ -31,6 +31,56 @@ pub(crate) struct GatewayArgs {
     /// it is passed on to the partitions, which require the same one.
     #[arg(long, value_name = "PATH")]
     pub(crate) token_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub(crate) route: RouteArgs,
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct RouterArgs {
+    /// Partitions in the cluster (1–1024).
+    #[arg(long, value_name = "P")]
+    pub(crate) partitions: u64,
+    #[command(flatten)]
+    pub(crate) route: RouteArgs,
+}
+
+/// What a router consumes and where it forwards.
+#[derive(Args, Debug, Default)]
+pub(crate) struct RouteArgs {
+    /// Route this shared Pub/Sub subscription to the partitions (short name
+    /// in the configured project, or projects/P/subscriptions/S).
+    #[arg(long, value_name = "SUBSCRIPTION", requires_all = ["message", "key_from"])]
+    pub(crate) subscription: Option<String>,
+    /// The BPMN message name of the subscription's deliveries.
+    #[arg(long, value_name = "MESSAGE", requires = "subscription")]
+    pub(crate) message: Option<String>,
+    /// Where the correlation key comes from: /json/pointer or attribute:NAME.
+    #[arg(long, value_name = "SOURCE", requires = "subscription")]
+    pub(crate) key_from: Option<String>,
+    /// Where the message id comes from (default attribute:eventId, falling
+    /// back to Pub/Sub's message_id, which the forward keeps).
+    #[arg(long, value_name = "SOURCE", requires = "subscription")]
+    pub(crate) id_from: Option<String>,
+    /// Streaming pulls opened on the shared subscription (1–32, default 8).
+    #[arg(long, value_name = "N", requires = "subscription")]
+    pub(crate) streams: Option<u32>,
+    /// The topic of partition I, with {partition} where I goes (default
+    /// SUBSCRIPTION-{partition}).
+    #[arg(long, value_name = "TEMPLATE", requires = "subscription")]
+    pub(crate) forward_topic: Option<String>,
+    /// The subscription partition I consumes, created with its topic on an
+    /// emulator (default: named as its topic).
+    #[arg(long, value_name = "TEMPLATE", requires = "subscription")]
+    pub(crate) partition_subscription: Option<String>,
+    /// How long a delivery stays leased to a router that stopped answering
+    /// before Pub/Sub hands it out again (10s … 10m; default 10s: a forward
+    /// takes milliseconds, and a killed router's deliveries come back soon).
+    #[arg(long, value_name = "DURATION", requires = "subscription")]
+    pub(crate) max_lease_extension: Option<String>,
+    /// postfach.toml whose [pubsub] says how to reach Pub/Sub (default:
+    /// $PUBSUB_EMULATOR_HOST, else Google's endpoint and credentials).
+    #[arg(long = "pubsub-config", value_name = "PATH", requires = "subscription")]
+    pub(crate) config: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -53,7 +103,110 @@ pub(crate) enum ClusterCommand {
     /// on --listen, until SIGINT/SIGTERM.
     ///
     /// Example: postfach cluster up --partitions 4 bpmn/auftrag-ausfuehrung.bpmn --correlation-key AuftragAbgeschlossen=auftragId
-    Up(UpArgs),
+    Up(Box<UpArgs>),
+}
+
+/// The router's configuration from its flags, when a subscription is given.
+#[cfg(feature = "pubsub")]
+fn router_config(
+    route: &RouteArgs,
+    partitions: u64,
+) -> Result<
+    Option<(
+        postfach::pubsub::Connection,
+        postfach::pubsub::router::RouterConfig,
+    )>,
+    Failure,
+> {
+    let (Some(sub), Some(message), Some(key)) =
+        (&route.subscription, &route.message, &route.key_from)
+    else {
+        return Ok(None);
+    };
+    let mut s = postfach::ingress::SubscriptionConfig::new(sub, message, key);
+    if let Some(id) = &route.id_from {
+        s.message_id = id.clone();
+    }
+    if let Some(n) = route.streams {
+        s.streams = n;
+    }
+    s.max_lease_extension = route
+        .max_lease_extension
+        .clone()
+        .unwrap_or_else(|| "10s".into());
+    let (topic, partition_subscription) = templates(route).unwrap_or_default();
+    let cfg = postfach::pubsub::router::RouterConfig {
+        subscription: s,
+        partitions: u32::try_from(partitions).unwrap_or(u32::MAX),
+        partition_subscription,
+        topic,
+        create: None,
+    };
+    cfg.check().map_err(|e| usage(e.to_string()))?;
+    let file = super::serve::run_config(route.config.as_deref())?;
+    let mut cfg = cfg;
+    cfg.create = file.pubsub.create;
+    Ok(Some((postfach::pubsub::Connection::new(&file.pubsub), cfg)))
+}
+
+/// Starts the router the flags ask for, if any.
+async fn start_router(
+    route: &RouteArgs,
+    partitions: u64,
+) -> Result<Option<RunningRouter>, Failure> {
+    #[cfg(feature = "pubsub")]
+    {
+        let Some((conn, cfg)) = router_config(route, partitions)? else {
+            return Ok(None);
+        };
+        let r = postfach::pubsub::router::Router::start(conn, &cfg)
+            .await
+            .map_err(|e| Failure {
+                code: 1,
+                message: format!("router: {e}"),
+                json: None,
+            })?;
+        Ok(Some(RunningRouter(r)))
+    }
+    #[cfg(not(feature = "pubsub"))]
+    {
+        let _ = partitions;
+        match route.subscription {
+            Some(_) => Err(usage(
+                "--subscription: this build has no Pub/Sub support (feature `pubsub`)".into(),
+            )),
+            None => Ok(None),
+        }
+    }
+}
+
+/// A router started from the command line.
+struct RunningRouter(#[cfg(feature = "pubsub")] postfach::pubsub::router::Router);
+
+impl RunningRouter {
+    async fn stop(self) {
+        #[cfg(feature = "pubsub")]
+        self.0.stop().await;
+    }
+}
+
+/// `postfach router`: routes until SIGINT/SIGTERM.
+pub(super) async fn router(args: &RouterArgs) -> Result<Output, Failure> {
+    postfach::partition::Partition::new(0, args.partitions)
+        .map_err(|e| usage(format!("--partitions {}: {e}", args.partitions)))?;
+    if args.route.subscription.is_none() {
+        return Err(usage(
+            "router needs the shared subscription: --subscription S --message M --key-from SOURCE"
+                .into(),
+        ));
+    }
+    let Some(r) = start_router(&args.route, args.partitions).await? else {
+        return Err(usage("router: no subscription to route".into()));
+    };
+    shutdown_signal().await;
+    eprintln!("postfach: router stopping (forwards in flight finish)");
+    r.stop().await;
+    Ok(out(json!({"stopped": true}), "router stopped".to_string()))
 }
 
 #[derive(Args, Debug)]
@@ -72,6 +225,11 @@ pub(crate) struct UpArgs {
     /// Correlation key of a message: MESSAGE=VARIABLE (repeatable).
     #[arg(long = "correlation-key", value_name = "MESSAGE=VARIABLE")]
     pub(crate) correlation_key: Vec<String>,
+    /// With --subscription: a router in this process forwards the shared
+    /// subscription to the partitions' topics, and each partition consumes
+    /// its own subscription with the same decoding rules.
+    #[command(flatten)]
+    pub(crate) route: RouteArgs,
 }
 
 /// Where a command line sent to a gateway runs: by the id or key it names,
@@ -96,7 +254,7 @@ pub(crate) fn cli_route(args: &[String]) -> CliRoute {
         | Command::Object(_) => {
             CliRoute::Refuse("this command does not run through a gateway".into())
         }
-        Command::Gateway(_) | Command::Cluster(_) => CliRoute::Refuse(
+        Command::Gateway(_) | Command::Router(_) | Command::Cluster(_) => CliRoute::Refuse(
             "gateway and cluster run on their own; drop --server (cluster status takes it)".into(),
         ),
         Command::Deploy(_) => CliRoute::Everywhere,
@@ -171,7 +329,12 @@ pub(super) async fn gateway(args: &GatewayArgs) -> Result<Output, Failure> {
     let token = server_token(args.token_file.as_deref())?;
     check_exposure(args.listen, token.as_deref())?;
     let count = urls.len();
-    run_gateway(urls, token, args.listen).await?;
+    let router = start_router(&args.route, count as u64).await?;
+    let served = run_gateway(urls, token, args.listen).await;
+    if let Some(r) = router {
+        r.stop().await;
+    }
+    served?;
     Ok(out(
         json!({"stopped": true, "partitions": count}),
         "gateway stopped".to_string(),
@@ -308,6 +471,9 @@ async fn up(args: &UpArgs) -> Result<Output, Failure> {
     }
     std::fs::create_dir_all(&args.dir)
         .map_err(|e| usage(format!("--dir {}: {e}", args.dir.display())))?;
+    // the router first: on an emulator it creates the partitions' topics and
+    // subscriptions before the partitions consume them
+    let router = start_router(&args.route, args.partitions).await?;
     let exe = std::env::current_exe().map_err(|e| usage(format!("this program's path: {e}")))?;
     let mut children = Vec::new();
     let mut urls = Vec::new();
@@ -323,6 +489,18 @@ async fn up(args: &UpArgs) -> Result<Output, Failure> {
             .args(["--partition", &i.to_string()]);
         for k in &args.correlation_key {
             cmd.args(["--correlation-key", k]);
+        }
+        if let Some(sub) = partition_subscription(&args.route, i) {
+            let r = &args.route;
+            cmd.args(["--subscription", &sub]);
+            cmd.args(["--message", r.message.as_deref().unwrap_or_default()]);
+            cmd.args(["--key-from", r.key_from.as_deref().unwrap_or_default()]);
+            if let Some(id) = &r.id_from {
+                cmd.args(["--id-from", id]);
+            }
+            if let Some(c) = &r.config {
+                cmd.arg("--config").arg(c);
+            }
         }
         let log_path = args.dir.join(format!("partition-{i}.log"));
         let log = std::fs::File::create(&log_path)
@@ -346,10 +524,16 @@ async fn up(args: &UpArgs) -> Result<Output, Failure> {
             stop_child(c);
             let _ = c.wait();
         }
+        if let Some(r) = router {
+            r.stop().await;
+        }
         return Err(f);
     }
     let token = server_token(None)?;
     let served = run_gateway(urls, token, args.listen).await;
+    if let Some(r) = router {
+        r.stop().await;
+    }
     for c in &mut children {
         stop_child(c);
     }
@@ -365,6 +549,28 @@ async fn up(args: &UpArgs) -> Result<Output, Failure> {
         json!({"stopped": true, "partitions": args.partitions}),
         "cluster stopped".to_string(),
     ))
+}
+
+/// The forward topic and partition subscription templates of a routed
+/// subscription: as given, else `SUBSCRIPTION-{partition}` for the topic and
+/// the topic's name for the subscription.
+fn templates(route: &RouteArgs) -> Option<(String, String)> {
+    let sub = route.subscription.as_deref()?;
+    let short = sub.rsplit('/').next().unwrap_or(sub);
+    let topic = route
+        .forward_topic
+        .clone()
+        .unwrap_or_else(|| format!("{short}-{{partition}}"));
+    let subscription = route
+        .partition_subscription
+        .clone()
+        .unwrap_or_else(|| topic.clone());
+    Some((topic, subscription))
+}
+
+/// The subscription partition `i` consumes when the shared one is routed.
+fn partition_subscription(route: &RouteArgs, i: u64) -> Option<String> {
+    templates(route).map(|(_, s)| s.replace("{partition}", &i.to_string()))
 }
 
 /// Waits until every partition accepts connections (at most 60 s); a

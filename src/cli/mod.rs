@@ -244,6 +244,13 @@ pub enum Command {
     ///
     /// Example: postfach --server http://127.0.0.1:7820 cluster status
     Cluster(cluster::ClusterArgs),
+    /// Router of a cluster: consumes the shared Pub/Sub subscription, decodes
+    /// each delivery's key with the subscription's rules, and publishes it to
+    /// the topic of the partition that owns the key (acked once the broker
+    /// confirmed the forward), until SIGINT/SIGTERM.
+    ///
+    /// Example: postfach router --partitions 4 --subscription auftrag-abgeschlossen-sub --message AuftragAbgeschlossen --key-from /auftragId --forward-topic auftrag-abgeschlossen-{partition}
+    Router(cluster::RouterArgs),
 }
 
 /// Runs a parsed command line.
@@ -260,6 +267,7 @@ pub async fn run(cli: Cli) -> Result<Output, Failure> {
         Command::Object(args) => return jobs::object(&cli, args).await,
         Command::Gateway(args) => return cluster::gateway(args).await,
         Command::Cluster(args) => return cluster::cluster(&cli, args).await,
+        Command::Router(args) => return cluster::router(args).await,
         _ => {}
     }
     if cli.server.is_some() {
@@ -304,6 +312,7 @@ async fn execute(pf: &Postfach, command: Command, sources: Sources<'_>) -> Resul
         | Command::Compact
         | Command::Recover(_)
         | Command::Gateway(_)
+        | Command::Router(_)
         | Command::Cluster(_) => Err(usage(
             "this command works without an open database; run it on its own".into(),
         )),

@@ -19,7 +19,9 @@ pub(crate) fn runs_remotely(c: &Command) -> Result<(), String> {
     match c {
         Command::Demo(_) => Err("demo runs on its own embedded database; drop --server".into()),
         Command::Run(_) => Err("run starts a server; drop --server".into()),
-        Command::Gateway(_) => Err("gateway starts a server; drop --server".into()),
+        Command::Gateway(_) | Command::Router(_) => {
+            Err("gateway and router run on their own; drop --server".into())
+        }
         Command::Cluster(_) => {
             Err("cluster runs on its own (cluster status asks the gateway itself)".into())
         }

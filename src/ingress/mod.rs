@@ -289,6 +289,47 @@ pub struct Incoming {
     pub delivery_attempt: Option<i32>,
 }
 
+/// The attribute in which a cluster's router keeps the broker's id of the
+/// message it forwards (Pub/Sub gives the forwarded copy a new one).
+pub const FORWARDED_BROKER_ID: &str = "postfach-first-message-id";
+
+/// The attribute in which a cluster's router keeps the first publish time of
+/// the message it forwards, in milliseconds since the epoch.
+pub const FORWARDED_PUBLISH_TIME: &str = "postfach-first-publish-time";
+
+impl Incoming {
+    /// The delivery as it was first published: a copy a router forwarded
+    /// carries the first broker id and publish time in two attributes, which
+    /// take the place of the copy's own (and are removed, so the stored
+    /// attributes are the publisher's). A publish time that does not parse is
+    /// left alone (the copy's own stays).
+    pub fn as_first_published(mut self) -> Self {
+        if let Some(id) = self.attributes.remove(FORWARDED_BROKER_ID)
+            && !id.is_empty()
+        {
+            self.broker_id = id;
+        }
+        if let Some(t) = self.attributes.remove(FORWARDED_PUBLISH_TIME)
+            && let Ok(ms) = t.parse::<u64>()
+            && crate::limits::check_instant(FORWARDED_PUBLISH_TIME, ms).is_ok()
+        {
+            self.publish_time = Some(ms);
+        }
+        self
+    }
+
+    /// The attributes of a forwarded copy: the publisher's, and the first
+    /// broker id and publish time (kept from an earlier forward if any).
+    pub fn forwarded_attributes(&self) -> BTreeMap<String, String> {
+        let mut a = self.attributes.clone();
+        a.insert(FORWARDED_BROKER_ID.into(), self.broker_id.clone());
+        if let Some(t) = self.publish_time {
+            a.insert(FORWARDED_PUBLISH_TIME.into(), t.to_string());
+        }
+        a
+    }
+}
+
 /// What a delivery becomes.
 #[derive(Debug, Clone)]
 pub enum Decoded {

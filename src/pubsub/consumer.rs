@@ -40,6 +40,57 @@ pub trait Sink: Send + Sync + 'static {
     fn park_malformed(&self, m: Malformed) -> impl Future<Output = Result<Delivery, Error>> + Send;
 }
 
+/// What a stream hands each delivery to: the message as it arrived and what
+/// the subscription's decoding made of it. Every [`Sink`] takes deliveries
+/// into the engine; the cluster's router hands them on to their partition.
+pub trait Take: Send + Sync + 'static {
+    /// Takes one delivery; returns once it is durable where it went.
+    fn take(&self, incoming: &Incoming, decoded: Decoded) -> impl Future<Output = Taken> + Send;
+}
+
+/// What became of one delivery, and so whether it is acked.
+#[derive(Debug)]
+pub enum Taken {
+    /// The engine's answer: acked when it recorded an outcome.
+    Engine(Result<Delivery, Error>),
+    /// Handed on to another topic: acked when the broker confirmed it (its
+    /// message id), nacked otherwise (why).
+    Forwarded(Result<String, String>),
+}
+
+impl Taken {
+    /// Ack or nack.
+    pub fn decision(&self) -> AckDecision {
+        match self {
+            Taken::Engine(r) => AckDecision::of(r),
+            Taken::Forwarded(Ok(_)) => AckDecision::Ack,
+            Taken::Forwarded(Err(_)) => AckDecision::Nack,
+        }
+    }
+
+    /// Why it is nacked.
+    fn failure(&self) -> String {
+        match self {
+            Taken::Engine(Err(e)) => e.to_string(),
+            Taken::Engine(Ok(d)) => format!("outcome {}", d.outcome.as_str()),
+            Taken::Forwarded(Err(e)) => e.clone(),
+            Taken::Forwarded(Ok(id)) => format!("forwarded as {id}"),
+        }
+    }
+}
+
+impl<S: Sink> Take for S {
+    async fn take(&self, _incoming: &Incoming, decoded: Decoded) -> Taken {
+        Taken::Engine(match decoded {
+            Decoded::Publish(p) => self.publish(p).await,
+            Decoded::Malformed(bad) => {
+                tracing::warn!(message_id = %bad.message_id, error = %bad.error, "undecodable delivery parked as malformed");
+                self.park_malformed(bad).await
+            }
+        })
+    }
+}
+
 impl Sink for Postfach {
     fn publish(&self, p: Publish) -> impl Future<Output = Result<Delivery, Error>> + Send {
         Postfach::publish(self, p)
@@ -103,7 +154,7 @@ impl Consumer {
     /// streaming pulls. Configuration errors are returned at once; connection
     /// errors are retried per stream (the consumer is then not ready, and
     /// `/health/ready` says why).
-    pub fn start<S: Sink>(
+    pub fn start<S: Take>(
         conn: Connection,
         cfg: &SubscriptionConfig,
         sink: Arc<S>,
@@ -160,7 +211,7 @@ struct Stream<S> {
     options: ConsumerOptions,
 }
 
-async fn run<S: Sink>(s: Stream<S>, mut stop: watch::Receiver<bool>) {
+async fn run<S: Take>(s: Stream<S>, mut stop: watch::Receiver<bool>) {
     let Stream {
         index,
         conn,
@@ -297,7 +348,7 @@ async fn connect(
     conn.subscriber().await
 }
 
-async fn deliver<S: Sink>(
+async fn deliver<S: Take>(
     m: google_cloud_pubsub::model::Message,
     h: AckHandler,
     decoder: Arc<Decoder>,
@@ -309,14 +360,17 @@ async fn deliver<S: Sink>(
     let tally = &book.tally;
     stats.received.fetch_add(1, Ordering::Relaxed);
     tally.received.fetch_add(1, Ordering::Relaxed);
-    let publish_time = m.publish_time.as_ref().map(millis);
+    // a delivery a cluster's router forwarded keeps the broker id and
+    // publish time it first had
     let incoming = Incoming {
         data: m.data.to_vec(),
         attributes: m.attributes.into_iter().collect(),
         broker_id: m.message_id,
-        publish_time,
+        publish_time: m.publish_time.as_ref().map(millis),
         delivery_attempt: h.delivery_attempt(),
-    };
+    }
+    .as_first_published();
+    let publish_time = incoming.publish_time;
     // the delivery continues the trace its publisher put into the attributes
     let span = tracing::info_span!(
         target: crate::trace::TARGET,
@@ -334,19 +388,16 @@ async fn deliver<S: Sink>(
     );
     let decoded = tracing::info_span!(target: crate::trace::TARGET, parent: &span, "pubsub.decode")
         .in_scope(|| decoder.decode(&incoming));
-    let result = async {
-        match decoded {
-            Decoded::Publish(p) => sink.publish(p).await,
-            Decoded::Malformed(bad) => {
-                tracing::warn!(subscription = decoder.subscription(), message_id = %bad.message_id, error = %bad.error, "undecodable delivery parked as malformed");
-                sink.park_malformed(bad).await
-            }
-        }
+    let taken = sink
+        .take(&incoming, decoded)
+        .instrument(
+            tracing::info_span!(target: crate::trace::TARGET, parent: &span, "postfach.publish"),
+        )
+        .await;
+    if let Taken::Engine(result) = &taken {
+        stats.record(result);
     }
-    .instrument(tracing::info_span!(target: crate::trace::TARGET, parent: &span, "postfach.publish"))
-    .await;
-    stats.record(&result);
-    let decision = AckDecision::of(&result);
+    let decision = taken.decision();
     if decision == AckDecision::Ack {
         tally.stored.fetch_add(1, Ordering::Relaxed);
     }
@@ -371,10 +422,7 @@ async fn deliver<S: Sink>(
             }
         }
         AckDecision::Nack => {
-            let why = match &result {
-                Err(e) => e.to_string(),
-                Ok(d) => format!("outcome {}", d.outcome.as_str()),
-            };
+            let why = taken.failure();
             tracing::warn!(subscription = decoder.subscription(), pubsub_message_id = %incoming.broker_id, error = %why, "nothing recorded; nack for redelivery");
             // a short pause so a broken store does not spin through redeliveries
             tokio::time::sleep(Duration::from_millis(200)).await;

@@ -14,6 +14,7 @@ pub mod emulator;
 pub mod gcs_emulator;
 pub mod notifications;
 pub mod outbox;
+pub mod router;
 pub mod storage;
 
 pub use crate::config::PubsubConfig;

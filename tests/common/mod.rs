@@ -10,7 +10,6 @@ pub mod gcs;
 #[cfg(feature = "pubsub")]
 pub mod pubsub;
 pub mod server;
-#[cfg(feature = "pubsub")]
 pub mod tools;
 
 use postfach::{ManualClock, Options, Postfach, Publish, Vars};

@@ -40,3 +40,45 @@ pub fn go() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// How to render a kustomization: `kubectl kustomize` when kubectl is on the
+/// PATH, else the kustomize program, `go install`ed once into postfach's
+/// cache (under a lock) from the Go module proxy.
+pub fn kustomize() -> (std::path::PathBuf, Vec<String>) {
+    let kubectl = Command::new("kubectl")
+        .args(["kustomize", "--help"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if kubectl {
+        return ("kubectl".into(), vec!["kustomize".into()]);
+    }
+    const MODULE: &str = "sigs.k8s.io/kustomize/kustomize/v5@v5.5.0";
+    let dir = std::env::var_os("XDG_CACHE_HOME")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir)
+        .join("postfach")
+        .join("bin");
+    let bin = dir.join("kustomize");
+    std::fs::create_dir_all(&dir).unwrap();
+    let lock = std::fs::File::create(dir.join(".kustomize.lock")).unwrap();
+    lock.lock().unwrap();
+    if !bin.is_file() {
+        go();
+        eprintln!("installing {MODULE} into {} (once)", dir.display());
+        let out = Command::new("go")
+            .args(["install", MODULE])
+            .env("GOBIN", &dir)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap_or_else(|e| panic!("go install {MODULE}: {e}"));
+        assert!(
+            out.status.success() && bin.is_file(),
+            "go install {MODULE} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    (bin, vec!["build".into()])
+}

@@ -1,0 +1,483 @@
+//! The cluster as it runs in production, processes on one machine standing in
+//! for pods and a partition's directory for its disk: the Pub/Sub emulator, 4
+//! partition processes, 2 routers on the shared subscription and 2 gateways.
+//! Orders start through the gateways (a quarter of them while the loop runs, so
+//! their completions arrive early and wait in the buffer), completions stream
+//! into the shared subscription (a twentieth twice, some undecodable), and a
+//! partition, a router or a gateway is SIGKILLed at random moments and started
+//! again on its own directory and address. Afterwards every published event id
+//! has exactly one outcome on exactly one partition — correlated on the
+//! partition of its key, parked `malformed` on partition 0 — none is missing,
+//! completions for finished orders are parked `late`, and no order is invoiced
+//! twice.
+//!
+//! `POSTFACH_CLUSTER_ORDERS`, `POSTFACH_CLUSTER_KILLS` and
+//! `POSTFACH_CLUSTER_SEED` make it longer or reproduce a run
+//! (`benches/cluster_soak.sh` loops it).
+#![cfg(feature = "pubsub")]
+use crate::common;
+
+use common::PROCESS;
+use common::pubsub::{Broker, PROJECT, message};
+use common::server::{Server, http};
+use postfach::partition::Partition;
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, HashMap};
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const P: u64 = 4;
+const SUB: &str = "auftrag-abgeschlossen-sub";
+const TOPIC: &str = "auftrag-abgeschlossen";
+
+fn env_or(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// xorshift64*, seeded per run.
+struct Rng(u64);
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n
+    }
+}
+
+/// A `postfach router` or `postfach gateway` child process.
+struct Proc {
+    child: Child,
+    /// The address it serves on (a gateway), read from its log.
+    addr: Option<String>,
+}
+
+impl Proc {
+    fn spawn(args: &[String], broker: &Broker, serves: bool) -> Proc {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_postfach"))
+            .args(args)
+            .env("PUBSUB_EMULATOR_HOST", broker.emulator.host())
+            .env("GOOGLE_CLOUD_PROJECT", PROJECT)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let mut seen = Vec::new();
+        let addr = loop {
+            let Some(Ok(line)) = lines.next() else {
+                panic!("{args:?} ended before it ran: {seen:?}");
+            };
+            if serves && let Some(rest) = line.split(" on http://").nth(1) {
+                break Some(rest.trim().to_string());
+            }
+            if !serves && line.contains("routing ") {
+                break None;
+            }
+            seen.push(line);
+        };
+        std::thread::spawn(move || for _ in lines.map_while(Result::ok) {});
+        Proc { child, addr }
+    }
+
+    fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+const PARTITION_CONFIG: &str = r#"
+[send_topics]
+auftragUebergeben = "auftraege"
+
+[[subscriptions]]
+subscription = "auftrag-abgeschlossen-PARTITION"
+message = "AuftragAbgeschlossen"
+key = "/auftragId"
+max_lease_extension = "10s"
+"#;
+
+fn partition(dir: &std::path::Path, i: u64, listen: &str, broker: &Broker) -> Server {
+    let config = dir.join("postfach.toml");
+    std::fs::write(
+        &config,
+        PARTITION_CONFIG.replace("PARTITION", &i.to_string()),
+    )
+    .unwrap();
+    let s = Server::launch(
+        dir,
+        &[
+            "--config".into(),
+            config.display().to_string(),
+            "--listen".into(),
+            listen.into(),
+            "--partitions".into(),
+            P.to_string(),
+            "--partition".into(),
+            i.to_string(),
+        ],
+        &[
+            ("PUBSUB_EMULATOR_HOST", broker.emulator.host()),
+            ("GOOGLE_CLOUD_PROJECT", PROJECT),
+        ],
+    );
+    common::pubsub::wait("the partition is ready", Duration::from_secs(60), || {
+        s.call("GET", "/health/ready", None, None).0 == 200
+    });
+    s
+}
+
+fn router(broker: &Broker) -> Proc {
+    let args: Vec<String> = [
+        "router",
+        "--partitions",
+        &P.to_string(),
+        "--subscription",
+        SUB,
+        "--message",
+        "AuftragAbgeschlossen",
+        "--key-from",
+        "/auftragId",
+        "--forward-topic",
+        "auftrag-abgeschlossen-{partition}",
+        "--streams",
+        "2",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    Proc::spawn(&args, broker, false)
+}
+
+fn gateway(partitions: &[String], listen: &str, broker: &Broker) -> Proc {
+    let mut args: Vec<String> = vec!["gateway".into(), "--listen".into(), listen.into()];
+    for (i, a) in partitions.iter().enumerate() {
+        args.push("--partition-url".into());
+        args.push(format!("{i}=http://{a}"));
+    }
+    Proc::spawn(&args, broker, true)
+}
+
+fn start_order(gateways: &[Proc], n: usize) {
+    let gw = gateways[n % gateways.len()].addr.as_deref().unwrap();
+    let (status, body) = http(
+        gw,
+        "POST",
+        "/instances",
+        Some(&json!({"process": PROCESS, "variables": {"auftragId": format!("A-{n}")}})),
+    );
+    assert_eq!(status, 201, "order A-{n}: {body}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_loses_no_message_when_its_processes_are_killed() {
+    let orders = env_or("POSTFACH_CLUSTER_ORDERS", 400) as usize;
+    let kills = env_or("POSTFACH_CLUSTER_KILLS", 6) as usize;
+    let seed = env_or(
+        "POSTFACH_CLUSTER_SEED",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64
+            | 1,
+    );
+    eprintln!("cluster: {orders} orders, {kills} kills, POSTFACH_CLUSTER_SEED={seed}");
+    let mut rng = Rng(seed);
+    let early = orders / 4;
+    let malformed = 20usize;
+    let owner = |key: &str| u64::from(Partition::new(0, P).unwrap().of_key(key));
+
+    let broker = Broker::start();
+    broker.reference_topics(SUB).await;
+    // the routers create the partitions' topics and subscriptions (emulator)
+    let mut routers: Vec<Proc> =
+        tokio::task::block_in_place(|| (0..2).map(|_| router(&broker)).collect());
+    let dirs: Vec<_> = (0..P).map(|_| tempfile::tempdir().unwrap()).collect();
+    let mut parts: Vec<Option<Server>> = tokio::task::block_in_place(|| {
+        (0..P)
+            .map(|i| {
+                Some(partition(
+                    dirs[i as usize].path(),
+                    i,
+                    "127.0.0.1:0",
+                    &broker,
+                ))
+            })
+            .collect()
+    });
+    let addrs: Vec<String> = parts
+        .iter()
+        .map(|p| p.as_ref().unwrap().addr.clone())
+        .collect();
+    let mut gateways: Vec<Proc> = tokio::task::block_in_place(|| {
+        (0..2)
+            .map(|_| gateway(&addrs, "127.0.0.1:0", &broker))
+            .collect()
+    });
+    let gw_addrs: Vec<String> = gateways.iter().map(|g| g.addr.clone().unwrap()).collect();
+    tokio::task::block_in_place(|| {
+        for n in 0..orders - early {
+            start_order(&gateways, n);
+        }
+    });
+
+    // completions into the shared subscription while the kills happen, a
+    // twentieth twice, some undecodable, in the background
+    let publisher = broker.conn.publisher(TOPIC).await.unwrap();
+    let publishing = tokio::spawn(async move {
+        let mut published: Vec<(String, bool)> = Vec::new();
+        let mut pending = Vec::new();
+        for i in 0..orders {
+            let id = format!("done-A-{i}");
+            let body = format!(r#"{{"auftragId": "A-{i}", "erledigtePositionen": {i}}}"#);
+            for _ in 0..if i % 20 == 0 { 2 } else { 1 } {
+                pending.push(publisher.publish(message(&body, &[("eventId", &id)])));
+                published.push((id.clone(), true));
+            }
+            if i % (orders / malformed) == 0 {
+                let id = format!("kaputt-{i}");
+                pending.push(publisher.publish(message("{\"auftragId\": ", &[("eventId", &id)])));
+                published.push((id, false));
+            }
+            // spread over about ten seconds, the length of the kill loop
+            if pending.len() >= (orders / 40).max(1) {
+                for f in pending.drain(..) {
+                    f.await.unwrap();
+                }
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+        }
+        for f in pending {
+            f.await.unwrap();
+        }
+        published
+    });
+
+    // kills at random moments; the orders of the early completions start
+    // between them
+    let mut started = orders - early;
+    let per_round = early.div_ceil(kills.max(1));
+    for kill in 1..=kills {
+        tokio::task::block_in_place(|| {
+            while started < orders && started < (orders - early) + kill * per_round {
+                // through a gateway that is up (one may just have been killed)
+                start_order(&gateways, started);
+                started += 1;
+            }
+        });
+        let pause = Duration::from_millis(200 + rng.below(1500));
+        tokio::time::sleep(pause).await;
+        let victim = rng.below(3);
+        tokio::task::block_in_place(|| match victim {
+            0 => {
+                let i = rng.below(P) as usize;
+                eprintln!("kill {kill} after {pause:?}: partition {i}");
+                parts[i].take().unwrap().kill9();
+                parts[i] = Some(partition(dirs[i].path(), i as u64, &addrs[i], &broker));
+            }
+            1 => {
+                let r = rng.below(2) as usize;
+                eprintln!("kill {kill} after {pause:?}: router {r}");
+                routers[r].kill9();
+                routers[r] = router(&broker);
+            }
+            _ => {
+                let g = rng.below(2) as usize;
+                eprintln!("kill {kill} after {pause:?}: gateway {g}");
+                gateways[g].kill9();
+                gateways[g] = gateway(&addrs, &gw_addrs[g], &broker);
+            }
+        });
+    }
+    tokio::task::block_in_place(|| {
+        while started < orders {
+            start_order(&gateways, started);
+            started += 1;
+        }
+    });
+    let published = publishing.await.unwrap();
+
+    // settle: every order invoiced on its partition, every undecodable one
+    // parked on partition 0
+    let invoiced = |dirs: &[tempfile::TempDir]| -> Vec<(u64, String)> {
+        dirs.iter()
+            .enumerate()
+            .flat_map(|(i, d)| {
+                postfach::reference::InvoiceLedger::entries(&d.path().join("invoices.tsv"))
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(move |(_, order)| (i as u64, order))
+            })
+            .collect()
+    };
+    let settle_start = Instant::now();
+    let settled = tokio::task::block_in_place(|| {
+        let end = Instant::now() + Duration::from_secs(600);
+        let parked = || {
+            parts[0]
+                .as_ref()
+                .unwrap()
+                .metric("postfach_messages_total{outcome=\"parked\",reason=\"malformed\"}")
+                as usize
+        };
+        while (invoiced(&dirs).len() < orders || parked() < malformed) && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        invoiced(&dirs).len() >= orders && parked() >= malformed
+    });
+    eprintln!(
+        "cluster: settled {settled} {:.1} s after the last start",
+        settle_start.elapsed().as_secs_f64()
+    );
+
+    // completions for orders already invoiced are late, on their partition
+    // (a delivery the emulator leased to a killed router's stream comes back
+    // only when the emulator's sweep hands it out again: seconds usually,
+    // a minute and more seen here)
+    let late_start = Instant::now();
+    let late: Vec<String> = (0..5).map(|i| format!("spaet-A-{i}")).collect();
+    for (i, id) in late.iter().enumerate() {
+        broker
+            .publish(
+                TOPIC,
+                &format!(r#"{{"auftragId": "A-{i}"}}"#),
+                &[("eventId", id)],
+            )
+            .await;
+    }
+    tokio::task::block_in_place(|| {
+        common::pubsub::wait(
+            "the late completions are parked",
+            Duration::from_secs(600),
+            || {
+                let late_parked: f64 = parts
+                    .iter()
+                    .map(|p| {
+                        p.as_ref()
+                            .unwrap()
+                            .metric("postfach_messages_total{outcome=\"parked\",reason=\"late\"}")
+                    })
+                    .sum();
+                late_parked as usize >= late.len()
+            },
+        );
+    });
+    eprintln!(
+        "cluster: late completions parked after {:.1} s",
+        late_start.elapsed().as_secs_f64()
+    );
+    // through a gateway: the cluster's parked messages, none missing
+    let (status, listed) = http(
+        &gw_addrs[0],
+        "GET",
+        "/messages?parked=true&limit=1000",
+        None,
+    );
+    assert_eq!(status, 200, "{listed}");
+    assert_eq!(listed["missing"], json!([]), "{listed}");
+    assert_eq!(
+        listed["messages"].as_array().unwrap().len(),
+        malformed + late.len(),
+        "{listed}"
+    );
+    drop(gateways);
+    drop(routers);
+    for p in parts.iter_mut() {
+        assert!(p.take().unwrap().stop().success());
+    }
+
+    // every event id: exactly one record on exactly one partition
+    let readers: Vec<_> = dirs
+        .iter()
+        .map(|d| postfach::Postfach::open(d.path().join("run.redb")).unwrap())
+        .collect();
+    let mut missing = Vec::new();
+    let mut outcomes: BTreeMap<String, usize> = BTreeMap::new();
+    let decodable: HashMap<&str, bool> =
+        published.iter().map(|(id, d)| (id.as_str(), *d)).collect();
+    for (id, ok) in decodable
+        .iter()
+        .map(|(i, d)| (*i, *d))
+        .chain(late.iter().map(|l| (l.as_str(), true)))
+    {
+        let mut found: Vec<(u64, Value)> = Vec::new();
+        for (i, pf) in readers.iter().enumerate() {
+            for m in pf.reader().unwrap().message(id).unwrap() {
+                found.push((
+                    i as u64,
+                    json!({"state": m.state, "reason": m.reason, "key": m.key}),
+                ));
+            }
+        }
+        match found.as_slice() {
+            [] => missing.push(id.to_string()),
+            [(on, m)] => {
+                let state = m["state"].as_str().unwrap();
+                if id.starts_with("spaet-") {
+                    assert_eq!(
+                        (state, m["reason"].as_str()),
+                        ("parked", Some("late")),
+                        "{id}"
+                    );
+                } else if ok {
+                    assert_eq!(state, "correlated", "{id}: {m}");
+                } else {
+                    assert_eq!(
+                        (state, m["reason"].as_str()),
+                        ("parked", Some("malformed")),
+                        "{id}"
+                    );
+                    assert_eq!(
+                        *on, 0,
+                        "{id}: an undecodable delivery is parked on partition 0"
+                    );
+                }
+                if ok {
+                    assert_eq!(
+                        *on,
+                        owner(m["key"].as_str().unwrap()),
+                        "{id} on partition {on}"
+                    );
+                }
+                *outcomes.entry(state.to_string()).or_default() += 1;
+            }
+            more => panic!(
+                "{id}: {} records, exactly one expected: {more:?}",
+                more.len()
+            ),
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "{} event id(s) have no record (seed {seed}), e.g. {:?}",
+        missing.len(),
+        &missing[..missing.len().min(10)]
+    );
+    assert!(settled, "the cluster did not settle in time (seed {seed})");
+    assert_eq!(outcomes.get("correlated"), Some(&orders));
+    assert_eq!(outcomes.get("parked"), Some(&(malformed + late.len())));
+    let mut invoices: HashMap<String, Vec<u64>> = HashMap::new();
+    for (on, order) in invoiced(&dirs) {
+        invoices.entry(order).or_default().push(on);
+    }
+    assert_eq!(invoices.len(), orders, "every order invoiced");
+    for (order, on) in &invoices {
+        assert_eq!(on.len(), 1, "{order} invoiced {} times", on.len());
+        assert_eq!(
+            on[0],
+            owner(order),
+            "{order} invoiced on partition {}",
+            on[0]
+        );
+    }
+}

@@ -110,6 +110,41 @@ pub struct ConfigFile {
     /// `[tracing]`: OpenTelemetry traces of the message path.
     #[serde(default)]
     pub tracing: TracingConfig,
+    /// `[cluster]`: where the partitions of a cluster serve their API.
+    #[serde(default)]
+    pub cluster: ClusterConfig,
+}
+
+/// `[cluster]` of postfach.toml.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterConfig {
+    /// The API of partition 0, 1, … (`http://HOST:PORT`): a gateway routes to
+    /// them, and a partition hands the signals its processes throw to the
+    /// others. As `--partition-url I=URL` on the command line.
+    #[serde(default)]
+    pub partition_urls: Vec<String>,
+}
+
+impl ClusterConfig {
+    /// Refuses a URL that is not `http://HOST:PORT` (partitions talk plain
+    /// HTTP inside the cluster), naming it.
+    pub fn check(&self) -> Result<(), String> {
+        for (i, u) in self.partition_urls.iter().enumerate() {
+            let ok = u
+                .strip_prefix("http://")
+                .and_then(|rest| rest.trim_end_matches('/').rsplit_once(':'))
+                .is_some_and(|(host, port)| {
+                    !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0)
+                });
+            if !ok {
+                return Err(format!(
+                    "cluster.partition_urls[{i}]: '{u}' is not http://HOST:PORT"
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// `[tracing]` of postfach.toml.
@@ -201,6 +236,7 @@ impl ConfigFile {
                 .map_err(|e| format!("{file}: alarm '{name}': {e}"))?;
         }
         c.storage.check().map_err(|e| format!("{file}: {e}"))?;
+        c.cluster.check().map_err(|e| format!("{file}: {e}"))?;
         c.http.checked().map_err(|e| format!("{file}: {e}"))?;
         for s in &c.subscriptions {
             s.compile().map_err(|e| format!("{file}: {e}"))?;

@@ -483,6 +483,31 @@ impl Postfach {
         }
     }
 
+    /// Broadcasts a signal once per `id` (1 … 256 characters): a second call
+    /// with the id changes nothing and answers what the first reached. A
+    /// cluster's gateway and its partitions' forwarders give every signal an
+    /// id, so each partition applies it once however often it arrives.
+    #[tracing::instrument(level = "debug", skip(self, vars))]
+    pub async fn signal_once(&self, id: &str, name: &str, vars: Vars) -> Result<usize, Error> {
+        crate::limits::check_name("signal id", id)?;
+        self.submit(Command::SignalOnce {
+            id: id.into(),
+            name: name.into(),
+            vars,
+        })
+        .await?
+        .count()
+    }
+
+    /// Forgets signals thrown here that every other partition took: (seq of
+    /// [`ops::Reader::signals_out`], whether it reached nobody on any
+    /// partition); returns how many were still kept.
+    pub async fn signals_forwarded(&self, done: Vec<(u64, bool)>) -> Result<usize, Error> {
+        self.submit(Command::SignalsForwarded { done })
+            .await?
+            .count()
+    }
+
     /// Parks an undecodable payload with its raw bytes (reason `malformed`).
     pub async fn park_malformed(&self, m: Malformed) -> Result<Delivery, Error> {
         self.submit(Command::Malformed(m)).await?.delivery()

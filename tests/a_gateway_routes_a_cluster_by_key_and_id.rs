@@ -413,3 +413,114 @@ fn cluster_up_starts_partitions_and_a_gateway_and_stops_them_all() {
         assert!(dir.path().join(format!("partition-{i}.redb")).exists());
     }
 }
+
+const SIGNALS: &str = bpmn!(
+    r#"
+  <signal id="tw" name="Tarifwechsel"/>
+  <process id="wartet" isExecutable="true">
+    <startEvent id="s"/>
+    <sequenceFlow id="f1" sourceRef="s" targetRef="c"/>
+    <intermediateCatchEvent id="c"><signalEventDefinition signalRef="tw"/></intermediateCatchEvent>
+    <sequenceFlow id="f2" sourceRef="c" targetRef="e"/>
+    <endEvent id="e"/>
+  </process>
+  <process id="wirft" isExecutable="true">
+    <startEvent id="s2"/>
+    <sequenceFlow id="g1" sourceRef="s2" targetRef="t"/>
+    <intermediateThrowEvent id="t"><signalEventDefinition signalRef="tw"/></intermediateThrowEvent>
+    <sequenceFlow id="g2" sourceRef="t" targetRef="e2"/>
+    <endEvent id="e2"/>
+  </process>
+"#
+);
+
+fn state(gw: &Gateway, id: &str) -> String {
+    let (_, v) = gw.json("GET", &format!("/instances/{id}"), None);
+    v["state"].as_str().unwrap_or_default().to_string()
+}
+
+fn start(gw: &Gateway, process: &str) -> String {
+    let (status, v) = gw.json("POST", "/instances", Some(json!({"process": process})));
+    assert_eq!(status, 201, "{v}");
+    v["instance"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn a_signal_reaches_every_partition_and_is_applied_once_on_each() {
+    let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+    let base = free_ports(2);
+    let urls: Vec<String> = (0..2)
+        .map(|i| format!("{i}=http://127.0.0.1:{}", base + i))
+        .collect();
+    let _parts: Vec<Server> = (0..2u16)
+        .map(|i| {
+            let mut args: Vec<String> = vec![
+                "--listen".into(),
+                format!("127.0.0.1:{}", base + i),
+                "--partitions".into(),
+                "2".into(),
+                "--partition".into(),
+                i.to_string(),
+            ];
+            for u in &urls {
+                args.push("--partition-url".into());
+                args.push(u.clone());
+            }
+            Server::launch(dirs[i as usize].path(), &args, &[])
+        })
+        .collect();
+    let addrs: Vec<String> = (0..2).map(|i| format!("127.0.0.1:{}", base + i)).collect();
+    let gw = Gateway::start(&addrs);
+    let (status, v) = gw.json(
+        "POST",
+        "/deployments",
+        Some(json!({"file": "signals.bpmn", "xml": SIGNALS})),
+    );
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["partitions"], 2, "deployed to every partition: {v}");
+
+    // catchers on both partitions (no key: round-robin)
+    let waiting: Vec<String> = (0..4).map(|_| start(&gw, "wartet")).collect();
+    let on: BTreeSet<u64> = waiting
+        .iter()
+        .map(|i| i.parse::<u64>().unwrap() % 2)
+        .collect();
+    assert_eq!(on.len(), 2, "catchers on both partitions: {waiting:?}");
+    // a process throws on one partition: every catcher on both completes
+    let thrower = start(&gw, "wirft");
+    assert_eq!(state(&gw, &thrower), "completed");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while waiting.iter().any(|i| state(&gw, i) != "completed") {
+        assert!(
+            Instant::now() < deadline,
+            "the thrown signal did not reach every partition"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    // through the gateway with an id: applied once per partition
+    let next: Vec<String> = (0..2).map(|_| start(&gw, "wartet")).collect();
+    let signal = json!({"name": "Tarifwechsel", "id": "tarif-2027"});
+    let (status, v) = gw.json("POST", "/signals", Some(signal.clone()));
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["reached"], 2, "{v}");
+    assert!(next.iter().all(|i| state(&gw, i) == "completed"));
+    let again: Vec<String> = (0..2).map(|_| start(&gw, "wartet")).collect();
+    let (_, v) = gw.json("POST", "/signals", Some(signal));
+    assert_eq!(v["reached"], 2, "the first answer again: {v}");
+    assert!(
+        again.iter().all(|i| state(&gw, i) == "active"),
+        "applied twice"
+    );
+    // without an id the gateway gives one; a signal reaching nobody is counted there
+    let (_, v) = gw.json("POST", "/signals", Some(json!({"name": "Tarifwechsel"})));
+    assert_eq!(v["reached"], 2, "{v}");
+    assert!(v["id"].as_str().unwrap().starts_with("g-"), "{v}");
+    let (_, v) = gw.json("POST", "/signals", Some(json!({"name": "Tarifwechsel"})));
+    assert_eq!(v["reached"], 0, "{v}");
+    let metrics = http_text(&gw.addr, "/metrics");
+    assert!(
+        metrics.contains("postfach_cluster_signals_unreached_total 1"),
+        "{metrics}"
+    );
+}

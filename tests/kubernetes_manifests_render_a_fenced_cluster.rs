@@ -82,13 +82,16 @@ fn kubernetes_manifests_render_a_fenced_cluster() {
     assert!(partitions.contains("auftrag-abgeschlossen-$(POD_INDEX)"));
     assert!(partitions.contains("apps.kubernetes.io/pod-index"));
 
-    // the gateways know each partition once; the routers count the same P
+    // the gateways and every partition (for thrown signals) know each
+    // partition once; the routers count the same P
     let gateway = one(&docs, "Deployment", "postfach-gateway");
-    for i in 0..p {
-        let url = format!("--partition-url={i}=http://postfach-{i}.postfach-partitions:7820");
-        assert_eq!(gateway.matches(&url).count(), 1, "{url} in\n{gateway}");
+    for doc in [gateway, partitions] {
+        for i in 0..p {
+            let url = format!("--partition-url={i}=http://postfach-{i}.postfach-partitions:7820");
+            assert_eq!(doc.matches(&url).count(), 1, "{url} in\n{doc}");
+        }
+        assert_eq!(doc.matches("--partition-url=").count() as u64, p);
     }
-    assert_eq!(gateway.matches("--partition-url=").count() as u64, p);
     let router = one(&docs, "Deployment", "postfach-router");
     assert_eq!(number_after(router, "--partitions="), p);
     assert!(router.contains("{partition}"), "{router}");

@@ -91,6 +91,7 @@ mod server_runs_inside_a_host_and_stops_on_its_signal;
 mod service_tasks_wait_as_visible_jobs;
 mod signal_boundary_events_interrupt_or_branch;
 mod signals_reach_all_and_unreached_are_counted;
+mod signals_reach_every_partition_once;
 mod slow_http_clients_are_cut_off;
 mod statistics_per_version_come_from_gauges;
 mod terminate_end_withdraws_every_other_token;

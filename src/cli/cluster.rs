@@ -21,9 +21,17 @@ use std::path::PathBuf;
 #[derive(Args, Debug)]
 pub(crate) struct GatewayArgs {
     /// Where partition I of the cluster serves its API: I=http://HOST:PORT,
-    /// once for every partition 0 … P-1.
-    #[arg(long = "partition-url", value_name = "I=URL", required = true)]
+    /// once for every partition 0 … P-1 (or [cluster] partition_urls in
+    /// --config).
+    #[arg(
+        long = "partition-url",
+        value_name = "I=URL",
+        required_unless_present = "config"
+    )]
     pub(crate) partition_url: Vec<String>,
+    /// postfach.toml: [cluster] partition_urls, and [pubsub] for routing.
+    #[arg(long, value_name = "PATH")]
+    pub(crate) config: Option<PathBuf>,
     /// Address of the gateway's HTTP API.
     #[arg(long, default_value = "127.0.0.1:7820")]
     pub(crate) listen: std::net::SocketAddr,
@@ -40,6 +48,10 @@ pub(crate) struct RouterArgs {
     /// Partitions in the cluster (1–1024).
     #[arg(long, value_name = "P")]
     pub(crate) partitions: u64,
+    /// postfach.toml whose [pubsub] says how to reach Pub/Sub (default:
+    /// $PUBSUB_EMULATOR_HOST, else Google's endpoint and credentials).
+    #[arg(long, value_name = "PATH")]
+    pub(crate) config: Option<PathBuf>,
     #[command(flatten)]
     pub(crate) route: RouteArgs,
 }
@@ -77,10 +89,6 @@ pub(crate) struct RouteArgs {
     /// takes milliseconds, and a killed router's deliveries come back soon).
     #[arg(long, value_name = "DURATION", requires = "subscription")]
     pub(crate) max_lease_extension: Option<String>,
-    /// postfach.toml whose [pubsub] says how to reach Pub/Sub (default:
-    /// $PUBSUB_EMULATOR_HOST, else Google's endpoint and credentials).
-    #[arg(long = "pubsub-config", value_name = "PATH", requires = "subscription")]
-    pub(crate) config: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -111,6 +119,7 @@ pub(crate) enum ClusterCommand {
 fn router_config(
     route: &RouteArgs,
     partitions: u64,
+    config: Option<&std::path::Path>,
 ) -> Result<
     Option<(
         postfach::pubsub::Connection,
@@ -143,7 +152,7 @@ fn router_config(
         create: None,
     };
     cfg.check().map_err(|e| usage(e.to_string()))?;
-    let file = super::serve::run_config(route.config.as_deref())?;
+    let file = super::serve::run_config(config)?;
     let mut cfg = cfg;
     cfg.create = file.pubsub.create;
     Ok(Some((postfach::pubsub::Connection::new(&file.pubsub), cfg)))
@@ -153,10 +162,11 @@ fn router_config(
 async fn start_router(
     route: &RouteArgs,
     partitions: u64,
+    config: Option<&std::path::Path>,
 ) -> Result<Option<RunningRouter>, Failure> {
     #[cfg(feature = "pubsub")]
     {
-        let Some((conn, cfg)) = router_config(route, partitions)? else {
+        let Some((conn, cfg)) = router_config(route, partitions, config)? else {
             return Ok(None);
         };
         let r = postfach::pubsub::router::Router::start(conn, &cfg)
@@ -170,7 +180,7 @@ async fn start_router(
     }
     #[cfg(not(feature = "pubsub"))]
     {
-        let _ = partitions;
+        let _ = (partitions, config);
         match route.subscription {
             Some(_) => Err(usage(
                 "--subscription: this build has no Pub/Sub support (feature `pubsub`)".into(),
@@ -200,7 +210,7 @@ pub(super) async fn router(args: &RouterArgs) -> Result<Output, Failure> {
                 .into(),
         ));
     }
-    let Some(r) = start_router(&args.route, args.partitions).await? else {
+    let Some(r) = start_router(&args.route, args.partitions, args.config.as_deref()).await? else {
         return Err(usage("router: no subscription to route".into()));
     };
     shutdown_signal().await;
@@ -225,6 +235,9 @@ pub(crate) struct UpArgs {
     /// Correlation key of a message: MESSAGE=VARIABLE (repeatable).
     #[arg(long = "correlation-key", value_name = "MESSAGE=VARIABLE")]
     pub(crate) correlation_key: Vec<String>,
+    /// postfach.toml every partition runs with ([pubsub] for the router too).
+    #[arg(long, value_name = "PATH")]
+    pub(crate) config: Option<PathBuf>,
     /// With --subscription: a router in this process forwards the shared
     /// subscription to the partitions' topics, and each partition consumes
     /// its own subscription with the same decoding rules.
@@ -325,11 +338,21 @@ pub(crate) fn partition_urls(given: &[String]) -> Result<Vec<String>, Failure> {
 
 /// `postfach gateway`: serves until SIGINT/SIGTERM.
 pub(super) async fn gateway(args: &GatewayArgs) -> Result<Output, Failure> {
-    let urls = partition_urls(&args.partition_url)?;
+    let urls = if args.partition_url.is_empty() {
+        let file = super::serve::run_config(args.config.as_deref())?;
+        if file.cluster.partition_urls.is_empty() {
+            return Err(usage(
+                "gateway: no partitions: give --partition-url I=URL for each, or [cluster] partition_urls in --config".into(),
+            ));
+        }
+        file.cluster.partition_urls
+    } else {
+        partition_urls(&args.partition_url)?
+    };
     let token = server_token(args.token_file.as_deref())?;
     check_exposure(args.listen, token.as_deref())?;
     let count = urls.len();
-    let router = start_router(&args.route, count as u64).await?;
+    let router = start_router(&args.route, count as u64, args.config.as_deref()).await?;
     let served = run_gateway(urls, token, args.listen).await;
     if let Some(r) = router {
         r.stop().await;
@@ -473,10 +496,10 @@ async fn up(args: &UpArgs) -> Result<Output, Failure> {
         .map_err(|e| usage(format!("--dir {}: {e}", args.dir.display())))?;
     // the router first: on an emulator it creates the partitions' topics and
     // subscriptions before the partitions consume them
-    let router = start_router(&args.route, args.partitions).await?;
+    let router = start_router(&args.route, args.partitions, args.config.as_deref()).await?;
     let exe = std::env::current_exe().map_err(|e| usage(format!("this program's path: {e}")))?;
     let mut children = Vec::new();
-    let mut urls = Vec::new();
+    let urls = urls_of(args);
     for i in 0..args.partitions {
         let addr = std::net::SocketAddr::new(args.listen.ip(), base + 1 + i as u16);
         let mut cmd = std::process::Command::new(&exe);
@@ -498,9 +521,12 @@ async fn up(args: &UpArgs) -> Result<Output, Failure> {
             if let Some(id) = &r.id_from {
                 cmd.args(["--id-from", id]);
             }
-            if let Some(c) = &r.config {
-                cmd.arg("--config").arg(c);
-            }
+        }
+        if let Some(c) = &args.config {
+            cmd.arg("--config").arg(c);
+        }
+        for (j, url) in urls_of(args).iter().enumerate() {
+            cmd.args(["--partition-url", &format!("{j}={url}")]);
         }
         let log_path = args.dir.join(format!("partition-{i}.log"));
         let log = std::fs::File::create(&log_path)
@@ -517,7 +543,6 @@ async fn up(args: &UpArgs) -> Result<Output, Failure> {
             .spawn()
             .map_err(|e| usage(format!("starting partition {i}: {e}")))?;
         children.push(child);
-        urls.push(format!("http://{addr}"));
     }
     if let Err(f) = await_partitions(&mut children, args).await {
         for c in &mut children {
@@ -571,6 +596,20 @@ fn templates(route: &RouteArgs) -> Option<(String, String)> {
 /// The subscription partition `i` consumes when the shared one is routed.
 fn partition_subscription(route: &RouteArgs, i: u64) -> Option<String> {
     templates(route).map(|(_, s)| s.replace("{partition}", &i.to_string()))
+}
+
+/// The URL of every partition of a local cluster: the ports after the
+/// gateway's.
+fn urls_of(args: &UpArgs) -> Vec<String> {
+    (0..args.partitions)
+        .map(|i| {
+            let port = args.listen.port() as u64 + 1 + i;
+            format!(
+                "http://{}",
+                std::net::SocketAddr::new(args.listen.ip(), port as u16)
+            )
+        })
+        .collect()
 }
 
 /// Waits until every partition accepts connections (at most 60 s); a

@@ -49,6 +49,11 @@ pub(crate) struct SignalArgs {
     pub(crate) name: String,
     #[command(flatten)]
     pub(crate) vars: VarArgs,
+    /// Apply it once per id: the same id again changes nothing and prints
+    /// what the first reached (a cluster sends a signal to each partition with
+    /// one id, so a retry is safe).
+    #[arg(long, value_name = "ID")]
+    pub(crate) id: Option<String>,
 }
 
 // The arguments of `postfach instance`.
@@ -152,16 +157,18 @@ pub(super) async fn start(pf: &Postfach, args: StartArgs) -> Result<Output, Fail
 
 /// `postfach signal` against the open database.
 pub(super) async fn signal(pf: &Postfach, args: SignalArgs) -> Result<Output, Failure> {
-    let SignalArgs { name, vars } = args;
-    let n = pf
-        .signal(&name, parse_vars(&vars.var).map_err(usage)?)
-        .await?;
+    let SignalArgs { name, vars, id } = args;
+    let vars = parse_vars(&vars.var).map_err(usage)?;
+    let n = match &id {
+        Some(id) => pf.signal_once(id, &name, vars).await?,
+        None => pf.signal(&name, vars).await?,
+    };
     let text = if n == 0 {
         format!("signal {name} reached no subscription (counted as signals_unreached)")
     } else {
         format!("signal {name} reached {n} subscription(s)")
     };
-    Ok(out(json!({"signal": name, "reached": n}), text))
+    Ok(out(json!({"signal": name, "reached": n, "id": id}), text))
 }
 
 /// `postfach instance` against the open database.

@@ -65,6 +65,11 @@ pub(crate) struct RunArgs {
     /// the end of $HOSTNAME, as StatefulSet pods are named NAME-ORDINAL).
     #[arg(long, value_name = "I", requires = "partitions")]
     pub(crate) partition: Option<u64>,
+    /// Where partition I of the cluster serves its API: I=http://HOST:PORT,
+    /// once for every partition (this one too); the signals this partition's
+    /// processes throw reach the others through them ([cluster] in --config).
+    #[arg(long = "partition-url", value_name = "I=URL", requires = "partitions")]
+    pub(crate) partition_url: Vec<String>,
 }
 
 /// `postfach run` against the open database.
@@ -85,12 +90,16 @@ pub(super) async fn run(pf: &Postfach, args: RunArgs) -> Result<Output, Failure>
         config,
         partitions: _,
         partition: _,
+        partition_url,
     } = args;
     let mut config = run_config(config.as_deref())?;
     config
         .correlation_keys
         .extend(correlation_keys(&correlation_key)?);
     config.send_topics.extend(send_topics(&send_topic)?);
+    if !partition_url.is_empty() {
+        config.cluster.partition_urls = super::cluster::partition_urls(&partition_url)?;
+    }
     if let (Some(sub), Some(message), Some(key)) = (subscription, message, key_from) {
         let mut s = postfach::ingress::SubscriptionConfig::new(&sub, &message, &key);
         if let Some(id) = id_from {

@@ -151,6 +151,19 @@ pub(crate) enum Command {
     ParkedEventsSent {
         ids: Vec<u64>,
     },
+    /// A signal with an id, applied once here (a cluster's partitions take a
+    /// signal at least once each).
+    SignalOnce {
+        id: String,
+        name: String,
+        #[serde(with = "crate::codec::json_text")]
+        vars: Vars,
+    },
+    /// Every other partition took these signals thrown here: (seq, whether
+    /// the signal reached no receiver on any partition).
+    SignalsForwarded {
+        done: Vec<(u64, bool)>,
+    },
 }
 
 impl Command {
@@ -166,6 +179,7 @@ impl Command {
                 | Command::Tick
                 | Command::Cleanup { .. }
                 | Command::ParkedEventsSent { .. }
+                | Command::SignalsForwarded { .. }
         )
     }
 }
@@ -346,6 +360,8 @@ fn apply(
             vars,
         } => Reply::Triggered(e.trigger(*instance, *token, vars)?),
         Command::ParkedEventsSent { ids } => Reply::Count(e.parked_events_sent(ids)?),
+        Command::SignalOnce { id, name, vars } => Reply::Count(e.signal_once(id, name, vars)?),
+        Command::SignalsForwarded { done } => Reply::Count(e.signals_forwarded(done)?),
     })
 }
 

@@ -61,7 +61,7 @@ fn the_fetching_lock_command_is_pinned() {
 }
 
 /// How many variants `Command` has; [`variant_index`] numbers them.
-const VARIANTS: usize = 25;
+const VARIANTS: usize = 27;
 
 /// The position of `c`'s variant in the enum (its tag in the log). The
 /// match has no wildcard arm: a new variant does not compile until it is
@@ -93,6 +93,8 @@ fn variant_index(c: &Command) -> usize {
         Command::LockJobsFetching { .. } => 22,
         Command::Trigger { .. } => 23,
         Command::ParkedEventsSent { .. } => 24,
+        Command::SignalOnce { .. } => 25,
+        Command::SignalsForwarded { .. } => 26,
     }
 }
 
@@ -205,6 +207,14 @@ fn every_variant() -> Vec<Command> {
             vars: crate::vars([("ok", true.into())]),
         },
         Command::ParkedEventsSent { ids: vec![1, 300] },
+        Command::SignalOnce {
+            id: "p1-s2".into(),
+            name: "Alarm".into(),
+            vars: crate::vars([("stufe", 2.into())]),
+        },
+        Command::SignalsForwarded {
+            done: vec![(2, false), (300, true)],
+        },
     ]
 }
 
@@ -237,6 +247,8 @@ const GOLDEN_EACH: [&str; VARIANTS] = [
     "01160174010177fb307501016b",
     "011701020b7b226f6b223a747275657d",
     "01180201fb2c01",
+    "01190570312d733205416c61726d0b7b227374756665223a327d",
+    "011a020200fb2c0101",
 ];
 
 #[test]

@@ -446,6 +446,7 @@ impl<'a, 't> Engine<'a, 't> {
             }
             ElementKind::SignalThrow { signal } => {
                 let reached = self.broadcast(signal, &Vars::new())?;
+                self.signal_out(signal, reached)?;
                 self.history(inst, &el.id, &format!("signal_thrown reached={reached}"));
                 self.queue.push_back(Step::Leave {
                     inst,

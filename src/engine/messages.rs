@@ -452,6 +452,46 @@ impl<'a, 't> Engine<'a, 't> {
         Ok(n)
     }
 
+    /// Applies a signal with an id once: a second time it answers what the
+    /// first did, and changes nothing.
+    pub fn signal_once(&mut self, id: &str, name: &str, vars: &Vars) -> R<usize> {
+        if let Some((reached, _)) = self.t.signal_seen(id)? {
+            return Ok(reached as usize);
+        }
+        let n = self.broadcast(name, vars)?;
+        self.t.put_signal_seen(id, n as u64, self.now)?;
+        self.run()?;
+        Ok(n)
+    }
+
+    /// In a cluster, keeps a signal a process threw here until every other
+    /// partition took it (`reached`: receivers here).
+    pub(super) fn signal_out(&mut self, name: &str, reached: usize) -> R<()> {
+        if !self.cfg.partition.is_clustered() {
+            return Ok(());
+        }
+        let seq = self.t.next_seq("signal_out")?;
+        let id = format!("p{}-s{seq}", self.cfg.partition.index());
+        let row = serde_json::json!({"id": id, "name": name, "reached": reached}).to_string();
+        self.t.put_signal_out(seq, row.as_bytes())?;
+        Ok(())
+    }
+
+    /// Forgets signals every other partition took; counts those that reached
+    /// nobody anywhere.
+    pub fn signals_forwarded(&mut self, done: &[(u64, bool)]) -> R<usize> {
+        let mut n = 0;
+        for &(seq, unreached) in done {
+            if self.t.remove_signal_out(seq)?.is_some() {
+                n += 1;
+                if unreached {
+                    self.t.bump(Counter::SignalsUnreached, 1)?;
+                }
+            }
+        }
+        Ok(n)
+    }
+
     /// Starts an instance of the latest version of every process with a
     /// signal start event for `name` (in a cluster on partition 0 only, as
     /// timer starts); returns how many.
@@ -486,7 +526,9 @@ impl<'a, 't> Engine<'a, 't> {
         // the processes it starts (after the subscriptions were read: an
         // instance it starts does not also catch it)
         let started = self.start_by_signal(name, vars)?;
-        if subs.is_empty() && started == 0 {
+        // in a cluster a signal reaches other partitions too: who counts one
+        // that reached nobody is the gateway (API) or the thrower's forwarder
+        if subs.is_empty() && started == 0 && !self.cfg.partition.is_clustered() {
             self.t.bump(Counter::SignalsUnreached, 1)?;
             tracing::info!(signal = name, "signal reached no subscription");
         }

@@ -59,6 +59,8 @@ impl<'a, 't> Engine<'a, 't> {
         }
         let next_inst = next_inst.unwrap_or(0);
         self.t.set_cursor("retention_cursor_instances", next_inst)?;
+        // the ids of signals applied here, once past the dedup window too
+        self.t.forget_signals_before(cutoff, limit)?;
         if !old_instances.is_empty() || !old_messages.is_empty() {
             self.t.bump(
                 Counter::RetentionInstancesRemoved,

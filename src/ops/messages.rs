@@ -128,6 +128,19 @@ pub struct PendingEvent {
     pub data: Vec<u8>,
 }
 
+/// A signal thrown here in a cluster, to be taken by every other partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutgoingSignal {
+    /// Its row (hand it to [`crate::Postfach::signals_forwarded`]).
+    pub seq: u64,
+    /// Its id, the same on every partition (`pI-sN`).
+    pub id: String,
+    /// The signal's name.
+    pub name: String,
+    /// Receivers it reached here.
+    pub reached: u64,
+}
+
 impl Reader {
     /// Messages in the buffer and/or parked.
     pub fn messages(&self, filter: &MessageFilter) -> Result<Vec<MessageView>, RErr> {
@@ -262,6 +275,29 @@ impl Reader {
     /// How many messages wait in the buffer.
     pub fn buffered_count(&self) -> Result<u64, RErr> {
         self.snap.buffered_count()
+    }
+
+    /// Up to `limit` signals a process threw here (in a cluster) that not
+    /// every other partition took yet, oldest first: (seq, id, name,
+    /// receivers reached here). A row that does not decode is skipped.
+    pub fn signals_out(&self, limit: usize) -> Result<Vec<OutgoingSignal>, RErr> {
+        Ok(self
+            .snap
+            .signals_out(limit)?
+            .into_iter()
+            .filter_map(|(seq, data)| {
+                let v: serde_json::Value = serde_json::from_slice(&data).ok()?;
+                Some(OutgoingSignal {
+                    seq,
+                    id: v.get("id")?.as_str()?.to_string(),
+                    name: v.get("name")?.as_str()?.to_string(),
+                    reached: v
+                        .get("reached")
+                        .and_then(serde_json::Value::as_u64)
+                        .unwrap_or(0),
+                })
+            })
+            .collect())
     }
 
     /// Up to `limit` events about parked messages still to publish, oldest

@@ -19,7 +19,9 @@ pub use instances::{
     InstanceView, SubscriptionView, TokenView, WaitingView,
 };
 pub use jobs::{AttemptView, JobView};
-pub use messages::{MessageCursorError, MessageFilter, MessagePage, MessageView, PendingEvent};
+pub use messages::{
+    MessageCursorError, MessageFilter, MessagePage, MessageView, OutgoingSignal, PendingEvent,
+};
 pub use processes::{DeployedView, ElementStatistics, ProcessStatistics, VersionView};
 pub use tasks::{TaskFilter, TaskView};
 

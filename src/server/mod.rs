@@ -17,6 +17,7 @@ pub mod http;
 pub mod metrics;
 #[cfg(feature = "otlp")]
 pub mod otlp;
+mod signals;
 
 use crate::runtime::{Error, Postfach};
 use std::future::Future;
@@ -105,6 +106,7 @@ pub async fn run(
         return Err(ServerError::Exposed(listen.addr));
     }
     let limits = config.http.checked().map_err(ServerError::Config)?;
+    let peers = cluster_peers(pf, &config.cluster)?;
     let listener = tokio::net::TcpListener::bind(listen.addr)
         .await
         .map_err(|source| ServerError::Bind {
@@ -128,6 +130,7 @@ pub async fn run(
         NoEdge
     };
     let exec = pf.start_executor(crate::jobs::ExecutorConfig::default());
+    let forwarder = peers.map(|urls| signals::spawn(pf.clone(), urls, listen.token.clone()));
     let alarms = Arc::new(alarms::Alarms::new(config.alarms));
     let watcher = {
         let (pf, alarms) = (pf.clone(), alarms.clone());
@@ -176,11 +179,44 @@ pub async fn run(
         edge.stop().await;
     });
     watcher.abort();
+    if let Some(f) = forwarder {
+        f.abort(); // what it had not handed on stays kept for the next start
+    }
     let report = exec.stop().await?;
     served.map_err(ServerError::Http)?;
     Ok(Report {
         tasks_completed: report.tasks_completed,
     })
+}
+
+/// The other partitions' URLs of a partition of a cluster (`[cluster]
+/// partition_urls`, one per partition), for the signals its processes throw;
+/// none unpartitioned. A list of another length is refused; none at all in a
+/// cluster is a warning: thrown signals then stay kept here.
+fn cluster_peers(
+    pf: &Postfach,
+    cluster: &config::ClusterConfig,
+) -> Result<Option<Vec<String>>, ServerError> {
+    let p = pf.partition();
+    if !p.is_clustered() {
+        return Ok(None);
+    }
+    let urls = &cluster.partition_urls;
+    if urls.is_empty() {
+        tracing::warn!(
+            partition = p.index(),
+            "no [cluster] partition_urls (--partition-url): signals that processes throw here reach this partition only, and stay kept until the others are named"
+        );
+        return Ok(None);
+    }
+    if urls.len() != p.count() as usize {
+        return Err(ServerError::Config(format!(
+            "cluster.partition_urls names {} partitions; this is {p} (one URL per partition, by number)",
+            urls.len()
+        )));
+    }
+    cluster.check().map_err(ServerError::Config)?;
+    Ok(Some(urls.clone()))
 }
 
 /// Serves `app` on `listener` until `stop` resolves, then lets the open

@@ -32,6 +32,11 @@
 //! - `incident_jobs`: job id → () — the jobs out of attempts
 //! - `parked_events`: event id → JSON — events about parked messages not yet
 //!   published (`[notifications]`); written with the change they report
+//! - `signals_seen`: signal id → (receivers reached, applied at) — a signal
+//!   with an id is applied once per partition; `signals_seen_at`: (applied at,
+//!   signal id) → (), for retention
+//! - `signals_out`: seq → JSON — signals a process threw in a cluster, kept
+//!   until every other partition took them (`[cluster]`); written with the throw
 //! - `definitions`: (process, version) → [`DefinitionRecord`]; `definition_extras`: (process, version) →
 //!   element extras; `definition_sources`: (process, version) → the BPMN XML; `definition_latest`:
 //!   process → latest version; `message_catalog`: (message, process) → what starts or waits for it
@@ -178,6 +183,15 @@ pub(crate) const TASKS: TableDefinition<u64, &[u8]> = TableDefinition::new("task
 /// the event as JSON. Written in the transaction that parks, expires,
 /// requeues or discards; removed once the broker confirmed the publish.
 pub(crate) const PARKED_EVENTS: TableDefinition<u64, &[u8]> = TableDefinition::new("parked_events");
+/// Signals applied by id: id → (receivers reached, applied at).
+pub(crate) const SIGNALS_SEEN: TableDefinition<&str, (u64, u64)> =
+    TableDefinition::new("signals_seen");
+/// The same signals by when they were applied, for retention.
+pub(crate) const SIGNALS_SEEN_AT: TableDefinition<(u64, &str), ()> =
+    TableDefinition::new("signals_seen_at");
+/// Signals thrown by a process in a cluster, not yet taken by every other
+/// partition: seq → JSON (`id`, `name`, `reached` here).
+pub(crate) const SIGNALS_OUT: TableDefinition<u64, &[u8]> = TableDefinition::new("signals_out");
 
 /// What an event about a parked message carries (see
 /// [`crate::Options::parked_events`]).

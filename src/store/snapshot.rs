@@ -296,6 +296,22 @@ impl Snapshot {
         Ok((out, t.len()?))
     }
 
+    /// Up to `limit` signals thrown here that not every other partition took
+    /// yet, oldest first.
+    pub fn signals_out(&self, limit: usize) -> Result<Vec<EventRow>, StoreError> {
+        let t = match self.tx.open_table(SIGNALS_OUT) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+            Err(e) => return Err(redb::Error::from(e).into()),
+        };
+        let mut out = Vec::new();
+        for row in t.iter()?.take(limit) {
+            let (k, v) = row?;
+            out.push((k.value(), v.value().to_vec()));
+        }
+        Ok(out)
+    }
+
     /// Jobs in an incident, from the gauge the store keeps.
     pub fn incident_count(&self) -> Result<u64, StoreError> {
         Ok(self

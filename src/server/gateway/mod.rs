@@ -79,6 +79,11 @@ struct Gw {
     cli: Option<CliRouter>,
     /// The partition the next round-robin choice starts at.
     turn: Arc<AtomicU32>,
+    /// Signals sent through this gateway that reached no receiver on any
+    /// partition.
+    unreached: Arc<std::sync::atomic::AtomicU64>,
+    /// Signals given an id here so far (part of the next id).
+    signals: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Gw {
@@ -101,6 +106,8 @@ pub fn router(config: GatewayConfig) -> Router {
         token: config.token.map(Arc::new),
         cli: config.cli,
         turn: Arc::new(AtomicU32::new(0)),
+        unreached: Default::default(),
+        signals: Default::default(),
     };
     Router::new()
         .route("/", get(super::console::index))
@@ -425,14 +432,29 @@ async fn everywhere(gw: &Gw, p: &Passed) -> Response {
     )
 }
 
-/// A signal reaches every partition; `reached` is the sum, and a partition
-/// that could not be asked is named.
+/// A signal reaches every partition with one id (given by the caller, or made
+/// here), so each applies it once however often it is sent; `reached` is the
+/// sum; a partition that could not be asked is named (502: send the same
+/// body again, with the `id` of the answer). A signal that reached no
+/// receiver anywhere is counted here (`/metrics`).
 async fn signal(gw: &Gw, p: &Passed) -> Response {
-    let answers = all(gw, p).await;
+    let Some(Value::Object(mut body)) = serde_json::from_slice::<Value>(&p.body).ok() else {
+        return any(gw, p).await; // the partition's 400
+    };
+    let id = match body.get("id").and_then(Value::as_str) {
+        Some(id) => id.to_string(),
+        None => {
+            let id = signal_id(gw);
+            body.insert("id".into(), json!(id));
+            id
+        }
+    };
+    let bytes = Bytes::from(Value::Object(body).to_string());
+    let answers = all_with(gw, p, |_| p.path_and_query(), |_| bytes.clone(), |_| true).await;
     let mut reached = 0u64;
     let mut missing = Vec::new();
     let mut first = None;
-    for a in answers {
+    for a in answers.into_iter().flatten() {
         match a {
             Ok(a) if a.status.is_success() => {
                 let v = a.json().unwrap_or(Value::Null);
@@ -447,13 +469,25 @@ async fn signal(gw: &Gw, p: &Passed) -> Response {
         return unreachable(&missing[0]);
     };
     v["reached"] = json!(reached);
+    v["id"] = json!(id);
     v["missing"] = missing_json(&missing);
-    let status = if missing.is_empty() {
-        StatusCode::OK
-    } else {
-        StatusCode::BAD_GATEWAY
-    };
-    json_response(status, v)
+    if !missing.is_empty() {
+        return json_response(StatusCode::BAD_GATEWAY, v);
+    }
+    if reached == 0 {
+        gw.unreached.fetch_add(1, Ordering::Relaxed);
+    }
+    json_response(StatusCode::OK, v)
+}
+
+/// A signal id no other gateway makes: `g-` + this process, the time and a
+/// count.
+fn signal_id(gw: &Gw) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let n = gw.signals.fetch_add(1, Ordering::Relaxed);
+    format!("g-{:x}-{nanos:x}-{n:x}", std::process::id())
 }
 
 /// A parked message named by the publisher's id: the partition that has it
@@ -772,6 +806,10 @@ async fn metrics(gw: &Gw, p: &Passed) -> Response {
         }
     }
     text.push_str(&up);
+    text.push_str(&format!(
+        "# HELP postfach_cluster_signals_unreached Signals sent through this gateway that reached no receiver on any partition.\n# TYPE postfach_cluster_signals_unreached counter\npostfach_cluster_signals_unreached_total {}\n",
+        gw.unreached.load(Ordering::Relaxed)
+    ));
     text.push_str("# EOF\n");
     let mut r = text.into_response();
     r.headers_mut().insert(

@@ -152,14 +152,20 @@ pub(super) struct SignalBody {
     #[serde(default)]
     #[schema(value_type = Object)]
     variables: Vars,
+    /// With an id the signal is applied once here, however often it is sent
+    /// (a gateway and a partition's forwarder send one).
+    id: Option<String>,
 }
 
-#[utoipa::path(post, path = "/signals", request_body = SignalBody, responses((status = 200, description = "Broadcast a signal; returns how many subscriptions it reached", body = serde_json::Value)))]
+#[utoipa::path(post, path = "/signals", request_body = SignalBody, responses((status = 200, description = "Broadcast a signal; returns how many subscriptions it reached (with an id: applied once, a repeat answers what the first reached)", body = serde_json::Value)))]
 pub(super) async fn signal(
     State(s): State<AppState>,
     b: Result<Json<SignalBody>, JsonRejection>,
 ) -> Result<Response, ApiError> {
     let b = body(b)?;
-    let n = s.pf.signal(&b.name, b.variables).await?;
-    Ok(Json(json!({"signal": b.name, "reached": n})).into_response())
+    let n = match &b.id {
+        Some(id) => s.pf.signal_once(id, &b.name, b.variables).await?,
+        None => s.pf.signal(&b.name, b.variables).await?,
+    };
+    Ok(Json(json!({"signal": b.name, "reached": n, "id": b.id})).into_response())
 }

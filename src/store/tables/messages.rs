@@ -218,4 +218,52 @@ impl Tables<'_> {
     pub fn remove_parked_event(&mut self, id: u64) -> Result<bool, StoreError> {
         Ok(self.parked_event_rows.remove(id)?.is_some())
     }
+
+    /// What a signal with this id did when it was applied here, if it was.
+    pub fn signal_seen(&self, id: &str) -> Result<Option<(u64, Millis)>, StoreError> {
+        Ok(self.signals_seen.get(id)?.map(|g| g.value()))
+    }
+
+    /// Records that a signal with this id was applied, reaching `reached`.
+    pub fn put_signal_seen(
+        &mut self,
+        id: &str,
+        reached: u64,
+        at: Millis,
+    ) -> Result<(), StoreError> {
+        self.signals_seen.insert(id, (reached, at))?;
+        self.signals_seen_at.insert((at, id), ())?;
+        Ok(())
+    }
+
+    /// Forgets up to `limit` signal ids applied before `before`; returns how
+    /// many.
+    pub fn forget_signals_before(
+        &mut self,
+        before: Millis,
+        limit: usize,
+    ) -> Result<usize, StoreError> {
+        let old: Vec<(u64, String)> = self
+            .signals_seen_at
+            .range(..(before, ""))?
+            .take(limit)
+            .map(|r| r.map(|(k, _)| (k.value().0, k.value().1.to_string())))
+            .collect::<Result<_, _>>()?;
+        for (at, id) in &old {
+            self.signals_seen_at.remove((*at, id.as_str()))?;
+            self.signals_seen.remove(id.as_str())?;
+        }
+        Ok(old.len())
+    }
+
+    /// Keeps a signal thrown here until every other partition took it.
+    pub fn put_signal_out(&mut self, seq: u64, signal: &[u8]) -> Result<(), StoreError> {
+        self.signals_out.insert(seq, signal)?;
+        Ok(())
+    }
+
+    /// Forgets a signal every other partition took (one not kept is no error).
+    pub fn remove_signal_out(&mut self, seq: u64) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self.signals_out.remove(seq)?.map(|v| v.value().to_vec()))
+    }
 }

@@ -87,6 +87,9 @@ pub(crate) struct Tables<'t> {
     start_timers: Table<'t, (&'static str, u64), ()>,
     tasks: Table<'t, u64, &'static [u8]>,
     parked_event_rows: Table<'t, u64, &'static [u8]>,
+    signals_seen: Table<'t, &'static str, (u64, u64)>,
+    signals_seen_at: Table<'t, (u64, &'static str), ()>,
+    signals_out: Table<'t, u64, &'static [u8]>,
 }
 
 /// The partition stamped in `meta`, if any (a damaged stamp is refused).
@@ -156,6 +159,9 @@ impl<'t> Tables<'t> {
             start_timers: tx.open_table(START_TIMERS)?,
             tasks: tx.open_table(TASKS)?,
             parked_event_rows: tx.open_table(PARKED_EVENTS)?,
+            signals_seen: tx.open_table(SIGNALS_SEEN)?,
+            signals_seen_at: tx.open_table(SIGNALS_SEEN_AT)?,
+            signals_out: tx.open_table(SIGNALS_OUT)?,
         })
     }
 

@@ -5,7 +5,8 @@
 // snapshot in one request, so a page left open costs one small request per
 // view every five seconds and needs no connection held open through proxies.
 
-import { $, h, json, problem, route } from './lib.js';
+import { $, h, json, missing, problem, route } from './lib.js';
+import { isCluster, renderCluster } from './cluster.js';
 import { renderOverview } from './overview.js';
 import { renderMessages } from './messages.js';
 import { renderInstance, renderInstances } from './instances.js';
@@ -13,7 +14,7 @@ import { renderJobs } from './jobs.js';
 import { renderTasks } from './tasks.js';
 
 const REFRESH_MS = 5000;
-const VIEWS = ['overview', 'instances', 'instance', 'messages', 'jobs', 'tasks'];
+const VIEWS = ['overview', 'instances', 'instance', 'messages', 'jobs', 'tasks', 'cluster'];
 const state = { process: null, version: null };
 
 function view() {
@@ -28,6 +29,7 @@ async function refresh() {
   for (const a of document.querySelectorAll('nav a')) a.classList.toggle('current', a.dataset.view === current);
   $('pick').hidden = current !== 'overview';
   if (current === 'overview' && !state.process) return;
+  missing.clear();
   try {
     switch (current) {
       case 'overview': await renderOverview(state.process, state.version); break;
@@ -36,12 +38,14 @@ async function refresh() {
       case 'messages': await renderMessages(refresh); break;
       case 'jobs': await renderJobs(refresh); break;
       case 'tasks': await renderTasks(); break;
+      case 'cluster': await renderCluster(); break;
     }
     await renderAlarms();
     $('refreshed').textContent = `updated ${new Date().toLocaleTimeString()}`;
     document.body.dataset.loaded = 'true';
     document.body.dataset.view = current;
-    problem(null);
+    problem(missing.size === 0 ? null
+      : `partitions not reached: ${[...missing].sort((a, b) => a - b).join(', ')} — what they hold is not shown`);
   } catch (err) {
     problem(err.message);
   }
@@ -68,6 +72,7 @@ async function start() {
     start();
   };
   try {
+    $('cluster-link').hidden = !(await isCluster());
     const { processes } = await json('/processes');
     if (processes.length === 0) {
       problem('nothing is deployed yet: postfach deploy FILE.bpmn');

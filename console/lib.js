@@ -38,9 +38,17 @@ export class ApiError extends Error {
 export async function json(path, payload) {
   const r = await api(path, payload);
   const body = await r.json().catch(() => ({}));
+  if (Array.isArray(body.missing)) for (const m of body.missing) missing.add(m.partition);
   if (!r.ok) throw new ApiError(body.error || `${path}: HTTP ${r.status}`, r.status, body);
   return body;
 }
+
+/**
+ * The partitions a gateway could not reach for the answers read since the
+ * last `missing.clear()`: a view that lacks them says so, rather than looking
+ * complete.
+ */
+export const missing = new Set();
 
 /** A duration in milliseconds, the way an operator reads it: 3d 4h, 12m, 40s. */
 export function age(ms) {

@@ -53,6 +53,11 @@ const ASSETS: &[(&str, &str, &[u8])] = &[
         include_bytes!("../../console/tasks.js"),
     ),
     (
+        "cluster.js",
+        "text/javascript; charset=utf-8",
+        include_bytes!("../../console/cluster.js"),
+    ),
+    (
         "favicon.svg",
         "image/svg+xml",
         include_bytes!("../../console/favicon.svg"),

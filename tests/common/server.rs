@@ -264,3 +264,56 @@ impl Drop for Server {
         let _ = self.child.wait();
     }
 }
+
+/// A `postfach gateway` child process in front of partitions at `addrs`.
+pub struct Gateway {
+    child: Child,
+    pub addr: String,
+}
+
+impl Gateway {
+    pub fn start(partitions: &[String]) -> Gateway {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_postfach"));
+        cmd.args(["gateway", "--listen", "127.0.0.1:0"]);
+        for (i, addr) in partitions.iter().enumerate() {
+            cmd.arg("--partition-url").arg(format!("{i}=http://{addr}"));
+        }
+        let mut child = cmd
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let addr = loop {
+            let line = lines
+                .next()
+                .expect("the gateway ended before it listened")
+                .unwrap();
+            if let Some(rest) = line.split(" on http://").nth(1) {
+                break rest.trim().to_string();
+            }
+        };
+        std::thread::spawn(move || for _ in lines.map_while(Result::ok) {});
+        Gateway { child, addr }
+    }
+
+    pub fn json(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+        http(&self.addr, method, path, body.as_ref())
+    }
+
+    pub fn cli(&self, args: &[&str]) -> std::process::Output {
+        Command::new(env!("CARGO_BIN_EXE_postfach"))
+            .arg("--server")
+            .arg(format!("http://{}", self.addr))
+            .args(args)
+            .output()
+            .unwrap()
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

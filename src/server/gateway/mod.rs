@@ -112,10 +112,7 @@ pub fn router(config: GatewayConfig) -> Router {
     Router::new()
         .route("/", get(super::console::index))
         .route("/console/{*file}", get(super::console::asset))
-        .route(
-            "/health/live",
-            get(|| async { Json(json!({"status": "live"})) }),
-        )
+        .route("/health/live", get(live))
         .route("/health/ready", get(ready))
         .route("/openapi.json", get(super::http::openapi))
         .route("/cluster/status", get(status))
@@ -213,6 +210,12 @@ fn respond(a: Answer) -> Response {
 
 fn json_response(status: StatusCode, v: Value) -> Response {
     (status, Json(v)).into_response()
+}
+
+/// Live, and a gateway of how many partitions (the console shows its cluster
+/// view for a gateway only).
+async fn live(State(gw): State<Gw>) -> Response {
+    Json(json!({"status": "live", "gateway": true, "partitions": gw.parts.count()})).into_response()
 }
 
 /// The gateway is ready when it serves; which partitions are up is what

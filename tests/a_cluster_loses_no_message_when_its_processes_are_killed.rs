@@ -481,3 +481,126 @@ async fn a_cluster_loses_no_message_when_its_processes_are_killed() {
         );
     }
 }
+
+/// `n` consecutive free ports on loopback (bound once and released).
+fn free_ports(n: u16) -> u16 {
+    let mut seed = std::process::id() as u64 * 104_729 + n as u64;
+    loop {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let base = 20_000 + (seed >> 33) as u16 % 30_000;
+        if (0..n).all(|i| std::net::TcpListener::bind(("127.0.0.1", base + i)).is_ok()) {
+            return base;
+        }
+    }
+}
+
+/// `cluster up` with a subscription: the router in its process forwards the
+/// shared subscription, and each partition consumes its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_up_routes_a_subscription_to_its_partitions() {
+    let broker = Broker::start();
+    broker.topic_with_subscription(TOPIC, SUB).await;
+    let dir = tempfile::tempdir().unwrap();
+    let base = free_ports(3);
+    let gw = format!("127.0.0.1:{base}");
+    let mut up = Command::new(env!("CARGO_BIN_EXE_postfach"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args([
+            "cluster",
+            "up",
+            "--partitions",
+            "2",
+            "bpmn/auftrag-ausfuehrung.bpmn",
+        ])
+        .args(["--correlation-key", "AuftragAbgeschlossen=auftragId"])
+        .arg("--dir")
+        .arg(dir.path())
+        .args(["--listen", &gw])
+        .args([
+            "--subscription",
+            SUB,
+            "--message",
+            "AuftragAbgeschlossen",
+            "--key-from",
+            "/auftragId",
+        ])
+        .env("PUBSUB_EMULATOR_HOST", broker.emulator.host())
+        .env("GOOGLE_CLOUD_PROJECT", PROJECT)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(up.stderr.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    tokio::task::block_in_place(|| {
+        loop {
+            let line = lines
+                .next()
+                .unwrap_or_else(|| panic!("cluster up ended: {seen:?}"))
+                .unwrap();
+            if line.contains("gateway of 2 partitions on") {
+                break;
+            }
+            seen.push(line);
+        }
+    });
+    assert!(
+        seen.iter().any(|l| l.contains("routing ")),
+        "a router runs: {seen:?}"
+    );
+    std::thread::spawn(move || for _ in lines.map_while(Result::ok) {});
+    let keys: Vec<String> = (0..6).map(|i| format!("U-{i}")).collect();
+    let mut ids = Vec::new();
+    tokio::task::block_in_place(|| {
+        for k in &keys {
+            let (status, v) = http(
+                &gw,
+                "POST",
+                "/instances",
+                Some(&json!({"process": PROCESS, "variables": {"auftragId": k}})),
+            );
+            assert_eq!(status, 201, "{v}");
+            ids.push(v["instance"].as_str().unwrap().to_string());
+        }
+    });
+    // completions before the hand-over: each waits in its partition's buffer
+    for k in &keys {
+        broker
+            .publish(
+                TOPIC,
+                &format!(r#"{{"auftragId": "{k}"}}"#),
+                &[("eventId", &format!("done-{k}"))],
+            )
+            .await;
+    }
+    tokio::task::block_in_place(|| {
+        common::pubsub::wait(
+            "every completion is buffered on its partition",
+            Duration::from_secs(60),
+            || {
+                let (_, v) = http(&gw, "GET", "/messages?buffered=true&limit=100", None);
+                v["messages"]
+                    .as_array()
+                    .is_some_and(|m| m.len() == keys.len())
+            },
+        );
+        let (_, v) = http(&gw, "GET", "/messages?buffered=true&limit=100", None);
+        for m in v["messages"].as_array().unwrap() {
+            let key = m["key"].as_str().unwrap();
+            let on = m["attributes"]["pubsub.subscription"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            let owner = Partition::new(0, 2).unwrap().of_key(key);
+            assert_eq!(on, format!("{SUB}-{owner}"), "{m}");
+        }
+    });
+    Command::new("kill")
+        .args(["-TERM", &up.id().to_string()])
+        .status()
+        .unwrap();
+    let status = tokio::task::block_in_place(|| up.wait().unwrap());
+    assert!(status.success(), "{status}");
+}

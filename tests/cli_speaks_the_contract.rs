@@ -377,3 +377,62 @@ fn every_subcommand_is_in_the_contract_document() {
         );
     }
 }
+
+/// Every flag the contract's table of subcommands names exists on that
+/// subcommand: a documented flag the binary does not take is a defect.
+#[test]
+fn every_flag_in_the_contract_document_exists() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/cli.md"))
+        .expect("docs/cli.md is the contract");
+    let table = doc
+        .split("## Subcommands")
+        .nth(1)
+        .and_then(|t| t.split("\n## ").next())
+        .expect("the table of subcommands");
+    let mut checked = 0;
+    for row in table.lines().filter(|l| l.starts_with("| `")) {
+        let first_cell = row.split(" | ").next().unwrap_or_default();
+        // one cell may name several commands: `a …` · `b …`
+        for usage in first_cell.split('`').skip(1).step_by(2) {
+            let words: Vec<&str> = usage
+                .split_whitespace()
+                .take_while(|w| {
+                    w.starts_with(|c: char| c.is_ascii_lowercase())
+                        && w.chars().all(|c| c.is_ascii_lowercase() || c == '-')
+                })
+                .collect();
+            if words.is_empty() {
+                continue;
+            }
+            let flags: Vec<String> = usage
+                .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+                .filter(|t| t.starts_with("--") && t.len() > 2)
+                .map(str::to_string)
+                .collect();
+            if flags.is_empty() {
+                continue;
+            }
+            let help = Command::new(env!("CARGO_BIN_EXE_postfach"))
+                .args(&words)
+                .arg("--help")
+                .output()
+                .unwrap();
+            let text = String::from_utf8_lossy(&help.stdout);
+            for f in &flags {
+                assert!(
+                    text.contains(&format!("{f} "))
+                        || text.contains(&format!("{f}\n"))
+                        || text.contains(&format!("{f}="))
+                        || text.contains(&format!("{f}<")),
+                    "docs/cli.md names `{f}` for `postfach {}`, which does not take it:\n{text}",
+                    words.join(" ")
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(
+        checked > 60,
+        "only {checked} flags checked: the table was not read"
+    );
+}

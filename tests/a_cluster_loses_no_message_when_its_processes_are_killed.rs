@@ -17,9 +17,9 @@
 #![cfg(feature = "pubsub")]
 use crate::common;
 
-use common::PROCESS;
 use common::pubsub::{Broker, PROJECT, message};
-use common::server::{Server, http};
+use common::server::{Server, free_ports, http};
+use common::{PROCESS, Rng, env_or};
 use postfach::partition::Partition;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap};
@@ -30,24 +30,6 @@ use std::time::{Duration, Instant};
 const P: u64 = 4;
 const SUB: &str = "auftrag-abgeschlossen-sub";
 const TOPIC: &str = "auftrag-abgeschlossen";
-
-fn env_or(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-/// xorshift64*, seeded per run.
-struct Rng(u64);
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n
-    }
-}
 
 /// A `postfach router` or `postfach gateway` child process.
 struct Proc {
@@ -479,20 +461,6 @@ async fn a_cluster_loses_no_message_when_its_processes_are_killed() {
             "{order} invoiced on partition {}",
             on[0]
         );
-    }
-}
-
-/// `n` consecutive free ports on loopback (bound once and released).
-fn free_ports(n: u16) -> u16 {
-    let mut seed = std::process::id() as u64 * 104_729 + n as u64;
-    loop {
-        seed = seed
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        let base = 20_000 + (seed >> 33) as u16 % 30_000;
-        if (0..n).all(|i| std::net::TcpListener::bind(("127.0.0.1", base + i)).is_ok()) {
-            return base;
-        }
     }
 }
 

@@ -7,7 +7,8 @@
 //! partition is back in `cluster status`.
 #![cfg(feature = "server")]
 use crate::common;
-use common::server::{Gateway, Server, http};
+use common::SIGNALS;
+use common::server::{Gateway, Server, free_ports, http};
 use postfach::partition::Partition;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
@@ -265,21 +266,6 @@ fn http_text(addr: &str, path: &str) -> String {
         .unwrap_or_default()
 }
 
-/// `n` consecutive free ports on loopback (bound once and released).
-fn free_ports(n: u16) -> u16 {
-    let mut seed = std::process::id() as u64 * 7919 + n as u64;
-    loop {
-        seed = seed
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        let base = 20_000 + (seed >> 33) as u16 % 30_000;
-        let ok = (0..n).all(|i| std::net::TcpListener::bind(("127.0.0.1", base + i)).is_ok());
-        if ok {
-            return base;
-        }
-    }
-}
-
 #[test]
 fn cluster_up_starts_partitions_and_a_gateway_and_stops_them_all() {
     let dir = tempfile::tempdir().unwrap();
@@ -361,26 +347,6 @@ fn cluster_up_starts_partitions_and_a_gateway_and_stops_them_all() {
         assert!(dir.path().join(format!("partition-{i}.redb")).exists());
     }
 }
-
-const SIGNALS: &str = bpmn!(
-    r#"
-  <signal id="tw" name="Tarifwechsel"/>
-  <process id="wartet" isExecutable="true">
-    <startEvent id="s"/>
-    <sequenceFlow id="f1" sourceRef="s" targetRef="c"/>
-    <intermediateCatchEvent id="c"><signalEventDefinition signalRef="tw"/></intermediateCatchEvent>
-    <sequenceFlow id="f2" sourceRef="c" targetRef="e"/>
-    <endEvent id="e"/>
-  </process>
-  <process id="wirft" isExecutable="true">
-    <startEvent id="s2"/>
-    <sequenceFlow id="g1" sourceRef="s2" targetRef="t"/>
-    <intermediateThrowEvent id="t"><signalEventDefinition signalRef="tw"/></intermediateThrowEvent>
-    <sequenceFlow id="g2" sourceRef="t" targetRef="e2"/>
-    <endEvent id="e2"/>
-  </process>
-"#
-);
 
 fn state(gw: &Gateway, id: &str) -> String {
     let (_, v) = gw.json("GET", &format!("/instances/{id}"), None);

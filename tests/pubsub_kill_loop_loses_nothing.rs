@@ -22,7 +22,7 @@
 use crate::common;
 
 use common::pubsub::{Broker, COMPLETIONS_CONFIG, launch_with, message};
-use common::{PROCESS, REFERENCE};
+use common::{PROCESS, REFERENCE, Rng, env_or};
 use postfach::Postfach;
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -30,24 +30,6 @@ use std::time::Duration;
 
 const SUB: &str = "auftrag-abgeschlossen-sub";
 const TOPIC: &str = "auftrag-abgeschlossen";
-
-fn env_or(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-/// A small deterministic generator (xorshift64*), seeded per run.
-struct Rng(u64);
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn five_kills_at_random_moments_lose_no_message_and_invoice_nothing_twice() {

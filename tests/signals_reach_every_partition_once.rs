@@ -10,26 +10,6 @@ use crate::common;
 use common::*;
 use postfach::partition::Partition;
 
-const SIGNALS: &str = bpmn!(
-    r#"
-  <signal id="tw" name="Tarifwechsel"/>
-  <process id="wartet" isExecutable="true">
-    <startEvent id="s"/>
-    <sequenceFlow id="f1" sourceRef="s" targetRef="c"/>
-    <intermediateCatchEvent id="c"><signalEventDefinition signalRef="tw"/></intermediateCatchEvent>
-    <sequenceFlow id="f2" sourceRef="c" targetRef="e"/>
-    <endEvent id="e"/>
-  </process>
-  <process id="wirft" isExecutable="true">
-    <startEvent id="s2"/>
-    <sequenceFlow id="g1" sourceRef="s2" targetRef="t"/>
-    <intermediateThrowEvent id="t"><signalEventDefinition signalRef="tw"/></intermediateThrowEvent>
-    <sequenceFlow id="g2" sourceRef="t" targetRef="e2"/>
-    <endEvent id="e2"/>
-  </process>
-"#
-);
-
 #[tokio::test]
 async fn a_signal_with_an_id_is_applied_once() {
     let env = Env::new();

@@ -59,23 +59,10 @@ pub(crate) struct RouterArgs {
 /// What a router consumes and where it forwards.
 #[derive(Args, Debug, Default)]
 pub(crate) struct RouteArgs {
-    /// Route this shared Pub/Sub subscription to the partitions (short name
-    /// in the configured project, or projects/P/subscriptions/S).
-    #[arg(long, value_name = "SUBSCRIPTION", requires_all = ["message", "key_from"])]
-    pub(crate) subscription: Option<String>,
-    /// The BPMN message name of the subscription's deliveries.
-    #[arg(long, value_name = "MESSAGE", requires = "subscription")]
-    pub(crate) message: Option<String>,
-    /// Where the correlation key comes from: /json/pointer or attribute:NAME.
-    #[arg(long, value_name = "SOURCE", requires = "subscription")]
-    pub(crate) key_from: Option<String>,
-    /// Where the message id comes from (default attribute:eventId, falling
-    /// back to Pub/Sub's message_id, which the forward keeps).
-    #[arg(long, value_name = "SOURCE", requires = "subscription")]
-    pub(crate) id_from: Option<String>,
-    /// Streaming pulls opened on the shared subscription (1–32, default 8).
-    #[arg(long, value_name = "N", requires = "subscription")]
-    pub(crate) streams: Option<u32>,
+    /// The shared subscription (`--subscription`, `--message`, `--key-from`,
+    /// `--id-from`, `--streams`), decoded as a partition would.
+    #[command(flatten)]
+    pub(crate) shared: super::serve::SubscriptionArgs,
     /// The topic of partition I, with {partition} where I goes (default
     /// SUBSCRIPTION-{partition}).
     #[arg(long, value_name = "TEMPLATE", requires = "subscription")]
@@ -127,18 +114,9 @@ fn router_config(
     )>,
     Failure,
 > {
-    let (Some(sub), Some(message), Some(key)) =
-        (&route.subscription, &route.message, &route.key_from)
-    else {
+    let Some(mut s) = route.shared.config() else {
         return Ok(None);
     };
-    let mut s = postfach::ingress::SubscriptionConfig::new(sub, message, key);
-    if let Some(id) = &route.id_from {
-        s.message_id = id.clone();
-    }
-    if let Some(n) = route.streams {
-        s.streams = n;
-    }
     s.max_lease_extension = route
         .max_lease_extension
         .clone()
@@ -181,7 +159,7 @@ async fn start_router(
     #[cfg(not(feature = "pubsub"))]
     {
         let _ = (partitions, config);
-        match route.subscription {
+        match route.shared.subscription {
             Some(_) => Err(usage(
                 "--subscription: this build has no Pub/Sub support (feature `pubsub`)".into(),
             )),
@@ -204,7 +182,7 @@ impl RunningRouter {
 pub(super) async fn router(args: &RouterArgs) -> Result<Output, Failure> {
     postfach::partition::Partition::new(0, args.partitions)
         .map_err(|e| usage(format!("--partitions {}: {e}", args.partitions)))?;
-    if args.route.subscription.is_none() {
+    if args.route.shared.subscription.is_none() {
         return Err(usage(
             "router needs the shared subscription: --subscription S --message M --key-from SOURCE"
                 .into(),
@@ -514,7 +492,7 @@ async fn up(args: &UpArgs) -> Result<Output, Failure> {
             cmd.args(["--correlation-key", k]);
         }
         if let Some(sub) = partition_subscription(&args.route, i) {
-            let r = &args.route;
+            let r = &args.route.shared;
             cmd.args(["--subscription", &sub]);
             cmd.args(["--message", r.message.as_deref().unwrap_or_default()]);
             cmd.args(["--key-from", r.key_from.as_deref().unwrap_or_default()]);
@@ -580,7 +558,7 @@ async fn up(args: &UpArgs) -> Result<Output, Failure> {
 /// subscription: as given, else `SUBSCRIPTION-{partition}` for the topic and
 /// the topic's name for the subscription.
 fn templates(route: &RouteArgs) -> Option<(String, String)> {
-    let sub = route.subscription.as_deref()?;
+    let sub = route.shared.subscription.as_deref()?;
     let short = sub.rsplit('/').next().unwrap_or(sub);
     let topic = route
         .forward_topic

@@ -13,16 +13,10 @@ use postfach::Postfach;
 use serde_json::json;
 use std::path::PathBuf;
 
-// The arguments of `postfach run`.
-#[derive(Debug, Args)]
-pub(crate) struct RunArgs {
-    /// The BPMN file to deploy (an unchanged file keeps its version).
-    pub(crate) file: PathBuf,
-    #[arg(long = "correlation-key", value_name = "MESSAGE=VARIABLE")]
-    pub(crate) correlation_key: Vec<String>,
-    /// Bind a send task to a Pub/Sub topic (outbox): ELEMENT=TOPIC (repeatable).
-    #[arg(long = "send-topic", value_name = "ELEMENT=TOPIC")]
-    pub(crate) send_topic: Vec<String>,
+/// A Pub/Sub subscription and how its deliveries decode: what `run` consumes
+/// and what a cluster's router routes.
+#[derive(Debug, Args, Default)]
+pub(crate) struct SubscriptionArgs {
     /// Consume this Pub/Sub subscription (short name in the configured
     /// project, or projects/P/subscriptions/S); see also [[subscriptions]].
     #[arg(long, value_name = "SUBSCRIPTION", requires_all = ["message", "key_from"])]
@@ -34,15 +28,49 @@ pub(crate) struct RunArgs {
     #[arg(long, value_name = "SOURCE", requires = "subscription")]
     pub(crate) key_from: Option<String>,
     /// Where the message id comes from (default attribute:eventId, falling
-    /// back to Pub/Sub's message_id).
+    /// back to Pub/Sub's message_id, which a cluster's router keeps).
     #[arg(long, value_name = "SOURCE", requires = "subscription")]
     pub(crate) id_from: Option<String>,
-    /// Buffer TTL of the subscription's messages.
-    #[arg(long, value_name = "DURATION", requires = "subscription")]
-    pub(crate) message_ttl: Option<String>,
     /// Streaming pulls opened on the subscription (1–32, default 8).
     #[arg(long, value_name = "N", requires = "subscription")]
     pub(crate) streams: Option<u32>,
+}
+
+impl SubscriptionArgs {
+    /// The subscription the flags name, if any (not yet checked: the caller
+    /// sets what else it knows and compiles it).
+    pub(crate) fn config(&self) -> Option<postfach::ingress::SubscriptionConfig> {
+        let (Some(sub), Some(message), Some(key)) =
+            (&self.subscription, &self.message, &self.key_from)
+        else {
+            return None;
+        };
+        let mut s = postfach::ingress::SubscriptionConfig::new(sub, message, key);
+        if let Some(id) = &self.id_from {
+            s.message_id = id.clone();
+        }
+        if let Some(n) = self.streams {
+            s.streams = n;
+        }
+        Some(s)
+    }
+}
+
+// The arguments of `postfach run`.
+#[derive(Debug, Args)]
+pub(crate) struct RunArgs {
+    /// The BPMN file to deploy (an unchanged file keeps its version).
+    pub(crate) file: PathBuf,
+    #[arg(long = "correlation-key", value_name = "MESSAGE=VARIABLE")]
+    pub(crate) correlation_key: Vec<String>,
+    /// Bind a send task to a Pub/Sub topic (outbox): ELEMENT=TOPIC (repeatable).
+    #[arg(long = "send-topic", value_name = "ELEMENT=TOPIC")]
+    pub(crate) send_topic: Vec<String>,
+    #[command(flatten)]
+    pub(crate) consume: SubscriptionArgs,
+    /// Buffer TTL of the subscription's messages.
+    #[arg(long, value_name = "DURATION", requires = "subscription")]
+    pub(crate) message_ttl: Option<String>,
     /// Address of the HTTP API.
     #[arg(long, default_value = "127.0.0.1:7820")]
     pub(crate) listen: std::net::SocketAddr,
@@ -78,12 +106,8 @@ pub(super) async fn run(pf: &Postfach, args: RunArgs) -> Result<Output, Failure>
         file,
         correlation_key,
         send_topic,
-        subscription,
-        message,
-        key_from,
-        id_from,
+        consume,
         message_ttl,
-        streams,
         listen,
         token_file,
         invoice_ledger,
@@ -100,15 +124,8 @@ pub(super) async fn run(pf: &Postfach, args: RunArgs) -> Result<Output, Failure>
     if !partition_url.is_empty() {
         config.cluster.partition_urls = super::cluster::partition_urls(&partition_url)?;
     }
-    if let (Some(sub), Some(message), Some(key)) = (subscription, message, key_from) {
-        let mut s = postfach::ingress::SubscriptionConfig::new(&sub, &message, &key);
-        if let Some(id) = id_from {
-            s.message_id = id;
-        }
+    if let Some(mut s) = consume.config() {
         s.ttl = message_ttl;
-        if let Some(n) = streams {
-            s.streams = n;
-        }
         s.compile().map_err(usage)?;
         config.subscriptions.push(s);
     }

@@ -293,3 +293,46 @@ pub fn sorted(mut v: Vec<String>) -> Vec<String> {
     v.sort();
     v
 }
+
+/// A number from the environment (a soak makes a standing test longer), or
+/// `default`.
+pub fn env_or(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// A small deterministic generator (xorshift64*), seeded per run so a failing
+/// run can be reproduced.
+pub struct Rng(pub u64);
+impl Rng {
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n
+    }
+}
+
+/// Two processes: `wartet` waits at a catch of the signal `Tarifwechsel`,
+/// `wirft` throws it.
+pub const SIGNALS: &str = bpmn!(
+    r#"
+  <signal id="tw" name="Tarifwechsel"/>
+  <process id="wartet" isExecutable="true">
+    <startEvent id="s"/>
+    <sequenceFlow id="f1" sourceRef="s" targetRef="c"/>
+    <intermediateCatchEvent id="c"><signalEventDefinition signalRef="tw"/></intermediateCatchEvent>
+    <sequenceFlow id="f2" sourceRef="c" targetRef="e"/>
+    <endEvent id="e"/>
+  </process>
+  <process id="wirft" isExecutable="true">
+    <startEvent id="s2"/>
+    <sequenceFlow id="g1" sourceRef="s2" targetRef="t"/>
+    <intermediateThrowEvent id="t"><signalEventDefinition signalRef="tw"/></intermediateThrowEvent>
+    <sequenceFlow id="g2" sourceRef="t" targetRef="e2"/>
+    <endEvent id="e2"/>
+  </process>
+"#
+);

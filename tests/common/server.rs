@@ -317,3 +317,18 @@ impl Drop for Gateway {
         let _ = self.child.wait();
     }
 }
+
+/// `n` consecutive free ports on loopback (bound once and released), for
+/// processes that must know each other's address before they start.
+pub fn free_ports(n: u16) -> u16 {
+    let mut seed = std::process::id() as u64 * 7919 + n as u64;
+    loop {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let base = 20_000 + (seed >> 33) as u16 % 30_000;
+        if (0..n).all(|i| std::net::TcpListener::bind(("127.0.0.1", base + i)).is_ok()) {
+            return base;
+        }
+    }
+}

@@ -314,6 +314,10 @@ export async function renderInstance(forced) {
   fill('instance-messages', d.messages.map((m) => h('tr', { dataset: { message: m.message_id, state: m.state } },
     cell(m.message_id), cell(m.name), cell(m.key), cell(m.state), cell(m.reason || ''),
     cell(m.element || ''), cell(m.settled_at || m.accepted_at))));
+  const compensable = d.compensable || [];
+  fill('instance-compensable', compensable.map((c) => h('tr', { dataset: { element: c.element } },
+    cell(c.element), cell(c.handler || 'what completed inside it'), cell(c.completed_at))));
+  $('no-compensable').hidden = compensable.length > 0;
   $('instance-variables').textContent = JSON.stringify(d.variables, null, 2);
   fill('history', [...d.history].reverse().map((e) => h('tr', {},
     cell(e.at), cell(e.element), cell(e.event))));

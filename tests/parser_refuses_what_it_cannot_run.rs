@@ -154,11 +154,11 @@ fn every_unsupported_element_is_listed_with_id_type_and_line() {
 <process id="p">
 <startEvent id="s"/>
 <complexGateway id="approve"/>
-<boundaryEvent id="b1" attachedToRef="approve"><compensateEventDefinition/></boundaryEvent>
-<startEvent id="wait"><conditionalEventDefinition/></startEvent>
-<transaction id="sub"><startEvent id="inner"/></transaction>
+<intermediateCatchEvent id="b1"><compensateEventDefinition/></intermediateCatchEvent>
+<startEvent id="wait"><escalationEventDefinition/></startEvent>
+<choreographyTask id="sub"/>
 <serviceTask id="loop"><standardLoopCharacteristics/></serviceTask>
-<endEvent id="e"><compensateEventDefinition/></endEvent>
+<endEvent id="e"><linkEventDefinition name="x"/></endEvent>
 </process>"#
     );
     let err = parse("x.bpmn", xml, &BTreeMap::new()).unwrap_err();
@@ -174,11 +174,15 @@ fn every_unsupported_element_is_listed_with_id_type_and_line() {
         got,
         vec![
             ("approve", "complexGateway", 4),
-            ("b1", "boundaryEvent with compensateEventDefinition", 5),
-            ("wait", "startEvent with conditionalEventDefinition", 6),
-            ("sub", "transaction", 7),
+            (
+                "b1",
+                "intermediateCatchEvent with compensateEventDefinition",
+                5
+            ),
+            ("wait", "startEvent with escalationEventDefinition", 6),
+            ("sub", "choreographyTask", 7),
             ("loop", "serviceTask with standardLoopCharacteristics", 8),
-            ("e", "endEvent with compensateEventDefinition", 9),
+            ("e", "endEvent with linkEventDefinition", 9),
         ]
     );
     assert!(

@@ -267,6 +267,7 @@ pub(crate) fn cli_route(args: &[String]) -> CliRoute {
         Command::MoveToken(a) => CliRoute::Id(a.instance),
         Command::CancelToken(a) => CliRoute::Id(a.instance),
         Command::Trigger(a) => CliRoute::Id(a.instance),
+        Command::AdHoc(a) => CliRoute::Id(a.instance),
         Command::AddToken(a) => CliRoute::Id(a.instance),
         Command::Requeue(_) | Command::Discard(_) => CliRoute::Find,
         Command::Statistics(_) => CliRoute::Statistics,
@@ -278,6 +279,8 @@ pub(crate) fn cli_route(args: &[String]) -> CliRoute {
         | Command::Cleanup
         | Command::Work(_) => CliRoute::Gather,
         Command::Acquire(_) => CliRoute::Any,
+        // conditional starts, like signal starts, happen on partition 0
+        Command::Conditions(_) => CliRoute::Id(0),
     }
 }
 

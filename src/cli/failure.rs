@@ -50,7 +50,7 @@ pub(super) fn next_step(e: &Error) -> Option<String> {
                 Some("deploy its BPMN file first (postfach deploy FILE.bpmn)".into())
             }
             E::UnknownInstance(_) => Some("list instances with `postfach instances`".into()),
-            E::NotTriggerable { instance, .. } => Some(format!(
+            E::NotTriggerable { instance, .. } | E::AdHocRefused { instance, .. } => Some(format!(
                 "see where its tokens wait with `postfach instance {instance}`"
             )),
             E::OtherPartition { owner, .. } => Some(format!(

@@ -56,6 +56,17 @@ pub(crate) struct SignalArgs {
     pub(crate) id: Option<String>,
 }
 
+// The arguments of `postfach conditions`.
+#[derive(Debug, Args)]
+pub(crate) struct ConditionsArgs {
+    /// Only this process's conditional start events (default: every
+    /// deployed process's).
+    #[arg(long, value_name = "PROCESS_ID")]
+    pub(crate) process: Option<String>,
+    #[command(flatten)]
+    pub(crate) vars: VarArgs,
+}
+
 // The arguments of `postfach instance`.
 #[derive(Debug, Args)]
 pub(crate) struct InstanceArgs {
@@ -169,6 +180,22 @@ pub(super) async fn signal(pf: &Postfach, args: SignalArgs) -> Result<Output, Fa
         format!("signal {name} reached {n} subscription(s)")
     };
     Ok(out(json!({"signal": name, "reached": n, "id": id}), text))
+}
+
+/// `postfach conditions`: the variables offered to the conditional start
+/// events; prints the instances started.
+pub(super) async fn conditions(pf: &Postfach, args: ConditionsArgs) -> Result<Output, Failure> {
+    let ConditionsArgs { process, vars } = args;
+    let vars = parse_vars(&vars.var).map_err(usage)?;
+    let ids = pf.start_by_conditions(process.as_deref(), vars).await?;
+    let text = if ids.is_empty() {
+        "no conditional start event's condition holds: nothing started".to_string()
+    } else {
+        let list: Vec<String> = ids.iter().map(u64::to_string).collect();
+        format!("started {} instance(s): {}", ids.len(), list.join(", "))
+    };
+    let ids: Vec<String> = ids.iter().map(u64::to_string).collect();
+    Ok(out(json!({"started": ids}), text))
 }
 
 /// `postfach instance` against the open database.

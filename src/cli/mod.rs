@@ -109,6 +109,12 @@ pub enum Command {
     ///
     /// Example: postfach signal Tarifwechsel --var tarif=2027
     Signal(instances::SignalArgs),
+    /// Offer variables to the conditional start events: an instance of each
+    /// process starts at every conditional start event whose condition holds
+    /// over them (Camunda 7's evaluateStartConditions).
+    ///
+    /// Example: postfach conditions --var betrag=1500
+    Conditions(instances::ConditionsArgs),
     /// Show one instance with variables and history.
     ///
     /// Example: postfach instance 17
@@ -227,6 +233,13 @@ pub enum Command {
     ///
     /// Example: postfach trigger 17 freigabeAbwarten --var freigegeben=true
     Trigger(repair::TriggerArgs),
+    /// Run an activity of an ad-hoc subprocess, or complete it, by the
+    /// token holding it or by its element.
+    ///
+    /// Example: postfach ad-hoc 17 klaerung --activate rueckfrage
+    ///
+    /// Example: postfach ad-hoc 17 klaerung --complete
+    AdHoc(repair::AdHocArgs),
     /// Add a token before an element (repair). Refused when it would open a second
     /// subscription for an already subscribed message and key, unless --force.
     ///
@@ -324,6 +337,7 @@ async fn execute(pf: &Postfach, command: Command, sources: Sources<'_>) -> Resul
         Command::Import(args) => messages::import(pf, args).await,
         Command::Cleanup => offline::cleanup(pf).await,
         Command::Signal(args) => instances::signal(pf, args).await,
+        Command::Conditions(args) => instances::conditions(pf, args).await,
         Command::Instance(args) => instances::instance(pf, args).await,
         Command::Instances(args) => instances::instances(pf, args).await,
         Command::Messages(args) => messages::messages(pf, args).await,
@@ -344,5 +358,6 @@ async fn execute(pf: &Postfach, command: Command, sources: Sources<'_>) -> Resul
         Command::MoveToken(args) => repair::move_token(pf, args).await,
         Command::CancelToken(args) => repair::cancel_token(pf, args).await,
         Command::Trigger(args) => repair::trigger(pf, args).await,
+        Command::AdHoc(args) => repair::ad_hoc(pf, args).await,
     }
 }

@@ -39,6 +39,21 @@ pub(crate) struct TriggerArgs {
     pub(crate) vars: VarArgs,
 }
 
+// The arguments of `postfach ad-hoc`.
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("ad_hoc_action").required(true).args(["activate", "complete"])))]
+pub(crate) struct AdHocArgs {
+    pub(crate) instance: u64,
+    /// The token holding the ad-hoc subprocess, or the subprocess's element.
+    pub(crate) token: String,
+    /// Run this activity of it.
+    #[arg(long, value_name = "ELEMENT")]
+    pub(crate) activate: Option<String>,
+    /// Complete it (nothing may run in it).
+    #[arg(long)]
+    pub(crate) complete: bool,
+}
+
 // The arguments of `postfach add-token`.
 #[derive(Debug, Args)]
 pub(crate) struct AddTokenArgs {
@@ -92,6 +107,31 @@ pub(super) async fn trigger(pf: &Postfach, args: TriggerArgs) -> Result<Output, 
         json!({"instance": instance.to_string(), "token": token, "triggered": t.element, "waiting_at": t.waiting_at}),
         format!(
             "token {token} left {}; instance {instance} now waits at {}",
+            t.element,
+            t.waiting_at.join(", ")
+        ),
+    ))
+}
+
+/// `postfach ad-hoc` against the open database.
+pub(super) async fn ad_hoc(pf: &Postfach, args: AdHocArgs) -> Result<Output, Failure> {
+    let AdHocArgs {
+        instance,
+        token,
+        activate,
+        complete: _,
+    } = args;
+    let token = token_at(pf, instance, &token)?;
+    let t = pf.ad_hoc(instance, token, activate.as_deref()).await?;
+    let did = if activate.is_some() {
+        "activated"
+    } else {
+        "completed"
+    };
+    Ok(out(
+        json!({"instance": instance.to_string(), "token": token, did: t.element, "waiting_at": t.waiting_at}),
+        format!(
+            "{did} {}; instance {instance} now waits at {}",
             t.element,
             t.waiting_at.join(", ")
         ),

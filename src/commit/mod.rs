@@ -164,6 +164,20 @@ pub(crate) enum Command {
     SignalsForwarded {
         done: Vec<(u64, bool)>,
     },
+    /// Variables offered to the conditional start events (of one process,
+    /// or of every one).
+    StartByConditions {
+        process: Option<String>,
+        #[serde(with = "crate::codec::json_text")]
+        vars: Vars,
+    },
+    /// A caller activates an activity of the ad-hoc subprocess a token
+    /// holds, or (`activate` none) completes it.
+    AdHoc {
+        instance: u64,
+        token: u64,
+        activate: Option<String>,
+    },
 }
 
 impl Command {
@@ -195,6 +209,8 @@ pub(crate) enum Reply {
     Cleaned(usize, usize, bool),
     /// What a trigger did.
     Triggered(crate::engine::Triggered),
+    /// The instances a command started.
+    StartedAll(Vec<u64>),
     Done,
 }
 
@@ -221,6 +237,7 @@ reply_as! {
     locked: Locked => Vec<LockedJob>,
     job_state: JobState => JobState,
     triggered: Triggered => crate::engine::Triggered,
+    started_all: StartedAll => Vec<u64>,
 }
 
 pub(crate) struct Request {
@@ -362,6 +379,14 @@ fn apply(
         Command::ParkedEventsSent { ids } => Reply::Count(e.parked_events_sent(ids)?),
         Command::SignalOnce { id, name, vars } => Reply::Count(e.signal_once(id, name, vars)?),
         Command::SignalsForwarded { done } => Reply::Count(e.signals_forwarded(done)?),
+        Command::StartByConditions { process, vars } => {
+            Reply::StartedAll(e.start_by_conditions(process.as_deref(), vars)?)
+        }
+        Command::AdHoc {
+            instance,
+            token,
+            activate,
+        } => Reply::Triggered(e.ad_hoc(*instance, *token, activate.as_deref())?),
     })
 }
 

@@ -61,7 +61,7 @@ fn the_fetching_lock_command_is_pinned() {
 }
 
 /// How many variants `Command` has; [`variant_index`] numbers them.
-const VARIANTS: usize = 27;
+const VARIANTS: usize = 29;
 
 /// The position of `c`'s variant in the enum (its tag in the log). The
 /// match has no wildcard arm: a new variant does not compile until it is
@@ -95,6 +95,8 @@ fn variant_index(c: &Command) -> usize {
         Command::ParkedEventsSent { .. } => 24,
         Command::SignalOnce { .. } => 25,
         Command::SignalsForwarded { .. } => 26,
+        Command::StartByConditions { .. } => 27,
+        Command::AdHoc { .. } => 28,
     }
 }
 
@@ -215,6 +217,15 @@ fn every_variant() -> Vec<Command> {
         Command::SignalsForwarded {
             done: vec![(2, false), (300, true)],
         },
+        Command::StartByConditions {
+            process: Some("p".into()),
+            vars: crate::vars([("betrag", 500.into())]),
+        },
+        Command::AdHoc {
+            instance: 1,
+            token: 2,
+            activate: Some("pruefen".into()),
+        },
     ]
 }
 
@@ -249,6 +260,8 @@ const GOLDEN_EACH: [&str; VARIANTS] = [
     "01180201fb2c01",
     "01190570312d733205416c61726d0b7b227374756665223a327d",
     "011a020200fb2c0101",
+    "011b0101700e7b22626574726167223a3530307d",
+    "011c010201077072756566656e",
 ];
 
 #[test]

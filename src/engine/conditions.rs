@@ -1,6 +1,7 @@
 //! Conditional events: an intermediate conditional catch event, a
 //! conditional boundary event and a conditional event subprocess fire when
-//! their condition holds. Nothing is registered for them: a condition is
+//! their condition holds; a conditional start event starts an instance when
+//! variables offered to it make its condition hold ([`Engine::start_by_conditions`]). Nothing is registered for them: a condition is
 //! asked when its wait begins (the catch is reached, the activity or scope
 //! begins) and after every command that changed the instance's variables,
 //! once every token of the command rests.
@@ -31,6 +32,52 @@ fn endless(element: &str) -> String {
 }
 
 impl<'a, 't> Engine<'a, 't> {
+    /// Variables offered to every process with a conditional start event
+    /// (only to `process`, when given): an instance of the latest version
+    /// starts at each conditional start event whose condition holds over
+    /// them (a failed evaluation does not hold), with them as its variables;
+    /// in a cluster on partition 0 only, as signal and timer starts. Returns
+    /// the instances started, in the order of the processes' ids.
+    pub fn start_by_conditions(&mut self, process: Option<&str>, vars: &Vars) -> R<Vec<u64>> {
+        if let Some(p) = process
+            && self.t.latest_version(p)? == 0
+        {
+            return Err(EngineError::UnknownProcess(p.to_string()));
+        }
+        if self.cfg.partition.index() != 0 {
+            return Ok(Vec::new());
+        }
+        let mut started = Vec::new();
+        for (id, version) in self.t.latest_versions()? {
+            if process.is_some_and(|p| p != id) {
+                continue;
+            }
+            let def = self.def(&id, version)?;
+            let starts: Vec<usize> = def
+                .elements
+                .iter()
+                .enumerate()
+                .filter(|(i, e)| {
+                    def.parent_of(*i).is_none()
+                        && matches!(&e.kind, ElementKind::ConditionalStart { condition }
+                            if model::eval_bool(condition, vars).unwrap_or(false))
+                })
+                .map(|(i, _)| i)
+                .collect();
+            for idx in starts {
+                started.push(self.create_instance(
+                    def.clone(),
+                    version,
+                    vars.clone(),
+                    None,
+                    idx,
+                )?);
+            }
+        }
+        self.run()?;
+        Ok(started)
+    }
+
     /// Whether `condition` holds for `token` (a failed evaluation does not).
     pub(super) fn holds(&mut self, inst: u64, token: u64, condition: &model::Expr) -> R<bool> {
         let vars = self.vars_named(inst, token, crate::store::names_of(condition))?;
@@ -186,7 +233,9 @@ impl<'a, 't> Engine<'a, 't> {
             | Wait::Child { .. }
             | Wait::Body { .. }
             | Wait::Condition
-            | Wait::Trigger => true,
+            | Wait::Trigger
+            | Wait::Compensating
+            | Wait::AdHoc { .. } => true,
             Wait::Join { .. } | Wait::Incident { .. } => false,
         })
     }

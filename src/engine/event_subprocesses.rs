@@ -37,8 +37,12 @@ impl<'a, 't> Engine<'a, 't> {
                         element: esp,
                     });
                 }
-                // started by a throw inside the scope: nothing to listen for
-                Trigger::Error { .. } | Trigger::Escalation { .. } => {}
+                // started by a throw inside the scope, or by compensation
+                // once the scope completed: nothing to listen for
+                Trigger::Error { .. }
+                | Trigger::Escalation { .. }
+                | Trigger::Compensation { .. }
+                | Trigger::Cancel => {}
             }
         }
     }
@@ -102,9 +106,12 @@ impl<'a, 't> Engine<'a, 't> {
                 self.set_token(inst, token, &el.id, Wait::Condition);
                 self.conditions_due(inst);
             }
-            Trigger::Error { .. } | Trigger::Escalation { .. } => {
+            Trigger::Error { .. }
+            | Trigger::Escalation { .. }
+            | Trigger::Compensation { .. }
+            | Trigger::Cancel => {
                 let error = format!(
-                    "event subprocess '{}' is started by an error or escalation thrown inside its scope, not by a token",
+                    "event subprocess '{}' is started by an error, escalation or compensation thrown for its scope, not by a token",
                     el.id
                 );
                 self.incident(inst, token, &el.id, error);

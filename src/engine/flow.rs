@@ -311,6 +311,7 @@ impl<'a, 't> Engine<'a, 't> {
                     | ElementKind::ReceiveTask { .. }
                     | ElementKind::WaitState
                     | ElementKind::SubProcess { .. }
+                    | ElementKind::AdHoc { .. }
                     | ElementKind::CallActivity { .. }
             );
         if hosts {
@@ -373,34 +374,13 @@ impl<'a, 't> Engine<'a, 't> {
                 self.history(inst, &el.id, "completed");
                 self.end_token(inst, token)?;
             }
-            ElementKind::TerminateEnd => {
-                self.history(inst, &el.id, "terminated");
-                let scope = self.scope_of(inst, token);
-                self.fill_all(inst)?;
-                let others: Vec<u64> = self
-                    .inst(inst)
-                    .tokens
-                    .iter()
-                    .filter(|t| t.id != token && (scope == 0 || t.scope == scope))
-                    .map(|t| t.id)
-                    .collect();
-                // a scope token among them withdraws what runs inside it
-                for t in others {
-                    self.interrupt(inst, t)?;
-                }
-                if scope == 0 {
-                    self.inst(inst).tokens.clear();
-                    // steps of this instance still queued belong to withdrawn tokens
-                    self.queue.retain(|s| s.instance() != inst);
-                    self.complete_instance(inst)?;
-                } else {
-                    // the subprocess ends normally and its token moves on
-                    self.end_token(inst, token)?;
-                }
-            }
+            ElementKind::TerminateEnd => self.terminate(inst, token, &el.id)?,
             ElementKind::ErrorEnd { .. } => self.throw_error_end(inst, token, idx)?,
+            ElementKind::Compensate { .. } => self.throw_compensation(inst, token, idx)?,
+            ElementKind::CancelEnd { .. } => self.cancel_transaction(inst, token, idx)?,
             ElementKind::Escalation { .. } => self.escalate(inst, token, idx)?,
             ElementKind::SubProcess { start, .. } => self.enter_scope(inst, token, idx, *start),
+            ElementKind::AdHoc { .. } => self.enter_ad_hoc(inst, token, idx)?,
             // a token placed here listens for the event that starts it
             ElementKind::EventSubProcess { .. } => self.arm_listener(inst, token, idx)?,
             ElementKind::CallActivity { .. } => self.call(inst, token, idx)?,
@@ -460,6 +440,7 @@ impl<'a, 't> Engine<'a, 't> {
             | ElementKind::MessageStart { .. }
             | ElementKind::SignalStart { .. }
             | ElementKind::TimerStart { .. }
+            | ElementKind::ConditionalStart { .. }
             | ElementKind::NoneThrow
             | ElementKind::Link { .. }
             | ElementKind::SendTask
@@ -481,10 +462,39 @@ impl<'a, 't> Engine<'a, 't> {
         Ok(())
     }
 
+    /// A terminate end event: its scope (the instance, or the subprocess it is
+    /// in) ends at once, every other token of it withdrawn.
+    fn terminate(&mut self, inst: u64, token: u64, id: &str) -> R<()> {
+        self.history(inst, id, "terminated");
+        let scope = self.scope_of(inst, token);
+        self.fill_all(inst)?;
+        let others: Vec<u64> = self
+            .inst(inst)
+            .tokens
+            .iter()
+            .filter(|t| t.id != token && (scope == 0 || t.scope == scope))
+            .map(|t| t.id)
+            .collect();
+        // a scope token among them withdraws what runs inside it
+        for t in others {
+            self.interrupt(inst, t)?;
+        }
+        if scope == 0 {
+            self.inst(inst).tokens.clear();
+            // steps of this instance still queued belong to withdrawn tokens
+            self.queue.retain(|s| s.instance() != inst);
+            self.complete_instance(inst)
+        } else {
+            // the subprocess ends normally and its token moves on
+            self.end_token(inst, token)
+        }
+    }
+
     /// The element has completed: its boundary timers end, and the token takes
     /// its outgoing flows now or, with asyncAfter, when that job runs. (An
     /// inner instance of a multi-instance body reports to its body instead.)
     pub(super) fn leave(&mut self, inst: u64, token: u64, idx: usize) -> R<()> {
+        self.remember_compensable(inst, token, idx)?;
         if let Some(body) = self.inst(inst).body_of(token) {
             return self.inner_done(inst, body, token, idx);
         }
@@ -492,6 +502,9 @@ impl<'a, 't> Engine<'a, 't> {
         let p = self.proc_of(inst);
         let el = p.at(idx);
         self.history(inst, &el.id, "completed");
+        if let ElementKind::CancelEnd { transaction } = el.kind {
+            return self.leave_transaction(inst, token, transaction);
+        }
         if el.extras.async_after {
             let job = self.create_job(inst, token, &el.id, JobKind::ContinueAfter)?;
             self.set_token(inst, token, &el.id, Wait::Job { job });
@@ -528,6 +541,7 @@ impl<'a, 't> Engine<'a, 't> {
             | ElementKind::MessageStart { .. }
             | ElementKind::SignalStart { .. }
             | ElementKind::TimerStart { .. }
+            | ElementKind::ConditionalStart { .. }
             | ElementKind::UserTask { .. }
             | ElementKind::TimerCatch { .. }
             | ElementKind::EventGateway
@@ -551,6 +565,9 @@ impl<'a, 't> Engine<'a, 't> {
             | ElementKind::Link { .. }
             | ElementKind::ConditionalCatch { .. }
             | ElementKind::WaitState
+            | ElementKind::Compensate { .. }
+            | ElementKind::CancelEnd { .. }
+            | ElementKind::AdHoc { .. }
             | ElementKind::Task { .. } => holding(&p, el.outgoing.iter().copied(), &vars, false),
         };
         let chosen = match taken {
@@ -605,6 +622,16 @@ impl<'a, 't> Engine<'a, 't> {
     pub(super) fn end_token(&mut self, inst: u64, token: u64) -> R<()> {
         let scope = self.scope_of(inst, token);
         self.inst(inst).tokens.remove(token);
+        if scope != 0 && self.proc_of(inst).has_ad_hoc() {
+            self.fill(inst, scope)?;
+            let in_ad_hoc = matches!(
+                self.inst(inst).tokens.get(scope).map(|t| &t.wait),
+                Some(Wait::AdHoc { .. })
+            );
+            if in_ad_hoc {
+                return self.ad_hoc_inner_ended(inst, scope);
+            }
+        }
         if !self.scope_done(inst, scope)? {
             return Ok(());
         }
@@ -628,6 +655,10 @@ impl<'a, 't> Engine<'a, 't> {
         // its listeners stop; the scope completed, it was not cancelled
         self.close_listeners(inst, scope)?;
         self.cancel_wait(inst, scope)?;
+        if let ElementKind::Compensate { wait: false, .. } = p.at(idx).kind {
+            // the holder of handlers nobody waits for ends with them
+            return self.end_token(inst, scope);
+        }
         self.queue.push_back(Step::Leave {
             inst,
             token: scope,
@@ -703,6 +734,10 @@ impl<'a, 't> Engine<'a, 't> {
         let rec = self.inst(inst);
         rec.ended_at = Some(now);
         rec.record(&p.id, "instance_completed", now);
+        if p.has_compensation() {
+            // nothing of an ended instance is compensated any more
+            self.t.clear_compensables(inst)?;
+        }
         let vars = self.key_variables(inst, 0)?;
         for (m, k) in p.correlation_pairs(&vars) {
             self.t.set_passed(m, &k, inst, true)?;

@@ -557,6 +557,8 @@ impl<'a, 't> Engine<'a, 't> {
             | ElementKind::MessageStart { .. }
             | ElementKind::SignalStart { .. }
             | ElementKind::TimerStart { .. }
+            | ElementKind::ConditionalStart { .. }
+            | ElementKind::AdHoc { .. }
             | ElementKind::UserTask { .. }
             | ElementKind::InclusiveGateway { .. }
             | ElementKind::TerminateEnd
@@ -581,6 +583,8 @@ impl<'a, 't> Engine<'a, 't> {
             | ElementKind::Link { .. }
             | ElementKind::ConditionalCatch { .. }
             | ElementKind::WaitState
+            | ElementKind::Compensate { .. }
+            | ElementKind::CancelEnd { .. }
             | ElementKind::Task { .. } => {}
         }
         self.run()

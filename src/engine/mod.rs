@@ -22,8 +22,10 @@ use std::sync::{Arc, Mutex};
 
 pub use tasks::{TaskAction, TaskRefusal};
 
+mod ad_hoc;
 mod calls;
 mod catch;
+mod compensation;
 use catch::Catcher;
 mod conditions;
 mod deploy;
@@ -245,6 +247,16 @@ pub enum EngineError {
         element: String,
         /// What it waits for instead.
         waits: String,
+    },
+    /// An ad-hoc subprocess refused an activation or completion.
+    #[error("ad-hoc subprocess '{element}' of instance {instance}: {why}")]
+    AdHocRefused {
+        /// The instance id.
+        instance: u64,
+        /// The element the token rests at.
+        element: String,
+        /// Why, in words.
+        why: String,
     },
     /// A correlation key or id that another partition of the cluster owns.
     #[error("{what} belongs to partition {owner} of {count}; this is partition {here}")]

@@ -122,7 +122,7 @@ impl<'a, 't> Engine<'a, 't> {
             Wait::Task { task } => self.t.remove_task(task)?,
             // the scope (of a subprocess, or a multi-instance body) is
             // cancelled: everything running inside goes with it
-            Wait::Scope | Wait::Body { .. } => {
+            Wait::Scope | Wait::Body { .. } | Wait::Compensating | Wait::AdHoc { .. } => {
                 if matches!(wait, Wait::Body { .. }) {
                     self.t.clear_body_items(inst, token)?;
                 }
@@ -202,8 +202,12 @@ impl<'a, 't> Engine<'a, 't> {
                     }
                 }
                 // caught when thrown (by a worker, an end or throw event
-                // inside): nothing to open
-                Trigger::Error { .. } | Trigger::Escalation { .. } => {}
+                // inside), or asked once the activity completed (a
+                // compensation handler): nothing to open
+                Trigger::Error { .. }
+                | Trigger::Escalation { .. }
+                | Trigger::Compensation { .. }
+                | Trigger::Cancel => {}
                 // asked once the token rests, and after every change of variables
                 Trigger::Condition { .. } => self.conditions_due(inst),
             }
@@ -320,7 +324,9 @@ impl<'a, 't> Engine<'a, 't> {
             | Wait::Child { .. }
             | Wait::Body { .. }
             | Wait::Condition
-            | Wait::Trigger => false,
+            | Wait::Trigger
+            | Wait::Compensating
+            | Wait::AdHoc { .. } => false,
         };
         if own {
             return None;
@@ -431,6 +437,15 @@ impl<'a, 't> Engine<'a, 't> {
     /// cancelled scope): its wait (for a scope token, everything inside),
     /// its boundary events, the token.
     pub(super) fn interrupt(&mut self, inst: u64, token: u64) -> R<()> {
+        if self
+            .inst(inst)
+            .tokens
+            .get(token)
+            .is_some_and(|t| matches!(t.wait, Wait::Scope | Wait::AdHoc { .. }))
+        {
+            // a cancelled scope's completed work is not compensated
+            self.forget_compensables(inst, token)?;
+        }
         self.cancel_wait(inst, token)?;
         self.close_boundaries(inst, token)?;
         self.inst(inst).tokens.remove(token);
@@ -512,6 +527,8 @@ impl<'a, 't> Engine<'a, 't> {
                 | ElementKind::MessageStart { .. }
                 | ElementKind::SignalStart { .. }
                 | ElementKind::TimerStart { .. }
+                | ElementKind::ConditionalStart { .. }
+                | ElementKind::AdHoc { .. }
                 | ElementKind::UserTask { .. }
                 | ElementKind::InclusiveGateway { .. }
                 | ElementKind::TerminateEnd
@@ -534,6 +551,8 @@ impl<'a, 't> Engine<'a, 't> {
                 | ElementKind::Link { .. }
                 | ElementKind::ConditionalCatch { .. }
                 | ElementKind::WaitState
+                | ElementKind::Compensate { .. }
+                | ElementKind::CancelEnd { .. }
                 | ElementKind::Task { .. } => {}
             }
         }

@@ -373,6 +373,56 @@ pub enum ElementKind {
     /// (Flowable's `trigger`, Camunda 7's `signal`). (Stored in definitions:
     /// new variants go last.)
     WaitState,
+    /// A compensation intermediate throw or end event: the compensation
+    /// handlers of the activities completed in its scope (or only those of
+    /// `activity`) run, in reverse order of completion; with `wait` the
+    /// token moves on (or ends) when they have completed.
+    Compensate {
+        /// `activityRef`: compensate only this activity (index into
+        /// [`Process::elements`]); `None`: the whole scope.
+        activity: Option<usize>,
+        /// `waitForCompletion` (default true).
+        wait: bool,
+        /// An end event (else an intermediate throw event).
+        end: bool,
+    },
+    /// A cancel end event inside a transaction subprocess: everything else
+    /// in the transaction is withdrawn, its completed activities are
+    /// compensated, and it is left by its cancel boundary event.
+    CancelEnd {
+        /// The transaction subprocess (index into [`Process::elements`]).
+        transaction: usize,
+    },
+    /// A conditional start event: variables offered to the processes with
+    /// conditional starts (`postfach conditions`, `POST /conditions`) start
+    /// an instance of the latest version where its condition holds over
+    /// them (Camunda 7's `evaluateStartConditions`).
+    ConditionalStart {
+        /// The condition (a failed evaluation counts as not holding).
+        condition: Expr,
+    },
+    /// An ad-hoc subprocess: a scope whose activities without incoming
+    /// flows run when a caller activates them (Flowable's
+    /// `executeActivityInAdhocSubProcess`), or, with Zeebe's
+    /// `activeElementsCollection`, those the collection names when it
+    /// starts. It completes when its completion condition holds after an
+    /// inner activity completed (the others cancelled unless
+    /// `cancelRemainingInstances="false"`), when a caller completes it with
+    /// nothing running, or — with a collection and no condition — when the
+    /// last activated activity has completed.
+    AdHoc {
+        /// The flow nodes directly inside it (indices).
+        children: Vec<usize>,
+        /// `completionCondition`, asked after each inner activity completed.
+        completion: Option<Expr>,
+        /// `cancelRemainingInstances` (default true).
+        cancel_remaining: bool,
+        /// `ordering="Sequential"`: one activity at a time.
+        sequential: bool,
+        /// Zeebe `activeElementsCollection`: the ids of the activities to
+        /// activate when it starts.
+        active_elements: Option<Expr>,
+    },
 }
 
 /// Which variables cross between a call activity and its child: all of
@@ -584,6 +634,11 @@ impl ElementKind {
             ElementKind::Link { catch: true, .. } => "intermediateCatchEvent(link)",
             ElementKind::Link { catch: false, .. } => "intermediateThrowEvent(link)",
             ElementKind::ConditionalCatch { .. } => "intermediateCatchEvent(conditional)",
+            ElementKind::Compensate { end: true, .. } => "endEvent(compensate)",
+            ElementKind::Compensate { end: false, .. } => "intermediateThrowEvent(compensate)",
+            ElementKind::CancelEnd { .. } => "endEvent(cancel)",
+            ElementKind::ConditionalStart { .. } => "startEvent(conditional)",
+            ElementKind::AdHoc { .. } => "adHocSubProcess",
         }
     }
 
@@ -802,6 +857,18 @@ pub enum Trigger {
         /// The condition (a failed evaluation counts as not holding).
         condition: Expr,
     },
+    /// Compensation: a boundary event that never fires as a token; when the
+    /// activity it is attached to has completed and compensation is thrown
+    /// for it, `handler` (its `isForCompensation` activity, joined by an
+    /// association) runs. On the start event of a compensation event
+    /// subprocess, `handler` is the event subprocess itself (appended last).
+    Compensation {
+        /// The compensation handler (index into [`Process::elements`]).
+        handler: usize,
+    },
+    /// A transaction's cancel boundary event: fired by a cancel end event
+    /// inside the transaction once its compensation has run (appended last).
+    Cancel,
 }
 
 impl Trigger {

@@ -37,6 +37,13 @@ pub struct Process {
     /// The event subprocesses of the process level.
     #[serde(skip)]
     pub(super) event_subprocesses: Vec<usize>,
+    /// Whether anything in it can be compensated (a compensation boundary
+    /// event or a compensation event subprocess).
+    #[serde(skip)]
+    pub(super) compensates: bool,
+    /// Whether it has an ad-hoc subprocess.
+    #[serde(skip)]
+    pub(super) ad_hoc: bool,
 }
 
 impl Process {
@@ -58,6 +65,8 @@ impl Process {
             parent: Vec::new(),
             boundary_reach: Vec::new(),
             event_subprocesses: Vec::new(),
+            compensates: false,
+            ad_hoc: false,
         };
         p.build_index();
         p
@@ -75,7 +84,8 @@ impl Process {
         self.parent = vec![None; n];
         for (i, e) in self.elements.iter().enumerate() {
             if let ElementKind::SubProcess { children, .. }
-            | ElementKind::EventSubProcess { children, .. } = &e.kind
+            | ElementKind::EventSubProcess { children, .. }
+            | ElementKind::AdHoc { children, .. } = &e.kind
             {
                 for &c in children.iter().filter(|&&c| c < n && c != i) {
                     self.parent[c] = Some(i);
@@ -88,6 +98,22 @@ impl Process {
                     && self.parent[i].is_none()
             })
             .collect();
+        self.compensates = self.elements.iter().any(|e| {
+            matches!(
+                e.kind,
+                ElementKind::Boundary {
+                    trigger: Trigger::Compensation { .. },
+                    ..
+                } | ElementKind::EventSubProcess {
+                    trigger: Trigger::Compensation { .. },
+                    ..
+                }
+            )
+        });
+        self.ad_hoc = self
+            .elements
+            .iter()
+            .any(|e| matches!(e.kind, ElementKind::AdHoc { .. }));
         self.reach = self.reach_sets();
         self.boundary_reach = (0..n)
             .map(|i| {
@@ -157,6 +183,77 @@ impl Process {
             .chain(listeners)
             .chain(exit.into_iter().flat_map(flows_of))
             .filter(move |&t| t < n)
+    }
+
+    /// Whether anything in it can be compensated.
+    pub fn has_compensation(&self) -> bool {
+        self.compensates
+    }
+
+    /// Whether it has an ad-hoc subprocess.
+    pub fn has_ad_hoc(&self) -> bool {
+        self.ad_hoc
+    }
+
+    /// The activities of ad-hoc subprocess `idx` a caller may activate:
+    /// its children without incoming flows that are activities (not
+    /// events, gateways, or compensation handlers).
+    pub fn ad_hoc_enabled(&self, idx: usize) -> Vec<usize> {
+        let Some(ElementKind::AdHoc { children, .. }) = self.elements.get(idx).map(|e| &e.kind)
+        else {
+            return Vec::new();
+        };
+        let handlers: Vec<usize> = self
+            .elements
+            .iter()
+            .filter_map(|e| match e.kind {
+                ElementKind::Boundary {
+                    trigger: Trigger::Compensation { handler },
+                    ..
+                } => Some(handler),
+                _ => None,
+            })
+            .collect();
+        children
+            .iter()
+            .copied()
+            .filter(|&c| {
+                let e = &self.elements[c];
+                e.incoming.is_empty()
+                    && !handlers.contains(&c)
+                    && super::parse::runs_as_activity(&e.kind)
+            })
+            .collect()
+    }
+
+    /// The compensation handler of activity `idx` (the activity its
+    /// compensation boundary event is associated with), if it has one.
+    pub fn compensation_handler(&self, idx: usize) -> Option<usize> {
+        self.elements.get(idx)?.boundaries.iter().find_map(|&b| {
+            match self.elements.get(b).map(|e| &e.kind) {
+                Some(ElementKind::Boundary {
+                    trigger: Trigger::Compensation { handler },
+                    ..
+                }) => Some(*handler),
+                _ => None,
+            }
+        })
+    }
+
+    /// The compensation event subprocess directly inside subprocess `idx`,
+    /// if it has one.
+    pub fn compensation_event_subprocess(&self, idx: usize) -> Option<usize> {
+        self.event_subprocesses_of(Some(idx))
+            .into_iter()
+            .find(|&e| {
+                matches!(
+                    self.elements[e].kind,
+                    ElementKind::EventSubProcess {
+                        trigger: Trigger::Compensation { .. },
+                        ..
+                    }
+                )
+            })
     }
 
     /// The embedded subprocess element `idx` is directly inside, if any.

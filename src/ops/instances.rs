@@ -68,6 +68,20 @@ pub struct InstanceDetail {
     /// Messages correlated into it, and parked messages that name it as a
     /// candidate, in accept order.
     pub messages: Vec<MessageView>,
+    /// Completed activities a compensation throw would still undo, in order
+    /// of completion (what was compensated is in the history).
+    pub compensable: Vec<CompensableView>,
+}
+
+/// A completed activity that can still be compensated.
+#[derive(Debug, Clone, Serialize)]
+pub struct CompensableView {
+    /// The activity.
+    pub element: String,
+    /// When it completed (RFC 3339).
+    pub completed_at: String,
+    /// Its compensation handler; none for a subprocess undone from inside.
+    pub handler: Option<String>,
 }
 
 /// A subscription a token holds open.
@@ -273,6 +287,16 @@ impl Reader {
                 .iter()
                 .map(message_view)
                 .collect(),
+            compensable: self
+                .snap
+                .compensables(id)?
+                .into_iter()
+                .map(|c| CompensableView {
+                    element: c.element,
+                    completed_at: crate::clock::rfc3339(c.completed_at),
+                    handler: c.handler,
+                })
+                .collect(),
         }))
     }
 
@@ -443,7 +467,9 @@ impl Reader {
                 | Wait::Child { .. }
                 | Wait::Body { .. }
                 | Wait::Condition
-                | Wait::Trigger => {}
+                | Wait::Trigger
+                | Wait::Compensating
+                | Wait::AdHoc { .. } => {}
             }
         }
         Ok(out)

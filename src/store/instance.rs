@@ -78,6 +78,20 @@ pub enum Wait {
     /// A wait state (a receive task or catch event without an event
     /// definition): nothing is registered; a caller triggers it.
     Trigger,
+    /// A compensation throw or cancel end event: the compensation handlers
+    /// it started run as tokens in its scope (this token's id); it moves on
+    /// when the last of them has ended. (Stored in token rows: new variants
+    /// go last.)
+    Compensating,
+    /// The token holds the scope of an ad-hoc subprocess: tokens whose
+    /// `scope` is its id run the activities a caller (or its active
+    /// elements collection) activated; it may be empty. `completing`: its
+    /// completion condition held while activities still ran, so it leaves
+    /// when the last of them has ended.
+    AdHoc {
+        /// Its completion condition held.
+        completing: bool,
+    },
 }
 
 impl Wait {
@@ -97,6 +111,13 @@ impl Wait {
             Wait::Child { instance } => format!("called instance {instance} to end"),
             Wait::Condition => "its condition to hold".to_string(),
             Wait::Trigger => "to be triggered".to_string(),
+            Wait::Compensating => "its compensation handlers to complete".to_string(),
+            Wait::AdHoc { completing: false } => {
+                "activities to be activated, or to be completed".to_string()
+            }
+            Wait::AdHoc { completing: true } => {
+                "the activities still running inside it to end".to_string()
+            }
             Wait::Body {
                 count, completed, ..
             } => format!("its inner instances: {completed} of {count} completed"),
@@ -118,7 +139,9 @@ impl Wait {
             | Wait::Child { .. }
             | Wait::Body { .. }
             | Wait::Condition
-            | Wait::Trigger => Vec::new(),
+            | Wait::Trigger
+            | Wait::Compensating
+            | Wait::AdHoc { .. } => Vec::new(),
         }
     }
 
@@ -142,7 +165,9 @@ impl Wait {
             | Wait::Child { .. }
             | Wait::Body { .. }
             | Wait::Condition
-            | Wait::Trigger => Vec::new(),
+            | Wait::Trigger
+            | Wait::Compensating
+            | Wait::AdHoc { .. } => Vec::new(),
         }
     }
 
@@ -162,7 +187,9 @@ impl Wait {
             | Wait::Child { .. }
             | Wait::Body { .. }
             | Wait::Condition
-            | Wait::Trigger => Vec::new(),
+            | Wait::Trigger
+            | Wait::Compensating
+            | Wait::AdHoc { .. } => Vec::new(),
         }
     }
 }

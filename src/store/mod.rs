@@ -37,12 +37,15 @@
 //!   signal id) → (), for retention
 //! - `signals_out`: seq → JSON — signals a process threw in a cluster, kept
 //!   until every other partition took them (`[cluster]`); written with the throw
+//! - `compensations`: (instance, seq) → [`compensations::Compensable`] — completed
+//!   activities that can still be compensated, in order of completion
 //! - `definitions`: (process, version) → [`DefinitionRecord`]; `definition_extras`: (process, version) →
 //!   element extras; `definition_sources`: (process, version) → the BPMN XML; `definition_latest`:
 //!   process → latest version; `message_catalog`: (message, process) → what starts or waits for it
 //!
 //! A test (`the_key_layout_names_every_table`) holds this list to the table definitions below.
 
+pub mod compensations;
 pub mod damage;
 pub(crate) mod history;
 mod tokens;
@@ -192,6 +195,11 @@ pub(crate) const SIGNALS_SEEN_AT: TableDefinition<(u64, &str), ()> =
 /// Signals thrown by a process in a cluster, not yet taken by every other
 /// partition: seq → JSON (`id`, `name`, `reached` here).
 pub(crate) const SIGNALS_OUT: TableDefinition<u64, &[u8]> = TableDefinition::new("signals_out");
+/// (instance, seq) → a [`compensations::Compensable`]: an activity that
+/// completed and can be compensated; removed when it is, when its scope is
+/// cancelled, or when the instance ends.
+pub(crate) const COMPENSATIONS: TableDefinition<(u64, u64), &[u8]> =
+    TableDefinition::new("compensations");
 
 /// What an event about a parked message carries (see
 /// [`crate::Options::parked_events`]).

@@ -296,6 +296,27 @@ impl Snapshot {
         Ok((out, t.len()?))
     }
 
+    /// The completed activities of instance `inst` that can still be
+    /// compensated, in order of completion (a row that does not decode is
+    /// left out: a view renders what it can).
+    pub fn compensables(
+        &self,
+        inst: u64,
+    ) -> Result<Vec<super::compensations::Compensable>, StoreError> {
+        let t = match self.tx.open_table(COMPENSATIONS) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+            Err(e) => return Err(redb::Error::from(e).into()),
+        };
+        let mut out = Vec::new();
+        for row in t.range((inst, 0)..=(inst, u64::MAX))? {
+            if let Ok(c) = codec::decode(row?.1.value()) {
+                out.push(c);
+            }
+        }
+        Ok(out)
+    }
+
     /// Up to `limit` signals thrown here that not every other partition took
     /// yet, oldest first.
     pub fn signals_out(&self, limit: usize) -> Result<Vec<EventRow>, StoreError> {

@@ -22,6 +22,7 @@ pub(crate) fn verify(r: &ReadTransaction, waits: bool) -> Result<Vec<String>, St
     want_from_tokens(r, &mut want, &mut problems)?;
     let owned_jobs = check_against_models(r, &task_jobs, &mut problems)?;
     check_calls(r, &mut problems)?;
+    check_compensations(r, &mut problems)?;
     if waits {
         check_job_owners(r, &owned_jobs, &mut problems)?;
     }
@@ -296,6 +297,33 @@ fn check_against_models(
     }
 
     Ok(owned_jobs)
+}
+
+/// A compensable completion belongs to an instance that has not ended (an
+/// ended instance compensates nothing any more).
+fn check_compensations(r: &ReadTransaction, problems: &mut Vec<String>) -> Result<(), StoreError> {
+    let rows = match r.open_table(COMPENSATIONS) {
+        Ok(t) => t,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(()),
+        Err(e) => return Err(redb::Error::from(e).into()),
+    };
+    let instances = r.open_table(INSTANCES)?;
+    for row in rows.iter()? {
+        let (k, v) = row?;
+        let (inst, seq) = k.value();
+        let c: super::compensations::Compensable = codec::decode(v.value())?;
+        let live = match instances.get(inst)? {
+            Some(g) => super::decode_instance(g.value())?.ended_at.is_none(),
+            None => false,
+        };
+        if !live {
+            problems.push(format!(
+                "compensations: row {seq} ('{}') belongs to instance {inst}, which has ended or does not exist",
+                c.element
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// A waiting call activity and its active child name each other.
@@ -742,8 +770,9 @@ impl MemoryStore {
 /// active scope (a token of the same instance holding [`Wait::Scope`] at the
 /// subprocess the token's element is directly inside), or is an inner
 /// instance of a multi-instance body (a token holding [`Wait::Body`] at the
-/// same element); every scope and body holds at least one token (an empty
-/// one has completed or been cancelled).
+/// same element), or is a compensation handler started by a throw (a token
+/// holding [`Wait::Compensating`]); every scope, body and throw holds at
+/// least one token (an empty one has completed or been cancelled).
 fn scope_problems(i: &InstanceRecord, p: &crate::model::Process, problems: &mut Vec<String>) {
     for t in &i.tokens {
         let parent = p.index_of(&t.element).and_then(|e| p.parent_of(e));
@@ -756,6 +785,12 @@ fn scope_problems(i: &InstanceRecord, p: &crate::model::Process, problems: &mut 
                 if s != 0 && h.wait == Wait::Scope && h.element == p.at(sp).id => {}
             (_, s, Some(h))
                 if s != 0 && matches!(h.wait, Wait::Body { .. }) && h.element == t.element => {}
+            // a compensation handler runs in the scope of the throw that started it
+            (_, s, Some(h)) if s != 0 && h.wait == Wait::Compensating => {}
+            (Some(sp), s, Some(h))
+                if s != 0
+                    && matches!(h.wait, Wait::AdHoc { .. })
+                    && h.element == p.at(sp).id => {}
             _ => problems.push(format!(
                 "scopes: instance {} token {} at '{}' runs in scope {} (element inside {:?}), which is not an active scope of its subprocess",
                 i.id,
@@ -765,7 +800,7 @@ fn scope_problems(i: &InstanceRecord, p: &crate::model::Process, problems: &mut 
                 parent.map(|sp| p.at(sp).id.clone())
             )),
         }
-        let holds = matches!(t.wait, Wait::Scope | Wait::Body { .. });
+        let holds = matches!(t.wait, Wait::Scope | Wait::Body { .. } | Wait::Compensating);
         if holds && !i.tokens.iter().any(|c| c.scope == t.id) {
             problems.push(format!(
                 "scopes: instance {} token {} holds the scope of '{}' with no token inside",
@@ -844,7 +879,10 @@ fn boundary_problems(
                 | Wait::Events { .. }
                 | Wait::Join { .. }
                 | Wait::Incident { .. }
-                | Wait::Condition => false,
+                | Wait::Condition
+                | Wait::Compensating => false,
+                // an ad-hoc subprocess holds its boundary events
+                Wait::AdHoc { .. } => true,
             };
         if inside {
             messages.sort_unstable();

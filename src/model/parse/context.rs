@@ -11,12 +11,7 @@ use crate::model::Trigger;
 use std::collections::{BTreeMap, HashMap};
 
 /// Flow nodes the engine does not execute (yet): refused at deploy.
-pub(super) const UNSUPPORTED_NODES: &[&str] = &[
-    "transaction",
-    "adHocSubProcess",
-    "complexGateway",
-    "choreographyTask",
-];
+pub(super) const UNSUPPORTED_NODES: &[&str] = &["complexGateway", "choreographyTask"];
 
 pub(super) const EVENT_DEFINITIONS: &[&str] = &[
     "messageEventDefinition",
@@ -233,6 +228,8 @@ pub(super) struct Cx<'a> {
     pub(super) starts: Vec<(String, Option<String>)>,
     /// event subprocess id → (trigger, interrupting), from its start event
     pub(super) esp_starts: HashMap<String, (Trigger, bool)>,
+    /// compensation throw or end event id → the `activityRef` it names
+    pub(super) compensate_refs: HashMap<String, String>,
 }
 
 impl<'a> Cx<'a> {
@@ -252,6 +249,7 @@ impl<'a> Cx<'a> {
             catches: Vec::new(),
             starts: Vec::new(),
             esp_starts: HashMap::new(),
+            compensate_refs: HashMap::new(),
         }
     }
 

@@ -48,6 +48,19 @@ fn event_subprocess_start(
                 if !interrupting && matches!(t, Trigger::Error { .. }) {
                     cx.problem(issue(n, "an error start event always interrupts: isInterrupting=\"false\" is not allowed on it".into()));
                 }
+                if matches!(t, Trigger::Cancel) {
+                    cx.refuse(
+                        n,
+                        "startEvent with cancelEventDefinition in an event subprocess".into(),
+                    );
+                    return None;
+                }
+                if matches!(t, Trigger::Compensation { .. })
+                    && let Some(problem) = compensation_catch_problem(d)
+                {
+                    cx.problem(issue(n, problem));
+                    return None;
+                }
                 t
             }
             Ok(None) => {
@@ -106,6 +119,12 @@ fn flow_event(cx: &mut Cx, n: &Node, evdefs: &[&Node]) -> Option<ElementKind> {
             }
             ElementKind::TimerStart { timer }
         }
+        ("startEvent", Some("conditionalEventDefinition")) => {
+            let condition = condition_of(evdefs[0])
+                .map_err(|message| cx.problem(issue(n, message)))
+                .ok()?;
+            ElementKind::ConditionalStart { condition }
+        }
         ("endEvent", None) => ElementKind::End,
         ("endEvent", Some("terminateEventDefinition")) => ElementKind::TerminateEnd,
         ("endEvent", Some("errorEventDefinition")) => ElementKind::ErrorEnd {
@@ -152,6 +171,26 @@ fn flow_event(cx: &mut Cx, n: &Node, evdefs: &[&Node]) -> Option<ElementKind> {
             }
         }
         ("intermediateThrowEvent", None) => ElementKind::NoneThrow,
+        ("intermediateThrowEvent" | "endEvent", Some("compensateEventDefinition")) => {
+            let d = evdefs[0];
+            if let Some(r) = d
+                .attr("activityRef")
+                .map(str::trim)
+                .filter(|r| !r.is_empty())
+            {
+                cx.compensate_refs
+                    .insert(n.id(), cx.defs.reference(r).to_string());
+            }
+            ElementKind::Compensate {
+                activity: None,
+                wait: !matches!(d.attr("waitForCompletion"), Some(v) if v.trim().eq_ignore_ascii_case("false")),
+                end: name == "endEvent",
+            }
+        }
+        // its transaction is resolved once every element has its index
+        ("endEvent", Some("cancelEventDefinition")) => ElementKind::CancelEnd {
+            transaction: usize::MAX,
+        },
         ("intermediateCatchEvent", Some("conditionalEventDefinition")) => {
             let condition = condition_of(evdefs[0])
                 .map_err(|message| cx.problem(issue(n, message)))
@@ -203,6 +242,12 @@ fn boundary(cx: &mut Cx, n: &Node, evdefs: &[&Node]) -> Option<ElementKind> {
             Ok(Some((t, key))) => {
                 if let Trigger::Message { message } = &t {
                     cx.catches.push((message.clone(), n.id(), n.line, key));
+                }
+                if matches!(t, Trigger::Compensation { .. })
+                    && let Some(problem) = compensation_catch_problem(d)
+                {
+                    cx.problem(issue(n, problem));
+                    return None;
                 }
                 t
             }
@@ -259,9 +304,26 @@ fn trigger_of(cx: &Cx, n: &Node, d: &Node) -> Result<Option<(Trigger, Option<Str
         "conditionalEventDefinition" => Trigger::Condition {
             condition: condition_of(d).map_err(|m| issue(n, m))?,
         },
+        // the handler is joined by its association once every element has its index
+        "compensateEventDefinition" => Trigger::Compensation {
+            handler: usize::MAX,
+        },
+        "cancelEventDefinition" => Trigger::Cancel,
         _ => return Ok(None),
     };
     Ok(Some((trigger, key)))
+}
+
+/// What a compensation catch (a boundary event, the start of a compensation
+/// event subprocess) may not say: it is caught, so it names no activity to
+/// compensate.
+fn compensation_catch_problem(d: &Node) -> Option<String> {
+    if d.attr("activityRef").is_some() {
+        return Some("a compensation boundary event or event subprocess start names no activityRef: it catches the compensation of its own activity".into());
+    }
+    // (a `waitForCompletion` there, which modelers write, says nothing: a
+    // catch waits for nothing)
+    None
 }
 
 /// Sets the host of boundary event `i` (node `n`) to the activity its
@@ -302,7 +364,16 @@ pub(super) fn attach_boundary(
                 "attachedToRef '{host_id}' is in another scope: a boundary event sits beside its activity, in the same process or subprocess"
             )
         }
-        Some(h) if can_hold_boundaries(&elements[h].kind) => {
+        Some(h)
+            if can_hold_boundaries(&elements[h].kind)
+                || (matches!(
+                    elements[i].kind,
+                    ElementKind::Boundary {
+                        trigger: Trigger::Compensation { .. },
+                        ..
+                    }
+                ) && super::scopes::runs_multi_instance(&elements[h].kind)) =>
+        {
             match second_wait(&elements[i].kind, h, host_id, elements) {
                 Some(problem) => problem,
                 None => {
@@ -333,6 +404,7 @@ fn can_hold_boundaries(kind: &ElementKind) -> bool {
             | ElementKind::Publish { .. }
             | ElementKind::ReceiveTask { .. }
             | ElementKind::SubProcess { .. }
+            | ElementKind::AdHoc { .. }
             | ElementKind::CallActivity { .. }
     )
 }

@@ -37,7 +37,7 @@ pub(super) fn connect(
     let mut flows = Vec::new();
     let scope_flows = tree
         .iter()
-        .filter(|(n, _)| n.name == "subProcess")
+        .filter(|(n, _)| super::scopes::is_scope_node(n))
         .flat_map(|(n, _)| n.children.iter().map(move |c| (c, Some(n.id()))));
     let all_flows = p
         .children

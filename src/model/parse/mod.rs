@@ -10,9 +10,11 @@
 //! definitions and what a process's parse collects, [`process`] dispatches
 //! each node to its family ([`events`], [`tasks`], [`gateways`], [`scopes`])
 //! and resolves what needs every element's index ([`flows`], links,
-//! boundary hosts, defaults); [`data`] reads mappings and [`vendor`] names
+//! boundary hosts, defaults, [`compensation`] handlers and transactions);
+//! [`data`] reads mappings and [`vendor`] names
 //! what a model's vendor extensions say that does not run as written.
 
+mod compensation;
 mod context;
 mod data;
 mod events;
@@ -26,6 +28,9 @@ mod xml;
 
 use super::{ElementKind, Process};
 use context::{Cx, Defs};
+/// Whether an element of this kind is an activity (a task, subprocess, call
+/// activity or wait state), as multi-instance and ad-hoc subprocesses ask.
+pub(crate) use scopes::runs_multi_instance as runs_as_activity;
 use std::collections::BTreeMap;
 use xml::Node;
 

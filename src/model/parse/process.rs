@@ -12,7 +12,7 @@ use super::flows::Scopes;
 use super::scopes::{multi_instance, runs_multi_instance, scope_tree};
 use super::tasks::retry_policy;
 use super::xml::Node;
-use super::{Issue, events, flows, gateways, scopes, tasks};
+use super::{Issue, compensation, events, flows, gateways, scopes, tasks};
 use crate::model::{Element, ElementKind, Process};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -83,6 +83,7 @@ pub(super) fn process(p: &Node, cx: &mut Cx) -> Option<Process> {
         events::attach_boundary(cx, i, n, &index, &parents, &mut elements);
         gateways::resolve(cx, i, n, &flows, &mut elements);
     }
+    compensation::resolve(cx, &tree, &nodes, &index, &parents, &mut elements);
     if !elements.iter().enumerate().any(|(i, e)| {
         parents[i].is_none()
             && matches!(
@@ -91,6 +92,7 @@ pub(super) fn process(p: &Node, cx: &mut Cx) -> Option<Process> {
                     | ElementKind::MessageStart { .. }
                     | ElementKind::SignalStart { .. }
                     | ElementKind::TimerStart { .. }
+                    | ElementKind::ConditionalStart { .. }
             )
     }) {
         cx.problem(Issue {
@@ -127,7 +129,7 @@ fn element_kind(cx: &mut Cx, n: &Node, container: Option<&Node>) -> Option<Eleme
         "exclusiveGateway" | "inclusiveGateway" | "eventBasedGateway" | "parallelGateway" => {
             gateways::kind(name)
         }
-        "subProcess" | "callActivity" => scopes::kind(cx, n),
+        "subProcess" | "transaction" | "adHocSubProcess" | "callActivity" => scopes::kind(cx, n),
         "task" | "manualTask" | "sendTask" | "serviceTask" | "userTask" | "scriptTask"
         | "businessRuleTask" | "receiveTask" => tasks::kind(cx, n),
         _ => None,

@@ -23,10 +23,15 @@ pub(super) fn kind(cx: &mut Cx, n: &Node) -> Option<ElementKind> {
             trigger: crate::model::Trigger::Error { code: None },
             interrupting: true,
         }),
-        "subProcess" => Some(ElementKind::SubProcess {
+        // a transaction runs as a subprocess; what sets it apart (its
+        // cancel end and cancel boundary events) is resolved in `compensation`
+        "subProcess" | "transaction" => Some(ElementKind::SubProcess {
             start: usize::MAX,
             children: Vec::new(),
         }),
+        "adHocSubProcess" => ad_hoc(n)
+            .map_err(|message| cx.problem(issue(n, message)))
+            .ok(),
         "callActivity" => call_activity(n)
             .map_err(|message| cx.problem(issue(n, message)))
             .ok(),
@@ -46,7 +51,8 @@ pub(super) fn fill(
     for (i, parent) in parents.iter().enumerate() {
         if let Some(sp) = *parent
             && let ElementKind::SubProcess { children, .. }
-            | ElementKind::EventSubProcess { children, .. } = &mut elements[sp].kind
+            | ElementKind::EventSubProcess { children, .. }
+            | ElementKind::AdHoc { children, .. } = &mut elements[sp].kind
         {
             children.push(i);
         }
@@ -68,6 +74,7 @@ pub(super) fn fill(
                         | ElementKind::MessageStart { .. }
                         | ElementKind::SignalStart { .. }
                         | ElementKind::TimerStart { .. }
+                        | ElementKind::ConditionalStart { .. }
                 )
             })
             .collect();
@@ -126,6 +133,60 @@ pub(super) fn fill(
     }
 }
 
+/// Whether node `n` holds flow nodes of its own: a subprocess (embedded or
+/// event) or a transaction.
+pub(super) fn is_scope_node(n: &Node) -> bool {
+    matches!(
+        n.name.as_str(),
+        "subProcess" | "transaction" | "adHocSubProcess"
+    )
+}
+
+/// An ad-hoc subprocess as Flowable writes it (`ordering`,
+/// `cancelRemainingInstances`, `<completionCondition>`) and as Zeebe does
+/// (`zeebe:adHoc activeElementsCollection`); its children are filled in by
+/// [`fill`].
+fn ad_hoc(n: &Node) -> Result<ElementKind, String> {
+    let completion = n
+        .child("completionCondition")
+        .map(|c| c.text.trim())
+        .filter(|t| !t.is_empty())
+        .map(|t| {
+            parse_condition(t).map_err(|e| {
+                format!("ad-hoc completionCondition '{t}' cannot be evaluated ({e}): postfach reads variables, paths, literals, comparisons and arithmetic")
+            })
+        })
+        .transpose()?;
+    let active_elements = extension(n, "adHoc")
+        .and_then(|z| z.attr("activeElementsCollection"))
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map(|t| {
+            parse_condition(t).map_err(|e| {
+                format!("activeElementsCollection '{t}' cannot be evaluated ({e}): postfach reads a variable or path holding a list of element ids")
+            })
+        })
+        .transpose()?;
+    let sequential = match n.attr("ordering").map(str::trim) {
+        None | Some("Parallel") => false,
+        Some("Sequential") => true,
+        Some(other) => {
+            return Err(format!(
+                "ordering '{other}' is neither Parallel nor Sequential"
+            ));
+        }
+    };
+    Ok(ElementKind::AdHoc {
+        children: Vec::new(),
+        completion,
+        cancel_remaining: !n
+            .attr("cancelRemainingInstances")
+            .is_some_and(|v| v.trim().eq_ignore_ascii_case("false")),
+        sequential,
+        active_elements,
+    })
+}
+
 /// Whether `n` is an event subprocess (`triggeredByEvent="true"`).
 pub(super) fn event_subprocess(n: &Node) -> bool {
     n.name == "subProcess" && is_true(n.attr("triggeredByEvent"))
@@ -140,7 +201,7 @@ pub(super) fn scope_tree(p: &Node) -> Vec<(&Node, Option<&Node>)> {
         p.children.iter().rev().map(|c| (c, None)).collect();
     while let Some((n, parent)) = stack.pop() {
         out.push((n, parent));
-        if n.name == "subProcess" {
+        if is_scope_node(n) {
             stack.extend(n.children.iter().rev().map(|c| (c, Some(n))));
         }
     }
@@ -268,7 +329,7 @@ pub(super) fn call_activity(n: &Node) -> Result<ElementKind, String> {
 /// Whether an element of this kind can run as a multi-instance activity:
 /// tasks, subprocesses and call activities (BPMN's activities), not events
 /// or gateways.
-pub(super) fn runs_multi_instance(kind: &ElementKind) -> bool {
+pub(crate) fn runs_multi_instance(kind: &ElementKind) -> bool {
     match kind {
         ElementKind::Task { .. }
         | ElementKind::SendTask
@@ -278,7 +339,9 @@ pub(super) fn runs_multi_instance(kind: &ElementKind) -> bool {
         | ElementKind::Delegated { .. }
         | ElementKind::UserTask { .. }
         | ElementKind::SubProcess { .. }
-        | ElementKind::CallActivity { .. } => true,
+        | ElementKind::CallActivity { .. }
+        // each inner instance waits to be triggered
+        | ElementKind::WaitState => true,
         // an event subprocess is started by its event, once per event
         ElementKind::EventSubProcess { .. }
         | ElementKind::NoneStart
@@ -301,7 +364,10 @@ pub(super) fn runs_multi_instance(kind: &ElementKind) -> bool {
         | ElementKind::Escalation { .. }
         | ElementKind::Link { .. }
         | ElementKind::ConditionalCatch { .. }
-        | ElementKind::WaitState => false,
+        | ElementKind::Compensate { .. }
+        | ElementKind::CancelEnd { .. }
+        | ElementKind::ConditionalStart { .. }
+        | ElementKind::AdHoc { .. } => false,
     }
 }
 

@@ -87,6 +87,8 @@ pub fn route(method: &Method, path: &str) -> Route {
         ["messages", "correlate"] if post => Route::BodyKey,
         ["messages", _, "requeue" | "discard"] if post => Route::Find,
         ["signals"] if post => Route::Signal,
+        // conditional starts, like signal starts, happen on partition 0
+        ["conditions"] if post => Route::Id(0),
         ["jobs"] if get => Route::Gather(List::Jobs),
         ["jobs", "acquire"] if post => Route::Acquire,
         ["jobs", i, "objects", _] if get => id(i),
@@ -123,6 +125,7 @@ mod tests {
         assert_eq!(route(&p, "/messages/m-1/requeue"), Route::Find);
         assert_eq!(route(&p, "/messages/m-1/discard"), Route::Find);
         assert_eq!(route(&p, "/signals"), Route::Signal);
+        assert_eq!(route(&p, "/conditions"), Route::Id(0));
         assert_eq!(route(&g, "/jobs"), Route::Gather(List::Jobs));
         assert_eq!(route(&p, "/jobs/acquire"), Route::Acquire);
         assert_eq!(route(&p, "/jobs/9/complete"), Route::Id(9));

@@ -59,6 +59,29 @@ pub(super) async fn start(
         .into_response())
 }
 
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ConditionsBody {
+    /// Only this process's conditional start events (default: every process's).
+    process: Option<String>,
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    variables: Vars,
+}
+
+#[utoipa::path(post, path = "/conditions", request_body = ConditionsBody, responses((status = 200, description = "Offer variables to the conditional start events: an instance starts at each one whose condition holds; answers with the instances started", body = serde_json::Value)))]
+pub(super) async fn conditions(
+    State(s): State<AppState>,
+    b: Result<Json<ConditionsBody>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let b = body(b)?;
+    let ids =
+        s.pf.start_by_conditions(b.process.as_deref(), b.variables)
+            .await?;
+    let ids: Vec<String> = ids.iter().map(u64::to_string).collect();
+    Ok(Json(json!({"started": ids})).into_response())
+}
+
 #[derive(Deserialize, Default, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
 pub(super) struct InstancesQuery {
@@ -232,6 +255,43 @@ pub(super) async fn cancel_token(
 ) -> ApiResult {
     let r = s.pf.cancel_token(id, token).await?;
     Ok(Json(crate::contract::repair_json(id, &r)))
+}
+
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ActivateBody {
+    /// The activity of the ad-hoc subprocess to run.
+    element: String,
+}
+
+#[utoipa::path(post, path = "/instances/{id}/tokens/{token}/activate", request_body = ActivateBody, params(("id" = u64, Path, description = "instance id"), ("token" = u64, Path, description = "the token holding the ad-hoc subprocess")), responses((status = 200, description = "Run an activity of an ad-hoc subprocess; 409 when it cannot be activated", body = serde_json::Value)))]
+pub(super) async fn activate(
+    State(s): State<AppState>,
+    Path((id, token)): Path<(u64, u64)>,
+    b: Result<Json<ActivateBody>, JsonRejection>,
+) -> ApiResult {
+    let b = body(b)?;
+    let t = s.pf.ad_hoc(id, token, Some(&b.element)).await?;
+    Ok(Json(json!({
+        "instance": id.to_string(),
+        "token": token,
+        "activated": t.element,
+        "waiting_at": t.waiting_at,
+    })))
+}
+
+#[utoipa::path(post, path = "/instances/{id}/tokens/{token}/complete", params(("id" = u64, Path, description = "instance id"), ("token" = u64, Path, description = "the token holding the ad-hoc subprocess")), responses((status = 200, description = "Complete an ad-hoc subprocess with nothing running in it; 409 while activities run", body = serde_json::Value)))]
+pub(super) async fn complete_ad_hoc(
+    State(s): State<AppState>,
+    Path((id, token)): Path<(u64, u64)>,
+) -> ApiResult {
+    let t = s.pf.ad_hoc(id, token, None).await?;
+    Ok(Json(json!({
+        "instance": id.to_string(),
+        "token": token,
+        "completed": t.element,
+        "waiting_at": t.waiting_at,
+    })))
 }
 
 #[derive(Deserialize, Default, utoipa::ToSchema)]

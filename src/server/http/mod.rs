@@ -88,11 +88,17 @@ pub fn router(
         .route("/instances/{id}/tokens/{token}/move", post(move_token))
         .route("/instances/{id}/tokens/{token}/cancel", post(cancel_token))
         .route("/instances/{id}/tokens/{token}/trigger", post(trigger))
+        .route("/instances/{id}/tokens/{token}/activate", post(activate))
+        .route(
+            "/instances/{id}/tokens/{token}/complete",
+            post(complete_ad_hoc),
+        )
         .route("/messages", post(publish).get(messages))
         .route("/messages/correlate", post(correlate))
         .route("/messages/{id}/requeue", post(requeue))
         .route("/messages/{id}/discard", post(discard))
         .route("/signals", post(signal))
+        .route("/conditions", post(conditions))
         .route("/jobs", get(jobs))
         .route("/jobs/acquire", post(acquire))
         .route("/jobs/{id}/complete", post(complete))
@@ -257,6 +263,7 @@ fn status_of(e: &Error) -> StatusCode {
             | E::NoSingleScope { .. }
             | E::InstanceEnded(_)
             | E::NotTriggerable { .. }
+            | E::AdHocRefused { .. }
             | E::TaskRefused { .. } => StatusCode::CONFLICT,
         },
     }
@@ -367,12 +374,15 @@ async fn cli(
         ready,
         instances::deploy,
         instances::start,
+        instances::conditions,
         instances::instances,
         instances::instance,
         instances::add_token,
         instances::move_token,
         instances::cancel_token,
         instances::trigger,
+        instances::activate,
+        instances::complete_ad_hoc,
         messages::publish,
         messages::correlate,
         messages::messages,

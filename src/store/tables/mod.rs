@@ -15,6 +15,7 @@
 use super::*;
 use redb::{MultimapTable, ReadableMultimapTable, ReadableTable, Table, WriteTransaction};
 
+mod compensations;
 mod definitions;
 mod instances;
 mod jobs;
@@ -90,6 +91,7 @@ pub(crate) struct Tables<'t> {
     signals_seen: Table<'t, &'static str, (u64, u64)>,
     signals_seen_at: Table<'t, (u64, &'static str), ()>,
     signals_out: Table<'t, u64, &'static [u8]>,
+    compensations: Table<'t, (u64, u64), &'static [u8]>,
 }
 
 /// The partition stamped in `meta`, if any (a damaged stamp is refused).
@@ -162,6 +164,7 @@ impl<'t> Tables<'t> {
             signals_seen: tx.open_table(SIGNALS_SEEN)?,
             signals_seen_at: tx.open_table(SIGNALS_SEEN_AT)?,
             signals_out: tx.open_table(SIGNALS_OUT)?,
+            compensations: tx.open_table(COMPENSATIONS)?,
         })
     }
 

@@ -8,14 +8,14 @@
 //! - Values from outside are range-checked here ([`crate::limits`]) before a
 //!   command is sent; a deploy is parsed here, off the writer.
 
+mod actions;
+
 use crate::Vars;
 use crate::clock::{Clock, Millis};
 pub use crate::commit::CommitStats;
 use crate::commit::wal::{self, Wal};
 use crate::commit::{Command, Parsed, Reply, Request, Writer, unreachable_reply, writer_loop};
-use crate::engine::{
-    DefCache, Delivery, Deployed, EngineError, LockedJob, Malformed, Publish, Repair, TaskAction,
-};
+use crate::engine::{DefCache, Delivery, Deployed, EngineError, LockedJob, Malformed, Publish};
 pub use crate::error::Error;
 use crate::handler::{Handler, Handlers};
 use crate::ops;
@@ -483,6 +483,28 @@ impl Postfach {
         }
     }
 
+    /// Offers `vars` to the conditional start events of every deployed
+    /// process (only `process`'s, when given): an instance of the latest
+    /// version starts at each one whose condition holds over them. Returns
+    /// the instances started (none is not an error); an unknown `process`
+    /// is refused.
+    #[tracing::instrument(level = "debug", skip(self, vars))]
+    pub async fn start_by_conditions(
+        &self,
+        process: Option<&str>,
+        vars: Vars,
+    ) -> Result<Vec<u64>, Error> {
+        if let Some(p) = process {
+            crate::limits::check_name("process id", p)?;
+        }
+        self.submit(Command::StartByConditions {
+            process: process.map(str::to_string),
+            vars,
+        })
+        .await?
+        .started_all()
+    }
+
     /// Broadcasts a signal once per `id` (1 … 256 characters): a second call
     /// with the id changes nothing and answers what the first reached. A
     /// cluster's gateway and its partitions' forwarders give every signal an
@@ -695,46 +717,6 @@ impl Postfach {
         self.submit(Command::RetryJob { job }).await.map(|_| ())
     }
 
-    /// `user` takes user task `task`: refused while someone else holds it.
-    pub async fn claim_task(&self, task: u64, user: &str) -> Result<(), Error> {
-        self.task_action(task, user, TaskAction::Claim).await
-    }
-
-    /// `user` gives user task `task` back: only its holder can.
-    pub async fn unclaim_task(&self, task: u64, user: &str) -> Result<(), Error> {
-        self.task_action(task, user, TaskAction::Unclaim).await
-    }
-
-    /// `by` gives user task `task` to `to`.
-    pub async fn assign_task(&self, task: u64, to: &str, by: &str) -> Result<(), Error> {
-        self.task_action(task, by, TaskAction::Assign { to: to.into() })
-            .await
-    }
-
-    /// `user` completes user task `task` with `vars`: only its holder, or anyone
-    /// while nobody holds it. The token moves on in the same commit.
-    pub async fn complete_task(&self, task: u64, user: &str, vars: Vars) -> Result<(), Error> {
-        self.task_action(task, user, TaskAction::Complete { vars })
-            .await
-    }
-
-    async fn task_action(&self, task: u64, user: &str, action: TaskAction) -> Result<(), Error> {
-        crate::limits::check_name("user", user)?;
-        match &action {
-            TaskAction::Assign { to } => {
-                crate::limits::check_name("to", to)?;
-            }
-            TaskAction::Claim | TaskAction::Unclaim | TaskAction::Complete { .. } => {}
-        };
-        self.submit(Command::Task {
-            task,
-            user: user.into(),
-            action,
-        })
-        .await
-        .map(|_| ())
-    }
-
     /// Evaluates a parked message again, like a new publish.
     pub async fn requeue(&self, message_id: &str) -> Result<Delivery, Error> {
         self.submit(Command::Requeue {
@@ -761,67 +743,6 @@ impl Postfach {
         self.submit(Command::ParkedEventsSent { ids })
             .await?
             .count()
-    }
-
-    /// Adds a token before `element`; refused if it would open a second
-    /// subscription for an already subscribed (message, key), unless `force`.
-    pub async fn add_token(
-        &self,
-        instance: u64,
-        element: &str,
-        force: bool,
-    ) -> Result<Repair, Error> {
-        self.submit(Command::AddToken {
-            instance,
-            element: element.into(),
-            force,
-        })
-        .await?
-        .repair()
-    }
-
-    /// Moves a token to before `element`; guarded like [`Postfach::add_token`].
-    pub async fn move_token(
-        &self,
-        instance: u64,
-        token: u64,
-        element: &str,
-        force: bool,
-    ) -> Result<Repair, Error> {
-        self.submit(Command::MoveToken {
-            instance,
-            token,
-            element: element.into(),
-            force,
-        })
-        .await?
-        .repair()
-    }
-
-    /// Moves token `token` of `instance` on from the wait state it rests at
-    /// (a receive task or catch event without an event definition), with
-    /// `vars` as the element's result; refused when it waits for anything
-    /// else. Returns the element it left and where the instance waits then.
-    pub async fn trigger(
-        &self,
-        instance: u64,
-        token: u64,
-        vars: Vars,
-    ) -> Result<crate::engine::Triggered, Error> {
-        self.submit(Command::Trigger {
-            instance,
-            token,
-            vars,
-        })
-        .await?
-        .triggered()
-    }
-
-    /// Removes a token; removing the last one ends the instance as cancelled.
-    pub async fn cancel_token(&self, instance: u64, token: u64) -> Result<Repair, Error> {
-        self.submit(Command::CancelToken { instance, token })
-            .await?
-            .repair()
     }
 
     /// Retention: removes one batch (up to `limit` scanned records per table) of

@@ -106,6 +106,7 @@ mod timers_read_their_time_from_a_variable;
 mod transactions_cancel_by_compensating_their_work;
 mod ttl_expiry_parks_message;
 mod user_tasks_wait_in_the_task_list;
+mod vendor_test_models_run_as_their_tests_drive_them;
 mod wait_states_wait_until_triggered;
 mod workers_fetch_only_the_variables_they_name;
 mod zeebe_correlation_keys_are_feel;

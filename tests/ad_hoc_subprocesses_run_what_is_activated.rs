@@ -35,15 +35,6 @@ fn model(ordering: &str, cancel_remaining: bool) -> String {
     .replace("CANCEL", if cancel_remaining { "true" } else { "false" })
 }
 
-fn token_at(env: &Env, id: u64, element: &str) -> u64 {
-    let v = env.pf.reader().unwrap().instance(id).unwrap().unwrap();
-    v.tokens
-        .iter()
-        .find(|t| t.element == element)
-        .unwrap_or_else(|| panic!("no token at {element}: {:?}", v.tokens))
-        .token
-}
-
 fn refused(e: Error) -> String {
     match e {
         Error::Engine(EngineError::AdHocRefused { why, .. }) => why,
@@ -62,7 +53,7 @@ async fn activities_run_when_activated_and_the_condition_completes_it() {
         v.tokens[0].waits_for,
         "activities to be activated, or to be completed"
     );
-    let holder = token_at(&env, id, "klaeren");
+    let holder = env.token_at(id, "klaeren");
     // only the activities without incoming flows can be activated
     let why = refused(env.pf.ad_hoc(id, holder, Some("warten")).await.unwrap_err());
     assert!(
@@ -83,7 +74,7 @@ async fn activities_run_when_activated_and_the_condition_completes_it() {
     env.complete_jobs("pruefen", vars([("fertig", false.into())]))
         .await;
     assert_eq!(sorted(env.waiting_at(id)), ["klaeren", "warten"]);
-    let w = token_at(&env, id, "warten");
+    let w = env.token_at(id, "warten");
     env.pf
         .trigger(id, w, vars([("fertig", true.into())]))
         .await
@@ -100,7 +91,7 @@ async fn the_condition_cancels_what_still_runs_unless_told_to_keep_it() {
         let env = Env::new();
         env.deploy(&model("Parallel", cancel_remaining)).await;
         let id = env.pf.start("klaerung", no_vars(), None).await.unwrap();
-        let holder = token_at(&env, id, "klaeren");
+        let holder = env.token_at(id, "klaeren");
         env.pf.ad_hoc(id, holder, Some("rueckfrage")).await.unwrap();
         env.pf.ad_hoc(id, holder, Some("pruefen")).await.unwrap();
         env.complete_jobs("pruefen", vars([("fertig", true.into())]))
@@ -152,7 +143,7 @@ async fn a_sequential_one_runs_one_activity_at_a_time_and_a_caller_completes_it(
     let env = Env::new();
     env.deploy(&model("Sequential", true)).await;
     let id = env.pf.start("klaerung", no_vars(), None).await.unwrap();
-    let holder = token_at(&env, id, "klaeren");
+    let holder = env.token_at(id, "klaeren");
     env.pf.ad_hoc(id, holder, Some("pruefen")).await.unwrap();
     let why = refused(env.pf.ad_hoc(id, holder, Some("notiz")).await.unwrap_err());
     assert!(why.contains("ordering is Sequential"), "{why}");

@@ -46,15 +46,6 @@ fn position(h: &[(String, String)], element: &str, event: &str) -> usize {
         .unwrap_or_else(|| panic!("no '{event}' at '{element}' in {h:#?}"))
 }
 
-fn token_at(env: &Env, id: u64, element: &str) -> u64 {
-    let v = env.pf.reader().unwrap().instance(id).unwrap().unwrap();
-    v.tokens
-        .iter()
-        .find(|t| t.element == element)
-        .unwrap_or_else(|| panic!("no token at {element}: {:?}", v.tokens))
-        .token
-}
-
 #[tokio::test]
 async fn a_throw_undoes_completed_work_in_reverse_order_and_waits_for_it() {
     let env = Env::new();
@@ -77,7 +68,7 @@ async fn a_throw_undoes_completed_work_in_reverse_order_and_waits_for_it() {
     assert_eq!(env.waiting_at(id), ["nachher"]);
 
     // each completion is compensated once: the second throw finds nothing
-    let t = token_at(&env, id, "nachher");
+    let t = env.token_at(id, "nachher");
     env.pf.trigger(id, t, no_vars()).await.unwrap();
     assert_eq!(env.state(id), "completed");
     let h = env.history(id);

@@ -29,15 +29,6 @@ async fn deploy(env: &Env, path: &str) {
         .unwrap_or_else(|e| panic!("{path}: {e}"));
 }
 
-fn token_at(env: &Env, id: u64, element: &str) -> u64 {
-    let v = env.pf.reader().unwrap().instance(id).unwrap().unwrap();
-    v.tokens
-        .iter()
-        .find(|t| t.element == element)
-        .unwrap_or_else(|| panic!("no token at {element}: {:?}", v.tokens))
-        .token
-}
-
 /// Completes the jobs of `topic` one at a time until none is due; returns how many.
 async fn work_off(env: &Env, topic: &str) -> usize {
     let mut n = 0;
@@ -68,12 +59,14 @@ async fn compensate_event_test_compensate_subprocess() {
     // Camunda asserts the undo counter is 5: one handler per inner instance
     assert_eq!(work_off(&env, "undoBookHotel").await, 5);
     assert_eq!(env.waiting_at(id), ["beforeEnd"]);
-    let t = token_at(&env, id, "beforeEnd");
+    let t = env.token_at(id, "beforeEnd");
     env.pf.trigger(id, t, no_vars()).await.unwrap();
     assert_eq!(env.state(id), "completed");
 }
 
-async fn transaction_until_the_customer_answers(env: &Env) -> u64 {
+/// Runs `testSimpleCase` until the customer answered `confirmed` and the
+/// card was charged.
+async fn transaction_answered(env: &Env, confirmed: bool) -> u64 {
     deploy(
         env,
         "camunda7/TransactionSubProcessTest.testSimpleCase.bpmn20.xml",
@@ -86,35 +79,19 @@ async fn transaction_until_the_customer_answers(env: &Env) -> u64 {
         .unwrap();
     assert_eq!(work_off(env, "bookFlight").await, 1);
     assert_eq!(work_off(env, "bookHotel").await, 5);
-    let tasks = env
-        .pf
-        .reader()
-        .unwrap()
-        .tasks(&postfach::ops::TaskFilter::default())
+    let task = env.task_at("askCustomer");
+    env.pf
+        .complete_task(task, "kermit", vars([("confirmed", confirmed.into())]))
+        .await
         .unwrap();
-    assert_eq!(tasks.len(), 1);
-    assert_eq!(tasks[0].element, "askCustomer");
+    assert_eq!(work_off(env, "chargeCard").await, 1);
     id
 }
 
 #[tokio::test]
 async fn transaction_sub_process_test_simple_case_cancelled() {
     let env = Env::new();
-    let id = transaction_until_the_customer_answers(&env).await;
-    let task: u64 = env
-        .pf
-        .reader()
-        .unwrap()
-        .tasks(&postfach::ops::TaskFilter::default())
-        .unwrap()[0]
-        .task
-        .parse()
-        .unwrap();
-    env.pf
-        .complete_task(task, "kermit", vars([("confirmed", false.into())]))
-        .await
-        .unwrap();
-    assert_eq!(work_off(&env, "chargeCard").await, 1);
+    let id = transaction_answered(&env, false).await;
     // the cancel end event compensates every completion in the transaction
     assert_eq!(work_off(&env, "undoChargeCard").await, 1);
     assert_eq!(work_off(&env, "undoBookHotel").await, 5);
@@ -125,21 +102,7 @@ async fn transaction_sub_process_test_simple_case_cancelled() {
 #[tokio::test]
 async fn transaction_sub_process_test_simple_case_successful() {
     let env = Env::new();
-    let id = transaction_until_the_customer_answers(&env).await;
-    let task: u64 = env
-        .pf
-        .reader()
-        .unwrap()
-        .tasks(&postfach::ops::TaskFilter::default())
-        .unwrap()[0]
-        .task
-        .parse()
-        .unwrap();
-    env.pf
-        .complete_task(task, "kermit", vars([("confirmed", true.into())]))
-        .await
-        .unwrap();
-    assert_eq!(work_off(&env, "chargeCard").await, 1);
+    let id = transaction_answered(&env, true).await;
     assert_eq!(env.waiting_at(id), ["afterSuccess"]);
     assert!(env.jobs().is_empty(), "nothing is undone");
 }
@@ -154,7 +117,7 @@ async fn receive_task_test_wait_state_behavior() {
     .await;
     let id = env.pf.start("receiveTask", no_vars(), None).await.unwrap();
     assert_eq!(env.waiting_at(id), ["waitState"]);
-    let t = token_at(&env, id, "waitState");
+    let t = env.token_at(id, "waitState");
     env.pf.trigger(id, t, no_vars()).await.unwrap();
     assert_eq!(env.state(id), "completed");
 }
@@ -239,20 +202,12 @@ async fn adhoc_sub_process_test_simple_completion_condition() {
         .start("simpleSubProcess", no_vars(), None)
         .await
         .unwrap();
-    let holder = token_at(&env, id, "adhocSubProcess");
+    let holder = env.token_at(id, "adhocSubProcess");
     env.pf
         .ad_hoc(id, holder, Some("subProcessTask"))
         .await
         .unwrap();
-    let task: u64 = env
-        .pf
-        .reader()
-        .unwrap()
-        .tasks(&postfach::ops::TaskFilter::default())
-        .unwrap()[0]
-        .task
-        .parse()
-        .unwrap();
+    let task = env.task_at("subProcessTask");
     env.pf
         .complete_task(task, "kermit", vars([("completed", true.into())]))
         .await

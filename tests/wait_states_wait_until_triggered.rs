@@ -24,15 +24,6 @@ const MODEL: &str = bpmn!(
 "#
 );
 
-fn token_at(env: &Env, id: u64, element: &str) -> u64 {
-    let v = env.pf.reader().unwrap().instance(id).unwrap().unwrap();
-    v.tokens
-        .iter()
-        .find(|t| t.element == element)
-        .unwrap()
-        .token
-}
-
 #[tokio::test]
 async fn a_wait_state_waits_until_a_caller_triggers_it() {
     let env = Env::new();
@@ -42,7 +33,7 @@ async fn a_wait_state_waits_until_a_caller_triggers_it() {
     let v = env.pf.reader().unwrap().instance(id).unwrap().unwrap();
     assert_eq!(v.tokens[0].waits_for, "to be triggered");
 
-    let t = token_at(&env, id, "freigabeAbwarten");
+    let t = env.token_at(id, "freigabeAbwarten");
     let left = env
         .pf
         .trigger(id, t, vars([("freigegeben", true.into())]))
@@ -60,10 +51,10 @@ async fn a_wait_state_waits_until_a_caller_triggers_it() {
     assert!(has(&env.history(id), "freigabeAbwarten", "triggered"));
 
     // the user task waits for a person, not for a trigger: refused, nothing moves
-    let t = token_at(&env, id, "pause");
+    let t = env.token_at(id, "pause");
     env.pf.trigger(id, t, no_vars()).await.unwrap();
     assert_eq!(env.waiting_at(id), ["pruefen"]);
-    let t = token_at(&env, id, "pruefen");
+    let t = env.token_at(id, "pruefen");
     let e = env.pf.trigger(id, t, no_vars()).await.unwrap_err();
     assert!(
         matches!(&e, Error::Engine(EngineError::NotTriggerable { element, .. }) if element == "pruefen"),

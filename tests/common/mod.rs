@@ -193,6 +193,37 @@ impl Env {
         jobs.len()
     }
 
+    /// The id of the (first) token of `instance` at `element`.
+    pub fn token_at(&self, instance: u64, element: &str) -> u64 {
+        let v = self
+            .pf
+            .reader()
+            .unwrap()
+            .instance(instance)
+            .unwrap()
+            .expect("instance exists");
+        v.tokens
+            .iter()
+            .find(|t| t.element == element)
+            .unwrap_or_else(|| panic!("no token at {element}: {:?}", v.tokens))
+            .token
+    }
+
+    /// The id of the open user task at `element`, when there is one.
+    pub fn task_at(&self, element: &str) -> u64 {
+        let tasks = self
+            .pf
+            .reader()
+            .unwrap()
+            .tasks(&postfach::ops::TaskFilter::default())
+            .unwrap();
+        let t = tasks
+            .iter()
+            .find(|t| t.element == element)
+            .unwrap_or_else(|| panic!("no open task at {element}: {tasks:?}"));
+        t.task.parse().expect("task ids are numbers")
+    }
+
     pub fn waiting_at(&self, instance: u64) -> Vec<String> {
         self.pf
             .reader()

@@ -4,6 +4,22 @@
 
 use super::*;
 
+impl Harness {
+    /// Seconds pass and due jobs run.
+    fn advance(&mut self, secs: u32) {
+        self.now += u64::from(secs) * 1000;
+        self.step(|e| e.run_continuations(100)).unwrap();
+    }
+
+    /// An operator cancels token `t` of `inst` (unknown tokens and ended
+    /// instances are refused, which is fine).
+    fn cancel(&mut self, inst: Option<&u64>, t: u8) {
+        if let Some(&inst) = inst {
+            let _ = self.step(|e| e.cancel_token(inst, u64::from(t)));
+        }
+    }
+}
+
 /// A transaction whose bookings can be compensated: `hotel` (a service task,
 /// twice by loopCardinality when `multi`) with a handler that waits as a job,
 /// and the subprocess `flug`, whose `sitz` has a handler that waits too.
@@ -150,15 +166,8 @@ proptest! {
                     };
                     h.step(|e| e.publish(&msg)).unwrap();
                 }
-                CompOp::Cancel(i, t) => {
-                    if let Some(&inst) = started.get(usize::from(i)) {
-                        let _ = h.step(|e| e.cancel_token(inst, u64::from(t)));
-                    }
-                }
-                CompOp::Advance(s) => {
-                    h.now += u64::from(s) * 1000;
-                    h.step(|e| e.run_continuations(100)).unwrap();
-                }
+                CompOp::Cancel(i, t) => h.cancel(started.get(usize::from(i)), t),
+                CompOp::Advance(s) => h.advance(s),
             }
             h.check_invariants();
             for &inst in &started {
@@ -326,15 +335,8 @@ proptest! {
                         let _ = h.step(|e| e.trigger(inst, t, &vars));
                     }
                 }
-                AdHocOp::Cancel(i, t) => {
-                    if let Some(&inst) = started.get(usize::from(i)) {
-                        let _ = h.step(|e| e.cancel_token(inst, u64::from(t)));
-                    }
-                }
-                AdHocOp::Advance(s) => {
-                    h.now += u64::from(s) * 1000;
-                    h.step(|e| e.run_continuations(100)).unwrap();
-                }
+                AdHocOp::Cancel(i, t) => h.cancel(started.get(usize::from(i)), t),
+                AdHocOp::Advance(s) => h.advance(s),
             }
             h.check_invariants();
             for &inst in &started {

@@ -239,3 +239,36 @@ async fn an_active_elements_collection_runs_what_it_names_and_completes_with_the
         v.incidents
     );
 }
+
+#[tokio::test]
+async fn repairs_place_tokens_in_the_open_ad_hoc_subprocess_and_leave_it_open() {
+    let env = Env::new();
+    env.deploy(&model("Parallel", false)).await;
+    let id = env.pf.start("klaerung", no_vars(), None).await.unwrap();
+    let holder = env.token_at(id, "klaeren");
+    // an operator adds a token at an activity inside: it runs in the ad-hoc scope
+    env.pf.add_token(id, "warten", false).await.unwrap();
+    assert_eq!(sorted(env.waiting_at(id)), ["klaeren", "warten"]);
+    let v = env.pf.reader().unwrap().instance(id).unwrap().unwrap();
+    let w = v.tokens.iter().find(|t| t.element == "warten").unwrap();
+    assert_eq!(w.scope, Some(holder));
+    // cancelling the last activity leaves the subprocess open for activations
+    env.pf.cancel_token(id, w.token).await.unwrap();
+    assert_eq!(env.waiting_at(id), ["klaeren"]);
+    env.pf.ad_hoc(id, holder, Some("rueckfrage")).await.unwrap();
+    env.pf.ad_hoc(id, holder, Some("pruefen")).await.unwrap();
+    // the condition holds while the user task still runs (not cancelled here):
+    // an operator cancels the task, and a caller completes what is left
+    env.complete_jobs("pruefen", vars([("fertig", true.into())]))
+        .await;
+    assert_eq!(sorted(env.waiting_at(id)), ["klaeren", "rueckfrage"]);
+    env.pf
+        .cancel_token(id, env.token_at(id, "rueckfrage"))
+        .await
+        .unwrap();
+    assert_eq!(env.waiting_at(id), ["klaeren"]);
+    let why = refused(env.pf.ad_hoc(id, holder, Some("notiz")).await.unwrap_err());
+    assert!(why.contains("holds no ad-hoc subprocess open"), "{why}");
+    let t = env.pf.ad_hoc(id, holder, None).await.unwrap();
+    assert_eq!(t.waiting_at, ["nachher"]);
+}

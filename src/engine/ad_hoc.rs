@@ -117,12 +117,13 @@ impl<'a, 't> Engine<'a, 't> {
                 why,
             })
         };
+        // once its condition held only completing it is left to do
+        let open = match activate {
+            Some(_) => wait == Some(Wait::AdHoc { completing: false }),
+            None => matches!(wait, Some(Wait::AdHoc { .. })),
+        };
         let sequential = match p.elements.get(idx).map(|e| &e.kind) {
-            Some(ElementKind::AdHoc { sequential, .. })
-                if wait == Some(Wait::AdHoc { completing: false }) =>
-            {
-                *sequential
-            }
+            Some(ElementKind::AdHoc { sequential, .. }) if open => *sequential,
             _ => {
                 let waits = wait.map_or_else(String::new, |w| w.describe());
                 return refuse(

@@ -110,7 +110,11 @@ impl<'a, 't> Engine<'a, 't> {
         let holders: Vec<u64> = rec
             .tokens
             .iter()
-            .filter(|t| t.element == sp_id && t.wait == Wait::Scope && !inside_moving(t.id))
+            .filter(|t| {
+                t.element == sp_id
+                    && matches!(t.wait, Wait::Scope | Wait::AdHoc { .. })
+                    && !inside_moving(t.id)
+            })
             .map(|t| t.id)
             .collect();
         if let [one] = holders[..] {
@@ -132,6 +136,11 @@ impl<'a, 't> Engine<'a, 't> {
             let Some(holder) = self.inst(inst).tokens.get(scope).cloned() else {
                 break;
             };
+            if matches!(holder.wait, Wait::AdHoc { .. }) {
+                // an ad-hoc subprocess may be empty: it waits for activations
+                // (or, its condition met, for a caller to complete it)
+                break;
+            }
             self.interrupt(inst, scope)?;
             self.history(inst, &holder.element, "scope_cancelled");
             scope = holder.scope;

@@ -419,3 +419,59 @@ async fn a_signal_start_starts_on_partition_0_only() {
         pf.close();
     }
 }
+
+/// Variables offered to conditional start events start instances on
+/// partition 0 (the gateway sends them there); another partition refuses,
+/// naming partition 0, and starts nothing.
+#[tokio::test]
+async fn conditional_starts_happen_on_partition_0_only() {
+    let model = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL" targetNamespace="t">
+  <process id="aufBedingung" isExecutable="true">
+    <startEvent id="los"><conditionalEventDefinition><condition>${betrag > 100}</condition></conditionalEventDefinition></startEvent>
+    <sequenceFlow id="a1" sourceRef="los" targetRef="pruefen"/>
+    <userTask id="pruefen"/>
+    <sequenceFlow id="a2" sourceRef="pruefen" targetRef="e"/>
+    <endEvent id="e"/>
+  </process>
+</definitions>"#;
+    let dir = tempfile::tempdir().unwrap();
+    let offered = || postfach::vars([("betrag", 500.into())]);
+    let p0 = open_as(&dir.path().join("c0.redb"), Some(part(0, 2))).unwrap();
+    p0.deploy("c.bpmn", model, Default::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        p0.start_by_conditions(None, offered()).await.unwrap().len(),
+        1
+    );
+    p0.close();
+    let p1 = open_as(&dir.path().join("c1.redb"), Some(part(1, 2))).unwrap();
+    p1.deploy("c.bpmn", model, Default::default())
+        .await
+        .unwrap();
+    let e = p1.start_by_conditions(None, offered()).await.unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::Engine(EngineError::OtherPartition {
+                owner: 0,
+                here: 1,
+                ..
+            })
+        ),
+        "{e:?}"
+    );
+    assert!(
+        e.to_string()
+            .contains("a conditional start belongs to partition 0 of 2; this is partition 1"),
+        "{e}"
+    );
+    assert!(
+        p1.reader()
+            .unwrap()
+            .instances(&Default::default())
+            .unwrap()
+            .is_empty()
+    );
+    p1.close();
+}

@@ -36,16 +36,23 @@ impl<'a, 't> Engine<'a, 't> {
     /// (only to `process`, when given): an instance of the latest version
     /// starts at each conditional start event whose condition holds over
     /// them (a failed evaluation does not hold), with them as its variables;
-    /// in a cluster on partition 0 only, as signal and timer starts. Returns
-    /// the instances started, in the order of the processes' ids.
+    /// in a cluster on partition 0 only, as signal and timer starts (another
+    /// partition refuses, naming partition 0, before anything is written).
+    /// Returns the instances started, in the order of the processes' ids.
     pub fn start_by_conditions(&mut self, process: Option<&str>, vars: &Vars) -> R<Vec<u64>> {
+        let part = self.cfg.partition;
+        if part.index() != 0 {
+            return Err(EngineError::OtherPartition {
+                what: "a conditional start".into(),
+                owner: 0,
+                here: part.index(),
+                count: part.count(),
+            });
+        }
         if let Some(p) = process
             && self.t.latest_version(p)? == 0
         {
             return Err(EngineError::UnknownProcess(p.to_string()));
-        }
-        if self.cfg.partition.index() != 0 {
-            return Ok(Vec::new());
         }
         let mut started = Vec::new();
         for (id, version) in self.t.latest_versions()? {

@@ -675,6 +675,15 @@ mod tests {
         );
         assert_eq!(cli_route(&s(&["deploy", "f.bpmn"])), CliRoute::Everywhere);
         assert_eq!(cli_route(&s(&["start", "p"])), CliRoute::Start);
+        assert_eq!(
+            cli_route(&s(&["ad-hoc", "21", "klaeren", "--complete"])),
+            CliRoute::Id(21)
+        );
+        // conditional starts happen on partition 0
+        assert_eq!(
+            cli_route(&s(&["conditions", "--var", "betrag=5"])),
+            CliRoute::Id(0)
+        );
         assert_eq!(cli_route(&s(&["instances"])), CliRoute::Gather);
         assert_eq!(cli_route(&s(&["statistics", "p"])), CliRoute::Statistics);
         assert_eq!(cli_route(&s(&["requeue", "m-1"])), CliRoute::Find);

@@ -215,7 +215,23 @@ function waitsFor(t, tokens, instance) {
   return h('td', {}, 'called ', instanceLink(child[1]), ' to end', placeOf(t, tokens));
 }
 
-function tokenRow(id, t, tokens) {
+/** Running an ad-hoc subprocess: activate one of its activities, or complete it. */
+function adHocControls(id, a) {
+  if (!a) return [];
+  const pick = h('select', { class: 'activate-what' },
+    ...a.activatable.map((e) => h('option', { value: e }, e)));
+  const path = `/instances/${id}/tokens/${a.token}`;
+  return [h('div', { class: 'ad-hoc' },
+    ...(a.activatable.length
+      ? [pick, ' ', h('button', {
+        class: 'activate',
+        onclick: () => pick.value && repair(`${path}/activate`, { element: pick.value }),
+      }, 'Activate'), ' ']
+      : []),
+    h('button', { class: 'complete-ad-hoc', onclick: () => repair(`${path}/complete`, {}) }, 'Complete'))];
+}
+
+function tokenRow(id, t, tokens, adHoc) {
   const target = elementSelect('move-to');
   return h('tr', { dataset: { token: t.token, element: t.element } },
     cell(t.token, 'num'),
@@ -228,7 +244,8 @@ function tokenRow(id, t, tokens) {
       h('button', {
         class: 'move-token',
         onclick: () => target.value && repair(`/instances/${id}/tokens/${t.token}/move`, { element: target.value }),
-      }, 'Move')));
+      }, 'Move'),
+      ...adHocControls(id, (adHoc || []).find((a) => a.token === t.token))));
 }
 
 function jobRow(j) {
@@ -290,7 +307,7 @@ export async function renderInstance(forced) {
   markers(viewer, d);
 
   const shown = at ? within(d.tokens, at) : d.tokens;
-  fill('tokens', shown.map((t) => tokenRow(d.instance, t, d.tokens)));
+  fill('tokens', shown.map((t) => tokenRow(d.instance, t, d.tokens, d.ad_hoc)));
   $('token-focus').replaceChildren(...(at
     ? [`Tokens at ${at} and inside it: ${shown.length} of ${d.tokens.length}. `,
       h('a', { href: detailHash(d.instance), class: 'all-tokens' }, 'Show all')]

@@ -34,6 +34,7 @@ mod console_claims_and_completes_user_tasks;
 mod console_links_a_call_activity_to_its_child;
 mod console_links_an_element_to_what_runs_inside_it;
 mod console_repairs_the_demo_order_in_the_browser;
+mod console_runs_an_ad_hoc_subprocess;
 mod console_shows_inner_instances_with_their_items;
 mod console_shows_the_cluster_and_the_partitions_it_misses;
 mod console_shows_the_diagram_with_its_waiting_orders;

@@ -71,6 +71,20 @@ pub struct InstanceDetail {
     /// Completed activities a compensation throw would still undo, in order
     /// of completion (what was compensated is in the history).
     pub compensable: Vec<CompensableView>,
+    /// The ad-hoc subprocesses its tokens hold, with what can be activated.
+    pub ad_hoc: Vec<AdHocView>,
+}
+
+/// An ad-hoc subprocess a token holds.
+#[derive(Debug, Clone, Serialize)]
+pub struct AdHocView {
+    /// The token holding it.
+    pub token: u64,
+    /// The subprocess.
+    pub element: String,
+    /// Its activities a caller may activate now (none once its completion
+    /// condition held: then it may only be completed).
+    pub activatable: Vec<String>,
 }
 
 /// A completed activity that can still be compensated.
@@ -286,6 +300,30 @@ impl Reader {
                 .messages_of_instance(id)?
                 .iter()
                 .map(message_view)
+                .collect(),
+            ad_hoc: rec
+                .tokens
+                .iter()
+                .filter_map(|t| {
+                    let Wait::AdHoc { completing } = t.wait else {
+                        return None;
+                    };
+                    let m = model.as_ref()?;
+                    let idx = m.index_of(&t.element)?;
+                    let activatable = if completing {
+                        Vec::new()
+                    } else {
+                        m.ad_hoc_enabled(idx)
+                            .into_iter()
+                            .map(|a| m.at(a).id.clone())
+                            .collect()
+                    };
+                    Some(AdHocView {
+                        token: t.id,
+                        element: t.element.clone(),
+                        activatable,
+                    })
+                })
                 .collect(),
             compensable: self
                 .snap

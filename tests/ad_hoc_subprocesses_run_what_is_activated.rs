@@ -272,3 +272,43 @@ async fn repairs_place_tokens_in_the_open_ad_hoc_subprocess_and_leave_it_open() 
     let t = env.pf.ad_hoc(id, holder, None).await.unwrap();
     assert_eq!(t.waiting_at, ["nachher"]);
 }
+
+const ANTWORT: &str = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL" xmlns:postfach="https://postfach.dev/bpmn">
+  <message id="m" name="Antwort" postfach:correlationKey="fall"/>
+  <process id="nachfrage" isExecutable="true">
+    <startEvent id="s"/>
+    <sequenceFlow id="f1" sourceRef="s" targetRef="klaeren"/>
+    <adHocSubProcess id="klaeren">
+      <receiveTask id="antwort" messageRef="m"/>
+      <completionCondition>${true}</completionCondition>
+    </adHocSubProcess>
+    <sequenceFlow id="f2" sourceRef="klaeren" targetRef="e"/>
+    <endEvent id="e"/>
+  </process>
+</definitions>"#;
+
+#[tokio::test]
+async fn a_message_for_an_activity_not_activated_yet_waits_in_the_buffer() {
+    let env = Env::new();
+    env.deploy(ANTWORT).await;
+    let id = env
+        .pf
+        .start("nachfrage", vars([("fall", "F-1".into())]), None)
+        .await
+        .unwrap();
+    let early = env
+        .pf
+        .publish(postfach::Publish {
+            name: "Antwort".into(),
+            key: "F-1".into(),
+            message_id: Some("a-1".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(early.outcome, postfach::Outcome::Buffered, "{early:?}");
+    let holder = env.token_at(id, "klaeren");
+    env.pf.ad_hoc(id, holder, Some("antwort")).await.unwrap();
+    // the activated receive task took the buffered message at once
+    assert_eq!(env.state(id), "completed");
+}

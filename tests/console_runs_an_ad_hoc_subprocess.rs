@@ -82,8 +82,5 @@ fn an_operator_activates_and_completes_an_ad_hoc_subprocess_in_the_browser() {
     });
     let errors = b.errors();
     // the refused completion is the API's 409, which the browser logs
-    assert!(
-        errors.iter().all(|e| e.contains("409")),
-        "{errors:?}"
-    );
+    assert!(errors.iter().all(|e| e.contains("409")), "{errors:?}");
 }

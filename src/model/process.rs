@@ -154,6 +154,15 @@ impl Process {
                 Some(ElementKind::EventSubProcess { .. })
             )
         });
+        // an ad-hoc subprocess may run any of its activities without incoming flows
+        let ad_hoc: &[usize] = match &el.kind {
+            ElementKind::AdHoc { children, .. } => children,
+            _ => &[],
+        };
+        let activatable = ad_hoc
+            .iter()
+            .copied()
+            .filter(move |&c| self.elements.get(c).is_some_and(|e| e.incoming.is_empty()));
         // the first enclosing subprocess that has outgoing flows
         let mut exit = None;
         if el.outgoing.is_empty() {
@@ -181,6 +190,7 @@ impl Process {
             .chain(el.boundaries.iter().copied())
             .chain(start)
             .chain(listeners)
+            .chain(activatable)
             .chain(exit.into_iter().flat_map(flows_of))
             .filter(move |&t| t < n)
     }

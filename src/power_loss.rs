@@ -344,3 +344,64 @@ fn a_cut_before_anything_was_synced_leaves_a_database_that_opens() {
         );
     }
 }
+
+/// The engine's state is a function of its log: a FEEL expression that reads
+/// `now()` is evaluated again when the log is replayed after a power cut, and
+/// must come to what it came to before — the instant of the batch that ran
+/// it, not the clock at replay.
+#[cfg(feature = "feel")]
+#[test]
+fn a_feel_expression_reading_the_clock_replays_to_the_same_value() {
+    const MODEL: &str = r#"<bpmn:definitions xmlns:bpmn="http://www.omg.org/spec/BPMN/20100524/MODEL" xmlns:zeebe="http://camunda.org/schema/zeebe/1.0">
+  <bpmn:process id="stamp" isExecutable="true">
+    <bpmn:startEvent id="s"/>
+    <bpmn:sequenceFlow id="f0" sourceRef="s" targetRef="when"/>
+    <bpmn:scriptTask id="when">
+      <bpmn:extensionElements><zeebe:script expression="=string(now()) + &quot; &quot; + string(day of week(today()))" resultVariable="at"/></bpmn:extensionElements>
+    </bpmn:scriptTask>
+    <bpmn:sequenceFlow id="f1" sourceRef="when" targetRef="route"/>
+    <bpmn:exclusiveGateway id="route"/>
+    <bpmn:sequenceFlow id="weekday" sourceRef="route" targetRef="book"><bpmn:conditionExpression>=not(day of week(today()) in ("Saturday", "Sunday"))</bpmn:conditionExpression></bpmn:sequenceFlow>
+    <bpmn:sequenceFlow id="weekend" sourceRef="route" targetRef="later"><bpmn:conditionExpression>=day of week(today()) in ("Saturday", "Sunday")</bpmn:conditionExpression></bpmn:sequenceFlow>
+    <bpmn:receiveTask id="book"/>
+    <bpmn:receiveTask id="later"/>
+  </bpmn:process>
+</bpmn:definitions>"#;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    rt.block_on(async {
+        let disk = Disk::new(None);
+        // 2026-01-01, a Thursday; no checkpoint after open
+        let pf = Postfach::open_sim(&disk, options(false)).expect("opens");
+        pf.deploy("stamp.bpmn", MODEL, BTreeMap::new())
+            .await
+            .expect("deploys");
+        let id = pf
+            .start("stamp", crate::Vars::new(), None)
+            .await
+            .expect("starts");
+        let before = pf.reader().unwrap().instance(id).unwrap().unwrap();
+        assert_eq!(before.variables["at"], "2026-01-01T00:00:00Z Thursday");
+        assert_eq!(before.waiting_at, ["book"]);
+        // the power goes: only the synced log holds the start
+        let files = disk.after_power_cut(&BTreeMap::new());
+        drop(pf);
+        let disk = Disk::from_files(files, None);
+        // opened again on a Saturday
+        let later = Options {
+            clock: ManualClock::new(1_767_225_600_000 + 2 * 86_400_000),
+            ..options(false)
+        };
+        let pf = Postfach::open_sim(&disk, later).expect("opens after the cut");
+        assert!(
+            pf.recovery().replayed_batches > 0,
+            "the start came from the log"
+        );
+        let after = pf.reader().unwrap().instance(id).unwrap().unwrap();
+        assert_eq!(after.variables["at"], before.variables["at"]);
+        assert_eq!(after.waiting_at, before.waiting_at);
+        pf.close();
+    });
+}

@@ -142,7 +142,7 @@ fn modeler_files_deploy_and_non_executable_parts_are_ignored() {
     let f2 = p.flows.iter().find(|f| f.id == "f2").unwrap();
     let vars = postfach::vars([("betrag", 150.into())]);
     assert!(
-        postfach::model::eval_bool(f2.condition.as_ref().unwrap(), &vars).unwrap(),
+        postfach::model::eval_bool(f2.condition.as_ref().unwrap(), &vars, 0).unwrap(),
         "&gt; is decoded"
     );
 }

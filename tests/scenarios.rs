@@ -47,6 +47,7 @@ mod errors_and_escalations_reach_the_subprocess_around_them;
 mod event_subprocesses_interrupt_or_run_beside;
 mod executor_runs_jobs_as_they_are_committed;
 mod external_workers_over_the_command_line;
+mod feel_expressions_run_where_zeebe_writes_them;
 mod gateways_route_as_the_diagram_reads;
 mod hostile_inputs_are_bounded_and_refused;
 mod http_api_serves_operators;

@@ -33,7 +33,7 @@ impl<'a, 't> Engine<'a, 't> {
             return Ok(());
         };
         let vars = self.vars_named(inst, holder, crate::store::names_of(expr))?;
-        let ids: Result<Vec<String>, String> = match model::eval_value(expr, &vars) {
+        let ids: Result<Vec<String>, String> = match model::eval_value(expr, &vars, self.now) {
             Ok(Value::Array(items)) => items
                 .into_iter()
                 .map(|v| match v {
@@ -199,7 +199,7 @@ impl<'a, 't> Engine<'a, 't> {
         let holds = match completion {
             Some(c) => {
                 let vars = self.vars_named(inst, holder, crate::store::names_of(c))?;
-                match model::eval_bool(c, &vars) {
+                match model::eval_bool(c, &vars, self.now) {
                     Ok(h) => h,
                     Err(e) => {
                         // said in the history; it does not hold

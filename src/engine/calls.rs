@@ -27,11 +27,11 @@ impl<'a, 't> Engine<'a, 't> {
             return Ok(());
         };
         let parent_vars = self.vars_all(inst, token)?;
-        let process = &match called_process(process, &parent_vars) {
+        let process = &match called_process(process, &parent_vars, self.now) {
             Ok(process) => process,
             Err(why) => {
                 let error = format!(
-                    "the process to call is read from a variable, and {why}: set it to the id of a deployed process, then move this token here again"
+                    "the process to call is read from a variable or expression, and {why}: set it to the id of a deployed process, then move this token here again"
                 );
                 self.incident(inst, token, &el.id, error);
                 return Ok(());
@@ -64,8 +64,20 @@ impl<'a, 't> Engine<'a, 't> {
             self.incident(inst, token, &el.id, error);
             return Ok(());
         };
-        let mut vars = inputs.apply(&parent_vars);
-        vars.extend(model::mapped(&el.extras.inputs, &parent_vars));
+        let vars = inputs.apply(&parent_vars, self.now).and_then(|mut vars| {
+            vars.extend(model::mapped(&el.extras.inputs, &parent_vars, self.now)?);
+            Ok(vars)
+        });
+        let vars = match vars {
+            Ok(vars) => vars,
+            Err(e) => {
+                let error = format!(
+                    "input {e}: fix the variables it reads, then move this token here again"
+                );
+                self.incident(inst, token, &el.id, error);
+                return Ok(());
+            }
+        };
         let business_key = self.inst(inst).business_key.clone();
         let child = self.create_instance(def, version, vars, business_key, start)?;
         self.inst(child).called_by = Some((inst, token));
@@ -107,7 +119,16 @@ impl<'a, 't> Engine<'a, 't> {
         let result = match &el.kind {
             ElementKind::CallActivity { outputs, .. } => {
                 self.fill_vars(child)?;
-                outputs.apply(&self.inst(child).variables.clone())
+                match outputs.apply(&self.inst(child).variables.clone(), self.now) {
+                    Ok(vars) => vars,
+                    Err(e) => {
+                        let error = format!(
+                            "output {e} (from called instance {child}): fix the variables it reads, then move this token here again"
+                        );
+                        self.incident(parent, token, &el.id, error);
+                        return Ok(());
+                    }
+                }
             }
             _ => Vars::new(),
         };
@@ -120,12 +141,13 @@ impl<'a, 't> Engine<'a, 't> {
             },
         );
         self.history(parent, &el.id, &format!("child_completed {child}"));
-        self.complete_with(parent, token, idx, &result)?;
-        self.queue.push_back(Step::Leave {
-            inst: parent,
-            token,
-            element: idx,
-        });
+        if self.complete_with(parent, token, idx, &result)? {
+            self.queue.push_back(Step::Leave {
+                inst: parent,
+                token,
+                element: idx,
+            });
+        }
         Ok(())
     }
 
@@ -158,10 +180,22 @@ impl<'a, 't> Engine<'a, 't> {
 /// The process a call activity calls: its own id, or the string value of the
 /// variable (or path) its expression names (`=PATH`, see
 /// [`model::called_process_variable`]); `Err` says why there is none.
-fn called_process(process: &str, vars: &Vars) -> Result<String, String> {
+fn called_process(process: &str, vars: &Vars, now: crate::clock::Millis) -> Result<String, String> {
     let Some(path) = model::called_process_variable(process) else {
         return Ok(process.to_string());
     };
+    if !model::is_path(path) {
+        // FEEL (deploy parsed it)
+        return match model::feel::eval_text(path, vars, now)? {
+            serde_json::Value::String(id) => crate::limits::check_name(path, id.trim())
+                .map(str::to_string)
+                .map_err(|e| format!("expression {e}")),
+            other => Err(format!(
+                "expression '{path}' is {}, not the id of a process",
+                model::expr::quoted(&other)
+            )),
+        };
+    }
     match model::path_value(path, vars) {
         Some(serde_json::Value::String(id)) => crate::limits::check_name(path, id.trim())
             .map(str::to_string)

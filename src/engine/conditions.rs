@@ -60,6 +60,7 @@ impl<'a, 't> Engine<'a, 't> {
                 continue;
             }
             let def = self.def(&id, version)?;
+            let now = self.now;
             let starts: Vec<usize> = def
                 .elements
                 .iter()
@@ -67,7 +68,7 @@ impl<'a, 't> Engine<'a, 't> {
                 .filter(|(i, e)| {
                     def.parent_of(*i).is_none()
                         && matches!(&e.kind, ElementKind::ConditionalStart { condition }
-                            if model::eval_bool(condition, vars).unwrap_or(false))
+                            if model::eval_bool(condition, vars, now).unwrap_or(false))
                 })
                 .map(|(i, _)| i)
                 .collect();
@@ -88,7 +89,7 @@ impl<'a, 't> Engine<'a, 't> {
     /// Whether `condition` holds for `token` (a failed evaluation does not).
     pub(super) fn holds(&mut self, inst: u64, token: u64, condition: &model::Expr) -> R<bool> {
         let vars = self.vars_named(inst, token, crate::store::names_of(condition))?;
-        Ok(model::eval_bool(condition, &vars).unwrap_or(false))
+        Ok(model::eval_bool(condition, &vars, self.now).unwrap_or(false))
     }
 
     /// Asks the conditions of every instance that is due; fires those that

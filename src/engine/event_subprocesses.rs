@@ -171,8 +171,9 @@ impl<'a, 't> Engine<'a, 't> {
         }
         let occurrence = self.new_token(inst, &el.id, scope);
         self.history(inst, &el.id, event);
-        self.complete_with(inst, occurrence, idx, vars)?;
-        self.enter_scope(inst, occurrence, idx, *start);
+        if self.complete_with(inst, occurrence, idx, vars)? {
+            self.enter_scope(inst, occurrence, idx, *start);
+        }
         Ok(el.id.clone())
     }
 

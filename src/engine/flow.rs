@@ -381,12 +381,17 @@ impl<'a, 't> Engine<'a, 't> {
             ElementKind::Escalation { .. } => self.escalate(inst, token, idx)?,
             ElementKind::SubProcess { start, .. } => self.enter_scope(inst, token, idx, *start),
             ElementKind::AdHoc { .. } => self.enter_ad_hoc(inst, token, idx)?,
+            ElementKind::Script {
+                expression,
+                result_variable,
+            } => self.run_script(inst, token, idx, expression, result_variable)?,
             // a token placed here listens for the event that starts it
             ElementKind::EventSubProcess { .. } => self.arm_listener(inst, token, idx)?,
             ElementKind::CallActivity { .. } => self.call(inst, token, idx)?,
             ElementKind::UserTask { spec } => {
-                let task = self.open_user_task(inst, token, idx, spec)?;
-                self.set_token(inst, token, &el.id, Wait::Task { task });
+                if let Some(task) = self.open_user_task(inst, token, idx, spec)? {
+                    self.set_token(inst, token, &el.id, Wait::Task { task });
+                }
             }
             // a script or rule task waits for the worker that evaluates it
             ElementKind::ServiceTask { topic } | ElementKind::Delegated { topic, .. } => {
@@ -448,15 +453,16 @@ impl<'a, 't> Engine<'a, 't> {
             | ElementKind::ExclusiveGateway { .. }
             | ElementKind::InclusiveGateway { .. }
             | ElementKind::ParallelGateway => {
-                if !el.extras.outputs.is_empty() {
-                    // no result arrives here: output mappings read the variables and inputs
-                    self.complete_with(inst, token, idx, &Vars::new())?;
+                // no result arrives here: output mappings read the variables and inputs
+                if el.extras.outputs.is_empty()
+                    || self.complete_with(inst, token, idx, &Vars::new())?
+                {
+                    self.queue.push_back(Step::Leave {
+                        inst,
+                        token,
+                        element: idx,
+                    });
                 }
-                self.queue.push_back(Step::Leave {
-                    inst,
-                    token,
-                    element: idx,
-                });
             }
         }
         Ok(())
@@ -530,11 +536,13 @@ impl<'a, 't> Engine<'a, 't> {
             |d: Option<usize>| el.outgoing.iter().copied().filter(move |f| Some(*f) != d);
         let taken = match &el.kind {
             ElementKind::ExclusiveGateway { default } => {
-                holding(&p, not_default(*default), &vars, true).map(|c| or_default(c, default))
+                holding(&p, not_default(*default), &vars, true, self.now)
+                    .map(|c| or_default(c, default))
             }
             ElementKind::ParallelGateway => Ok(el.outgoing.clone()),
             ElementKind::InclusiveGateway { default } => {
-                holding(&p, not_default(*default), &vars, false).map(|c| or_default(c, default))
+                holding(&p, not_default(*default), &vars, false, self.now)
+                    .map(|c| or_default(c, default))
             }
             // every other element leaves by all its flows whose condition holds
             ElementKind::NoneStart
@@ -568,7 +576,10 @@ impl<'a, 't> Engine<'a, 't> {
             | ElementKind::Compensate { .. }
             | ElementKind::CancelEnd { .. }
             | ElementKind::AdHoc { .. }
-            | ElementKind::Task { .. } => holding(&p, el.outgoing.iter().copied(), &vars, false),
+            | ElementKind::Script { .. }
+            | ElementKind::Task { .. } => {
+                holding(&p, el.outgoing.iter().copied(), &vars, false, self.now)
+            }
         };
         let chosen = match taken {
             Ok(c) => c,
@@ -823,12 +834,13 @@ fn holding(
     flows: impl IntoIterator<Item = usize>,
     vars: &Vars,
     first_only: bool,
+    now: crate::clock::Millis,
 ) -> Result<Vec<usize>, String> {
     let mut out = Vec::new();
     for f in flows {
         let holds = match &p.flows[f].condition {
             None => true,
-            Some(c) => model::eval_bool(c, vars)
+            Some(c) => model::eval_bool(c, vars, now)
                 .map_err(|e| format!("condition of flow '{}': {e}", p.flows[f].id))?,
         };
         if holds {

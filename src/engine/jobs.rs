@@ -143,6 +143,7 @@ impl<'a, 't> Engine<'a, 't> {
                     _ => self.t.fill_variables(job.instance, &mut i.variables)?,
                 }
             }
+            let mut failed = None;
             let (variables, work) = match &read[&job.instance] {
                 Some((i, p)) => {
                     let el = p.element(&job.element);
@@ -156,8 +157,10 @@ impl<'a, 't> Engine<'a, 't> {
                         (fetch, inputs) => {
                             let mut all = i.view(job.token).into_owned();
                             if let Some(m) = inputs {
-                                let mapped = model::mapped(m, &all);
-                                all.extend(mapped);
+                                match model::mapped(m, &all, self.now) {
+                                    Ok(mapped) => all.extend(mapped),
+                                    Err(e) => failed = Some(e),
+                                }
                             }
                             if let Some(names) = fetch {
                                 all.retain(|k, _| names.contains(k));
@@ -169,6 +172,18 @@ impl<'a, 't> Engine<'a, 't> {
                 }
                 None => (Vars::new(), None),
             };
+            if let Some(e) = failed {
+                // its worker would get wrong inputs: the job stops at an
+                // incident naming the mapping (retried once it is fixed)
+                let error = format!("input {e}");
+                job.attempt_failed(self.now, error.clone());
+                job.state = JobState::Incident;
+                job.lease = None;
+                self.t.put_job(&job)?;
+                self.history(job.instance, &job.element, "incident");
+                tracing::warn!(job = id, element = %job.element, error, "job input mapping failed");
+                continue;
+            }
             out.push(LockedJob {
                 task: JobContext {
                     job: id,
@@ -223,14 +238,15 @@ impl<'a, 't> Engine<'a, 't> {
                 process: p.id.clone(),
                 element: job.element.clone(),
             })?;
-        self.complete_with(job.instance, job.token, idx, vars)?;
         self.history(job.instance, &job.element, "job_completed");
         self.t.bump(Counter::JobAttemptsCompleted, 1)?;
-        self.queue.push_back(Step::Leave {
-            inst: job.instance,
-            token: job.token,
-            element: idx,
-        });
+        if self.complete_with(job.instance, job.token, idx, vars)? {
+            self.queue.push_back(Step::Leave {
+                inst: job.instance,
+                token: job.token,
+                element: idx,
+            });
+        }
         self.run()
     }
 
@@ -559,6 +575,7 @@ impl<'a, 't> Engine<'a, 't> {
             | ElementKind::TimerStart { .. }
             | ElementKind::ConditionalStart { .. }
             | ElementKind::AdHoc { .. }
+            | ElementKind::Script { .. }
             | ElementKind::UserTask { .. }
             | ElementKind::InclusiveGateway { .. }
             | ElementKind::TerminateEnd

@@ -570,12 +570,13 @@ impl<'a, 't> Engine<'a, 't> {
             self.cancel_wait(inst, token)?;
             let element = self.proc_of(inst).at(idx).id.clone();
             self.history(inst, &element, "signal_received");
-            self.complete_with(inst, token, idx, vars)?;
-            self.queue.push_back(Step::Leave {
-                inst,
-                token,
-                element: idx,
-            });
+            if self.complete_with(inst, token, idx, vars)? {
+                self.queue.push_back(Step::Leave {
+                    inst,
+                    token,
+                    element: idx,
+                });
+            }
         }
         Ok(subs.len() + started)
     }

@@ -38,6 +38,7 @@ mod parked_events;
 pub use parked_events::{EVENT_ID_PREFIX, ParkedEvent};
 mod repair;
 mod retention;
+mod scripts;
 mod tasks;
 #[cfg(test)]
 mod tests;
@@ -861,21 +862,36 @@ impl<'a, 't> Engine<'a, 't> {
     /// An element's result arrives (a job's, a user task's, a message's or a
     /// signal's variables). With output mappings only the mapped values reach
     /// the instance, computed from its variables, the element's inputs and the
-    /// result; without them the result is merged as it is.
-    fn complete_with(&mut self, inst: u64, token: u64, idx: usize, vars: &Vars) -> R<()> {
+    /// result; without them the result is merged as it is. `false` when a
+    /// mapping's FEEL expression fails: the token stops at an incident
+    /// naming it instead of moving on.
+    fn complete_with(&mut self, inst: u64, token: u64, idx: usize, vars: &Vars) -> R<bool> {
         let p = self.proc_of(inst);
-        let x = &p.at(idx).extras;
+        let el = p.at(idx);
+        let x = &el.extras;
         if x.outputs.is_empty() {
             self.merge_vars(inst, token, vars);
-            return Ok(());
+            return Ok(true);
         }
         let mut local = self.vars_all(inst, token)?;
-        let inputs = model::mapped(&x.inputs, &local);
-        local.extend(inputs);
-        local.extend(vars.clone());
-        let out = model::mapped(&x.outputs, &local);
-        self.merge_vars(inst, token, &out);
-        Ok(())
+        let out = model::mapped(&x.inputs, &local, self.now).and_then(|inputs| {
+            local.extend(inputs);
+            local.extend(vars.clone());
+            model::mapped(&x.outputs, &local, self.now)
+        });
+        match out {
+            Ok(out) => {
+                self.merge_vars(inst, token, &out);
+                Ok(true)
+            }
+            Err(e) => {
+                let error = format!(
+                    "output {e}: fix the variables it reads, then move this token here again"
+                );
+                self.incident(inst, token, &el.id, error);
+                Ok(false)
+            }
+        }
     }
 
     /// Sets `vars` as `token` writes them: a variable local to a scope

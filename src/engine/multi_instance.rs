@@ -31,7 +31,7 @@ impl<'a, 't> Engine<'a, 't> {
         let limit = self.cfg.multi_instance_items;
         let items = {
             let vars = self.vars_all(inst, token)?;
-            items_of(mi, &vars, limit)
+            items_of(mi, &vars, limit, self.now)
         };
         let (count, items) = match items {
             Ok(found) => found,
@@ -135,10 +135,11 @@ impl<'a, 't> Engine<'a, 't> {
         };
         // only what the index, the output element and the completion
         // condition name is read: not the collection the items came from
-        let mut names: Vec<&str> = vec![mi.index_variable.as_str()];
+        let mut names: Vec<&str> = vec![mi.index_variable.as_str(), "nrOfInstances"];
         names.extend(mi.output_element.iter().flat_map(crate::store::names_of));
         names.extend(mi.completion.iter().flat_map(crate::store::names_of));
         let mut vars = self.vars_named(inst, inner, names)?;
+        let now = self.now;
         let index = vars
             .get(&mi.index_variable)
             .and_then(Value::as_u64)
@@ -146,13 +147,23 @@ impl<'a, 't> Engine<'a, 't> {
         let output = mi
             .output_element
             .as_ref()
-            .map(|e| model::eval_value(e, &vars));
+            .map(|e| model::eval_value(e, &vars, now));
         // the counters as they will be once this inner instance is done
         let completed = self.body_counts(inst, body).1 + 1;
         let active = self.inner_count(inst, body)?.saturating_sub(1);
         vars.insert("nrOfCompletedInstances".into(), completed.into());
         vars.insert("nrOfActiveInstances".into(), active.into());
-        let done_early = match mi.completion.as_ref().map(|c| model::eval_bool(c, &vars)) {
+        // the same counts under Zeebe's names
+        vars.insert("numberOfCompletedInstances".into(), completed.into());
+        vars.insert("numberOfActiveInstances".into(), active.into());
+        if let Some(n) = vars.get("nrOfInstances").cloned() {
+            vars.insert("numberOfInstances".into(), n);
+        }
+        let done_early = match mi
+            .completion
+            .as_ref()
+            .map(|c| model::eval_bool(c, &vars, now))
+        {
             None => false,
             Some(Ok(holds)) => holds,
             Some(Err(e)) => {
@@ -272,7 +283,12 @@ impl<'a, 't> Engine<'a, 't> {
 
 /// The number of inner instances and their items (as JSON text; none for
 /// loopCardinality), or what is wrong with the collection or cardinality.
-fn items_of(mi: &MultiInstance, vars: &Vars, limit: u32) -> Result<(u32, Vec<String>), String> {
+fn items_of(
+    mi: &MultiInstance,
+    vars: &Vars,
+    limit: u32,
+    now: crate::clock::Millis,
+) -> Result<(u32, Vec<String>), String> {
     let count_ok = |n: usize, what: &str| {
         u32::try_from(n)
             .ok()
@@ -284,7 +300,7 @@ fn items_of(mi: &MultiInstance, vars: &Vars, limit: u32) -> Result<(u32, Vec<Str
             })
     };
     match &mi.over {
-        LoopOver::Collection(e) => match model::eval_value(e, vars) {
+        LoopOver::Collection(e) => match model::eval_value(e, vars, now) {
             Ok(Value::Array(items)) => {
                 let count = count_ok(items.len(), "collection")?;
                 Ok((count, items.iter().map(Value::to_string).collect()))
@@ -295,7 +311,7 @@ fn items_of(mi: &MultiInstance, vars: &Vars, limit: u32) -> Result<(u32, Vec<Str
             )),
             Err(e) => Err(format!("collection: {e}")),
         },
-        LoopOver::Cardinality(e) => match model::eval_value(e, vars) {
+        LoopOver::Cardinality(e) => match model::eval_value(e, vars, now) {
             Ok(v) => {
                 let n = v
                     .as_u64()

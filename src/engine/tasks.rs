@@ -61,20 +61,46 @@ fn list(raw: Option<String>) -> Vec<String> {
 
 impl<'a, 't> Engine<'a, 't> {
     /// Opens the task record of a token arriving at a user task; attributes
-    /// are resolved against the instance's variables now.
+    /// are resolved against the instance's variables now. `None` when an
+    /// input mapping or an attribute's FEEL expression fails: the token
+    /// stops at an incident naming it.
     pub(super) fn open_user_task(
         &mut self,
         inst: u64,
         token: u64,
         idx: usize,
         spec: &UserTaskSpec,
-    ) -> R<u64> {
+    ) -> R<Option<u64>> {
         let p = self.proc_of(inst);
         let el = p.at(idx);
         let mut vars = self.vars_all(inst, token)?;
-        let inputs = model::mapped(&el.extras.inputs, &vars);
-        vars.extend(inputs);
-        let r = |raw: &Option<String>| UserTaskSpec::resolve(raw.as_deref(), &vars);
+        let now = self.now;
+        let attributes = model::mapped(&el.extras.inputs, &vars, now).and_then(|inputs| {
+            vars.extend(inputs);
+            let r = |what: &str, raw: &Option<String>| {
+                UserTaskSpec::resolve(raw.as_deref(), &vars, now)
+                    .map_err(|e| format!("{what}: {e}"))
+            };
+            Ok([
+                r("assignee", &spec.assignee)?,
+                r("candidateUsers", &spec.candidate_users)?,
+                r("candidateGroups", &spec.candidate_groups)?,
+                r("dueDate", &spec.due_date)?,
+                r("followUpDate", &spec.follow_up_date)?,
+                r("priority", &spec.priority)?,
+                r("formKey", &spec.form_key)?,
+            ])
+        });
+        let [assignee, users, groups, due, follow_up, priority, form_key] = match attributes {
+            Ok(a) => a,
+            Err(e) => {
+                let error = format!(
+                    "user task {e}: fix the variables it reads, then move this token here again"
+                );
+                self.incident(inst, token, &el.id, error);
+                return Ok(None);
+            }
+        };
         let mut rec = TaskRecord {
             id: 0,
             instance: inst,
@@ -82,19 +108,19 @@ impl<'a, 't> Engine<'a, 't> {
             process: p.id.clone(),
             element: el.id.clone(),
             name: el.name.clone(),
-            assignee: r(&spec.assignee),
-            candidate_users: list(r(&spec.candidate_users)),
-            candidate_groups: list(r(&spec.candidate_groups)),
-            due: r(&spec.due_date),
-            follow_up: r(&spec.follow_up_date),
-            priority: r(&spec.priority),
-            form_key: r(&spec.form_key),
+            assignee,
+            candidate_users: list(users),
+            candidate_groups: list(groups),
+            due,
+            follow_up,
+            priority,
+            form_key,
             created_at: self.now,
         };
         rec.id = self.t.next_id("task")?;
         self.t.put_task(&rec)?;
         self.history(inst, &el.id, &format!("task_created {}", rec.id));
-        Ok(rec.id)
+        Ok(Some(rec.id))
     }
 
     /// `user` claims, gives back, assigns or completes user task `id`.
@@ -141,12 +167,13 @@ impl<'a, 't> Engine<'a, 't> {
                 element: task.element.clone(),
             })?;
         self.t.remove_task(id)?;
-        self.complete_with(task.instance, task.token, idx, vars)?;
-        self.queue.push_back(Step::Leave {
-            inst: task.instance,
-            token: task.token,
-            element: idx,
-        });
+        if self.complete_with(task.instance, task.token, idx, vars)? {
+            self.queue.push_back(Step::Leave {
+                inst: task.instance,
+                token: task.token,
+                element: idx,
+            });
+        }
         self.run()
     }
 }

@@ -46,12 +46,13 @@ impl<'a, 't> Engine<'a, 't> {
         let element = self.proc_of(inst).at(idx).id.clone();
         self.history(inst, &element, "message_correlated");
         self.t.set_passed(name, key, inst, true)?;
-        self.complete_with(inst, token, idx, vars)?;
-        self.queue.push_back(Step::Leave {
-            inst,
-            token,
-            element: idx,
-        });
+        if self.complete_with(inst, token, idx, vars)? {
+            self.queue.push_back(Step::Leave {
+                inst,
+                token,
+                element: idx,
+            });
+        }
         Ok(element)
     }
 
@@ -260,9 +261,13 @@ impl<'a, 't> Engine<'a, 't> {
             return Ok(Ok(std::borrow::Cow::Borrowed(def)));
         }
         let vars = self.vars_all(inst, token)?;
-        Ok(def.resolve(&vars).map(std::borrow::Cow::Owned).map_err(|why| {
+        let from = match def {
+            model::TimerDef::Variable { path, .. } if !model::is_path(path) => "an expression",
+            _ => "a variable",
+        };
+        Ok(def.resolve(&vars, self.now).map(std::borrow::Cow::Owned).map_err(|why| {
             format!(
-                "timer '{element}' reads its time from a variable, and {why}: set it, then move this token here again"
+                "timer '{element}' reads its time from {from}, and {why}: set it, then move this token here again"
             )
         }))
     }
@@ -362,12 +367,13 @@ impl<'a, 't> Engine<'a, 't> {
         }
         self.history(inst, &boundary, event);
         let new = self.new_token(inst, &boundary, scope);
-        self.complete_with(inst, new, b, vars)?;
-        self.queue.push_back(Step::Leave {
-            inst,
-            token: new,
-            element: b,
-        });
+        if self.complete_with(inst, new, b, vars)? {
+            self.queue.push_back(Step::Leave {
+                inst,
+                token: new,
+                element: b,
+            });
+        }
         Ok(boundary)
     }
 
@@ -529,6 +535,7 @@ impl<'a, 't> Engine<'a, 't> {
                 | ElementKind::TimerStart { .. }
                 | ElementKind::ConditionalStart { .. }
                 | ElementKind::AdHoc { .. }
+                | ElementKind::Script { .. }
                 | ElementKind::UserTask { .. }
                 | ElementKind::InclusiveGateway { .. }
                 | ElementKind::TerminateEnd
@@ -599,12 +606,13 @@ impl<'a, 't> Engine<'a, 't> {
         };
         self.cancel_wait(inst, token)?;
         self.history(inst, &at, "triggered");
-        self.complete_with(inst, token, idx, vars)?;
-        self.queue.push_back(Step::Leave {
-            inst,
-            token,
-            element: idx,
-        });
+        if self.complete_with(inst, token, idx, vars)? {
+            self.queue.push_back(Step::Leave {
+                inst,
+                token,
+                element: idx,
+            });
+        }
         self.run()?;
         Ok(Triggered {
             element: at,

@@ -5,6 +5,10 @@
 //! JUEL-style `${amount > 100 && approved}` (also `#{..}`), FEEL-style
 //! `=amount > 100`, and a bare expression; with comparisons, `&&`/`||`/`!`
 //! and arithmetic on numbers (`nrOfCompletedInstances / nrOfInstances >= 0.5`).
+//! With the `feel` feature, `=…` is FEEL and goes to the FEEL engine
+//! ([`super::feel`]); without it, `=…` is read by this evaluator as far as it
+//! goes. Evaluation is given the instant the step runs at (what FEEL's
+//! `now()` reads).
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -27,6 +31,9 @@ pub enum Expr {
     /// Arithmetic on numbers (stored definitions encode variants by
     /// position: new ones go last).
     Arith(ArithOp, Box<Expr>, Box<Expr>),
+    /// A FEEL expression (`=…` as Zeebe writes one), evaluated by the FEEL
+    /// engine (feature `feel`; see [`super::feel`]).
+    Feel(super::feel::Feel),
 }
 
 /// Arithmetic operators.
@@ -75,7 +82,18 @@ pub enum CmpOp {
 }
 
 /// Parses a condition expression; the error text says where it went wrong.
+/// With the `feel` feature, `=…` is FEEL ([`super::feel::Feel`]).
 pub fn parse(source: &str) -> Result<Expr, String> {
+    if cfg!(feature = "feel")
+        && let Some(feel) = source.trim().strip_prefix('=')
+    {
+        return super::feel::Feel::parse(feel).map(Expr::Feel);
+    }
+    parse_native(source)
+}
+
+/// Parses with postfach's own evaluator only (`=…` read as far as it goes).
+pub fn parse_native(source: &str) -> Result<Expr, String> {
     let s = source.trim();
     let (body, feel) = if let Some(inner) = s
         .strip_prefix("${")
@@ -351,8 +369,11 @@ impl Parser {
 }
 
 /// Evaluates a condition to a boolean; the error names what is missing or mistyped.
-pub fn eval_bool(e: &Expr, vars: &crate::Vars) -> Result<bool, String> {
-    match eval(e, vars)? {
+pub fn eval_bool(e: &Expr, vars: &crate::Vars, now: crate::clock::Millis) -> Result<bool, String> {
+    if let Expr::Feel(f) = e {
+        return f.eval_bool(vars, now);
+    }
+    match eval(e, vars, now)? {
         Value::Bool(b) => Ok(b),
         other => Err(format!(
             "condition evaluated to {other}, not to true or false"
@@ -362,11 +383,15 @@ pub fn eval_bool(e: &Expr, vars: &crate::Vars) -> Result<bool, String> {
 
 /// Evaluates an expression to its value (a variable's JSON value, a
 /// number, a string …); the error names what is missing or mistyped.
-pub fn eval_value(e: &Expr, vars: &crate::Vars) -> Result<Value, String> {
-    eval(e, vars)
+pub fn eval_value(
+    e: &Expr,
+    vars: &crate::Vars,
+    now: crate::clock::Millis,
+) -> Result<Value, String> {
+    eval(e, vars, now)
 }
 
-fn eval(e: &Expr, vars: &crate::Vars) -> Result<Value, String> {
+fn eval(e: &Expr, vars: &crate::Vars, now: crate::clock::Millis) -> Result<Value, String> {
     Ok(match e {
         Expr::Lit(Lit::Num(n)) => {
             serde_json::Number::from_f64(*n).map_or(Value::Null, Value::Number)
@@ -385,11 +410,14 @@ fn eval(e: &Expr, vars: &crate::Vars) -> Result<Value, String> {
             }
             v.clone()
         }
-        Expr::Not(x) => Value::Bool(!eval_bool(x, vars)?),
-        Expr::And(a, b) => Value::Bool(eval_bool(a, vars)? && eval_bool(b, vars)?),
-        Expr::Or(a, b) => Value::Bool(eval_bool(a, vars)? || eval_bool(b, vars)?),
-        Expr::Cmp(op, a, b) => Value::Bool(compare(*op, &eval(a, vars)?, &eval(b, vars)?)?),
-        Expr::Arith(op, a, b) => arith(*op, &eval(a, vars)?, &eval(b, vars)?)?,
+        Expr::Not(x) => Value::Bool(!eval_bool(x, vars, now)?),
+        Expr::And(a, b) => Value::Bool(eval_bool(a, vars, now)? && eval_bool(b, vars, now)?),
+        Expr::Or(a, b) => Value::Bool(eval_bool(a, vars, now)? || eval_bool(b, vars, now)?),
+        Expr::Cmp(op, a, b) => {
+            Value::Bool(compare(*op, &eval(a, vars, now)?, &eval(b, vars, now)?)?)
+        }
+        Expr::Arith(op, a, b) => arith(*op, &eval(a, vars, now)?, &eval(b, vars, now)?)?,
+        Expr::Feel(f) => f.eval(vars, now)?,
     })
 }
 
@@ -484,7 +512,7 @@ mod tests {
 
     fn check(src: &str, vars: serde_json::Value) -> Result<bool, String> {
         let vars = vars.as_object().cloned().unwrap();
-        eval_bool(&parse(src)?, &vars)
+        eval_bool(&parse_native(src)?, &vars, 0)
     }
 
     #[test]
@@ -545,8 +573,9 @@ mod tests {
         assert_eq!(check("${7 % 4 == 3 && 7 mod 4 == 3}", json!({})), Ok(true));
         assert_eq!(
             eval_value(
-                &parse("=n * 2").unwrap(),
-                json!({"n": 4}).as_object().unwrap()
+                &parse_native("=n * 2").unwrap(),
+                json!({"n": 4}).as_object().unwrap(),
+                0
             ),
             Ok(json!(8))
         );

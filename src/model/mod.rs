@@ -8,11 +8,14 @@
 
 pub mod cron;
 pub(crate) mod expr;
+pub mod feel;
 pub mod iso;
 mod parse;
 mod process;
+mod timer;
 
 pub use process::{Process, key_string};
+pub use timer::{TimerDef, TimerField};
 
 pub use expr::{ArithOp, CmpOp, Expr, Lit, eval_bool, eval_value, parse as parse_condition};
 pub use parse::{
@@ -91,7 +94,8 @@ pub struct MultiInstance {
     pub index_variable: String,
     /// `completionCondition`: evaluated after each inner instance completes,
     /// seeing its variables and `nrOfInstances`, `nrOfCompletedInstances`,
-    /// `nrOfActiveInstances`; when it holds, the remaining inner instances
+    /// `nrOfActiveInstances` (also as Zeebe names them: `numberOfInstances`,
+    /// `numberOfCompletedInstances`, `numberOfActiveInstances`); when it holds, the remaining inner instances
     /// are cancelled and the activity completes.
     pub completion: Option<Expr>,
     /// Zeebe `outputCollection`: a list with one entry per item, filled in
@@ -136,15 +140,23 @@ pub enum Source {
     Variable(String),
     /// A constant, as JSON text.
     Literal(String),
+    /// A FEEL expression (Zeebe `source="=…"` beyond a path or a constant),
+    /// evaluated when the mapping is applied.
+    Feel(feel::Feel),
 }
 
 impl Source {
-    /// The value against `vars` (an absent variable or path is null).
-    pub fn value(&self, vars: &crate::Vars) -> serde_json::Value {
-        match self {
+    /// The value against `vars` at `now` (an absent variable or path is
+    /// null); `Err` when a FEEL expression cannot be computed.
+    pub fn value(
+        &self,
+        vars: &crate::Vars,
+        now: crate::clock::Millis,
+    ) -> Result<serde_json::Value, String> {
+        Ok(match self {
             Source::Variable(path) => {
                 if let Some(v) = vars.get(path) {
-                    return v.clone();
+                    return Ok(v.clone());
                 }
                 let mut parts = path.split('.');
                 let first = parts.next().unwrap_or_default();
@@ -155,15 +167,35 @@ impl Source {
                 v.cloned().unwrap_or(serde_json::Value::Null)
             }
             Source::Literal(json) => serde_json::from_str(json).unwrap_or(serde_json::Value::Null),
+            Source::Feel(f) => f.eval(vars, now)?,
+        })
+    }
+
+    /// The variables it reads (the engine loads only those).
+    pub fn names(&self) -> Vec<&str> {
+        match self {
+            Source::Variable(path) => vec![path.as_str(), path.split('.').next().unwrap_or(path)],
+            Source::Literal(_) => Vec::new(),
+            Source::Feel(f) => f.words().collect(),
         }
     }
 }
 
-/// Applies `mappings` to `from`: each target with its source's value.
-pub fn mapped(mappings: &[Mapping], from: &crate::Vars) -> crate::Vars {
+/// Applies `mappings` to `from` at `now`: each target with its source's
+/// value; `Err` names the mapping whose FEEL expression failed.
+pub fn mapped(
+    mappings: &[Mapping],
+    from: &crate::Vars,
+    now: crate::clock::Millis,
+) -> Result<crate::Vars, String> {
     mappings
         .iter()
-        .map(|m| (m.target.clone(), m.source.value(from)))
+        .map(|m| {
+            m.source
+                .value(from, now)
+                .map(|v| (m.target.clone(), v))
+                .map_err(|e| format!("mapping to '{}': {e}", m.target))
+        })
         .collect()
 }
 
@@ -423,6 +455,15 @@ pub enum ElementKind {
         /// activate when it starts.
         active_elements: Option<Expr>,
     },
+    /// A script task the engine evaluates itself (Zeebe `zeebe:script`
+    /// with a FEEL expression): its value goes to `result_variable` and the
+    /// token moves on in the same step; no job, no worker.
+    Script {
+        /// The FEEL expression.
+        expression: Expr,
+        /// `resultVariable`.
+        result_variable: String,
+    },
 }
 
 /// Which variables cross between a call activity and its child: all of
@@ -436,15 +477,20 @@ pub struct VarPass {
 }
 
 impl VarPass {
-    /// The variables that cross, from `from`.
-    pub fn apply(&self, from: &crate::Vars) -> crate::Vars {
+    /// The variables that cross, from `from` at `now`; `Err` names the
+    /// mapping whose FEEL expression failed.
+    pub fn apply(
+        &self,
+        from: &crate::Vars,
+        now: crate::clock::Millis,
+    ) -> Result<crate::Vars, String> {
         let mut out = if self.all {
             from.clone()
         } else {
             crate::Vars::new()
         };
-        out.extend(mapped(&self.mappings, from));
-        out
+        out.extend(mapped(&self.mappings, from, now)?);
+        Ok(out)
     }
 }
 
@@ -472,13 +518,41 @@ pub struct UserTaskSpec {
 }
 
 impl UserTaskSpec {
+    /// Each attribute with its model name.
+    pub fn attributes(&self) -> [(&'static str, Option<&str>); 7] {
+        [
+            ("assignee", self.assignee.as_deref()),
+            ("candidateUsers", self.candidate_users.as_deref()),
+            ("candidateGroups", self.candidate_groups.as_deref()),
+            ("dueDate", self.due_date.as_deref()),
+            ("followUpDate", self.follow_up_date.as_deref()),
+            ("priority", self.priority.as_deref()),
+            ("formKey", self.form_key.as_deref()),
+        ]
+    }
+
     /// The value of one attribute for an instance: `${var}`, `#{var}` and
     /// `=var` read the variable or path (a list becomes comma-separated);
     /// text with `${var}` inside (`kermit_${loopCounter}`) has each one
-    /// replaced by the variable's value; anything else is a literal. `None`
-    /// when unset or when a variable it reads is not set.
-    pub fn resolve(raw: Option<&str>, vars: &crate::Vars) -> Option<String> {
-        let raw = raw?.trim();
+    /// replaced by the variable's value; `=` with more than a path is FEEL,
+    /// evaluated at `now`; anything else is a literal. `Ok(None)` when unset
+    /// or when a variable it reads is not set; `Err` when a FEEL expression
+    /// cannot be computed.
+    pub fn resolve(
+        raw: Option<&str>,
+        vars: &crate::Vars,
+        now: crate::clock::Millis,
+    ) -> Result<Option<String>, String> {
+        let Some(raw) = raw.map(str::trim) else {
+            return Ok(None);
+        };
+        if let Some(expr) = feel::body(raw).filter(|e| !is_path(e)) {
+            return Ok(listed(&feel::eval_text(expr, vars, now)?).filter(|v| !v.is_empty()));
+        }
+        Ok(Self::resolve_paths(raw, vars))
+    }
+
+    fn resolve_paths(raw: &str, vars: &crate::Vars) -> Option<String> {
         let whole = raw
             .strip_prefix("${")
             .or_else(|| raw.strip_prefix("#{"))
@@ -486,17 +560,7 @@ impl UserTaskSpec {
             .filter(|inner| !inner.contains('}'))
             .or_else(|| raw.strip_prefix('='))
             .map(str::trim);
-        let text = |path: &str| match Source::Variable(path.to_string()).value(vars) {
-            serde_json::Value::Null => None,
-            serde_json::Value::Array(items) => Some(
-                items
-                    .iter()
-                    .filter_map(key_string)
-                    .collect::<Vec<_>>()
-                    .join(","),
-            ),
-            v => key_string(&v),
-        };
+        let text = |path: &str| listed(&Source::Variable(path.to_string()).value(vars, 0).ok()?);
         let value = match whole {
             Some(path) => text(path)?,
             None => {
@@ -519,6 +583,32 @@ impl UserTaskSpec {
         };
         (!value.is_empty()).then_some(value)
     }
+}
+
+/// A value as a user task attribute: a list comma-separated, null none.
+fn listed(v: &serde_json::Value) -> Option<String> {
+    match v {
+        serde_json::Value::Null => None,
+        serde_json::Value::Array(items) => Some(
+            items
+                .iter()
+                .filter_map(key_string)
+                .collect::<Vec<_>>()
+                .join(","),
+        ),
+        v => key_string(v),
+    }
+}
+
+/// Whether `s` is a variable path (`order.id`) rather than an expression.
+pub fn is_path(s: &str) -> bool {
+    let s = s.trim();
+    !s.is_empty()
+        && !s.starts_with(|c: char| c.is_ascii_digit() || c == '.')
+        && !s.ends_with('.')
+        && !s.contains("..")
+        && s.chars()
+            .all(|c| c.is_alphanumeric() || c == '_' || c == '.')
 }
 
 /// What a script or business-rule task asks its worker to evaluate, or which
@@ -639,6 +729,7 @@ impl ElementKind {
             ElementKind::CancelEnd { .. } => "endEvent(cancel)",
             ElementKind::ConditionalStart { .. } => "startEvent(conditional)",
             ElementKind::AdHoc { .. } => "adHocSubProcess",
+            ElementKind::Script { .. } => "scriptTask(FEEL)",
         }
     }
 
@@ -660,54 +751,6 @@ impl ElementKind {
     }
 }
 
-/// When a timer fires.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub enum TimerDef {
-    /// `timeDuration`: this long after the timer starts.
-    Duration(crate::clock::Millis),
-    /// `timeDate`: at this instant (at once if it is past).
-    Date(crate::clock::Millis),
-    /// `timeCycle` `R[n]/duration`: every `every`, `repetitions` times (unbounded if `None`).
-    Cycle {
-        /// How often (unbounded when `None`).
-        repetitions: Option<u32>,
-        /// The period.
-        every: crate::clock::Millis,
-    },
-    /// `timeCycle` as a cron expression (UTC), without end (see [`cron`]).
-    Cron {
-        /// The expression as the model writes it.
-        expression: String,
-        /// Weekdays count 1 = Sunday … 7 = Saturday (Quartz, Camunda 7 and
-        /// Flowable) instead of 0/7 = Sunday (Spring, Zeebe).
-        quartz_weekdays: bool,
-    },
-    /// `timeDuration` or `timeDate` read from a variable (or path) when the
-    /// timer starts (`${name}`, `#{name}`, `=name` in the model): ISO 8601
-    /// text, as the model would write it. Appended last: definitions stored
-    /// before it still decode. See [`TimerDef::resolve`].
-    Variable {
-        /// A duration or an instant.
-        field: TimerField,
-        /// The variable or path.
-        path: String,
-    },
-}
-
-/// What a variable timer reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum TimerField {
-    /// `timeDuration`: an ISO 8601 duration (`PT5M`).
-    Duration,
-    /// `timeDate`: an instant (RFC 3339).
-    Date,
-    /// `timeCycle`: an ISO 8601 cycle (`R3/PT1H`) or a cron expression.
-    Cycle {
-        /// How the cron expression counts weekdays (see [`TimerDef::Cron`]).
-        quartz_weekdays: bool,
-    },
-}
-
 /// The value at `path` (`name` or `a.b.c`) of `vars`.
 pub fn path_value<'v>(path: &str, vars: &'v crate::Vars) -> Option<&'v serde_json::Value> {
     let mut parts = path.split('.');
@@ -716,109 +759,6 @@ pub fn path_value<'v>(path: &str, vars: &'v crate::Vars) -> Option<&'v serde_jso
         value = value.get(part)?;
     }
     Some(value)
-}
-
-impl TimerDef {
-    /// The timer as it runs for an instance with `vars`: a variable timer
-    /// reads its duration or instant (range-checked as the parser checks a
-    /// written one); every other timer is itself. `Err` says what the
-    /// variable holds and why it is no timer value.
-    pub fn resolve(&self, vars: &crate::Vars) -> Result<TimerDef, String> {
-        let TimerDef::Variable { field, path } = self else {
-            return Ok(self.clone());
-        };
-        let what = match field {
-            TimerField::Duration => "an ISO 8601 duration (PT5M)",
-            TimerField::Date => "an RFC 3339 instant",
-            TimerField::Cycle { .. } => "an ISO 8601 cycle (R3/PT1H) or a cron expression",
-        };
-        let text = match path_value(path, vars) {
-            Some(serde_json::Value::String(text)) => text,
-            None | Some(serde_json::Value::Null) => {
-                return Err(format!("variable '{path}' is not set"));
-            }
-            Some(other) => return Err(format!("variable '{path}' is {other}, not {what}")),
-        };
-        match field {
-            TimerField::Duration => iso::duration(text).map(TimerDef::Duration),
-            TimerField::Date => iso::instant(text).map(TimerDef::Date),
-            TimerField::Cycle { quartz_weekdays } => TimerDef::cycle(text, *quartz_weekdays),
-        }
-        .map_err(|e| format!("variable '{path}' is '{text}': {e}"))
-    }
-
-    /// A `timeCycle` as written: a cron expression (checked) or an ISO 8601
-    /// repetition with a period that is not zero.
-    pub fn cycle(text: &str, quartz_weekdays: bool) -> Result<TimerDef, String> {
-        let expression = text.trim().to_string();
-        if cron::looks_like_cron(&expression) {
-            cron::check(&expression, quartz_weekdays, 0)?;
-            return Ok(TimerDef::Cron {
-                expression,
-                quartz_weekdays,
-            });
-        }
-        let (repetitions, every) = iso::cycle(&expression)?;
-        if every == 0 {
-            return Err("timeCycle with a zero interval would fire without end".into());
-        }
-        Ok(TimerDef::Cycle { repetitions, every })
-    }
-
-    /// The first due time of a timer started at `now`. A cron expression whose
-    /// dates have all passed is due at the last representable instant: its job
-    /// stays visible instead of firing.
-    pub fn first_due(&self, now: crate::clock::Millis) -> crate::clock::Millis {
-        match self {
-            TimerDef::Duration(d) => now.saturating_add(*d),
-            TimerDef::Date(t) => (*t).max(now),
-            TimerDef::Cycle { every, .. } => now.saturating_add(*every),
-            TimerDef::Cron {
-                expression,
-                quartz_weekdays,
-            } => cron::next_after(expression, *quartz_weekdays, now)
-                .unwrap_or(crate::limits::MAX_INSTANT),
-            // resolved before it starts (`resolve`); unresolved it waits for
-            // nothing it could name
-            TimerDef::Variable { .. } => now,
-        }
-    }
-
-    /// How often it fires in all (unbounded when `None`).
-    pub fn repetitions(&self) -> Option<u32> {
-        match self {
-            TimerDef::Duration(_) | TimerDef::Date(_) | TimerDef::Variable { .. } => Some(1),
-            TimerDef::Cycle { repetitions, .. } => *repetitions,
-            TimerDef::Cron { .. } => None,
-        }
-    }
-
-    /// After a fire that was due at `due` and happened at `now`: the next due
-    /// time of a cycle, the first one still ahead of `now` (due times missed
-    /// while nothing ran are not made up). `None` for a one-shot timer or a
-    /// cron expression with no later date.
-    pub fn next_due(
-        &self,
-        due: crate::clock::Millis,
-        now: crate::clock::Millis,
-    ) -> Option<crate::clock::Millis> {
-        match self {
-            TimerDef::Duration(_) | TimerDef::Date(_) | TimerDef::Variable { .. } => None,
-            TimerDef::Cycle { every: 0, .. } => None,
-            TimerDef::Cycle { every, .. } => {
-                let mut next = due.saturating_add(*every);
-                if next <= now {
-                    let missed = (now - next) / every + 1;
-                    next = next.saturating_add(missed.saturating_mul(*every));
-                }
-                Some(next)
-            }
-            TimerDef::Cron {
-                expression,
-                quartz_weekdays,
-            } => cron::next_after(expression, *quartz_weekdays, due.max(now)),
-        }
-    }
 }
 
 /// What triggers a boundary event.

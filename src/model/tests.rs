@@ -10,7 +10,7 @@ fn user_task_attributes_read_variables_paths_and_composite_text() {
         ("gruppen", serde_json::json!(["a", "b"])),
         ("auftrag", serde_json::json!({"bearbeiter": "ben"})),
     ]);
-    let r = |raw: &str| UserTaskSpec::resolve(Some(raw), &vars);
+    let r = |raw: &str| UserTaskSpec::resolve(Some(raw), &vars, 0).unwrap();
     assert_eq!(r("${pruefer}").as_deref(), Some("anna"));
     assert_eq!(r("=auftrag.bearbeiter").as_deref(), Some("ben"));
     assert_eq!(r("#{gruppen}").as_deref(), Some("a,b"));

@@ -165,6 +165,7 @@ pub fn names_of(e: &crate::model::Expr) -> Vec<&str> {
                     out.push(root.as_str());
                 }
             }
+            Expr::Feel(f) => out.extend(f.words()),
             Expr::Not(a) => stack.push(a),
             Expr::And(a, b) | Expr::Or(a, b) | Expr::Cmp(_, a, b) | Expr::Arith(_, a, b) => {
                 stack.push(a);

@@ -36,34 +36,44 @@ pub(super) fn camunda_source(text: &str) -> Option<crate::model::Source> {
 }
 
 /// A Zeebe mapping source: `=path`, `="text"`, `=12`, `=true`, `=null`, or a
-/// static value without `=`; any other FEEL expression cannot be evaluated.
-pub(super) fn zeebe_source(text: &str) -> Option<crate::model::Source> {
+/// static value without `=`; any other FEEL expression is evaluated by the
+/// FEEL engine (feature `feel`; without it, `Ok(None)`: it cannot be
+/// evaluated). `Err` when it does not parse as FEEL.
+pub(super) fn zeebe_source(text: &str) -> Result<Option<crate::model::Source>, String> {
     let t = text.trim();
     let Some(feel) = t.strip_prefix('=') else {
-        return Some(crate::model::Source::Literal(
+        return Ok(Some(crate::model::Source::Literal(
             serde_json::Value::String(t.into()).to_string(),
-        ));
+        )));
     };
     let feel = feel.trim();
     if let Ok(v) = serde_json::from_str::<serde_json::Value>(feel)
         && !v.is_object()
         && !v.is_array()
     {
-        return Some(crate::model::Source::Literal(v.to_string()));
+        return Ok(Some(crate::model::Source::Literal(v.to_string())));
     }
-    variable_path(feel).map(crate::model::Source::Variable)
+    if let Some(path) = variable_path(feel) {
+        return Ok(Some(crate::model::Source::Variable(path)));
+    }
+    if !cfg!(feature = "feel") {
+        return Ok(None);
+    }
+    crate::model::feel::Feel::parse(feel).map(|f| Some(crate::model::Source::Feel(f)))
 }
 
-/// An element's asyncAfter and variable mappings, and what of its mappings
-/// cannot be applied (each a warning text).
-pub(super) fn extras_of(n: &Node) -> (crate::model::Extras, Vec<String>) {
+/// An element's asyncAfter and variable mappings, what of its mappings
+/// cannot be applied (each a warning text), and what is refused (a FEEL
+/// source that does not parse).
+pub(super) fn extras_of(n: &Node) -> (crate::model::Extras, Vec<String>, Vec<String>) {
     let mut x = crate::model::Extras {
         async_after: is_true(n.attr("asyncAfter")),
         ..Default::default()
     };
     let mut skipped = Vec::new();
+    let mut refused = Vec::new();
     let Some(ext) = n.child("extensionElements") else {
-        return (x, skipped);
+        return (x, skipped, refused);
     };
     for c in &ext.children {
         let params = c.children.iter().filter_map(|p| {
@@ -78,7 +88,17 @@ pub(super) fn extras_of(n: &Node) -> (crate::model::Extras, Vec<String>) {
         });
         for (input, p, target) in params {
             let source = if c.name == "ioMapping" {
-                zeebe_source(p.attr("source").unwrap_or(""))
+                match zeebe_source(p.attr("source").unwrap_or("")) {
+                    Ok(source) => source,
+                    Err(e) => {
+                        refused.push(format!(
+                            "zeebe:ioMapping source '{}' of '{target}' (line {}): {e}",
+                            p.attr("source").unwrap_or("").trim(),
+                            p.line
+                        ));
+                        continue;
+                    }
+                }
             } else if p.children.is_empty() {
                 camunda_source(&p.text)
             } else {
@@ -97,7 +117,15 @@ pub(super) fn extras_of(n: &Node) -> (crate::model::Extras, Vec<String>) {
             }
         }
     }
-    (x, skipped)
+    (x, skipped, refused)
+}
+
+/// A text attribute written as FEEL (`=` with more than a variable path),
+/// parsed: `None` when it is no FEEL expression (or this build has no
+/// FEEL), else whether it parses.
+pub(super) fn feel_text(raw: &str) -> Option<Result<(), String>> {
+    let expr = crate::model::feel::body(raw).filter(|e| variable_path(e).is_none())?;
+    cfg!(feature = "feel").then(|| crate::model::feel::Feel::parse(expr).map(|_| ()))
 }
 
 /// Whether a user task attribute is something [`crate::model::UserTaskSpec::resolve`]
@@ -106,7 +134,7 @@ pub(super) fn extras_of(n: &Node) -> (crate::model::Extras, Vec<String>) {
 pub(super) fn reads_variables_only(raw: &str) -> bool {
     let raw = raw.trim();
     if let Some(feel) = raw.strip_prefix('=') {
-        return variable_path(feel).is_some();
+        return variable_path(feel).is_some() || feel_text(raw).is_some_and(|r| r.is_ok());
     }
     let mut rest = raw;
     while let Some(at) = [rest.find("${"), rest.find("#{")]

@@ -114,7 +114,7 @@ fn flow_event(cx: &mut Cx, n: &Node, evdefs: &[&Node]) -> Option<ElementKind> {
                 .map_err(|message| cx.problem(issue(n, message)))
                 .ok()?;
             if let crate::model::TimerDef::Variable { path, .. } = &timer {
-                cx.problem(issue(n, format!("a timer start event reads variable '{path}', but no instance exists yet whose variables it could read: write the time in the model")));
+                cx.problem(issue(n, format!("a timer start event reads '{path}', but no instance exists yet whose variables it could read: write the time in the model")));
                 return None;
             }
             ElementKind::TimerStart { timer }
@@ -523,6 +523,13 @@ fn timer_variable(n: &Node) -> Result<Option<String>, String> {
     match super::data::expression_path(raw) {
         None => Ok(None),
         Some(Some(path)) => Ok(Some(path)),
+        // FEEL beyond a path: kept as its body, evaluated when the timer starts
+        Some(None) if super::data::feel_text(raw).is_some() => {
+            super::data::feel_text(raw)
+                .unwrap_or(Ok(()))
+                .map_err(|e| format!("timer value '{raw}': {e}"))?;
+            Ok(crate::model::feel::body(raw).map(str::to_string))
+        }
         Some(None) => Err(format!(
             "timer value given by the expression '{raw}': postfach reads a variable or path there (${{name}}, #{{order.due}}, =name), or write the value in the model"
         )),

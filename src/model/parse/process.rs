@@ -179,6 +179,10 @@ fn keep<'n>(
         return;
     }
     let async_before = is_true(n.attr("async")) || is_true(n.attr("asyncBefore"));
+    let (extras, _, refused) = extras_of(n);
+    for r in refused {
+        cx.problem(issue(n, r));
+    }
     let retry = retry_policy(n)
         .map_err(|message| cx.problem(issue(n, message)))
         .ok()
@@ -193,10 +197,7 @@ fn keep<'n>(
         line: n.line,
         retry,
         boundaries: Vec::new(),
-        extras: crate::model::Extras {
-            multi,
-            ..extras_of(n).0
-        },
+        extras: crate::model::Extras { multi, ..extras },
     });
     kept.nodes.push(n);
     kept.parent_ids.push(container.map(Node::id));

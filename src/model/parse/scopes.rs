@@ -244,8 +244,15 @@ pub(super) fn call_activity(n: &Node) -> Result<ElementKind, String> {
         .map(str::trim)
         .and_then(|f| f.strip_prefix('"'))
         .and_then(|f| f.strip_suffix('"'));
+    let feel = super::data::feel_text(raw).filter(|_| literal.is_none());
     let process = match (literal, expression_path(raw)) {
         (Some(literal), _) => literal.to_string(),
+        // FEEL beyond a path: evaluated when the activity starts
+        (None, _) if feel.is_some() => {
+            feel.unwrap_or(Ok(()))
+                .map_err(|e| format!("calledElement '{raw}': {e}"))?;
+            format!("={}", crate::model::feel::body(raw).unwrap_or_default())
+        }
         (None, Some(Some(path))) => format!("={path}"),
         (None, Some(None)) => return Err(unreadable()),
         // `="…` without its closing quote is no process id either
@@ -340,6 +347,7 @@ pub(crate) fn runs_multi_instance(kind: &ElementKind) -> bool {
         | ElementKind::UserTask { .. }
         | ElementKind::SubProcess { .. }
         | ElementKind::CallActivity { .. }
+        | ElementKind::Script { .. }
         // each inner instance waits to be triggered
         | ElementKind::WaitState => true,
         // an event subprocess is started by its event, once per event
@@ -386,9 +394,8 @@ pub(super) fn multi_instance(lc: &Node) -> Result<crate::model::MultiInstance, S
             .filter(|t| !t.is_empty())
     };
     let expr = |what: &str, raw: &str| {
-        parse_condition(raw).map_err(|e| {
-            format!("multi-instance {what} '{raw}' cannot be evaluated ({e}): postfach reads variables, paths, literals, comparisons and arithmetic")
-        })
+        parse_condition(raw)
+            .map_err(|e| format!("multi-instance {what} '{raw}' cannot be evaluated: {e}"))
     };
     let name = |what: &str, raw: &str| {
         variable_path(&strip_feel(raw))

@@ -17,10 +17,27 @@ pub(super) fn kind(cx: &mut Cx, n: &Node) -> Option<ElementKind> {
         "manualTask" => ElementKind::Task { manual: true },
         "sendTask" => send_task(cx, n),
         "serviceTask" => ElementKind::ServiceTask { topic: topic_of(n) },
-        "userTask" => ElementKind::UserTask {
-            spec: user_task_spec(n),
+        "userTask" => {
+            let spec = user_task_spec(n);
+            for (attr, raw) in spec.attributes() {
+                if let Some(Err(e)) = raw.and_then(super::data::feel_text) {
+                    cx.problem(super::context::issue(
+                        n,
+                        format!("userTask {attr} '{}': {e}", raw.unwrap_or_default()),
+                    ));
+                    return None;
+                }
+            }
+            ElementKind::UserTask { spec }
+        }
+        "scriptTask" => match feel_script(n) {
+            Some(Ok(kind)) => kind,
+            Some(Err(message)) => {
+                cx.problem(super::context::issue(n, message));
+                return None;
+            }
+            None => script_task(n),
         },
-        "scriptTask" => script_task(n),
         "businessRuleTask" => business_rule_task(n),
         // without a message: a wait state, moved on by a caller
         "receiveTask" if n.attr("messageRef").is_none_or(|r| r.trim().is_empty()) => {
@@ -67,6 +84,39 @@ fn send_task(cx: &Cx, n: &Node) -> ElementKind {
             },
         },
     }
+}
+
+/// A Zeebe script task the engine evaluates (`zeebe:script expression="=…"
+/// resultVariable="…"`, feature `feel`): `None` for any other script task.
+fn feel_script(n: &Node) -> Option<Result<ElementKind, String>> {
+    if !cfg!(feature = "feel") {
+        return None;
+    }
+    let zeebe = extension(n, "script")?;
+    let raw = zeebe.attr("expression")?.trim();
+    let Some(body) = crate::model::feel::body(raw) else {
+        return Some(Err(format!(
+            "zeebe:script expression '{raw}' is no FEEL expression: write it with a leading '='"
+        )));
+    };
+    let Some(result_variable) = zeebe
+        .attr("resultVariable")
+        .map(str::trim)
+        .filter(|v| super::data::variable_path(v).is_some_and(|p| !p.contains('.')))
+    else {
+        return Some(Err(
+            "zeebe:script needs a resultVariable (a variable name) for the value of its expression"
+                .into(),
+        ));
+    };
+    Some(
+        crate::model::feel::Feel::parse(body)
+            .map(|f| ElementKind::Script {
+                expression: crate::model::Expr::Feel(f),
+                result_variable: result_variable.to_string(),
+            })
+            .map_err(|e| format!("zeebe:script expression '{raw}': {e}")),
+    )
 }
 
 /// A script task: a job for a worker, with the script as the model writes

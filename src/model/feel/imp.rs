@@ -1,0 +1,478 @@
+//! The FEEL engine behind [`super::Feel`]: DecisionToolkit's parser and
+//! evaluator, the conversion between JSON variables and FEEL values, the
+//! batch's instant as `now()`/`today()`, and the Camunda extension functions
+//! Zeebe models use.
+
+use dsntk_feel::closure::Closure;
+use dsntk_feel::context::FeelContext;
+use dsntk_feel::values::Value;
+use dsntk_feel::{Evaluator, FeelNumber, FeelScope, FeelType, FunctionBody, Name};
+use std::sync::Arc;
+
+/// A prepared expression and what it reads.
+pub(super) struct Compiled {
+    evaluator: Evaluator,
+    /// Words of the expression that may name a variable (each with its
+    /// FEEL name): only these are converted into its scope.
+    words: Vec<(String, Name)>,
+    /// Whether it calls `now()` or `today()`.
+    clock: bool,
+    /// The extension functions it calls, ready to bind.
+    extensions: FeelContext,
+}
+
+/// The Camunda extension functions postfach provides (their FEEL names),
+/// beside DecisionToolkit's built-in ones.
+pub(crate) const EXTENSIONS: &[&str] = &[
+    "is defined",
+    "get or else",
+    "assert",
+    "is empty",
+    "is blank",
+    "trim",
+    "partition",
+    "duplicate values",
+];
+
+/// FEEL's keywords: never variable names.
+const KEYWORDS: &[&str] = &[
+    "and",
+    "or",
+    "if",
+    "then",
+    "else",
+    "for",
+    "in",
+    "return",
+    "some",
+    "every",
+    "satisfies",
+    "between",
+    "instance",
+    "of",
+    "function",
+    "external",
+    "null",
+    "true",
+    "false",
+    "not",
+];
+
+/// The built-in functions whose names are several words (DecisionToolkit's
+/// and [`EXTENSIONS`]).
+const MULTI_WORD: &[&str] = &[
+    "context merge",
+    "context put",
+    "date and time",
+    "day of week",
+    "day of year",
+    "distinct values",
+    "ends with",
+    "finished by",
+    "get entries",
+    "get value",
+    "index of",
+    "insert before",
+    "list contains",
+    "list replace",
+    "lower case",
+    "met by",
+    "month of year",
+    "overlaps after",
+    "overlaps before",
+    "round down",
+    "round half down",
+    "round half up",
+    "round up",
+    "started by",
+    "starts with",
+    "string join",
+    "string length",
+    "substring after",
+    "substring before",
+    "upper case",
+    "week of year",
+    "years and months duration",
+    "days and time duration",
+    "is defined",
+    "get or else",
+    "is empty",
+    "is blank",
+    "duplicate values",
+    "random number",
+];
+
+/// The words of an expression that may be variables: not keywords, and not
+/// inside an occurrence of a multi-word function name.
+fn variable_words(words: &[String]) -> Vec<String> {
+    let mut covered = vec![false; words.len()];
+    for name in MULTI_WORD {
+        let parts: Vec<&str> = name.split(' ').collect();
+        for start in 0..words.len().saturating_sub(parts.len() - 1) {
+            if words[start..start + parts.len()]
+                .iter()
+                .zip(&parts)
+                .all(|(a, b)| a == b)
+            {
+                covered[start..start + parts.len()].fill(true);
+            }
+        }
+    }
+    let mut out: Vec<String> = Vec::new();
+    for (w, covered) in words.iter().zip(covered) {
+        if !covered && !KEYWORDS.contains(&w.as_str()) && !out.contains(w) {
+            out.push(w.clone());
+        }
+    }
+    out
+}
+
+/// Functions whose value is not a function of their arguments: refused.
+const UNREPEATABLE: &[&str] = &["uuid", "random number", "external"];
+
+pub(super) fn compile(source: &str) -> Result<Compiled, String> {
+    let source = source.trim();
+    if source.is_empty() {
+        return Err("empty FEEL expression".into());
+    }
+    let words = words(source)?;
+    for w in UNREPEATABLE {
+        if mentions(source, &words, w) {
+            return Err(format!(
+                "'{w}' is not allowed: the engine's state must be a function of its log (the same expression evaluates the same on replay, and nothing leaves the process)"
+            ));
+        }
+    }
+    let mut extensions = FeelContext::default();
+    for name in EXTENSIONS {
+        if mentions(source, &words, name) {
+            extensions.set_entry(&Name::from(*name), extension(name));
+        }
+    }
+    let clock = words.iter().any(|w| w == "now" || w == "today");
+    // FEEL's lexer needs to know which words are names: `a + 1` is a sum
+    // when `a` is known and one name `a + 1` otherwise. Every word that is
+    // neither a keyword nor part of a multi-word function name is declared.
+    let mut parse_ctx = extensions.clone();
+    for w in variable_words(&words) {
+        parse_ctx.set_entry(&Name::from(w.as_str()), Value::Null(None));
+    }
+    let parse_scope = FeelScope::from(parse_ctx);
+    let ast = dsntk_feel_parser::parse_expression(&parse_scope, source, false)
+        .map_err(|e| format!("does not parse as FEEL: {e}"))?;
+    let evaluator = dsntk_feel_evaluator::prepare(&ast);
+    let words = variable_words(&words)
+        .into_iter()
+        .map(|w| {
+            let name = Name::from(w.as_str());
+            (w, name)
+        })
+        .collect();
+    Ok(Compiled {
+        evaluator,
+        words,
+        clock,
+        extensions,
+    })
+}
+
+impl Compiled {
+    pub(super) fn words(&self) -> impl Iterator<Item = &str> {
+        self.words.iter().map(|(w, _)| w.as_str())
+    }
+}
+
+/// Whether `name` (one word or several) occurs in `source` as a name.
+fn mentions(source: &str, words: &[String], name: &str) -> bool {
+    if !name.contains(' ') {
+        return words.iter().any(|w| w == name);
+    }
+    let parts: Vec<&str> = name.split(' ').collect();
+    words
+        .windows(parts.len())
+        .any(|win| win.iter().zip(&parts).all(|(a, b)| a == b))
+        && source.contains(parts[0])
+}
+
+/// The names in `source`, in order, outside string literals and comments.
+fn words(source: &str) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    let mut chars = source.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        match c {
+            '"' => {
+                let mut closed = false;
+                while let Some((_, c)) = chars.next() {
+                    match c {
+                        '\\' => {
+                            chars.next();
+                        }
+                        '"' => {
+                            closed = true;
+                            break;
+                        }
+                        _ => {}
+                    }
+                }
+                if !closed {
+                    return Err(format!("string opened at character {i} is not closed"));
+                }
+            }
+            '/' if matches!(chars.peek(), Some((_, '/'))) => {
+                for (_, c) in chars.by_ref() {
+                    if c == '\n' {
+                        break;
+                    }
+                }
+            }
+            '/' if matches!(chars.peek(), Some((_, '*'))) => {
+                chars.next();
+                let mut last = ' ';
+                for (_, c) in chars.by_ref() {
+                    if last == '*' && c == '/' {
+                        break;
+                    }
+                    last = c;
+                }
+            }
+            c if c.is_alphabetic() || c == '_' || c == '?' => {
+                let mut end = i + c.len_utf8();
+                while let Some(&(j, d)) = chars.peek() {
+                    if d.is_alphanumeric() || d == '_' || d == '?' {
+                        end = j + d.len_utf8();
+                        chars.next();
+                    } else {
+                        break;
+                    }
+                }
+                out.push(source[i..end].to_string());
+            }
+            _ => {}
+        }
+    }
+    Ok(out)
+}
+
+/// The FEEL value of `c` against `vars` at `now`.
+pub(super) fn eval(
+    c: &Compiled,
+    vars: &crate::Vars,
+    now: crate::clock::Millis,
+) -> Result<Value, String> {
+    let mut ctx = FeelContext::default();
+    for (word, name) in &c.words {
+        if let Some(v) = vars.get(word) {
+            ctx.set_entry(name, to_feel(v));
+        }
+    }
+    for (name, f) in c.extensions.iter() {
+        ctx.set_entry(name, f.clone());
+    }
+    if c.clock {
+        let (date_time, date) = instant(now)?;
+        ctx.set_entry(&Name::from("now"), constant(Value::DateTime(date_time)));
+        ctx.set_entry(&Name::from("today"), constant(Value::Date(date)));
+    }
+    Ok((c.evaluator)(&FeelScope::from(ctx)))
+}
+
+/// A condition's value: true or false; anything else is an error naming it
+/// (a null with FEEL's reason for it).
+pub(super) fn boolean(v: &Value) -> Result<bool, String> {
+    match v {
+        Value::Boolean(b) => Ok(*b),
+        Value::Null(Some(reason)) => Err(format!(
+            "evaluated to null ({reason}), not to true or false"
+        )),
+        other => Err(format!("evaluated to {other}, not to true or false")),
+    }
+}
+
+/// `now` as FEEL's date and time and date (UTC).
+fn instant(
+    now: crate::clock::Millis,
+) -> Result<
+    (
+        dsntk_feel_temporal::FeelDateTime,
+        dsntk_feel_temporal::FeelDate,
+    ),
+    String,
+> {
+    let at = chrono::DateTime::<chrono::Utc>::from_timestamp_millis(now as i64)
+        .ok_or_else(|| format!("instant {now} ms is out of range"))?;
+    let text = at.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string();
+    let date_time = dsntk_feel_temporal::FeelDateTime::try_from(text.as_str())
+        .map_err(|e| format!("instant {text}: {e}"))?;
+    let date = text[..10]
+        .parse::<dsntk_feel_temporal::FeelDate>()
+        .map_err(|e| format!("date {}: {e}", &text[..10]))?;
+    Ok((date_time, date))
+}
+
+/// A function of no parameters that answers `value`.
+fn constant(value: Value) -> Value {
+    function(&[], move |_| value.clone())
+}
+
+/// A FEEL function value over `params` whose body is `body`.
+fn function(params: &[&str], body: impl Fn(&[Value]) -> Value + Send + Sync + 'static) -> Value {
+    let names: Vec<Name> = params.iter().map(|p| Name::from(*p)).collect();
+    let formal = names.iter().map(|n| (n.clone(), FeelType::Any)).collect();
+    let evaluator: Evaluator = Box::new(move |scope: &FeelScope| {
+        let args: Vec<Value> = names
+            .iter()
+            .map(|n| scope.get_value(n).unwrap_or(Value::Null(None)))
+            .collect();
+        body(&args)
+    });
+    Value::FunctionDefinition(
+        formal,
+        FunctionBody::LiteralExpression(Arc::new(evaluator)),
+        false,
+        Closure::default(),
+        FeelContext::default(),
+        FeelType::Any,
+    )
+}
+
+fn null(reason: String) -> Value {
+    Value::Null(Some(reason))
+}
+
+/// The extension function `name` (one of [`EXTENSIONS`]).
+fn extension(name: &str) -> Value {
+    match name {
+        // a value is defined when it was computed: null is a value, a
+        // missing variable (null with a reason) is not
+        "is defined" => function(&["value"], |a| {
+            Value::Boolean(!matches!(a[0], Value::Null(Some(_))))
+        }),
+        "get or else" => function(&["value", "default"], |a| match &a[0] {
+            Value::Null(_) => a[1].clone(),
+            v => v.clone(),
+        }),
+        "assert" => function(&["value", "condition"], |a| match &a[1] {
+            Value::Boolean(true) => a[0].clone(),
+            other => null(format!("assertion failed: the condition is {other}")),
+        }),
+        "is empty" => function(&["list"], |a| match &a[0] {
+            Value::List(items) => Value::Boolean(items.is_empty()),
+            other => null(format!("is empty: expected a list, got {other}")),
+        }),
+        "is blank" => function(&["string"], |a| match &a[0] {
+            Value::String(s) => Value::Boolean(s.trim().is_empty()),
+            other => null(format!("is blank: expected a string, got {other}")),
+        }),
+        "trim" => function(&["string"], |a| match &a[0] {
+            Value::String(s) => Value::String(s.trim().to_string()),
+            other => null(format!("trim: expected a string, got {other}")),
+        }),
+        "partition" => function(&["list", "size"], |a| {
+            let size = match &a[1] {
+                Value::Number(n) => usize::try_from(n).ok().filter(|s| *s > 0),
+                _ => None,
+            };
+            match (&a[0], size) {
+                (Value::List(items), Some(size)) => Value::List(
+                    items
+                        .chunks(size)
+                        .map(|c| Value::List(c.to_vec()))
+                        .collect(),
+                ),
+                (list, _) => null(format!(
+                    "partition: expected a list and a positive whole size, got {list} and {}",
+                    a[1]
+                )),
+            }
+        }),
+        "duplicate values" => function(&["list"], |a| match &a[0] {
+            Value::List(items) => {
+                let mut out: Vec<Value> = Vec::new();
+                for (i, v) in items.iter().enumerate() {
+                    if items[..i].contains(v) && !out.contains(v) {
+                        out.push(v.clone());
+                    }
+                }
+                Value::List(out)
+            }
+            other => null(format!("duplicate values: expected a list, got {other}")),
+        }),
+        other => null(format!("no extension function '{other}'")),
+    }
+}
+
+/// A JSON value as FEEL's (numbers are decimal: whole ones exactly, others
+/// through their shortest text).
+pub(crate) fn to_feel(v: &serde_json::Value) -> Value {
+    match v {
+        serde_json::Value::Null => Value::Null(None),
+        serde_json::Value::Bool(b) => Value::Boolean(*b),
+        serde_json::Value::Number(n) => match (n.as_i64(), n.as_u64()) {
+            (Some(i), _) => Value::Number(FeelNumber::from(i)),
+            (None, Some(u)) => Value::Number(FeelNumber::from(u)),
+            _ => match n.to_string().parse::<FeelNumber>() {
+                Ok(n) => Value::Number(n),
+                Err(e) => null(format!("number {n}: {e}")),
+            },
+        },
+        serde_json::Value::String(s) => Value::String(s.clone()),
+        serde_json::Value::Array(items) => Value::List(items.iter().map(to_feel).collect()),
+        serde_json::Value::Object(map) => {
+            let mut ctx = FeelContext::default();
+            for (k, v) in map {
+                ctx.set_entry(&Name::from(k.as_str()), to_feel(v));
+            }
+            Value::Context(ctx)
+        }
+    }
+}
+
+/// A FEEL value as JSON. A null that carries a reason is FEEL's way of
+/// failing: it is an error with that reason, except a variable that is not
+/// set, which reads as null (as Zeebe reads it).
+pub(crate) fn from_feel(v: &Value) -> Result<serde_json::Value, String> {
+    Ok(match v {
+        Value::Null(None) => serde_json::Value::Null,
+        Value::Null(Some(reason)) if reason.starts_with("context has no value for key") => {
+            serde_json::Value::Null
+        }
+        Value::Null(Some(reason)) => return Err(reason.clone()),
+        Value::Boolean(b) => serde_json::Value::Bool(*b),
+        Value::Number(n) => number(n)?,
+        Value::String(s) => serde_json::Value::String(s.clone()),
+        Value::List(items) => {
+            serde_json::Value::Array(items.iter().map(from_feel).collect::<Result<_, _>>()?)
+        }
+        Value::Context(ctx) => serde_json::Value::Object(
+            ctx.iter()
+                .map(|(k, v)| Ok((k.to_string(), from_feel(v)?)))
+                .collect::<Result<_, String>>()?,
+        ),
+        Value::Date(_)
+        | Value::DateTime(_)
+        | Value::Time(_)
+        | Value::DaysAndTimeDuration(_)
+        | Value::YearsAndMonthsDuration(_) => serde_json::Value::String(v.to_string()),
+        other => {
+            return Err(format!(
+                "its value {other} cannot be kept in a variable (a number, string, boolean, list, context, date, time or duration can)"
+            ));
+        }
+    })
+}
+
+/// A FEEL number as JSON: whole numbers exactly, others as the nearest
+/// binary64.
+fn number(n: &FeelNumber) -> Result<serde_json::Value, String> {
+    if n.is_integer()
+        && let Ok(i) = i64::try_from(n)
+    {
+        return Ok(serde_json::Value::from(i));
+    }
+    let text = n.to_string();
+    text.parse::<f64>()
+        .ok()
+        .and_then(serde_json::Number::from_f64)
+        .map(serde_json::Value::Number)
+        .ok_or_else(|| format!("number {text} has no JSON form"))
+}

@@ -71,7 +71,7 @@ pub fn work_json(w: &crate::model::Delegated) -> Value {
 /// What a deploy stored and what will not run as written, as JSON.
 pub fn deployment_json(d: &crate::Deployment) -> Value {
     json!({
-        "deployed": d.deployed.iter().map(|d| json!({"process": d.process, "version": d.version, "new_version": d.new_version})).collect::<Vec<_>>(),
+        "deployed": d.deployed.iter().map(|d| json!({"process": d.process, "version": d.version, "new_version": d.new_version, "kind": if d.decision { "decision" } else { "process" }})).collect::<Vec<_>>(),
         "warnings": d.warnings.iter().map(|w| json!({"element": w.id, "line": w.line, "message": w.message})).collect::<Vec<_>>(),
     })
 }

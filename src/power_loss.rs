@@ -345,13 +345,13 @@ fn a_cut_before_anything_was_synced_leaves_a_database_that_opens() {
     }
 }
 
-/// The engine's state is a function of its log: a FEEL expression that reads
-/// `now()` is evaluated again when the log is replayed after a power cut, and
-/// must come to what it came to before — the instant of the batch that ran
-/// it, not the clock at replay.
+/// The engine's state is a function of its log: a FEEL expression and a DMN
+/// decision that read `now()`/`today()` are evaluated again when the log is
+/// replayed after a power cut, and must come to what they came to before —
+/// the instant of the batch that ran them, not the clock at replay.
 #[cfg(feature = "feel")]
 #[test]
-fn a_feel_expression_reading_the_clock_replays_to_the_same_value() {
+fn feel_and_decisions_reading_the_clock_replay_to_the_same_value() {
     const MODEL: &str = r#"<bpmn:definitions xmlns:bpmn="http://www.omg.org/spec/BPMN/20100524/MODEL" xmlns:zeebe="http://camunda.org/schema/zeebe/1.0">
   <bpmn:process id="stamp" isExecutable="true">
     <bpmn:startEvent id="s"/>
@@ -359,7 +359,11 @@ fn a_feel_expression_reading_the_clock_replays_to_the_same_value() {
     <bpmn:scriptTask id="when">
       <bpmn:extensionElements><zeebe:script expression="=string(now()) + &quot; &quot; + string(day of week(today()))" resultVariable="at"/></bpmn:extensionElements>
     </bpmn:scriptTask>
-    <bpmn:sequenceFlow id="f1" sourceRef="when" targetRef="route"/>
+    <bpmn:sequenceFlow id="f1" sourceRef="when" targetRef="day"/>
+    <bpmn:businessRuleTask id="day">
+      <bpmn:extensionElements><zeebe:calledDecision decisionId="weekday" resultVariable="weekday"/></bpmn:extensionElements>
+    </bpmn:businessRuleTask>
+    <bpmn:sequenceFlow id="f2" sourceRef="day" targetRef="route"/>
     <bpmn:exclusiveGateway id="route"/>
     <bpmn:sequenceFlow id="weekday" sourceRef="route" targetRef="book"><bpmn:conditionExpression>=not(day of week(today()) in ("Saturday", "Sunday"))</bpmn:conditionExpression></bpmn:sequenceFlow>
     <bpmn:sequenceFlow id="weekend" sourceRef="route" targetRef="later"><bpmn:conditionExpression>=day of week(today()) in ("Saturday", "Sunday")</bpmn:conditionExpression></bpmn:sequenceFlow>
@@ -367,6 +371,16 @@ fn a_feel_expression_reading_the_clock_replays_to_the_same_value() {
     <bpmn:receiveTask id="later"/>
   </bpmn:process>
 </bpmn:definitions>"#;
+    const WEEKDAY: &str = r#"<definitions xmlns="https://www.omg.org/spec/DMN/20191111/MODEL/" namespace="https://postfach.dev/weekday" name="weekday" id="weekday-file">
+  <decision name="Weekday" id="weekday">
+    <decisionTable id="dt" hitPolicy="FIRST">
+      <input id="i"><inputExpression typeRef="string"><text>day of week(today())</text></inputExpression></input>
+      <output id="o" typeRef="string"/>
+      <rule id="weekend"><inputEntry id="a"><text>"Saturday","Sunday"</text></inputEntry><outputEntry id="b"><text>"weekend"</text></outputEntry></rule>
+      <rule id="workday"><inputEntry id="c"><text>-</text></inputEntry><outputEntry id="d"><text>"workday"</text></outputEntry></rule>
+    </decisionTable>
+  </decision>
+</definitions>"#;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -375,6 +389,9 @@ fn a_feel_expression_reading_the_clock_replays_to_the_same_value() {
         let disk = Disk::new(None);
         // 2026-01-01, a Thursday; no checkpoint after open
         let pf = Postfach::open_sim(&disk, options(false)).expect("opens");
+        pf.deploy("weekday.dmn", WEEKDAY, BTreeMap::new())
+            .await
+            .expect("deploys");
         pf.deploy("stamp.bpmn", MODEL, BTreeMap::new())
             .await
             .expect("deploys");
@@ -383,7 +400,11 @@ fn a_feel_expression_reading_the_clock_replays_to_the_same_value() {
             .await
             .expect("starts");
         let before = pf.reader().unwrap().instance(id).unwrap().unwrap();
-        assert_eq!(before.variables["at"], "2026-01-01T00:00:00Z Thursday");
+        assert_eq!(
+            before.variables["at"], "2026-01-01T00:00:00Z Thursday",
+            "{before:?}"
+        );
+        assert_eq!(before.variables["weekday"], "workday");
         assert_eq!(before.waiting_at, ["book"]);
         // the power goes: only the synced log holds the start
         let files = disk.after_power_cut(&BTreeMap::new());
@@ -401,6 +422,14 @@ fn a_feel_expression_reading_the_clock_replays_to_the_same_value() {
         );
         let after = pf.reader().unwrap().instance(id).unwrap().unwrap();
         assert_eq!(after.variables["at"], before.variables["at"]);
+        assert_eq!(after.variables["weekday"], "workday");
+        let history = |v: &crate::ops::InstanceView| {
+            v.history
+                .iter()
+                .map(|h| h.event.clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(history(&after), history(&before));
         assert_eq!(after.waiting_at, before.waiting_at);
         pf.close();
     });

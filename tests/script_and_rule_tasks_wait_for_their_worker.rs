@@ -3,7 +3,8 @@
 //! locks one is given what to evaluate (script language, text and result
 //! variable; decision and result variable) from Flowable, Camunda and Zeebe
 //! attributes. Its result completes the job and the token moves on. A Zeebe
-//! `zeebe:script` FEEL expression is evaluated by the engine itself.
+//! `zeebe:script` FEEL expression, and a business rule task that names its
+//! decision without a worker, are evaluated by the engine itself.
 #![cfg(feature = "server")]
 use crate::common;
 use common::*;
@@ -20,7 +21,7 @@ const MODEL: &str = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524
       <script>betrag &gt; 1000 ? 0.05 : 0</script>
     </scriptTask>
     <sequenceFlow id="f1" sourceRef="rabatt" targetRef="pruefen"/>
-    <businessRuleTask id="pruefen" camunda:decisionRef="kreditpruefung" camunda:resultVariable="ergebnis"/>
+    <businessRuleTask id="pruefen" camunda:decisionRef="kreditpruefung" camunda:resultVariable="ergebnis" camunda:type="external" camunda:topic="pruefen"/>
     <sequenceFlow id="f2" sourceRef="pruefen" targetRef="summe"/>
     <scriptTask id="summe">
       <extensionElements><zeebe:script expression="=betrag * (1 - rabatt)" resultVariable="netto"/></extensionElements>

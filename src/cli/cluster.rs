@@ -278,7 +278,8 @@ pub(crate) fn cli_route(args: &[String]) -> CliRoute {
         | Command::Tasks(_)
         | Command::Cleanup
         | Command::Work(_) => CliRoute::Gather,
-        Command::Acquire(_) => CliRoute::Any,
+        // every partition holds every decision (a deploy goes everywhere)
+        Command::Acquire(_) | Command::Decide(_) | Command::Decisions => CliRoute::Any,
         // conditional starts, like signal starts, happen on partition 0
         Command::Conditions(_) => CliRoute::Id(0),
     }

@@ -50,6 +50,12 @@ pub(super) fn next_step(e: &Error) -> Option<String> {
                 Some("deploy its BPMN file first (postfach deploy FILE.bpmn)".into())
             }
             E::UnknownInstance(_) => Some("list instances with `postfach instances`".into()),
+            E::UnknownDecision(_) => Some(
+                "deploy its DMN file first (postfach deploy FILE.dmn); `postfach decisions` lists what is deployed".into(),
+            ),
+            E::DecisionFailed { .. } => {
+                Some("give the variables the decision reads with --var NAME=VALUE".into())
+            }
             E::NotTriggerable { instance, .. } | E::AdHocRefused { instance, .. } => Some(format!(
                 "see where its tokens wait with `postfach instance {instance}`"
             )),

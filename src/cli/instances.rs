@@ -67,6 +67,15 @@ pub(crate) struct ConditionsArgs {
     pub(crate) vars: VarArgs,
 }
 
+// The arguments of `postfach decide`.
+#[derive(Debug, Args)]
+pub(crate) struct DecideArgs {
+    /// The decision's id.
+    pub(crate) decision: String,
+    #[command(flatten)]
+    pub(crate) vars: VarArgs,
+}
+
 // The arguments of `postfach instance`.
 #[derive(Debug, Args)]
 pub(crate) struct InstanceArgs {
@@ -134,7 +143,8 @@ pub(super) async fn deploy(
         .iter()
         .map(|d| {
             format!(
-                "{} version {}{}",
+                "{}{} version {}{}",
+                if d.decision { "decision " } else { "" },
                 d.process,
                 d.version,
                 if d.new_version { "" } else { " (unchanged)" }
@@ -196,6 +206,42 @@ pub(super) async fn conditions(pf: &Postfach, args: ConditionsArgs) -> Result<Ou
     };
     let ids: Vec<String> = ids.iter().map(u64::to_string).collect();
     Ok(out(json!({"started": ids}), text))
+}
+
+/// `postfach decide`: a decision's value for the variables given.
+pub(super) fn decide(pf: &Postfach, args: DecideArgs) -> Result<Output, Failure> {
+    let DecideArgs { decision, vars } = args;
+    let vars = parse_vars(&vars.var).map_err(usage)?;
+    let d = pf.decide(&decision, &vars)?;
+    let rules = if d.rules.is_empty() {
+        "no rule".to_string()
+    } else {
+        format!("rules {}", d.rules.join(", "))
+    };
+    let text = format!(
+        "{} v{}: {} ({rules} matched)",
+        d.decision, d.version, d.value
+    );
+    Ok(out(serde_json::to_value(&d).unwrap_or_default(), text))
+}
+
+/// `postfach decisions`: the deployed decisions.
+pub(super) fn decisions(pf: &Postfach) -> Result<Output, Failure> {
+    let list = pf.reader()?.decisions()?;
+    let text = if list.is_empty() {
+        "no decision is deployed".to_string()
+    } else {
+        list.iter()
+            .map(|d| {
+                format!(
+                    "{} v{} ({}, {}, deployed {})",
+                    d.id, d.version, d.name, d.file, d.deployed_at
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    Ok(out(json!({"decisions": list}), text))
 }
 
 /// `postfach instance` against the open database.

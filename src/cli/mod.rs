@@ -115,6 +115,16 @@ pub enum Command {
     ///
     /// Example: postfach conditions --var betrag=1500
     Conditions(instances::ConditionsArgs),
+    /// Evaluate the latest version of a deployed DMN decision against the
+    /// variables given, without a process; prints its value and the rules
+    /// that matched.
+    ///
+    /// Example: postfach decide credit-check --var amount=20000 --var rating=B
+    Decide(instances::DecideArgs),
+    /// List the deployed DMN decisions with their latest version.
+    ///
+    /// Example: postfach decisions
+    Decisions,
     /// Show one instance with variables and history.
     ///
     /// Example: postfach instance 17
@@ -338,6 +348,8 @@ async fn execute(pf: &Postfach, command: Command, sources: Sources<'_>) -> Resul
         Command::Cleanup => offline::cleanup(pf).await,
         Command::Signal(args) => instances::signal(pf, args).await,
         Command::Conditions(args) => instances::conditions(pf, args).await,
+        Command::Decide(args) => instances::decide(pf, args),
+        Command::Decisions => instances::decisions(pf),
         Command::Instance(args) => instances::instance(pf, args).await,
         Command::Instances(args) => instances::instances(pf, args).await,
         Command::Messages(args) => messages::messages(pf, args).await,

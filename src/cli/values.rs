@@ -139,7 +139,9 @@ pub fn parse_value(v: &str) -> Value {
     Value::String(v.to_string())
 }
 
-/// Parses `NAME=VALUE` pairs with [`parse_value`].
+/// Parses `NAME=VALUE` pairs with [`parse_value`]; `NAME:=JSON` takes any
+/// JSON, numbers included (`amount:=20000` is the number, `amount=20000`
+/// the string).
 pub fn parse_vars(pairs: &[String]) -> Result<Vars, String> {
     let mut out = Vars::new();
     for p in pairs {
@@ -149,8 +151,15 @@ pub fn parse_vars(pairs: &[String]) -> Result<Vars, String> {
         if k.trim().is_empty() {
             return Err(format!("--var '{p}' has no name"));
         }
+        let (k, value) = match k.strip_suffix(':') {
+            Some(k) => (
+                k,
+                serde_json::from_str::<Value>(v)
+                    .map_err(|e| format!("--var '{p}': '{v}' is not JSON ({e})"))?,
+            ),
+            None => (k, parse_value(v)),
+        };
         limits::check_name("--var", k).map_err(|e| e.to_string())?;
-        let value = parse_value(v);
         out.insert(k.to_string(), value);
     }
     Ok(out)

@@ -17,6 +17,9 @@ impl<'a, 't> Engine<'a, 't> {
         overrides: &BTreeMap<String, String>,
         parsed: Option<Vec<Process>>,
     ) -> R<Vec<Deployed>> {
+        if model::dmn::is_dmn(xml) {
+            return self.deploy_decisions(file, xml);
+        }
         let processes = match parsed {
             Some(p) => p,
             None => model::parse(file, xml, overrides)?,
@@ -36,6 +39,7 @@ impl<'a, 't> Engine<'a, 't> {
             {
                 out.push(Deployed {
                     process: p.id.clone(),
+                    decision: false,
                     version: latest,
                     new_version: false,
                 });
@@ -67,6 +71,7 @@ impl<'a, 't> Engine<'a, 't> {
             self.defs.clear_catalog();
             out.push(Deployed {
                 process: p.id.clone(),
+                decision: false,
                 version,
                 new_version: true,
             });

@@ -576,6 +576,7 @@ impl<'a, 't> Engine<'a, 't> {
             | ElementKind::ConditionalStart { .. }
             | ElementKind::AdHoc { .. }
             | ElementKind::Script { .. }
+            | ElementKind::Decide { .. }
             | ElementKind::UserTask { .. }
             | ElementKind::InclusiveGateway { .. }
             | ElementKind::TerminateEnd

@@ -106,6 +106,21 @@ impl Feel {
     }
 }
 
+/// Whether FEEL text of a DMN file parses: `unary` for unary tests (an
+/// input entry), else an expression; `declared` are the names the file
+/// declares (input data, decisions), which may have spaces.
+pub fn check_text(text: &str, unary: bool, declared: &[String]) -> Result<(), String> {
+    #[cfg(feature = "feel")]
+    {
+        imp::check_text(text, unary, declared)
+    }
+    #[cfg(not(feature = "feel"))]
+    {
+        let _ = (text, unary, declared);
+        Err("this build of postfach has no FEEL (cargo feature `feel`)".into())
+    }
+}
+
 /// Whether `text` is a FEEL expression as Zeebe marks one (a leading `=`),
 /// and its body.
 pub fn body(text: &str) -> Option<&str> {
@@ -174,7 +189,7 @@ impl<'de> Deserialize<'de> for Feel {
 }
 
 #[cfg(feature = "feel")]
-mod imp;
+pub(crate) mod imp;
 
 #[cfg(all(test, feature = "feel"))]
 mod tests;

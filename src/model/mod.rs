@@ -7,6 +7,7 @@
 //! the version they started with.
 
 pub mod cron;
+pub mod dmn;
 pub(crate) mod expr;
 pub mod feel;
 pub mod iso;
@@ -288,9 +289,10 @@ pub enum ElementKind {
         /// A `manualTask` (else a plain `task`).
         manual: bool,
     },
-    /// A `scriptTask` or `businessRuleTask`: postfach evaluates no script
-    /// language and no DMN itself, so it waits as a job on `topic`, like a
-    /// service task, and the job carries what to evaluate.
+    /// A `scriptTask` or `businessRuleTask` postfach does not evaluate itself
+    /// (a script language, a decision given by an expression, an external
+    /// task): it waits as a job on `topic`, like a service task, and the job
+    /// carries what to evaluate.
     Delegated {
         /// The topic workers fetch its jobs by.
         topic: String,
@@ -464,6 +466,38 @@ pub enum ElementKind {
         /// `resultVariable`.
         result_variable: String,
     },
+    /// A business rule task the engine decides itself (feature `feel`): the
+    /// latest deployed version of the DMN decision is evaluated in the step
+    /// the token arrives in, its result set as `mapping` says.
+    Decide {
+        /// The decision's id (`zeebe:calledDecision decisionId`,
+        /// `camunda:decisionRef`, `flowable:decisionTableReferenceKey`).
+        decision: String,
+        /// The variable the result goes to (`resultVariable`); `None` keeps
+        /// no result (unless `mapping` is [`DecisionMapping::Outputs`]).
+        result_variable: Option<String>,
+        /// How the result becomes the variable's value.
+        mapping: DecisionMapping,
+    },
+}
+
+/// How a decision's result becomes a variable (Camunda 7's
+/// `mapDecisionResult`; Zeebe keeps the decision's value as it is).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum DecisionMapping {
+    /// The decision's value as DMN gives it (Zeebe).
+    Value,
+    /// A list with one context per matched rule (Camunda's default `resultList`).
+    ResultList,
+    /// The one output of the one matched rule (`singleEntry`).
+    SingleEntry,
+    /// The one matched rule's outputs as a context (`singleResult`).
+    SingleResult,
+    /// The one output of each matched rule, as a list (`collectEntries`).
+    CollectEntries,
+    /// Each output of the first matched rule becomes a variable of its own
+    /// (Flowable's decision task).
+    Outputs,
 }
 
 /// Which variables cross between a call activity and its child: all of
@@ -730,6 +764,7 @@ impl ElementKind {
             ElementKind::ConditionalStart { .. } => "startEvent(conditional)",
             ElementKind::AdHoc { .. } => "adHocSubProcess",
             ElementKind::Script { .. } => "scriptTask(FEEL)",
+            ElementKind::Decide { .. } => "businessRuleTask(DMN)",
         }
     }
 

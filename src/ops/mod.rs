@@ -8,12 +8,14 @@
 //! One module per view family: [`instances`], [`messages`], [`jobs`],
 //! [`tasks`], [`processes`]; each adds its questions to the one [`Reader`].
 
+mod decisions;
 mod instances;
 mod jobs;
 mod messages;
 mod processes;
 mod tasks;
 
+pub use decisions::{Decision, DecisionView};
 pub use instances::{
     CandidateView, HistoryView, InstanceDetail, InstanceFilter, InstancePage, InstancePaging,
     InstanceView, SubscriptionView, TokenView, WaitingView,

@@ -13,6 +13,15 @@ use crate::engine::{Repair, TaskAction};
 use crate::error::Error;
 
 impl Postfach {
+    /// Evaluates the latest version of DMN decision `id` against `vars`,
+    /// without a process: nothing is stored. Refused when no such decision
+    /// is deployed ([`crate::EngineError::UnknownDecision`]) or DMN cannot
+    /// evaluate it ([`crate::EngineError::DecisionFailed`]).
+    pub fn decide(&self, id: &str, vars: &Vars) -> Result<crate::ops::Decision, Error> {
+        crate::limits::check_name("decision", id)?;
+        Ok(self.reader()?.decide(id, None, vars)?)
+    }
+
     /// `user` takes user task `task`: refused while someone else holds it.
     pub async fn claim_task(&self, task: u64, user: &str) -> Result<(), Error> {
         self.task_action(task, user, TaskAction::Claim).await

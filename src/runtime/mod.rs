@@ -391,7 +391,17 @@ impl Postfach {
         // the publishes queued behind it, and a refused one never reaches the log
         let (name, text, keys) = (file.to_string(), xml.to_string(), correlation_keys);
         let parse = move || {
-            let parsed = crate::model::parse_report(&name, &text, &keys).and_then(|p| {
+            // a decision file is built here too: the engine finds it cached
+            let dmn = crate::model::dmn::is_dmn(&text);
+            let parsed = if dmn {
+                crate::model::dmn::cached(&name, &text).map(|_| crate::model::Parsed {
+                    processes: Vec::new(),
+                    warnings: Vec::new(),
+                })
+            } else {
+                crate::model::parse_report(&name, &text, &keys)
+            };
+            let parsed = parsed.and_then(|p| {
                 if strict && !p.warnings.is_empty() {
                     Err(crate::model::ParseError::Strict {
                         file: name.clone(),

@@ -42,6 +42,8 @@
 //! - `definitions`: (process, version) → [`DefinitionRecord`]; `definition_extras`: (process, version) →
 //!   element extras; `definition_sources`: (process, version) → the BPMN XML; `definition_latest`:
 //!   process → latest version; `message_catalog`: (message, process) → what starts or waits for it
+//! - `decisions`: (decision, version) → [`DecisionRecord`] (with the DMN XML it was deployed
+//!   from); `decision_latest`: decision → latest version
 //!
 //! A test (`the_key_layout_names_every_table`) holds this list to the table definitions below.
 
@@ -200,6 +202,11 @@ pub(crate) const SIGNALS_OUT: TableDefinition<u64, &[u8]> = TableDefinition::new
 /// cancelled, or when the instance ends.
 pub(crate) const COMPENSATIONS: TableDefinition<(u64, u64), &[u8]> =
     TableDefinition::new("compensations");
+/// (decision id, version) → a [`DecisionRecord`]: a deployed DMN decision.
+pub(crate) const DECISIONS: TableDefinition<(&str, u32), &[u8]> = TableDefinition::new("decisions");
+/// Decision id → its latest version.
+pub(crate) const DECISION_LATEST: TableDefinition<&str, u32> =
+    TableDefinition::new("decision_latest");
 
 /// What an event about a parked message carries (see
 /// [`crate::Options::parked_events`]).
@@ -388,6 +395,26 @@ pub struct DefinitionRecord {
     pub file: String,
     /// Hash of source and key overrides; an identical redeploy keeps the version.
     pub fingerprint: u64,
+}
+
+/// A deployed DMN decision: one version of it, with the file it came from
+/// (a decision is evaluated from the whole file: it may require others).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DecisionRecord {
+    /// The decision's id.
+    pub id: String,
+    /// Its name.
+    pub name: String,
+    /// Its version (1, 2, … per id).
+    pub version: u32,
+    /// When it was deployed.
+    pub deployed_at: Millis,
+    /// The file name it was deployed from.
+    pub file: String,
+    /// Hash of the file: an identical redeploy keeps the version.
+    pub fingerprint: u64,
+    /// The DMN XML.
+    pub xml: String,
 }
 
 /// What a message name means to one process.

@@ -683,3 +683,48 @@ impl Snapshot {
         Ok(Some(super::with_extras(rec, extras.as_deref())?))
     }
 }
+
+impl Snapshot {
+    /// Version `version` of decision `id`, or its latest when `None`.
+    pub fn decision(
+        &self,
+        id: &str,
+        version: Option<u32>,
+    ) -> Result<Option<DecisionRecord>, StoreError> {
+        let version = match version {
+            Some(v) => v,
+            None => match self.tx.open_table(DECISION_LATEST) {
+                Ok(t) => match t.get(id)? {
+                    Some(g) => g.value(),
+                    None => return Ok(None),
+                },
+                Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+                Err(e) => return Err(redb::Error::from(e).into()),
+            },
+        };
+        let t = match self.tx.open_table(DECISIONS) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+            Err(e) => return Err(redb::Error::from(e).into()),
+        };
+        match t.get((id, version))? {
+            Some(g) => Ok(Some(codec::decode(g.value())?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Every deployed decision with its latest version, by id.
+    pub fn decisions(&self) -> Result<Vec<(String, u32)>, StoreError> {
+        let t = match self.tx.open_table(DECISION_LATEST) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+            Err(e) => return Err(redb::Error::from(e).into()),
+        };
+        let mut out = Vec::new();
+        for row in t.iter()? {
+            let (k, v) = row?;
+            out.push((k.value().to_string(), v.value()));
+        }
+        Ok(out)
+    }
+}

@@ -253,6 +253,33 @@ fn words(source: &str) -> Result<Vec<String>, String> {
     Ok(out)
 }
 
+/// Whether `text` parses (unary tests or an expression), knowing the names
+/// a DMN file declares and the words of the text itself.
+pub(super) fn check_text(text: &str, unary: bool, declared: &[String]) -> Result<(), String> {
+    let scope = parse_scope(text, declared)?;
+    let parsed = if unary {
+        dsntk_feel_parser::parse_unary_tests(&scope, text, false)
+    } else {
+        dsntk_feel_parser::parse_expression(&scope, text, false)
+    };
+    parsed
+        .map(|_| ())
+        .map_err(|e| format!("does not parse as FEEL: {e}"))
+}
+
+/// The scope FEEL's parser needs for `text`: the `declared` names, the
+/// words of `text` that may be variables, and the extension functions.
+pub(crate) fn parse_scope(text: &str, declared: &[String]) -> Result<FeelScope, String> {
+    let mut ctx = FeelContext::default();
+    for name in EXTENSIONS {
+        ctx.set_entry(&Name::from(*name), Value::Null(None));
+    }
+    for w in variable_words(&words(text)?).iter().chain(declared) {
+        ctx.set_entry(&Name::from(w.as_str()), Value::Null(None));
+    }
+    Ok(FeelScope::from(ctx))
+}
+
 /// The FEEL value of `c` against `vars` at `now`.
 pub(super) fn eval(
     c: &Compiled,
@@ -269,9 +296,7 @@ pub(super) fn eval(
         ctx.set_entry(name, f.clone());
     }
     if c.clock {
-        let (date_time, date) = instant(now)?;
-        ctx.set_entry(&Name::from("now"), constant(Value::DateTime(date_time)));
-        ctx.set_entry(&Name::from("today"), constant(Value::Date(date)));
+        bind_clock(&mut ctx, now)?;
     }
     Ok((c.evaluator)(&FeelScope::from(ctx)))
 }
@@ -286,6 +311,15 @@ pub(super) fn boolean(v: &Value) -> Result<bool, String> {
         )),
         other => Err(format!("evaluated to {other}, not to true or false")),
     }
+}
+
+/// Binds `now()` and `today()` in `ctx` to `now` (a scope's own names win
+/// over FEEL's built-in functions, which read the system clock).
+pub(crate) fn bind_clock(ctx: &mut FeelContext, now: crate::clock::Millis) -> Result<(), String> {
+    let (date_time, date) = instant(now)?;
+    ctx.set_entry(&Name::from("now"), constant(Value::DateTime(date_time)));
+    ctx.set_entry(&Name::from("today"), constant(Value::Date(date)));
+    Ok(())
 }
 
 /// `now` as FEEL's date and time and date (UTC).
@@ -458,6 +492,26 @@ pub(crate) fn from_feel(v: &Value) -> Result<serde_json::Value, String> {
                 "its value {other} cannot be kept in a variable (a number, string, boolean, list, context, date, time or duration can)"
             ));
         }
+    })
+}
+
+/// A FEEL value as JSON, every null as null (DMN decisions: a value FEEL
+/// cannot compute is null there).
+pub(crate) fn from_feel_nullable(v: &Value) -> Result<serde_json::Value, String> {
+    Ok(match v {
+        Value::Null(_) => serde_json::Value::Null,
+        Value::List(items) => serde_json::Value::Array(
+            items
+                .iter()
+                .map(from_feel_nullable)
+                .collect::<Result<_, _>>()?,
+        ),
+        Value::Context(ctx) => serde_json::Value::Object(
+            ctx.iter()
+                .map(|(k, v)| Ok((k.to_string(), from_feel_nullable(v)?)))
+                .collect::<Result<_, String>>()?,
+        ),
+        other => from_feel(other)?,
     })
 }
 

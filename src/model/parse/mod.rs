@@ -17,6 +17,7 @@
 mod compensation;
 mod context;
 mod data;
+pub(crate) mod dmn;
 mod events;
 mod flows;
 mod gateways;
@@ -125,6 +126,23 @@ pub enum ParseError {
         file: String,
         /// The root element found.
         found: String,
+    },
+    /// The root element is not DMN's `<definitions>` (a decision file).
+    #[error("{file}: the root element is <{found}>, expected <definitions> of DMN 1.1 to 1.5")]
+    NotDmn {
+        /// The file.
+        file: String,
+        /// The root element found.
+        found: String,
+    },
+    /// DecisionToolkit refuses the decision file (a schema or model rule of
+    /// DMN, a decision it cannot build).
+    #[error("{file}: {message}")]
+    Dmn {
+        /// The file.
+        file: String,
+        /// What was refused, as DecisionToolkit says it.
+        message: String,
     },
     /// The file has no process.
     #[error("{file}: no <process> element found")]

@@ -348,6 +348,7 @@ pub(crate) fn runs_multi_instance(kind: &ElementKind) -> bool {
         | ElementKind::SubProcess { .. }
         | ElementKind::CallActivity { .. }
         | ElementKind::Script { .. }
+        | ElementKind::Decide { .. }
         // each inner instance waits to be triggered
         | ElementKind::WaitState => true,
         // an event subprocess is started by its event, once per event

@@ -38,7 +38,14 @@ pub(super) fn kind(cx: &mut Cx, n: &Node) -> Option<ElementKind> {
             }
             None => script_task(n),
         },
-        "businessRuleTask" => business_rule_task(n),
+        "businessRuleTask" => match decided_here(n) {
+            Some(Ok(kind)) => kind,
+            Some(Err(message)) => {
+                cx.problem(super::context::issue(n, message));
+                return None;
+            }
+            None => business_rule_task(n),
+        },
         // without a message: a wait state, moved on by a caller
         "receiveTask" if n.attr("messageRef").is_none_or(|r| r.trim().is_empty()) => {
             ElementKind::WaitState
@@ -144,6 +151,62 @@ fn script_task(n: &Node) -> ElementKind {
             result_variable,
         },
     }
+}
+
+/// A business rule task the engine decides (feature `feel`): it names its
+/// decision by id (Zeebe `calledDecision`, `camunda:decisionRef`,
+/// `flowable:decisionTableReferenceKey`) and no worker (no topic, external
+/// type, Java class or expression, no `zeebe:taskDefinition`). `None` for
+/// any other business rule task.
+fn decided_here(n: &Node) -> Option<Result<ElementKind, String>> {
+    if !cfg!(feature = "feel") {
+        return None;
+    }
+    let worker = ["topic", "type", "class", "delegateExpression", "expression"]
+        .iter()
+        .any(|a| n.attr(a).is_some())
+        || extension(n, "taskDefinition").is_some();
+    let zeebe = extension(n, "calledDecision");
+    let decision = n
+        .attr("decisionRef")
+        .or_else(|| n.attr("decisionTableReferenceKey"))
+        .or_else(|| zeebe.and_then(|z| z.attr("decisionId")))
+        .map(strip_feel)
+        .filter(|d| !d.is_empty())?;
+    if worker || decision.contains("${") || decision.contains("#{") {
+        return None;
+    }
+    let result_variable = n
+        .attr("resultVariable")
+        .or_else(|| zeebe.and_then(|z| z.attr("resultVariable")))
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .map(str::to_string);
+    use crate::model::DecisionMapping as M;
+    let flowable = n.attr("decisionTableReferenceKey").is_some();
+    let mapping = match (zeebe.is_some(), n.attr("mapDecisionResult").map(str::trim)) {
+        (true, _) => M::Value,
+        (false, _) if flowable => M::Outputs,
+        (false, None | Some("resultList")) => M::ResultList,
+        (false, Some("singleEntry")) => M::SingleEntry,
+        (false, Some("singleResult")) => M::SingleResult,
+        (false, Some("collectEntries")) => M::CollectEntries,
+        (false, Some(other)) => {
+            return Some(Err(format!(
+                "mapDecisionResult '{other}' is not one of resultList, singleEntry, singleResult, collectEntries"
+            )));
+        }
+    };
+    if zeebe.is_some() && result_variable.is_none() {
+        return Some(Err(
+            "zeebe:calledDecision needs a resultVariable for the decision's value".into(),
+        ));
+    }
+    Some(Ok(ElementKind::Decide {
+        decision,
+        result_variable,
+        mapping,
+    }))
 }
 
 /// A business-rule task: a job for a worker, with the decision the model

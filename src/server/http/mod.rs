@@ -107,6 +107,8 @@ pub fn router(
         .route("/jobs/{id}/bpmn-error", post(bpmn_error))
         .route("/jobs/{id}/retry", post(retry))
         .route("/jobs/{id}/objects/{variable}", get(job_object))
+        .route("/decisions", get(decisions))
+        .route("/decisions/{id}/evaluate", post(evaluate))
         .route("/processes", get(processes))
         .route("/processes/{id}/xml", get(process_xml))
         .route("/processes/{id}/statistics", get(statistics))
@@ -253,7 +255,10 @@ fn status_of(e: &Error) -> StatusCode {
             | E::UnknownJob(_)
             | E::UnknownMessageId(_)
             | E::UnknownToken { .. }
-            | E::UnknownTask(_) => StatusCode::NOT_FOUND,
+            | E::UnknownTask(_)
+            | E::UnknownDecision(_) => StatusCode::NOT_FOUND,
+            // the variables given leave the decision without a value
+            E::DecisionFailed { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             E::NoStartEvent(_)
             | E::JobState { .. }
             | E::StaleLease(_)
@@ -397,6 +402,8 @@ async fn cli(
         jobs::bpmn_error,
         jobs::retry,
         jobs::job_object,
+        processes::decisions,
+        processes::evaluate,
         processes::statistics,
         processes::processes,
         processes::process_xml,

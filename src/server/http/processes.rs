@@ -1,8 +1,8 @@
-//! Processes, alarms and user tasks over HTTP (`/processes…`, `/alarms`,
-//! `/tasks…`).
+//! Processes, decisions, alarms and user tasks over HTTP (`/processes…`,
+//! `/decisions…`, `/alarms`, `/tasks…`).
 //!
 //! Invariant: only reads, except a task action, which acts as the person
-//! it names.
+//! it names (evaluating a decision stores nothing).
 
 use super::*;
 
@@ -11,6 +11,31 @@ use super::*;
 pub(super) struct StatisticsQuery {
     /// The definition version (default: the latest).
     version: Option<u32>,
+}
+
+#[utoipa::path(get, path = "/decisions", responses((status = 200, description = "Every deployed DMN decision with its latest version", body = serde_json::Value)))]
+pub(super) async fn decisions(State(s): State<AppState>) -> ApiResult {
+    Ok(Json(json!({"decisions": s.pf.reader()?.decisions()?})))
+}
+
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct EvaluateBody {
+    /// The variables the decision reads.
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    variables: Vars,
+}
+
+#[utoipa::path(post, path = "/decisions/{id}/evaluate", request_body = EvaluateBody, params(("id" = String, Path, description = "decision id")), responses((status = 200, description = "The latest version's value and the rules that matched; nothing is stored", body = serde_json::Value), (status = 404, description = "No such decision is deployed"), (status = 422, description = "The decision has no value for these variables")))]
+pub(super) async fn evaluate(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    b: Result<Json<EvaluateBody>, JsonRejection>,
+) -> ApiResult {
+    let b = body(b)?;
+    let d = s.pf.decide(&id, &b.variables)?;
+    Ok(Json(serde_json::to_value(d).unwrap_or_default()))
 }
 
 #[utoipa::path(get, path = "/processes", responses((status = 200, description = "Every deployed process with its versions", body = serde_json::Value)))]

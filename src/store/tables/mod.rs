@@ -16,6 +16,7 @@ use super::*;
 use redb::{MultimapTable, ReadableMultimapTable, ReadableTable, Table, WriteTransaction};
 
 mod compensations;
+mod decisions;
 mod definitions;
 mod instances;
 mod jobs;
@@ -92,6 +93,8 @@ pub(crate) struct Tables<'t> {
     signals_seen_at: Table<'t, (u64, &'static str), ()>,
     signals_out: Table<'t, u64, &'static [u8]>,
     compensations: Table<'t, (u64, u64), &'static [u8]>,
+    decisions: Table<'t, (&'static str, u32), &'static [u8]>,
+    decision_latest: Table<'t, &'static str, u32>,
 }
 
 /// The partition stamped in `meta`, if any (a damaged stamp is refused).
@@ -165,6 +168,8 @@ impl<'t> Tables<'t> {
             signals_seen_at: tx.open_table(SIGNALS_SEEN_AT)?,
             signals_out: tx.open_table(SIGNALS_OUT)?,
             compensations: tx.open_table(COMPENSATIONS)?,
+            decisions: tx.open_table(DECISIONS)?,
+            decision_latest: tx.open_table(DECISION_LATEST)?,
         })
     }
 

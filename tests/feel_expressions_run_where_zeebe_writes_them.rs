@@ -351,3 +351,50 @@ async fn feel_that_does_not_parse_is_refused_at_deploy_naming_element_and_line()
     assert!(e.contains("uuid"), "{e}");
     assert!(e.contains("f0"), "{e}");
 }
+
+const KEYED: &str = zeebe!(
+    r#"
+  <bpmn:message id="m" name="Paid">
+    <bpmn:extensionElements><zeebe:subscription correlationKey="=&quot;order-&quot; + string(order.no)"/></bpmn:extensionElements>
+  </bpmn:message>
+  <bpmn:process id="keyed" isExecutable="true">
+    <bpmn:startEvent id="s"/>
+    <bpmn:sequenceFlow id="f0" sourceRef="s" targetRef="paid"/>
+    <bpmn:intermediateCatchEvent id="paid"><bpmn:messageEventDefinition messageRef="m"/></bpmn:intermediateCatchEvent>
+    <bpmn:sequenceFlow id="f1" sourceRef="paid" targetRef="e"/>
+    <bpmn:endEvent id="e"/>
+  </bpmn:process>
+"#
+);
+
+#[tokio::test]
+async fn a_correlation_key_computed_by_feel_correlates() {
+    let env = Env::new();
+    env.deploy(KEYED).await;
+    let id = env
+        .pf
+        .start(
+            "keyed",
+            vars([("order", serde_json::json!({"no": 42}))]),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(env.waiting_at(id), ["paid"]);
+    let d = env
+        .pf
+        .publish(postfach::Publish {
+            name: "Paid".into(),
+            key: "order-42".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(d.outcome, postfach::Outcome::Correlated);
+    assert_eq!(env.state(id), "completed");
+    // a key must not depend on when it is asked
+    let e = env
+        .refusal(&KEYED.replace("string(order.no)", "string(today())"))
+        .await;
+    assert!(e.contains("may not read the clock"), "{e}");
+}

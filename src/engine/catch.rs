@@ -49,8 +49,8 @@ impl<'a, 't> Engine<'a, 't> {
         let p = self.proc_of(inst);
         // the key names one variable (or a path into one): only it is read
         let spec = p.correlation_keys.get(message).cloned().unwrap_or_default();
-        let root = spec.split('.').next().unwrap_or_default().to_string();
-        let vars = self.vars_named(inst, token, [spec.as_str(), root.as_str()])?;
+        let names = model::key_names(&spec);
+        let vars = self.vars_named(inst, token, names.iter().map(String::as_str))?;
         Ok(p.correlation_key(message, &vars)
             .map_err(|var| key_not_set(var, message, by)))
     }

@@ -819,12 +819,12 @@ impl<'a, 't> Engine<'a, 't> {
     /// (only those are read).
     pub(super) fn key_variables(&mut self, inst: u64, token: u64) -> R<Vars> {
         let p = self.proc_of(inst);
-        let names: Vec<&str> = p
+        let names: Vec<String> = p
             .correlation_keys
             .values()
-            .flat_map(|spec| [spec.as_str(), spec.split('.').next().unwrap_or_default()])
+            .flat_map(|spec| model::key_names(spec))
             .collect();
-        self.vars_named(inst, token, names)
+        self.vars_named(inst, token, names.iter().map(String::as_str))
     }
 
     /// Moves a token to a given element (the timer target of an event gateway).

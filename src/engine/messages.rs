@@ -263,7 +263,7 @@ impl<'a, 't> Engine<'a, 't> {
                 // the started instance knows its key unless the payload sets it
                 let mut vars = rec.variables.clone();
                 if let Some(var) = def.correlation_keys.get(&rec.name)
-                    && !var.contains(['.', '\''])
+                    && !var.contains(['.', '\'', '='])
                     && !vars.contains_key(var)
                 {
                     vars.insert(var.clone(), serde_json::Value::String(rec.key.clone()));

@@ -138,6 +138,14 @@ pub fn eval_text(
     cached(source)?.eval(vars, now)
 }
 
+/// The names FEEL text `source` mentions that may be variables (empty when
+/// it does not parse).
+pub fn words_of(source: &str) -> Vec<String> {
+    cached(source)
+        .map(|f| f.words().map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
 /// The prepared expression for `source`, from a cache of at most
 /// [`CACHED`] expressions (cleared when full: deploy-time text only ever
 /// lands here, so it refills with what runs).

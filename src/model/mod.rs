@@ -15,7 +15,7 @@ mod parse;
 mod process;
 mod timer;
 
-pub use process::{Process, key_string};
+pub use process::{Process, key_names, key_string};
 pub use timer::{TimerDef, TimerField};
 
 pub use expr::{ArithOp, CmpOp, Expr, Lit, eval_bool, eval_value, parse as parse_condition};

@@ -568,7 +568,27 @@ impl Process {
 /// The key a correlation key definition gives for `vars`: a variable, a
 /// variable path (`order.id`), or a literal kept quoted (`'A-1'`, from Zeebe's
 /// `correlationKey="A-1"`).
+/// The variables a correlation key spec reads: the names a FEEL key (`=…`)
+/// mentions, else the path and its root variable (a name may hold a dot).
+pub fn key_names(spec: &str) -> Vec<String> {
+    match spec.strip_prefix('=') {
+        Some(expr) => super::feel::words_of(expr),
+        None => vec![
+            spec.to_string(),
+            spec.split('.').next().unwrap_or_default().to_string(),
+        ],
+    }
+}
+
 fn key_of(spec: &str, vars: &crate::Vars) -> Option<String> {
+    if let Some(expr) = spec.strip_prefix('=') {
+        // FEEL (deploy parsed it and refused a clock in it); a key that
+        // cannot be computed is no key
+        return super::feel::eval_text(expr, vars, 0)
+            .ok()
+            .as_ref()
+            .and_then(key_string);
+    }
     if let Some(lit) = spec
         .strip_prefix('\'')
         .and_then(|s| s.strip_suffix('\''))

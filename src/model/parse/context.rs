@@ -164,8 +164,9 @@ pub(super) fn model_key(node: &Node) -> Option<String> {
 }
 
 /// A Zeebe `correlationKey`: `=path` is a FEEL variable path (`=orderId`,
-/// `=order.id`), `="A-1"` or `=42` a FEEL literal, and text without `=` a
-/// literal key, as Zeebe reads it. Literals are kept quoted (`'A-1'`), see
+/// `=order.id`), `="A-1"` or `=42` a FEEL literal, any other `=…` a FEEL
+/// expression (kept with its `=`), and text without `=` a literal key, as
+/// Zeebe reads it. Literals are kept quoted (`'A-1'`), see
 /// [`crate::model::Process::correlation_key`].
 pub(super) fn zeebe_key(raw: &str) -> String {
     let raw = raw.trim();
@@ -175,7 +176,8 @@ pub(super) fn zeebe_key(raw: &str) -> String {
         Some(expr) => match expr.strip_prefix('"').and_then(|e| e.strip_suffix('"')) {
             Some(s) => literal(s),
             None if expr.parse::<f64>().is_ok() => literal(expr),
-            None => expr.to_string(),
+            None if super::data::variable_path(expr).is_some() => expr.to_string(),
+            None => format!("={expr}"),
         },
     }
 }

@@ -203,6 +203,17 @@ fn keep<'n>(
     kept.parent_ids.push(container.map(Node::id));
 }
 
+/// Whether a FEEL correlation key (`=…`) can be evaluated: it parses, and
+/// reads no clock (the same instance must have the same key whenever it is
+/// asked).
+fn feel_key(k: &str) -> Result<(), String> {
+    let f = crate::model::feel::Feel::parse(&k[1..])?;
+    if f.words().any(|w| w == "now" || w == "today") {
+        return Err("a correlation key may not read the clock (now(), today())".into());
+    }
+    Ok(())
+}
+
 /// The correlation key variable of every message the process catches or
 /// starts with: given at deploy, else from the model; a catch whose message
 /// has none is a problem naming the message.
@@ -219,6 +230,17 @@ fn correlation_keys(cx: &mut Cx, ids: &HashSet<String>) -> BTreeMap<String, Stri
             .or(key)
             .or_else(|| keys.get(&message).cloned());
         match key {
+            Some(k) if k.starts_with('=') => match feel_key(&k) {
+                Ok(()) => {
+                    keys.insert(message, k);
+                }
+                Err(e) => cx.problem(Issue {
+                    id: id.clone(),
+                    line,
+                    message: format!("correlation key '{k}' of message '{message}': {e}"),
+                    missing_key_for: None,
+                }),
+            },
             Some(k) if !k.is_empty() => {
                 keys.insert(message, k);
             }

@@ -88,26 +88,17 @@ impl<'a, 't> Engine<'a, 't> {
                 d.rules,
             ))
         });
-        match decided {
-            Ok((result, rules)) => {
+        let outcome = decided
+            .map(|(result, rules)| {
                 let event = format!("decided {decision} v{version}: rules {}", rule_list(&rules));
-                self.history(inst, &el.id, &event);
-                if self.complete_with(inst, token, idx, &result)? {
-                    self.queue.push_back(Step::Leave {
-                        inst,
-                        token,
-                        element: idx,
-                    });
-                }
-            }
-            Err(e) => {
-                let error = format!(
+                (result, event)
+            })
+            .map_err(|e| {
+                format!(
                     "decision '{decision}' (version {version}): {e}: fix the variables it reads or deploy a corrected decision, then move this token here again"
-                );
-                self.incident(inst, token, &el.id, error);
-            }
-        }
-        Ok(())
+                )
+            });
+        self.finish_evaluation(inst, token, idx, outcome)
     }
 }
 

@@ -31,10 +31,32 @@ impl<'a, 't> Engine<'a, 't> {
             vars.extend(inputs);
             model::eval_value(expression, &vars, self.now)
         });
-        match value {
-            Ok(value) => {
-                self.history(inst, &el.id, "script_evaluated");
-                let result = Vars::from_iter([(result_variable.to_string(), value)]);
+        let outcome = value
+            .map(|v| {
+                let result = Vars::from_iter([(result_variable.to_string(), v)]);
+                (result, "script_evaluated".to_string())
+            })
+            .map_err(|e| {
+                format!("script {e}: fix the variables it reads, then move this token here again")
+            });
+        self.finish_evaluation(inst, token, idx, outcome)
+    }
+
+    /// An element the engine evaluated itself (a script, a decision) is
+    /// done: with a result, `event` goes into the history and the token
+    /// moves on with the result (through the element's output mappings);
+    /// with an error, the token stops at an incident saying it.
+    pub(super) fn finish_evaluation(
+        &mut self,
+        inst: u64,
+        token: u64,
+        idx: usize,
+        outcome: Result<(Vars, String), String>,
+    ) -> R<()> {
+        let element = self.proc_of(inst).at(idx).id.clone();
+        match outcome {
+            Ok((result, event)) => {
+                self.history(inst, &element, &event);
                 if self.complete_with(inst, token, idx, &result)? {
                     self.queue.push_back(Step::Leave {
                         inst,
@@ -43,12 +65,7 @@ impl<'a, 't> Engine<'a, 't> {
                     });
                 }
             }
-            Err(e) => {
-                let error = format!(
-                    "script {e}: fix the variables it reads, then move this token here again"
-                );
-                self.incident(inst, token, &el.id, error);
-            }
+            Err(error) => self.incident(inst, token, &element, error),
         }
         Ok(())
     }

@@ -32,6 +32,10 @@ pub(crate) const EXTENSIONS: &[&str] = &[
     "trim",
     "partition",
     "duplicate values",
+    "extract",
+    "from json",
+    "to json",
+    "last day of month",
 ];
 
 /// FEEL's keywords: never variable names.
@@ -100,6 +104,9 @@ const MULTI_WORD: &[&str] = &[
     "is blank",
     "duplicate values",
     "random number",
+    "from json",
+    "to json",
+    "last day of month",
 ];
 
 /// The words of an expression that may be variables: not keywords, and not
@@ -430,6 +437,54 @@ fn extension(name: &str) -> Value {
                 Value::List(out)
             }
             other => null(format!("duplicate values: expected a list, got {other}")),
+        }),
+        "extract" => function(&["string", "pattern"], |a| match (&a[0], &a[1]) {
+            (Value::String(s), Value::String(p)) => match regex::Regex::new(p) {
+                Ok(re) => Value::List(
+                    re.find_iter(s)
+                        .map(|m| Value::String(m.as_str().to_string()))
+                        .collect(),
+                ),
+                Err(e) => null(format!("extract: pattern '{p}': {e}")),
+            },
+            (s, p) => null(format!(
+                "extract: expected a string and a pattern, got {s} and {p}"
+            )),
+        }),
+        "from json" => function(&["json"], |a| match &a[0] {
+            Value::String(s) => match serde_json::from_str::<serde_json::Value>(s) {
+                Ok(v) => to_feel(&v),
+                Err(e) => null(format!("from json: {e}")),
+            },
+            other => null(format!("from json: expected a string, got {other}")),
+        }),
+        "to json" => function(&["value"], |a| match from_feel(&a[0]) {
+            Ok(v) => Value::String(v.to_string()),
+            Err(e) => null(format!("to json: {e}")),
+        }),
+        "last day of month" => function(&["date"], |a| {
+            let text = match &a[0] {
+                Value::Date(d) => d.to_string(),
+                Value::DateTime(d) => d.to_string(),
+                other => return null(format!("last day of month: expected a date, got {other}")),
+            };
+            let last = text.get(..10).and_then(|ymd| {
+                let first =
+                    chrono::NaiveDate::parse_from_str(&format!("{}-01", &ymd[..7]), "%Y-%m-%d")
+                        .ok()?;
+                first.checked_add_months(chrono::Months::new(1))?.pred_opt()
+            });
+            match last.and_then(|d| {
+                d.format("%Y-%m-%d")
+                    .to_string()
+                    .parse::<dsntk_feel_temporal::FeelDate>()
+                    .ok()
+            }) {
+                Some(d) => Value::Date(d),
+                None => null(format!(
+                    "last day of month: '{text}' is no date postfach can read"
+                )),
+            }
         }),
         other => null(format!("no extension function '{other}'")),
     }

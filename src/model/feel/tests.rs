@@ -100,6 +100,22 @@ fn the_camunda_extension_functions_work() {
         eval("duplicate values([1,2,1,3,2,1])", json!({})),
         Ok(json!([1, 2]))
     );
+    assert_eq!(
+        eval(r#"extract("a1b22c333", "[0-9]+")"#, json!({})),
+        Ok(json!(["1", "22", "333"]))
+    );
+    assert_eq!(
+        eval(r#"from json("{\"a\": [1, true]}")"#, json!({})),
+        Ok(json!({"a": [1, true]}))
+    );
+    assert_eq!(
+        eval("to json(x)", json!({"x": {"b": 2}})),
+        Ok(json!(r#"{"b":2}"#))
+    );
+    assert_eq!(
+        eval(r#"last day of month(date("2028-02-10"))"#, json!({})),
+        Ok(json!("2028-02-29"))
+    );
 }
 
 #[test]

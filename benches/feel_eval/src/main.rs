@@ -58,9 +58,9 @@ fn condition() -> (f64, f64, f64) {
     let json = serde_json::json!({"amount": 1500, "approved": true, "region": "nord"});
     let vars: postfach::Vars = serde_json::from_value(json.clone()).unwrap();
     let own = postfach::model::parse_condition("${amount > 1000 && approved}").unwrap();
-    assert!(postfach::model::eval_bool(&own, &vars).unwrap());
+    assert!(postfach::model::eval_bool(&own, &vars, 0).unwrap());
     let postfach_ns = ns_per_call(200_000, || {
-        black_box(postfach::model::eval_bool(black_box(&own), black_box(&vars)).unwrap());
+        black_box(postfach::model::eval_bool(black_box(&own), black_box(&vars), 0).unwrap());
     });
 
     let map = json.as_object().unwrap().clone();

@@ -153,7 +153,12 @@ pub(super) fn compile(source: &str) -> Result<Compiled, String> {
     let mut extensions = FeelContext::default();
     for name in EXTENSIONS {
         if mentions(source, &words, name) {
-            extensions.set_entry(&Name::from(*name), extension(name));
+            let f = if *name == "assert" && arguments_of(source, "assert") == Some(3) {
+                assert_with_cause()
+            } else {
+                extension(name)
+            };
+            extensions.set_entry(&Name::from(*name), f);
         }
     }
     let clock = words.iter().any(|w| w == "now" || w == "today");
@@ -187,6 +192,45 @@ impl Compiled {
     pub(super) fn words(&self) -> impl Iterator<Item = &str> {
         self.words.iter().map(|(w, _)| w.as_str())
     }
+}
+
+/// How many arguments the first call of function `name` in `source` has
+/// (FEEL functions of postfach's have one arity each; `assert` has two).
+fn arguments_of(source: &str, name: &str) -> Option<usize> {
+    let at = source.find(&format!("{name}("))? + name.len() + 1;
+    let (mut depth, mut commas, mut in_string, mut empty) = (0usize, 0usize, false, true);
+    let mut chars = source[at..].chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' if in_string => {
+                chars.next();
+            }
+            '"' => in_string = !in_string,
+            _ if in_string => {}
+            '(' | '[' | '{' => depth += 1,
+            ')' | ']' | '}' if depth == 0 => return Some(if empty { 0 } else { commas + 1 }),
+            ')' | ']' | '}' => depth -= 1,
+            ',' if depth == 0 => commas += 1,
+            c if c.is_whitespace() => continue,
+            _ => {}
+        }
+        empty = false;
+    }
+    None
+}
+
+/// `assert(value, condition, cause)`: the failure carries `cause`.
+fn assert_with_cause() -> Value {
+    function(&["value", "condition", "cause"], |a| match &a[1] {
+        Value::Boolean(true) => a[0].clone(),
+        other => null(format!(
+            "assertion failed: {} (the condition is {other})",
+            match &a[2] {
+                Value::String(s) => s.clone(),
+                v => v.to_string(),
+            }
+        )),
+    })
 }
 
 /// Whether `name` (one word or several) occurs in `source` as a name.

@@ -89,6 +89,16 @@ fn the_camunda_extension_functions_work() {
             .unwrap_err()
             .contains("assertion failed")
     );
+    let e = eval(
+        r#"assert(x, x > 0, "x must be positive")"#,
+        json!({"x": -1}),
+    )
+    .unwrap_err();
+    assert!(e.contains("x must be positive"), "{e}");
+    assert_eq!(
+        eval(r#"assert(x, x > 0, "x must be positive")"#, json!({"x": 2})),
+        Ok(json!(2))
+    );
     assert_eq!(eval("is empty(l)", json!({"l": []})), Ok(json!(true)));
     assert_eq!(eval(r#"is blank("  ")"#, json!({})), Ok(json!(true)));
     assert_eq!(eval(r#"trim("  a ")"#, json!({})), Ok(json!("a")));

@@ -184,6 +184,67 @@ async fn decisions_are_versioned_and_a_task_uses_the_latest() {
     );
     let listed = env.pf.reader().unwrap().decisions().unwrap();
     assert!(listed.iter().any(|d| d.id == "channel" && d.version == 2));
+
+    // a task bound to version 1 keeps deciding with it
+    let pinned = |binding: &str| {
+        format!(
+            r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL" xmlns:camunda="http://camunda.org/schema/1.0/bpmn">
+  <process id="pinned" isExecutable="true">
+    <startEvent id="s"/>
+    <sequenceFlow id="f0" sourceRef="s" targetRef="route"/>
+    <businessRuleTask id="route" camunda:decisionRef="channel" {binding} camunda:mapDecisionResult="singleEntry" camunda:resultVariable="channel"/>
+    <sequenceFlow id="f1" sourceRef="route" targetRef="wait"/>
+    <receiveTask id="wait"/>
+  </process>
+</definitions>"#
+        )
+    };
+    env.deploy(&pinned(
+        r#"camunda:decisionRefBinding="version" camunda:decisionRefVersion="1""#,
+    ))
+    .await;
+    let p = env
+        .pf
+        .start("pinned", vars([("amount", 10.into())]), None)
+        .await
+        .unwrap();
+    assert_eq!(variables(&env, p)["channel"], "online");
+    assert!(has(
+        &env.history(p),
+        "route",
+        "decided channel v1: rules online"
+    ));
+    // what postfach cannot resolve is refused by name; the deployment binding warns
+    let e = env
+        .refusal(&pinned(r#"camunda:decisionRefBinding="versionTag""#))
+        .await;
+    assert!(
+        e.contains("decision binding 'versionTag' is not supported"),
+        "{e}"
+    );
+    let e = env
+        .refusal(&pinned(
+            r#"camunda:decisionRefBinding="version" camunda:decisionRefVersion="zwei""#,
+        ))
+        .await;
+    assert!(e.contains("decisionRefVersion"), "{e}");
+    let d = env
+        .pf
+        .deploy_checked(
+            "p.bpmn",
+            &pinned(r#"camunda:decisionRefBinding="deployment""#),
+            Default::default(),
+            false,
+        )
+        .await
+        .unwrap();
+    assert!(
+        d.warnings
+            .iter()
+            .any(|w| w.id == "route" && w.message.contains("latest deployed version")),
+        "{:?}",
+        d.warnings
+    );
 }
 
 #[tokio::test]

@@ -52,24 +52,36 @@ impl<'a, 't> Engine<'a, 't> {
         Ok(out)
     }
 
-    /// Token `token` reaches business rule task `idx`: the latest version
-    /// of `decision` is evaluated, its result set as `mapping` says (through
-    /// the element's output mappings) and the token moves on.
-    pub(super) fn run_decision(
-        &mut self,
-        inst: u64,
-        token: u64,
-        idx: usize,
-        decision: &str,
-        result_variable: Option<&str>,
-        mapping: DecisionMapping,
-    ) -> R<()> {
+    /// Token `token` reaches business rule task `idx`: its decision (the
+    /// version the model binds, else the latest) is evaluated, its result
+    /// set as the task's mapping says (through the element's output
+    /// mappings) and the token moves on.
+    pub(super) fn run_decision(&mut self, inst: u64, token: u64, idx: usize) -> R<()> {
         let p = self.proc_of(inst);
         let el = p.at(idx);
-        let version = self.t.latest_decision(decision)?;
+        let ElementKind::Decide {
+            decision,
+            version,
+            result_variable,
+            mapping,
+        } = &el.kind
+        else {
+            return Ok(());
+        };
+        let (decision, result_variable, mapping) =
+            (decision.as_str(), result_variable.as_deref(), *mapping);
+        let version = match version {
+            Some(v) => *v,
+            None => self.t.latest_decision(decision)?,
+        };
         let Some(rec) = self.t.decision(decision, version)? else {
+            let which = if version == 0 {
+                String::new()
+            } else {
+                format!(" (version {version})")
+            };
             let error = format!(
-                "decision '{decision}' is not deployed: deploy its DMN file, then move this token here again"
+                "decision '{decision}'{which} is not deployed: deploy its DMN file, then move this token here again"
             );
             self.incident(inst, token, &el.id, error);
             return Ok(());

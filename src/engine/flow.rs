@@ -385,18 +385,7 @@ impl<'a, 't> Engine<'a, 't> {
                 expression,
                 result_variable,
             } => self.run_script(inst, token, idx, expression, result_variable)?,
-            ElementKind::Decide {
-                decision,
-                result_variable,
-                mapping,
-            } => self.run_decision(
-                inst,
-                token,
-                idx,
-                decision,
-                result_variable.as_deref(),
-                *mapping,
-            )?,
+            ElementKind::Decide { .. } => self.run_decision(inst, token, idx)?,
             // a token placed here listens for the event that starts it
             ElementKind::EventSubProcess { .. } => self.arm_listener(inst, token, idx)?,
             ElementKind::CallActivity { .. } => self.call(inst, token, idx)?,

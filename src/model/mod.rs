@@ -473,6 +473,10 @@ pub enum ElementKind {
         /// The decision's id (`zeebe:calledDecision decisionId`,
         /// `camunda:decisionRef`, `flowable:decisionTableReferenceKey`).
         decision: String,
+        /// The version the model binds (`camunda:decisionRefBinding="version"`
+        /// with `decisionRefVersion`); `None`: the latest when the token
+        /// arrives.
+        version: Option<u32>,
         /// The variable the result goes to (`resultVariable`); `None` keeps
         /// no result (unless `mapping` is [`DecisionMapping::Outputs`]).
         result_variable: Option<String>,

@@ -202,11 +202,40 @@ fn decided_here(n: &Node) -> Option<Result<ElementKind, String>> {
             "zeebe:calledDecision needs a resultVariable for the decision's value".into(),
         ));
     }
+    let version = match decision_version(n, zeebe) {
+        Ok(v) => v,
+        Err(e) => return Some(Err(e)),
+    };
     Some(Ok(ElementKind::Decide {
         decision,
+        version,
         result_variable,
         mapping,
     }))
+}
+
+/// The decision version a business rule task binds: Camunda's
+/// `decisionRefBinding` (`latest`, `deployment` — the latest, with a deploy
+/// warning —, or `version` with `decisionRefVersion`), Zeebe's
+/// `bindingType` (`latest`, `deployment`). `None` is the latest; a binding
+/// postfach does not resolve (a version tag) is refused by name.
+fn decision_version(n: &Node, zeebe: Option<&Node>) -> Result<Option<u32>, String> {
+    let binding = n
+        .attr("decisionRefBinding")
+        .or_else(|| zeebe.and_then(|z| z.attr("bindingType")))
+        .map(str::trim);
+    match binding {
+        None | Some("latest") | Some("deployment") => Ok(None),
+        Some("version") => {
+            let v = n.attr("decisionRefVersion").map(str::trim).unwrap_or("");
+            v.parse::<u32>().ok().filter(|&v| v > 0).map(Some).ok_or_else(|| {
+                format!("decisionRefBinding=\"version\" needs decisionRefVersion as a version number, not '{v}'")
+            })
+        }
+        Some(other) => Err(format!(
+            "decision binding '{other}' is not supported: use latest, deployment or version"
+        )),
+    }
 }
 
 /// A business-rule task: a job for a worker, with the decision the model

@@ -97,6 +97,20 @@ pub(super) fn not_run_as_written(p: &Node, proc: &Process, out: &mut Vec<Warning
                     "{attr} '{v}' is not run: the task waits as a job on topic '{topic}' for a handler or worker"
                 ),
             ),
+            (ElementKind::Decide { decision, .. }, _)
+                if n.attr("decisionRefBinding").map(str::trim) == Some("deployment")
+                    || super::context::extension(n, "calledDecision")
+                        .and_then(|z| z.attr("bindingType"))
+                        .map(str::trim)
+                        == Some("deployment") =>
+            {
+                warn(
+                    n,
+                    format!(
+                        "decides with the latest deployed version of '{decision}', not the one deployed with this file"
+                    ),
+                );
+            }
             (ElementKind::CallActivity { process, .. }, _) => {
                 for w in call_activity_warnings(n, process) {
                     warn(n, w);

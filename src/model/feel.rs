@@ -60,6 +60,18 @@ impl Feel {
         }
     }
 
+    /// Whether it reads the clock (`now()`, `today()`).
+    pub fn reads_clock(&self) -> bool {
+        #[cfg(feature = "feel")]
+        {
+            self.compiled.reads_clock()
+        }
+        #[cfg(not(feature = "feel"))]
+        {
+            false
+        }
+    }
+
     /// The expression as written (without its leading `=`).
     pub fn source(&self) -> &str {
         &self.source

@@ -109,9 +109,22 @@ const MULTI_WORD: &[&str] = &[
     "last day of month",
 ];
 
-/// The words of an expression that may be variables: not keywords, and not
-/// inside an occurrence of a multi-word function name.
-fn variable_words(words: &[String]) -> Vec<String> {
+/// FEEL's built-in type names (what may follow `instance of`).
+const TYPE_NAMES: &[&str] = &[
+    "Any", "Null", "boolean", "number", "string", "date", "time", "context", "list", "range",
+    "function",
+];
+
+/// The words of an expression that may name a variable: FEEL's lexer must
+/// be told them (`a + 1` is one name unless `a` is known). A word is no
+/// variable where FEEL's grammar gives it another role: a keyword, part of
+/// a built-in name of several words (`date and time`), a function called
+/// (`date(…)`), a context key or named argument (`string: …`), or a type
+/// after `instance of`. (A path member is declared: `a.b*c` reads as one
+/// name unless `b` is known.) Declaring one of
+/// those would change how the text reads (`date` declared makes `date(…)`
+/// a call of a variable).
+fn variable_words(words: &[Word]) -> Vec<String> {
     let mut covered = vec![false; words.len()];
     for name in MULTI_WORD {
         let parts: Vec<&str> = name.split(' ').collect();
@@ -119,16 +132,21 @@ fn variable_words(words: &[String]) -> Vec<String> {
             if words[start..start + parts.len()]
                 .iter()
                 .zip(&parts)
-                .all(|(a, b)| a == b)
+                .all(|(a, b)| a.text == *b)
             {
                 covered[start..start + parts.len()].fill(true);
             }
         }
     }
     let mut out: Vec<String> = Vec::new();
-    for (w, covered) in words.iter().zip(covered) {
-        if !covered && !KEYWORDS.contains(&w.as_str()) && !out.contains(w) {
-            out.push(w.clone());
+    for (i, (w, covered)) in words.iter().zip(covered).enumerate() {
+        let typed = i >= 2
+            && words[i - 1].text == "of"
+            && words[i - 2].text == "instance"
+            && TYPE_NAMES.contains(&w.text.as_str());
+        let role = w.after == '(' || w.after == ':' || typed;
+        if !covered && !role && !KEYWORDS.contains(&w.text.as_str()) && !out.contains(&w.text) {
+            out.push(w.text.clone());
         }
     }
     out
@@ -161,19 +179,19 @@ pub(super) fn compile(source: &str) -> Result<Compiled, String> {
             extensions.set_entry(&Name::from(*name), f);
         }
     }
-    let clock = words.iter().any(|w| w == "now" || w == "today");
+    let clock = words.iter().any(|w| w.text == "now" || w.text == "today");
     // FEEL's lexer needs to know which words are names: `a + 1` is a sum
-    // when `a` is known and one name `a + 1` otherwise. Every word that is
-    // neither a keyword nor part of a multi-word function name is declared.
+    // when `a` is known and one name `a + 1` otherwise. The words that can
+    // be variables are declared.
+    let variables = variable_words(&words);
     let mut parse_ctx = extensions.clone();
-    for w in variable_words(&words) {
+    for w in &variables {
         parse_ctx.set_entry(&Name::from(w.as_str()), Value::Null(None));
     }
-    let parse_scope = FeelScope::from(parse_ctx);
-    let ast = dsntk_feel_parser::parse_expression(&parse_scope, source, false)
+    let ast = dsntk_feel_parser::parse_expression(&FeelScope::from(parse_ctx), source, false)
         .map_err(|e| format!("does not parse as FEEL: {e}"))?;
     let evaluator = dsntk_feel_evaluator::prepare(&ast);
-    let words = variable_words(&words)
+    let words = variables
         .into_iter()
         .map(|w| {
             let name = Name::from(w.as_str());
@@ -191,6 +209,11 @@ pub(super) fn compile(source: &str) -> Result<Compiled, String> {
 impl Compiled {
     pub(super) fn words(&self) -> impl Iterator<Item = &str> {
         self.words.iter().map(|(w, _)| w.as_str())
+    }
+
+    /// Whether it calls `now()` or `today()`.
+    pub(super) fn reads_clock(&self) -> bool {
+        self.clock
     }
 }
 
@@ -234,19 +257,27 @@ fn assert_with_cause() -> Value {
 }
 
 /// Whether `name` (one word or several) occurs in `source` as a name.
-fn mentions(source: &str, words: &[String], name: &str) -> bool {
+fn mentions(source: &str, words: &[Word], name: &str) -> bool {
     if !name.contains(' ') {
-        return words.iter().any(|w| w == name);
+        return words.iter().any(|w| w.text == name);
     }
     let parts: Vec<&str> = name.split(' ').collect();
     words
         .windows(parts.len())
-        .any(|win| win.iter().zip(&parts).all(|(a, b)| a == b))
+        .any(|win| win.iter().zip(&parts).all(|(a, b)| a.text == *b))
         && source.contains(parts[0])
 }
 
+/// A word of FEEL text and what stands beside it.
+pub(crate) struct Word {
+    pub(crate) text: String,
+    /// The nearest character after it that is no white space (`' '` at
+    /// the end).
+    after: char,
+}
+
 /// The names in `source`, in order, outside string literals and comments.
-fn words(source: &str) -> Result<Vec<String>, String> {
+pub(crate) fn words(source: &str) -> Result<Vec<Word>, String> {
     let mut out = Vec::new();
     let mut chars = source.char_indices().peekable();
     while let Some((i, c)) = chars.next() {
@@ -296,7 +327,11 @@ fn words(source: &str) -> Result<Vec<String>, String> {
                         break;
                     }
                 }
-                out.push(source[i..end].to_string());
+                let after = source[end..].trim_start().chars().next().unwrap_or(' ');
+                out.push(Word {
+                    text: source[i..end].to_string(),
+                    after,
+                });
             }
             _ => {}
         }
@@ -305,7 +340,7 @@ fn words(source: &str) -> Result<Vec<String>, String> {
 }
 
 /// Whether `text` parses (unary tests or an expression), knowing the names
-/// a DMN file declares and the words of the text itself.
+/// a DMN file declares and the words of the text that may be variables.
 pub(super) fn check_text(text: &str, unary: bool, declared: &[String]) -> Result<(), String> {
     let scope = parse_scope(text, declared)?;
     let parsed = if unary {

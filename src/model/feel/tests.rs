@@ -261,3 +261,42 @@ mod same_as_the_native_evaluator {
         }
     }
 }
+
+/// Built-in names where they meet other words are read as FEEL reads them:
+/// a function called, a named argument, a type after `instance of`.
+#[test]
+fn built_in_names_are_never_taken_for_variables() {
+    assert_eq!(
+        eval(r#"date("2018-12-08") instance of date and time"#, json!({})),
+        Ok(json!(false))
+    );
+    assert_eq!(
+        eval(r#"@"2019-03-31" instance of date"#, json!({})),
+        Ok(json!(true))
+    );
+    assert_eq!(
+        eval(r#"string length(string: "xyz")"#, json!({})),
+        Ok(json!(3))
+    );
+    assert_eq!(
+        eval(r#"context put(context: {}, key: "a", value: 1)"#, json!({})),
+        Ok(json!({"a": 1}))
+    );
+    assert_eq!(
+        eval(r#"date(date and time("2017-08-14T14:25:00"))"#, json!({})),
+        Ok(json!("2017-08-14"))
+    );
+    assert_eq!(
+        eval("string length(string(n)) + 1", json!({"n": 123})),
+        Ok(json!(4))
+    );
+    // a variable named like a built-in is still a variable where it is one
+    assert_eq!(eval("date + 1", json!({"date": 2})), Ok(json!(3)));
+    assert_eq!(
+        eval(
+            "order.total*order.rate",
+            json!({"order": {"total": 10, "rate": 0.5}})
+        ),
+        Ok(json!(5))
+    );
+}

@@ -394,3 +394,52 @@ fn the_console_shows_which_rules_decided() {
     b.wait_for_text("#history", "decided credit-check v1: rules good,rest");
     assert!(b.errors().is_empty(), "{:?}", b.errors());
 }
+
+/// A decision without an id and a decision service, as the DMN TCK writes
+/// them: deployed with a warning naming the id given, both evaluated by
+/// `postfach decide`, a date variable read as the date its input declares.
+#[cfg(feature = "server")]
+#[test]
+fn decision_services_and_decisions_without_id_are_deployed_and_decide() {
+    const SHIPPING: &str = r##"<definitions xmlns="https://www.omg.org/spec/DMN/20191111/MODEL/" namespace="https://postfach.dev/shipping" name="shipping" id="shipping-file">
+  <inputData id="placed" name="placed"><variable name="placed" typeRef="date"/></inputData>
+  <decision name="Due">
+    <variable name="Due" typeRef="date"/>
+    <informationRequirement><requiredInput href="#placed"/></informationRequirement>
+    <literalExpression><text>placed + duration("P3D")</text></literalExpression>
+  </decision>
+  <decisionService name="Shipping" id="shipping">
+    <variable name="Shipping"/>
+    <outputDecision href="#decision-1"/>
+    <inputData href="#placed"/>
+  </decisionService>
+</definitions>"##;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("d.redb");
+    let file = dir.path().join("shipping.dmn");
+    std::fs::write(&file, SHIPPING).unwrap();
+    let o = cli(&db, &["deploy", file.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("decision decision-1 version 1")
+            && text.contains("decision shipping version 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("shipping.dmn:3: 'decision-1': decision 'Due' has no id"),
+        "{text}"
+    );
+    for decision in ["decision-1", "shipping"] {
+        let o = cli(
+            &db,
+            &["--json", "decide", decision, "--var", "placed=2026-02-27"],
+        );
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["value"], "2026-03-02", "{decision}: {v}");
+    }
+    // --strict refuses what would be deployed with a warning
+    let o = cli(&db, &["deploy", "--strict", file.to_str().unwrap()]);
+    assert!(!o.status.success());
+}

@@ -133,6 +133,22 @@ pub fn check_text(text: &str, unary: bool, declared: &[String]) -> Result<(), St
     }
 }
 
+/// What FEEL text `text` reads from outside: the words that may name a
+/// variable (as [`Feel::words`] has them), and the functions postfach binds
+/// itself that it calls (`now`, `today`, Camunda's extensions). Empty
+/// without the feature or when the text cannot be read.
+pub fn outside_names(text: &str) -> (Vec<String>, Vec<String>) {
+    #[cfg(feature = "feel")]
+    {
+        imp::outside_names(text)
+    }
+    #[cfg(not(feature = "feel"))]
+    {
+        let _ = text;
+        (Vec::new(), Vec::new())
+    }
+}
+
 /// Whether `text` is a FEEL expression as Zeebe marks one (a leading `=`),
 /// and its body.
 pub fn body(text: &str) -> Option<&str> {

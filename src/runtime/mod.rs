@@ -394,9 +394,9 @@ impl Postfach {
             // a decision file is built here too: the engine finds it cached
             let dmn = crate::model::dmn::is_dmn(&text);
             let parsed = if dmn {
-                crate::model::dmn::cached(&name, &text).map(|_| crate::model::Parsed {
+                crate::model::dmn::cached(&name, &text).map(|m| crate::model::Parsed {
                     processes: Vec::new(),
-                    warnings: Vec::new(),
+                    warnings: m.outline.warnings.clone(),
                 })
             } else {
                 crate::model::parse_report(&name, &text, &keys)

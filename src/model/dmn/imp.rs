@@ -1,17 +1,21 @@
 //! The DMN engine behind [`super::DecisionModel`]: DecisionToolkit's model
-//! parser and evaluators, and a matcher per decision table that tells which
-//! of its rules matched (DecisionToolkit answers the value only).
+//! parser and evaluator, the typing of JSON variables by the input data's
+//! declared types, and a matcher per decision table that tells which of its
+//! rules matched (DecisionToolkit answers the value only).
 //!
-//! A decision table or literal expression is evaluated in a scope of all
-//! the instance's variables and the values of the decisions it requires (a
-//! process's decisions read its variables without declaring them as input
-//! data, as Camunda and Zeebe have them); any other decision logic (boxed
-//! contexts, invocations of knowledge models …) goes to DecisionToolkit's
-//! model evaluator, which sees the input data the file declares.
+//! Every decision and decision service is evaluated by DecisionToolkit's
+//! model evaluator, as the DMN TCK runs it: required decisions, knowledge
+//! models, decision services, and results coerced to their declared types.
+//! The file is built as [`crate::model::parse::dmn::prepared`] gives it: the
+//! names a decision's texts read without the file declaring them (a
+//! process's variables, as Camunda and Zeebe have them) are input data of
+//! type Any, and `now()`, `today()` and Camunda's extension functions are
+//! input data holding postfach's functions bound to the caller's instant.
 
 use super::{Decided, DecisionOutline, DmnOutline};
 use crate::model::feel::imp as feel;
 use crate::model::parse::ParseError;
+use crate::model::parse::dmn::ValueType;
 use dsntk_feel::context::FeelContext;
 use dsntk_feel::values::Value;
 use dsntk_feel::{Evaluator, FeelScope, Name};
@@ -19,26 +23,16 @@ use dsntk_feel_parser::AstNode;
 use dsntk_model::{DmnElement, ExpressionInstance, NamedElement};
 use dsntk_model_evaluator::ModelEvaluator;
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// A built decision file.
 pub(super) struct Built {
     evaluator: Arc<ModelEvaluator>,
     namespace: String,
     model: String,
-    /// Per decision id: how its value is computed.
-    logic: HashMap<String, Logic>,
-}
-
-/// How a decision's value is computed.
-enum Logic {
-    /// A decision table: its evaluator (hit policy included) and, per rule,
-    /// one evaluator per input entry (true when the entry matches).
-    Table(Evaluator, Vec<Vec<Evaluator>>),
-    /// A literal expression.
-    Literal(Evaluator),
-    /// Anything else, by DecisionToolkit's model evaluator.
-    Model,
+    /// Per decision table (by decision id): per rule, one evaluator per
+    /// input entry (true when the entry matches).
+    matchers: HashMap<String, Vec<Vec<Evaluator>>>,
 }
 
 pub(super) fn build(file: &str, xml: &str, outline: &DmnOutline) -> Result<Built, ParseError> {
@@ -46,54 +40,38 @@ pub(super) fn build(file: &str, xml: &str, outline: &DmnOutline) -> Result<Built
         file: file.into(),
         message,
     };
-    let defs = dsntk_model::parse(xml).map_err(|e| refused(e.to_string()))?;
+    let xml = crate::model::parse::dmn::prepared(xml, outline);
+    let defs = dsntk_model::parse(&xml).map_err(|e| refused(e.to_string()))?;
     let evaluator =
         ModelEvaluator::new(std::slice::from_ref(&defs)).map_err(|e| refused(e.to_string()))?;
-    let declared = &outline.declared;
-    let mut logic = HashMap::new();
+    let mut matchers = HashMap::new();
     for d in defs.decisions() {
-        let knowledge = outline
-            .decisions
-            .iter()
-            .any(|o| &o.id == d.id() && o.uses_knowledge);
-        let built = match d.decision_logic() {
-            _ if knowledge => Ok(Logic::Model),
-            Some(ExpressionInstance::DecisionTable(table)) => table_logic(table, declared),
-            Some(ExpressionInstance::LiteralExpression(e)) => {
-                let text = e.text().clone().unwrap_or_default();
-                feel::parse_scope(&text, declared).and_then(|scope| {
-                    dsntk_feel_parser::parse_expression(&scope, &text, false)
-                        .map(|ast| Logic::Literal(dsntk_feel_evaluator::prepare(&ast)))
-                        .map_err(|e| e.to_string())
-                })
-            }
-            _ => Ok(Logic::Model),
+        let Some(o) = outline.decisions.iter().find(|o| &o.id == d.id()) else {
+            continue;
         };
-        let built = built.map_err(|e| refused(format!("decision '{}': {e}", d.id())))?;
-        logic.insert(d.id().clone(), built);
+        if let Some(ExpressionInstance::DecisionTable(table)) = d.decision_logic() {
+            let m = table_matcher(table, outline, o)
+                .map_err(|e| refused(format!("decision '{}': {e}", d.id())))?;
+            matchers.insert(o.id.clone(), m);
+        }
     }
     Ok(Built {
         evaluator,
         namespace: defs.namespace().to_string(),
         model: defs.name().to_string(),
-        logic,
+        matchers,
     })
 }
 
-/// A decision table's evaluator and, per rule, the evaluators of `input
-/// expression in input entry`.
-fn table_logic(table: &dsntk_model::DecisionTable, declared: &[String]) -> Result<Logic, String> {
-    let mut texts: Vec<&str> = table
-        .input_clauses()
-        .map(|c| c.input_expression.as_str())
-        .collect();
-    for r in table.rules() {
-        texts.extend(r.input_entries.iter().map(|e| e.text.as_str()));
-        texts.extend(r.output_entries.iter().map(|e| e.text.as_str()));
-    }
-    let scope = feel::parse_scope(&texts.join(" "), declared)?;
-    let evaluator = dsntk_model_evaluator::build_decision_table_evaluator(&scope, table)
-        .map_err(|e| e.to_string())?;
+/// Per rule of `table`, the evaluators of `input expression in input entry`.
+fn table_matcher(
+    table: &dsntk_model::DecisionTable,
+    outline: &DmnOutline,
+    d: &DecisionOutline,
+) -> Result<Vec<Vec<Evaluator>>, String> {
+    let mut known = outline.declared.clone();
+    known.extend(d.implicit.iter().chain(&d.functions).cloned());
+    let scope = feel::parse_scope("", &known)?;
     let parse_err = |e: dsntk_common::DsntkError| e.to_string();
     let inputs: Vec<AstNode> = table
         .input_clauses()
@@ -111,17 +89,91 @@ fn table_logic(table: &dsntk_model::DecisionTable, declared: &[String]) -> Resul
         }
         rules.push(entries);
     }
-    Ok(Logic::Table(evaluator, rules))
+    Ok(rules)
 }
 
-/// The variables as a FEEL context, with `now` and `today` bound to `now`.
-fn context(vars: &crate::Vars, now: crate::clock::Millis) -> Result<FeelContext, String> {
+/// The variables as the decisions' input: each typed as the input data of
+/// its name declares, and postfach's functions bound to `now`.
+fn input(
+    outline: &DmnOutline,
+    vars: &crate::Vars,
+    now: crate::clock::Millis,
+) -> Result<FeelContext, String> {
     let mut ctx = FeelContext::default();
     for (k, v) in vars {
-        ctx.set_entry(&Name::from(k.as_str()), feel::to_feel(v));
+        let ty = outline
+            .inputs
+            .iter()
+            .find(|(n, _)| n == k)
+            .map_or(&ValueType::Any, |(_, t)| t);
+        ctx.set_entry(&Name::from(k.as_str()), typed(v, ty));
     }
-    feel::bind_clock(&mut ctx, now)?;
+    let mut bound: Vec<&String> = Vec::new();
+    for d in &outline.decisions {
+        for f in &d.functions {
+            if !bound.contains(&f) {
+                ctx.set_entry(&Name::from(f.as_str()), feel::bound_function(f, now)?);
+                bound.push(f);
+            }
+        }
+    }
     Ok(ctx)
+}
+
+/// JSON value `v` as FEEL's, read as type `ty` says: ISO 8601 text of a
+/// date, time, date and time or duration becomes one (text that is none
+/// stays text, which the decision's type check then refuses as DMN does).
+fn typed(v: &serde_json::Value, ty: &ValueType) -> Value {
+    use serde_json::Value as J;
+    match (ty, v) {
+        (ValueType::Any, v) => feel::to_feel(v),
+        (ValueType::List(item), J::Array(items)) => {
+            Value::List(items.iter().map(|i| typed(i, item)).collect())
+        }
+        (ValueType::Context(fields), J::Object(map)) => {
+            let mut ctx = FeelContext::default();
+            for (k, v) in map {
+                let ty = fields
+                    .iter()
+                    .find(|(n, _)| n == k)
+                    .map_or(&ValueType::Any, |(_, t)| t);
+                ctx.set_entry(&Name::from(k.as_str()), typed(v, ty));
+            }
+            Value::Context(ctx)
+        }
+        (ValueType::Date, J::String(s)) => temporal("date", s),
+        (ValueType::Time, J::String(s)) => temporal("time", s),
+        (ValueType::DateTime, J::String(s)) => temporal("date and time", s),
+        (ValueType::Duration, J::String(s)) => temporal("duration", s),
+        (_, v) => feel::to_feel(v),
+    }
+}
+
+/// Text `s` as FEEL's `function(s)` reads it (`date`, `time`, `date and
+/// time`, `duration`); text FEEL cannot read stays text.
+fn temporal(function: &'static str, s: &str) -> Value {
+    type Conversions = HashMap<&'static str, Evaluator>;
+    static CONVERSIONS: OnceLock<Conversions> = OnceLock::new();
+    let conversions = CONVERSIONS.get_or_init(|| {
+        ["date", "time", "date and time", "duration"]
+            .into_iter()
+            .filter_map(|f| {
+                let scope = feel::parse_scope("", &["s".to_string()]).ok()?;
+                let ast =
+                    dsntk_feel_parser::parse_expression(&scope, &format!("{f}(s)"), false).ok()?;
+                Some((f, dsntk_feel_evaluator::prepare(&ast)))
+            })
+            .collect()
+    });
+    let Some(convert) = conversions.get(function) else {
+        return Value::String(s.to_string());
+    };
+    let mut ctx = FeelContext::default();
+    ctx.set_entry(&Name::from("s"), Value::String(s.to_string()));
+    match convert(&FeelScope::from(ctx)) {
+        Value::Null(_) => Value::String(s.to_string()),
+        v => v,
+    }
 }
 
 pub(super) fn decide(
@@ -131,9 +183,14 @@ pub(super) fn decide(
     vars: &crate::Vars,
     now: crate::clock::Millis,
 ) -> Result<Decided, String> {
-    let ctx = context(vars, now)?;
-    let mut known = HashMap::new();
-    let (value, rules) = value_of(b, outline, d, &ctx, &mut known, 0)?;
+    let ctx = input(outline, vars, now)?;
+    let value = b
+        .evaluator
+        .evaluate_invocable(&b.namespace, &b.model, &d.name, &ctx);
+    let rules = match b.matchers.get(&d.id) {
+        Some(matcher) => matched(b, outline, d, matcher, &ctx),
+        None => Vec::new(),
+    };
     // DMN's semantics: what FEEL cannot compute is null (the DMN TCK holds
     // decisions to it), so is a table where no rule matched
     let value =
@@ -141,64 +198,29 @@ pub(super) fn decide(
     Ok(Decided { value, rules })
 }
 
-/// The deepest chain of required decisions followed.
-const MAX_DEPTH: usize = 64;
-
-/// The value of decision `d` (and the rules of its table that matched),
-/// its required decisions first; `known` keeps the values computed.
-fn value_of(
+/// The ids of the rules of decision table `d` that match: its input
+/// expressions read the input and the values of the decisions it requires.
+fn matched(
     b: &Built,
     outline: &DmnOutline,
     d: &DecisionOutline,
+    matcher: &[Vec<Evaluator>],
     ctx: &FeelContext,
-    known: &mut HashMap<String, Value>,
-    depth: usize,
-) -> Result<(Value, Vec<String>), String> {
-    if depth > MAX_DEPTH {
-        return Err(format!(
-            "decision '{}' requires decisions deeper than {MAX_DEPTH} levels (a cycle?)",
-            d.id
-        ));
-    }
-    let model = || {
-        b.evaluator
-            .evaluate_invocable(&b.namespace, &b.model, &d.name, ctx)
-    };
-    let logic = b.logic.get(&d.id).unwrap_or(&Logic::Model);
-    if matches!(logic, Logic::Model) {
-        return Ok((model(), Vec::new()));
-    }
-    // the variables, with the decisions it requires under their names
+) -> Vec<String> {
     let mut scope_ctx = ctx.clone();
     for required in &d.requires {
-        let Some(r) = outline.decisions.iter().find(|o| &o.id == required) else {
-            return Err(format!(
-                "decision '{}' requires '{required}', which the file does not have",
-                d.id
-            ));
-        };
-        let v = match known.get(&r.id) {
-            Some(v) => v.clone(),
-            None => {
-                let v = value_of(b, outline, r, ctx, known, depth + 1)?.0;
-                known.insert(r.id.clone(), v.clone());
-                v
-            }
-        };
-        scope_ctx.set_entry(&Name::from(r.name.as_str()), v);
+        if let Some(r) = outline.decisions.iter().find(|o| &o.id == required) {
+            let v = b
+                .evaluator
+                .evaluate_invocable(&b.namespace, &b.model, &r.name, ctx);
+            scope_ctx.set_entry(&Name::from(r.name.as_str()), v);
+        }
     }
     let scope = FeelScope::from(scope_ctx);
-    Ok(match logic {
-        Logic::Table(evaluator, matcher) => {
-            let rules = matcher
-                .iter()
-                .zip(&d.rules)
-                .filter(|(entries, _)| entries.iter().all(|e| e(&scope).is_true()))
-                .map(|(_, id)| id.clone())
-                .collect();
-            (evaluator(&scope), rules)
-        }
-        Logic::Literal(evaluator) => (evaluator(&scope), Vec::new()),
-        Logic::Model => (model(), Vec::new()),
-    })
+    matcher
+        .iter()
+        .zip(&d.rules)
+        .filter(|(entries, _)| entries.iter().all(|e| e(&scope).is_true()))
+        .map(|(_, id)| id.clone())
+        .collect()
 }

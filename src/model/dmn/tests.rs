@@ -153,3 +153,89 @@ fn what_does_not_parse_is_refused_naming_element_and_line() {
     let e = parse("x.dmn", "<definitions").unwrap_err().to_string();
     assert!(e.contains("x.dmn"), "{e}");
 }
+
+/// Input data with declared types, a decision without an id, a result
+/// coerced to its declared type, and a decision service.
+const TYPED: &str = r##"<definitions xmlns="https://www.omg.org/spec/DMN/20191111/MODEL/" namespace="https://postfach.dev/typed" name="typed" id="typed">
+  <itemDefinition name="tOrder">
+    <itemComponent name="placed"><typeRef>date</typeRef></itemComponent>
+    <itemComponent name="allowed"><typeRef>days and time duration</typeRef></itemComponent>
+  </itemDefinition>
+  <itemDefinition name="tDates" isCollection="true"><typeRef>date</typeRef></itemDefinition>
+  <inputData id="o" name="order"><variable name="order" typeRef="tOrder"/></inputData>
+  <inputData id="h" name="holidays"><variable name="holidays" typeRef="tDates"/></inputData>
+  <inputData id="t" name="shipped at"><variable name="shipped at" typeRef="dateTime"/></inputData>
+  <decision name="Due">
+    <variable name="Due" typeRef="date"/>
+    <informationRequirement><requiredInput href="#o"/></informationRequirement>
+    <literalExpression><text>order.placed + order.allowed</text></literalExpression>
+  </decision>
+  <decision name="Holiday" id="holiday">
+    <variable name="Holiday" typeRef="boolean"/>
+    <informationRequirement><requiredInput href="#h"/></informationRequirement>
+    <informationRequirement><requiredInput href="#t"/></informationRequirement>
+    <literalExpression><text>list contains(holidays, date(shipped at))</text></literalExpression>
+  </decision>
+  <decision name="Label" id="label">
+    <variable name="Label" typeRef="string"/>
+    <literalExpression><text>1 + 1</text></literalExpression>
+  </decision>
+  <decisionService name="Shipping" id="shipping">
+    <variable name="Shipping"/>
+    <outputDecision href="#holiday"/>
+    <inputData href="#h"/>
+    <inputData href="#t"/>
+  </decisionService>
+</definitions>"##;
+
+#[test]
+fn inputs_take_their_declared_types_and_results_are_coerced_to_theirs() {
+    let m = parse("typed.dmn", TYPED).unwrap();
+    // a decision without an id gets one, and a warning says which
+    let due = &m.outline.decisions[0];
+    assert_eq!((due.id.as_str(), due.name.as_str()), ("decision-1", "Due"));
+    assert_eq!(m.outline.warnings.len(), 1);
+    assert!(m.outline.warnings[0].message.contains("'Due' has no id"));
+    // ISO 8601 text becomes a date and a duration where the type says so
+    let order = vars(json!({"order": {"placed": "2026-02-26", "allowed": "P3D"}}));
+    let d = m.decide("decision-1", &order, NOON).unwrap();
+    assert_eq!(d.value, json!("2026-03-01"));
+    let shipped = vars(
+        json!({"holidays": ["2026-12-24", "2026-12-25"], "shipped at": "2026-12-25T09:30:00Z"}),
+    );
+    assert_eq!(
+        m.decide("holiday", &shipped, NOON).unwrap().value,
+        json!(true)
+    );
+    // a value of another type than declared is null, as DMN says
+    assert_eq!(
+        m.decide("label", &vars(json!({})), NOON).unwrap().value,
+        json!(null)
+    );
+    // a decision service is invoked as a decision is
+    let s = m
+        .outline
+        .decisions
+        .iter()
+        .find(|d| d.id == "shipping")
+        .unwrap();
+    assert!(s.service);
+    assert_eq!(
+        m.decide("shipping", &shipped, NOON).unwrap().value,
+        json!(true)
+    );
+}
+
+#[test]
+fn a_decision_reads_process_variables_it_does_not_declare() {
+    // Camunda's and Zeebe's decisions read every variable of the process:
+    // paths, operators and names that are also built-in functions' names
+    let xml = r##"<definitions xmlns="https://www.omg.org/spec/DMN/20191111/MODEL/" namespace="https://postfach.dev/undeclared" name="undeclared" id="undeclared">
+  <decision name="Total" id="total">
+    <literalExpression><text>order.amount*order.rate + count(items) + string length(string: label)</text></literalExpression>
+  </decision>
+</definitions>"##;
+    let m = parse("undeclared.dmn", xml).unwrap();
+    let v = vars(json!({"order": {"amount": 10, "rate": 0.5}, "items": [1, 2], "label": "abc"}));
+    assert_eq!(m.decide("total", &v, NOON).unwrap().value, json!(10));
+}

@@ -120,8 +120,9 @@ const TYPE_NAMES: &[&str] = &[
 /// variable where FEEL's grammar gives it another role: a keyword, part of
 /// a built-in name of several words (`date and time`), a function called
 /// (`date(…)`), a context key or named argument (`string: …`), or a type
-/// after `instance of`. (A path member is declared: `a.b*c` reads as one
-/// name unless `b` is known.) Declaring one of
+/// (after `instance of`, a parameter's `a: number`, `list<string>`). (A
+/// path member is declared: `a.b*c` reads as one name unless `b` is
+/// known.) Declaring one of
 /// those would change how the text reads (`date` declared makes `date(…)`
 /// a call of a variable).
 fn variable_words(words: &[Word]) -> Vec<String> {
@@ -140,10 +141,11 @@ fn variable_words(words: &[Word]) -> Vec<String> {
     }
     let mut out: Vec<String> = Vec::new();
     for (i, (w, covered)) in words.iter().zip(covered).enumerate() {
-        let typed = i >= 2
-            && words[i - 1].text == "of"
-            && words[i - 2].text == "instance"
-            && TYPE_NAMES.contains(&w.text.as_str());
+        // a type: after `instance of`, or a built-in type's name in a
+        // parameter's type (`a: number`) or a generic (`list<string>`)
+        let typed = (i >= 2 && words[i - 1].text == "of" && words[i - 2].text == "instance")
+            || (TYPE_NAMES.contains(&w.text.as_str())
+                && (matches!(w.before, ':' | '<') || matches!(w.after, '<' | '>')));
         let role = w.after == '(' || w.after == ':' || typed;
         if !covered && !role && !KEYWORDS.contains(&w.text.as_str()) && !out.contains(&w.text) {
             out.push(w.text.clone());
@@ -271,6 +273,9 @@ fn mentions(source: &str, words: &[Word], name: &str) -> bool {
 /// A word of FEEL text and what stands beside it.
 pub(crate) struct Word {
     pub(crate) text: String,
+    /// The nearest character before it that is no white space (`' '` at
+    /// the start).
+    before: char,
     /// The nearest character after it that is no white space (`' '` at
     /// the end).
     after: char,
@@ -327,9 +332,11 @@ pub(crate) fn words(source: &str) -> Result<Vec<Word>, String> {
                         break;
                     }
                 }
+                let before = source[..i].trim_end().chars().next_back().unwrap_or(' ');
                 let after = source[end..].trim_start().chars().next().unwrap_or(' ');
                 out.push(Word {
                     text: source[i..end].to_string(),
+                    before,
                     after,
                 });
             }
@@ -337,6 +344,21 @@ pub(crate) fn words(source: &str) -> Result<Vec<Word>, String> {
         }
     }
     Ok(out)
+}
+
+/// The words of `text` that may name a variable, and the functions of
+/// postfach's own it calls (`now`, `today`, [`EXTENSIONS`]).
+pub(crate) fn outside_names(text: &str) -> (Vec<String>, Vec<String>) {
+    let Ok(words) = words(text) else {
+        return (Vec::new(), Vec::new());
+    };
+    let functions = ["now", "today"]
+        .iter()
+        .chain(EXTENSIONS)
+        .filter(|f| mentions(text, &words, f))
+        .map(|f| f.to_string())
+        .collect();
+    (variable_words(&words), functions)
 }
 
 /// Whether `text` parses (unary tests or an expression), knowing the names
@@ -427,6 +449,16 @@ fn instant(
         .parse::<dsntk_feel_temporal::FeelDate>()
         .map_err(|e| format!("date {}: {e}", &text[..10]))?;
     Ok((date_time, date))
+}
+
+/// The value of a function postfach binds itself (`now`, `today`, one of
+/// [`EXTENSIONS`]) at instant `now`.
+pub(crate) fn bound_function(name: &str, now: crate::clock::Millis) -> Result<Value, String> {
+    Ok(match name {
+        "now" => constant(Value::DateTime(instant(now)?.0)),
+        "today" => constant(Value::Date(instant(now)?.1)),
+        other => extension(other),
+    })
 }
 
 /// A function of no parameters that answers `value`.

@@ -398,3 +398,90 @@ async fn a_correlation_key_computed_by_feel_correlates() {
         .await;
     assert!(e.contains("may not read the clock"), "{e}");
 }
+
+/// A multi-instance `zeebe:script` task over the items with a quantity,
+/// parallel or sequential as `sequential` says (`true`/`false`).
+fn items_script(sequential: bool) -> String {
+    format!(
+        r#"<bpmn:definitions xmlns:bpmn="http://www.omg.org/spec/BPMN/20100524/MODEL" xmlns:zeebe="http://camunda.org/schema/zeebe/1.0">
+  <bpmn:process id="lines" isExecutable="true">
+    <bpmn:startEvent id="s"/>
+    <bpmn:sequenceFlow id="f0" sourceRef="s" targetRef="line"/>
+    <bpmn:scriptTask id="line">
+      <bpmn:extensionElements>
+        <zeebe:script expression="=item.id + &quot;:&quot; + string(item.qty * 2)" resultVariable="r"/>
+      </bpmn:extensionElements>
+      <bpmn:multiInstanceLoopCharacteristics isSequential="{sequential}">
+        <bpmn:extensionElements>
+          <zeebe:loopCharacteristics inputCollection="=items[qty &gt; 0]" inputElement="item" outputCollection="results" outputElement="=r"/>
+        </bpmn:extensionElements>
+      </bpmn:multiInstanceLoopCharacteristics>
+    </bpmn:scriptTask>
+    <bpmn:sequenceFlow id="f1" sourceRef="line" targetRef="done"/>
+    <bpmn:receiveTask id="done"/>
+  </bpmn:process>
+</bpmn:definitions>"#
+    )
+}
+
+/// The output collection and the process's variables of one run of
+/// [`items_script`] over `items`.
+async fn run_items_script(sequential: bool, items: serde_json::Value) -> serde_json::Value {
+    let env = Env::new();
+    env.deploy(&items_script(sequential)).await;
+    let id = env
+        .pf
+        .start("lines", vars([("items", items)]), None)
+        .await
+        .unwrap();
+    assert_eq!(env.waiting_at(id), ["done"]);
+    let v = env.pf.reader().unwrap().instance(id).unwrap().unwrap();
+    serde_json::to_value(&v.variables).unwrap()
+}
+
+#[tokio::test]
+async fn each_inner_instance_of_a_script_task_keeps_its_own_result() {
+    let items =
+        serde_json::json!([{"id": "a", "qty": 1}, {"id": "b", "qty": 0}, {"id": "c", "qty": 3}]);
+    for sequential in [false, true] {
+        let v = run_items_script(sequential, items.clone()).await;
+        assert_eq!(
+            v["results"],
+            serde_json::json!(["a:2", "c:6"]),
+            "sequential {sequential}"
+        );
+        // the result variable is the inner instance's: nothing leaks out
+        assert!(v.get("r").is_none(), "sequential {sequential}: {v}");
+    }
+}
+
+mod parallel_and_sequential {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+        /// Parallel and sequential inner instances of a script task give
+        /// the same output collection, whatever the items.
+        #[test]
+        fn give_the_same_output_collection(
+            items in proptest::collection::vec(("[a-z]{1,3}", 0u32..4), 0..7)
+        ) {
+            let items: Vec<serde_json::Value> = items
+                .into_iter()
+                .map(|(id, qty)| serde_json::json!({"id": id, "qty": qty}))
+                .collect();
+            let expected: Vec<String> = items
+                .iter()
+                .filter(|i| i["qty"].as_u64().unwrap() > 0)
+                .map(|i| format!("{}:{}", i["id"].as_str().unwrap(), i["qty"].as_u64().unwrap() * 2))
+                .collect();
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            let items = serde_json::Value::Array(items);
+            let parallel = rt.block_on(run_items_script(false, items.clone()));
+            let sequential = rt.block_on(run_items_script(true, items));
+            prop_assert_eq!(&parallel["results"], &sequential["results"]);
+            prop_assert_eq!(&parallel["results"], &serde_json::json!(expected));
+        }
+    }
+}

@@ -45,7 +45,10 @@ impl<'a, 't> Engine<'a, 't> {
     /// An element the engine evaluated itself (a script, a decision) is
     /// done: with a result, `event` goes into the history and the token
     /// moves on with the result (through the element's output mappings);
-    /// with an error, the token stops at an incident saying it.
+    /// with an error, the token stops at an incident saying it. In an inner
+    /// instance of a multi-instance activity the result is a variable of
+    /// that inner instance (as Zeebe has it): each item's output element
+    /// reads its own, and nothing of it leaks into the scope around.
     pub(super) fn finish_evaluation(
         &mut self,
         inst: u64,
@@ -57,6 +60,13 @@ impl<'a, 't> Engine<'a, 't> {
         match outcome {
             Ok((result, event)) => {
                 self.history(inst, &element, &event);
+                if self.inst(inst).body_of(token).is_some()
+                    && let Some(t) = self.inst(inst).tokens.get_mut(token)
+                {
+                    for k in result.keys() {
+                        t.locals.insert(k.clone(), serde_json::Value::Null);
+                    }
+                }
                 if self.complete_with(inst, token, idx, &result)? {
                     self.queue.push_back(Step::Leave {
                         inst,

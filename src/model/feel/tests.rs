@@ -300,3 +300,27 @@ fn built_in_names_are_never_taken_for_variables() {
         Ok(json!(5))
     );
 }
+
+/// A list computes each element or fails naming why: no element is a
+/// silent null.
+#[test]
+fn a_list_element_that_cannot_be_computed_is_an_error() {
+    assert_eq!(
+        eval(
+            "[date(d), date and time(t)]",
+            json!({"d": "2024-02-28", "t": "2024-02-28T12:00:00Z"})
+        ),
+        Ok(json!(["2024-02-28", "2024-02-28T12:00:00Z"]))
+    );
+    let e = eval(
+        "[date(d), date and time(t)]",
+        json!({"d": "2024-02-28", "t": "2024-02-28 12:00"}),
+    )
+    .unwrap_err();
+    assert!(
+        e.contains("invalid date or date and time '2024-02-28 12:00'"),
+        "{e}"
+    );
+    let e = eval(r#"[1, date("x")]"#, json!({})).unwrap_err();
+    assert!(e.contains("invalid date string 'x'"), "{e}");
+}

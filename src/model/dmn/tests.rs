@@ -239,3 +239,16 @@ fn a_decision_reads_process_variables_it_does_not_declare() {
     let v = vars(json!({"order": {"amount": 10, "rate": 0.5}, "items": [1, 2], "label": "abc"}));
     assert_eq!(m.decide("total", &v, NOON).unwrap().value, json!(10));
 }
+
+#[test]
+fn a_file_that_imports_another_is_refused_saying_so() {
+    let xml = r##"<definitions xmlns="https://www.omg.org/spec/DMN/20191111/MODEL/" namespace="https://postfach.dev/i" name="i" id="i">
+  <import namespace="https://postfach.dev/other" name="other" importType="https://www.omg.org/spec/DMN/20191111/MODEL/"/>
+  <decision name="D" id="d"><literalExpression><text>other.x</text></literalExpression></decision>
+</definitions>"##;
+    let e = parse("i.dmn", xml).unwrap_err().to_string();
+    assert!(
+        e.contains("i.dmn") && e.contains("imports 'https://postfach.dev/other'"),
+        "{e}"
+    );
+}

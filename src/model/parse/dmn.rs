@@ -208,6 +208,22 @@ pub fn outline(file: &str, xml: &str) -> Result<DmnOutline, ParseError> {
         issues.push(issue(&root, "<definitions> has no namespace".into()));
     }
     let mut decisions: Vec<DecisionOutline> = Vec::new();
+    for i in root.children.iter().filter(|c| c.name == "import") {
+        let what = i
+            .attr("locationURI")
+            .or_else(|| i.attr("namespace"))
+            .unwrap_or("")
+            .trim();
+        issues.push(issue(
+            i,
+            format!(
+                "imports '{what}': a decision file deploys alone (copy what it needs of the imported file into this one)"
+            ),
+        ));
+    }
+    if !issues.is_empty() {
+        return Err(invalid(issues));
+    }
     let declared = declared_names(&root);
     let types = item_types(&root);
     let components = component_names(&root);

@@ -241,126 +241,35 @@ pub fn outline(file: &str, xml: &str) -> Result<DmnOutline, ParseError> {
         .filter(|c| c.name == "decision")
         .enumerate()
     {
-        let name = d.attr("name").unwrap_or("").trim().to_string();
-        if name.is_empty() {
-            issues.push(issue(d, "a decision needs a name".into()));
-            continue;
-        }
-        let id = match d.id() {
-            id if !id.is_empty() => id,
-            _ => {
-                let id = generated_id(i);
-                warnings.push(Warning {
-                    id: id.clone(),
-                    line: d.line,
-                    message: format!(
-                        "decision '{name}' has no id: it is deployed as '{id}' (give it an id to name it in a business rule task)"
-                    ),
-                });
-                id
+        match decision_outline(d, i, &declared, &not_implicit, &mut warnings, &mut issues) {
+            Some(o) if decisions.iter().any(|x| x.id == o.id) => {
+                issues.push(issue(d, "id is used twice".into()))
             }
-        };
-        if decisions.iter().any(|o| o.id == id) {
-            issues.push(issue(d, "id is used twice".into()));
-            continue;
+            Some(o) => decisions.push(o),
+            None => {}
         }
-        let rules = d
-            .child("decisionTable")
-            .map(|t| {
-                t.children
-                    .iter()
-                    .filter(|r| r.name == "rule")
-                    .enumerate()
-                    .map(|(i, r)| {
-                        Some(r.id())
-                            .filter(|s| !s.is_empty())
-                            .unwrap_or(format!("rule {}", i + 1))
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        let requires = d
-            .children
-            .iter()
-            .filter(|c| c.name == "informationRequirement")
-            .filter_map(|r| r.child("requiredDecision"))
-            .filter_map(|r| r.attr("href"))
-            .map(|h| h.trim().trim_start_matches('#').to_string())
-            .collect();
-        let outputs = d
-            .child("decisionTable")
-            .map(|t| {
-                t.children
-                    .iter()
-                    .filter(|o| o.name == "output")
-                    .map(|o| o.attr("name").unwrap_or(&name).trim().to_string())
-                    .collect()
-            })
-            .unwrap_or_default();
-        let uses_knowledge = d.children.iter().any(|c| c.name == "knowledgeRequirement");
-        check_texts(d, d, &declared, &mut issues);
-        let (mut implicit, mut functions) = (Vec::new(), Vec::new());
-        for text in texts(d) {
-            let (variables, called) = crate::model::feel::outside_names(text);
-            for v in variables {
-                if !not_implicit.contains(&v.as_str()) && !implicit.contains(&v) {
-                    implicit.push(v);
-                }
-            }
-            for f in called {
-                if !functions.contains(&f) {
-                    functions.push(f);
-                }
-            }
-        }
-        decisions.push(DecisionOutline {
-            id,
-            name,
-            line: d.line,
-            rules,
-            requires,
-            outputs,
-            uses_knowledge,
-            service: false,
-            implicit,
-            functions,
-        });
     }
     for s in root.children.iter().filter(|c| c.name == "decisionService") {
         let (id, name) = (s.id(), s.attr("name").unwrap_or("").trim().to_string());
         if id.is_empty() || name.is_empty() {
             issues.push(issue(s, "a decision service needs an id and a name".into()));
-            continue;
-        }
-        if decisions.iter().any(|o| o.id == id) {
+        } else if decisions.iter().any(|o| o.id == id) {
             issues.push(issue(s, "id is used twice".into()));
-            continue;
+        } else {
+            let outputs = service_outputs(s, &decisions);
+            decisions.push(DecisionOutline {
+                id,
+                name,
+                line: s.line,
+                rules: Vec::new(),
+                requires: Vec::new(),
+                outputs,
+                uses_knowledge: false,
+                service: true,
+                implicit: Vec::new(),
+                functions: Vec::new(),
+            });
         }
-        let outputs = s
-            .children
-            .iter()
-            .filter(|c| c.name == "outputDecision")
-            .filter_map(|r| r.attr("href"))
-            .filter_map(|h| {
-                let id = h.trim().trim_start_matches('#');
-                decisions
-                    .iter()
-                    .find(|o| o.id == id)
-                    .map(|o| o.name.clone())
-            })
-            .collect();
-        decisions.push(DecisionOutline {
-            id,
-            name,
-            line: s.line,
-            rules: Vec::new(),
-            requires: Vec::new(),
-            outputs,
-            uses_knowledge: false,
-            service: true,
-            implicit: Vec::new(),
-            functions: Vec::new(),
-        });
     }
     if decisions.is_empty() && issues.is_empty() {
         issues.push(issue(&root, "the file has no <decision>".into()));
@@ -389,6 +298,127 @@ pub fn outline(file: &str, xml: &str) -> Result<DmnOutline, ParseError> {
         inputs,
         warnings,
     })
+}
+
+/// The outline of decision `d`, the `i`-th of its file (`None`, with an
+/// issue, when it cannot be read); an id it lacks is generated, with a
+/// warning.
+fn decision_outline(
+    d: &Node,
+    i: usize,
+    declared: &[String],
+    not_implicit: &[&str],
+    warnings: &mut Vec<Warning>,
+    issues: &mut Vec<Issue>,
+) -> Option<DecisionOutline> {
+    let name = d.attr("name").unwrap_or("").trim().to_string();
+    if name.is_empty() {
+        issues.push(Issue {
+            id: d.id(),
+            line: d.line,
+            message: "a decision needs a name".into(),
+            missing_key_for: None,
+        });
+        return None;
+    }
+    let id = match d.id() {
+        id if !id.is_empty() => id,
+        _ => {
+            let id = generated_id(i);
+            warnings.push(Warning {
+                id: id.clone(),
+                line: d.line,
+                message: format!(
+                    "decision '{name}' has no id: it is deployed as '{id}' (give it an id to name it in a business rule task)"
+                ),
+            });
+            id
+        }
+    };
+    let table = d.child("decisionTable");
+    let rules = table
+        .map(|t| {
+            t.children
+                .iter()
+                .filter(|r| r.name == "rule")
+                .enumerate()
+                .map(|(i, r)| {
+                    Some(r.id())
+                        .filter(|s| !s.is_empty())
+                        .unwrap_or(format!("rule {}", i + 1))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let requires = d
+        .children
+        .iter()
+        .filter(|c| c.name == "informationRequirement")
+        .filter_map(|r| r.child("requiredDecision"))
+        .filter_map(|r| r.attr("href"))
+        .map(|h| h.trim().trim_start_matches('#').to_string())
+        .collect();
+    let outputs = table
+        .map(|t| {
+            t.children
+                .iter()
+                .filter(|o| o.name == "output")
+                .map(|o| o.attr("name").unwrap_or(&name).trim().to_string())
+                .collect()
+        })
+        .unwrap_or_default();
+    let uses_knowledge = d.children.iter().any(|c| c.name == "knowledgeRequirement");
+    check_texts(d, d, declared, issues);
+    let (implicit, functions) = outside_names(d, not_implicit);
+    Some(DecisionOutline {
+        id,
+        name,
+        line: d.line,
+        rules,
+        requires,
+        outputs,
+        uses_knowledge,
+        service: false,
+        implicit,
+        functions,
+    })
+}
+
+/// What the FEEL texts of decision `d` read that its file does not declare
+/// (variables, leaving out `not_implicit`), and the functions postfach
+/// binds that they call.
+fn outside_names(d: &Node, not_implicit: &[&str]) -> (Vec<String>, Vec<String>) {
+    let (mut implicit, mut functions) = (Vec::new(), Vec::new());
+    for text in texts(d) {
+        let (variables, called) = crate::model::feel::outside_names(text);
+        for v in variables {
+            if !not_implicit.contains(&v.as_str()) && !implicit.contains(&v) {
+                implicit.push(v);
+            }
+        }
+        for f in called {
+            if !functions.contains(&f) {
+                functions.push(f);
+            }
+        }
+    }
+    (implicit, functions)
+}
+
+/// The names of the decisions decision service `s` answers with.
+fn service_outputs(s: &Node, decisions: &[DecisionOutline]) -> Vec<String> {
+    s.children
+        .iter()
+        .filter(|c| c.name == "outputDecision")
+        .filter_map(|r| r.attr("href"))
+        .filter_map(|h| {
+            let id = h.trim().trim_start_matches('#');
+            decisions
+                .iter()
+                .find(|o| o.id == id)
+                .map(|o| o.name.clone())
+        })
+        .collect()
 }
 
 /// The id postfach gives the `i`-th decision of a file that has none.

@@ -303,6 +303,56 @@ pub(crate) mod sim {
             out
         }
 
+        /// The files as found after a power cut where the disk wrote back
+        /// what was not synced in any order: each file whose name was
+        /// synced, with what was synced and, of every unsynced write, each
+        /// of its sectors kept or lost at random (`seed` draws which; a
+        /// length change is kept or lost whole) — a later write may
+        /// survive where an earlier one did not.
+        pub fn after_power_cut_scattered(&self, seed: u64) -> BTreeMap<String, Vec<u8>> {
+            let st = self.state.lock().unwrap();
+            let mut x = seed | 1;
+            let mut coin = move || {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x & 1 == 1
+            };
+            let mut out = BTreeMap::new();
+            for (name, f) in &st.files {
+                if !f.entry_synced {
+                    continue;
+                }
+                let mut bytes = f.synced.clone();
+                for op in &f.pending {
+                    match op {
+                        Op::Write(at, data) => {
+                            // sector boundaries are absolute offsets
+                            let mut from = 0usize;
+                            while from < data.len() {
+                                let abs = *at as usize + from;
+                                let to = (from + SECTOR - abs % SECTOR).min(data.len());
+                                if coin() {
+                                    apply(
+                                        &mut bytes,
+                                        &Op::Write(abs as u64, data[from..to].to_vec()),
+                                    );
+                                }
+                                from = to;
+                            }
+                        }
+                        Op::SetLen(_) => {
+                            if coin() {
+                                apply(&mut bytes, op);
+                            }
+                        }
+                    }
+                }
+                out.insert(name.clone(), bytes);
+            }
+            out
+        }
+
         /// How many unsynced writes each file has.
         pub fn pending(&self) -> BTreeMap<String, usize> {
             self.state

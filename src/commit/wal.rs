@@ -33,6 +33,10 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+/// The smallest unit a disk writes whole: a write-back may keep any of an
+/// unsynced append's sectors and lose the others.
+const SECTOR: usize = 512;
+
 /// One committed batch.
 #[derive(Debug, Serialize, Deserialize)]
 pub(crate) struct Record {
@@ -109,10 +113,17 @@ impl Framing {
         codec::decode::<Record>(body).ok().map(|r| (r, end))
     }
 
-    /// Whether the bytes from a bad frame to the end of the file look like an
-    /// append that a crash interrupted (nothing intact follows them).
-    fn looks_torn(self, rest: &[u8]) -> bool {
+    /// Whether the bytes from a bad frame at `pos` to the end of the file
+    /// look like an append that a crash interrupted (nothing intact follows
+    /// them): zeros; the frame's first sector never written (a disk's
+    /// write-back may keep later sectors of an unsynced append without the
+    /// first); or the start of a frame with a plausible header.
+    fn looks_torn(self, rest: &[u8], pos: usize) -> bool {
         if rest.iter().all(|b| *b == 0) {
+            return true;
+        }
+        let first_sector = (SECTOR - pos % SECTOR).min(rest.len());
+        if rest[..first_sector].iter().all(|b| *b == 0) {
             return true;
         }
         match self {
@@ -190,7 +201,7 @@ impl Scan {
             }
         }
         let damaged =
-            pos < bytes.len() && (!after.is_empty() || !framing.looks_torn(&bytes[pos..]));
+            pos < bytes.len() && (!after.is_empty() || !framing.looks_torn(&bytes[pos..], pos));
         Scan {
             framing,
             records,
@@ -518,6 +529,35 @@ mod tests {
         f.write_all(&[0; 4096]).unwrap();
         drop(f);
         assert_eq!(batches(&Wal::open(&path).unwrap().1), vec![1, 2]);
+    }
+
+    #[test]
+    fn a_later_sector_of_an_append_without_its_first_is_a_torn_tail() {
+        // a disk's write-back kept the second sector of an unsynced append,
+        // not the first: the frame's start is zeros, bytes follow
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.wal");
+        let starts = log_of(&path, 2);
+        let end = starts[2] as usize;
+        let big: Vec<Command> = (0..5000).map(|_| Command::Tick).collect();
+        let f3 = frame(3, 30, &big).unwrap();
+        assert!(f3.len() > 2 * SECTOR, "the append spans sectors");
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes.extend_from_slice(&f3);
+        let first_sector_end = (end / SECTOR + 1) * SECTOR;
+        bytes[end..first_sector_end].fill(0);
+        std::fs::write(&path, &bytes).unwrap();
+        assert_eq!(batches(&Wal::open(&path).unwrap().1), vec![1, 2]);
+        // foreign bytes where the frame's first sector would be are damage
+        let path = dir.path().join("f.wal");
+        log_of(&path, 2);
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes.extend_from_slice(&[0x5a; 3 * SECTOR]);
+        std::fs::write(&path, &bytes).unwrap();
+        assert!(matches!(
+            Wal::open(&path),
+            Err(StoreError::LogDamaged { .. })
+        ));
     }
 
     #[test]

@@ -219,7 +219,9 @@ async fn a_cluster_loses_no_message_when_its_processes_are_killed() {
     let publishing = tokio::spawn(async move {
         let mut published: Vec<(String, bool)> = Vec::new();
         let mut pending = Vec::new();
-        for i in 0..orders {
+        // the completions of the orders started last go first: they are
+        // early, and wait in their partition's buffer
+        for i in (orders - early..orders).chain(0..orders - early) {
             let id = format!("done-A-{i}");
             let body = format!(r#"{{"auftragId": "A-{i}", "erledigtePositionen": {i}}}"#);
             for _ in 0..if i % 20 == 0 { 2 } else { 1 } {
@@ -247,6 +249,11 @@ async fn a_cluster_loses_no_message_when_its_processes_are_killed() {
 
     // kills at random moments; the orders of the early completions start
     // between them
+    assert!(kills >= 3, "every kind of process is killed at least once");
+    let mut kinds = [0u64, 1, 2];
+    for i in (1..kinds.len()).rev() {
+        kinds.swap(i, rng.below(i as u64 + 1) as usize);
+    }
     let mut started = orders - early;
     let per_round = early.div_ceil(kills.max(1));
     for kill in 1..=kills {
@@ -259,7 +266,12 @@ async fn a_cluster_loses_no_message_when_its_processes_are_killed() {
         });
         let pause = Duration::from_millis(200 + rng.below(1500));
         tokio::time::sleep(pause).await;
-        let victim = rng.below(3);
+        // each kind (partition, router, gateway) once in the first three
+        // kills, in a random order; the kind of the rest at random
+        let victim = match kill {
+            1..=3 => kinds[kill - 1],
+            _ => rng.below(3),
+        };
         tokio::task::block_in_place(|| match victim {
             0 => {
                 let i = rng.below(P) as usize;
@@ -385,6 +397,8 @@ async fn a_cluster_loses_no_message_when_its_processes_are_killed() {
         .collect();
     let mut missing = Vec::new();
     let mut outcomes: BTreeMap<String, usize> = BTreeMap::new();
+    // early completions correlated after they were accepted: buffered first
+    let mut waited = 0usize;
     let decodable: HashMap<&str, bool> =
         published.iter().map(|(id, d)| (id.as_str(), *d)).collect();
     for (id, ok) in decodable
@@ -397,7 +411,8 @@ async fn a_cluster_loses_no_message_when_its_processes_are_killed() {
             for m in pf.reader().unwrap().message(id).unwrap() {
                 found.push((
                     i as u64,
-                    json!({"state": m.state, "reason": m.reason, "key": m.key}),
+                    json!({"state": m.state, "reason": m.reason, "key": m.key,
+                        "accepted_at": m.accepted_at, "settled_at": m.settled_at}),
                 ));
             }
         }
@@ -413,6 +428,10 @@ async fn a_cluster_loses_no_message_when_its_processes_are_killed() {
                     );
                 } else if ok {
                     assert_eq!(state, "correlated", "{id}: {m}");
+                    let n: usize = id["done-A-".len()..].parse().unwrap();
+                    if n >= orders - early && m["settled_at"] != m["accepted_at"] {
+                        waited += 1;
+                    }
                 } else {
                     assert_eq!(
                         (state, m["reason"].as_str()),
@@ -446,6 +465,11 @@ async fn a_cluster_loses_no_message_when_its_processes_are_killed() {
         &missing[..missing.len().min(10)]
     );
     assert!(settled, "the cluster did not settle in time (seed {seed})");
+    eprintln!("cluster: {waited} of {early} early completions waited in the buffer");
+    assert!(
+        waited >= early / 2,
+        "only {waited} of {early} early completions waited in a buffer (seed {seed})"
+    );
     assert_eq!(outcomes.get("correlated"), Some(&orders));
     assert_eq!(outcomes.get("parked"), Some(&(malformed + late.len())));
     let mut invoices: HashMap<String, Vec<u64>> = HashMap::new();

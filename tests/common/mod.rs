@@ -300,6 +300,12 @@ pub fn import_then_kill(db: &std::path::Path, n: usize) -> Vec<String> {
     }
     child.wait().unwrap();
     let _ = writer.join();
+    assert_eq!(
+        acked.len(),
+        n,
+        "the import stopped after {} acknowledgements, before the kill",
+        acked.len()
+    );
     acked
 }
 

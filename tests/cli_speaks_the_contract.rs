@@ -436,3 +436,37 @@ fn every_flag_in_the_contract_document_exists() {
         "only {checked} flags checked: the table was not read"
     );
 }
+
+/// Every command that takes `--var` says in its help what `NAME=VALUE` and
+/// `NAME:=JSON` set, and does that: `amount=120` is text, `amount:=120` the
+/// number.
+#[test]
+fn every_var_flag_says_what_it_sets_and_does_it() {
+    let cli = Cli::new();
+    let mut with_var = 0;
+    for sub in subcommands() {
+        let help = String::from_utf8_lossy(&cli.run(&[&sub, "--help"]).stdout).to_string();
+        if !help.contains("--var <") {
+            continue;
+        }
+        with_var += 1;
+        assert!(
+            help.contains("--var <NAME=VALUE|NAME:=JSON>")
+                && help.contains("`amount=120` is the")
+                && help.contains("`amount:=120` is the number 120"),
+            "{sub} --help:\n{help}"
+        );
+    }
+    assert!(with_var >= 8, "{with_var} commands take --var");
+    let dmn = r##"<definitions xmlns="https://www.omg.org/spec/DMN/20191111/MODEL/" namespace="https://postfach.dev/t" name="t" id="t">
+  <decision name="Type" id="type"><literalExpression><text>if (amount instance of number) then "number" else "text"</text></literalExpression></decision>
+</definitions>"##;
+    let file = cli.dir.path().join("type.dmn");
+    std::fs::write(&file, dmn).unwrap();
+    let o = cli.run(&["deploy", file.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    for (var, kind) in [("amount=120", "text"), ("amount:=120", "number")] {
+        let v = cli.json(&["decide", "type", "--var", var]);
+        assert_eq!(v["value"], kind, "--var {var}");
+    }
+}

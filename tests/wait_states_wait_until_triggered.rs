@@ -165,3 +165,50 @@ fn http_and_the_command_line_trigger_by_token_or_element() {
     );
     srv.stop();
 }
+
+/// By element on the command line: the inner instance of a sequential
+/// multi-instance receive task is what waits (its body does not), and an
+/// instance that has ended is an error saying so (exit 1), not a usage
+/// error about tokens.
+#[cfg(feature = "server")]
+#[test]
+fn the_command_line_triggers_an_inner_instance_and_says_when_the_instance_ended() {
+    const LOOP: &str = bpmn!(
+        r#"
+  <process id="runden" isExecutable="true">
+    <startEvent id="s"/>
+    <sequenceFlow id="f1" sourceRef="s" targetRef="runde"/>
+    <receiveTask id="runde">
+      <multiInstanceLoopCharacteristics isSequential="true"><loopCardinality>2</loopCardinality></multiInstanceLoopCharacteristics>
+    </receiveTask>
+    <sequenceFlow id="f2" sourceRef="runde" targetRef="e"/>
+    <endEvent id="e"/>
+  </process>
+"#
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.redb");
+    let file = dir.path().join("runden.bpmn");
+    std::fs::write(&file, LOOP).unwrap();
+    let o = cli(&db, &["deploy", file.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = cli(&db, &["--json", "start", "runden"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let id = v["instance"].as_str().unwrap().to_string();
+    for round in 0..2 {
+        let o = cli(&db, &["trigger", &id, "runde"]);
+        assert!(
+            o.status.success(),
+            "round {round}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    let o = cli(&db, &["--json", "instance", &id]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["state"], "completed", "{v}");
+    let o = cli(&db, &["trigger", &id, "runde"]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains(&format!("instance {id} has ended")), "{err}");
+}

@@ -688,7 +688,19 @@ mod tests {
         assert_eq!(cli_route(&s(&["instances"])), CliRoute::Gather);
         assert_eq!(cli_route(&s(&["statistics", "p"])), CliRoute::Statistics);
         assert_eq!(cli_route(&s(&["requeue", "m-1"])), CliRoute::Find);
-        assert!(matches!(cli_route(&s(&["demo"])), CliRoute::Refuse(_)));
+        // what the README says a gateway refuses
+        for refused in [
+            &["demo"][..],
+            &["compact"],
+            &["recover"],
+            &["import"],
+            &["object", "1", "v"],
+        ] {
+            assert!(
+                matches!(cli_route(&s(refused)), CliRoute::Refuse(_)),
+                "{refused:?}"
+            );
+        }
         assert!(matches!(
             cli_route(&s(&["cluster", "status"])),
             CliRoute::Refuse(_)

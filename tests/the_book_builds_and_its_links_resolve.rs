@@ -1,0 +1,158 @@
+//! The user guide under `docs/` builds with mdBook, every chapter is in its
+//! table of contents, and every relative link of the book, the decisions,
+//! the README and ARCHITECTURE.md leads to a file of the repository (and,
+//! into a chapter, to a heading it has).
+use crate::common;
+use std::path::{Path, PathBuf};
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The relative link targets of markdown `text` (`[x](target)`), code spans
+/// and fenced blocks left out.
+fn links(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut fenced = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        if fenced || line.starts_with("    ") {
+            continue;
+        }
+        // code spans hold no links
+        let plain: String = line
+            .split('`')
+            .enumerate()
+            .filter(|(i, _)| i % 2 == 0)
+            .map(|(_, s)| s)
+            .collect();
+        let mut rest = plain.as_str();
+        while let Some(at) = rest.find("](") {
+            let after = &rest[at + 2..];
+            let end = after.find(')').unwrap_or(after.len());
+            let target = after[..end].trim();
+            if !target.is_empty() && !target.contains("://") && !target.starts_with("mailto:") {
+                out.push(target.to_string());
+            }
+            rest = &after[end..];
+        }
+    }
+    out
+}
+
+/// The anchors mdBook gives the headings of `text`.
+fn anchors(text: &str) -> Vec<String> {
+    text.lines()
+        .filter(|l| l.starts_with('#'))
+        .map(|l| {
+            l.trim_start_matches('#')
+                .trim()
+                .to_lowercase()
+                .chars()
+                .filter_map(|c| match c {
+                    c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+                    ' ' => Some('-'),
+                    _ => None,
+                })
+                .collect()
+        })
+        .collect()
+}
+
+fn markdown_files() -> Vec<PathBuf> {
+    let mut files = vec![root().join("README.md"), root().join("ARCHITECTURE.md")];
+    for dir in ["docs/src", "docs/decisions"] {
+        let mut book: Vec<PathBuf> = std::fs::read_dir(root().join(dir))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "md"))
+            .collect();
+        book.sort();
+        files.extend(book);
+    }
+    files
+}
+
+#[test]
+fn every_relative_link_leads_somewhere() {
+    let mut broken = Vec::new();
+    let mut checked = 0;
+    for file in markdown_files() {
+        let text = std::fs::read_to_string(&file).unwrap();
+        for link in links(&text) {
+            checked += 1;
+            let (path, anchor) = match link.split_once('#') {
+                Some((p, a)) => (p, Some(a)),
+                None => (link.as_str(), None),
+            };
+            let target = if path.is_empty() {
+                file.clone()
+            } else {
+                file.parent().unwrap().join(path)
+            };
+            if !target.exists() {
+                broken.push(format!("{}: {link} (no such file)", file.display()));
+                continue;
+            }
+            if let Some(a) = anchor
+                && target.extension().is_some_and(|e| e == "md")
+                && !anchors(&std::fs::read_to_string(&target).unwrap())
+                    .iter()
+                    .any(|h| h == a)
+            {
+                broken.push(format!("{}: {link} (no such heading)", file.display()));
+            }
+        }
+    }
+    assert!(checked > 20, "only {checked} links found");
+    assert!(broken.is_empty(), "broken links: {broken:#?}");
+}
+
+#[test]
+fn every_chapter_is_in_the_table_of_contents() {
+    let summary = std::fs::read_to_string(root().join("docs/src/SUMMARY.md")).unwrap();
+    let listed = links(&summary);
+    for file in markdown_files()
+        .iter()
+        .filter(|f| f.parent().is_some_and(|d| d.ends_with("docs/src")))
+    {
+        let name = file.file_name().unwrap().to_string_lossy().to_string();
+        if name != "SUMMARY.md" {
+            assert!(listed.contains(&name), "{name} is not in SUMMARY.md");
+        }
+    }
+}
+
+#[test]
+fn the_book_builds() {
+    let mdbook = common::tools::mdbook();
+    let out_dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(&mdbook)
+        .arg("build")
+        .arg(root().join("docs"))
+        .arg("--dest-dir")
+        .arg(out_dir.path())
+        .output()
+        .unwrap_or_else(|e| panic!("{}: {e}", mdbook.display()));
+    let log = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "mdbook build: {log}");
+    assert!(!log.contains("WARN") && !log.contains("ERROR"), "{log}");
+    // the command-line contract is included whole, not linked
+    let cli = std::fs::read_to_string(out_dir.path().join("cli.html")).unwrap();
+    assert!(cli.contains("Exit codes"), "docs/cli.md is in the book");
+    for page in [
+        "introduction",
+        "concepts",
+        "feel-dmn",
+        "cluster",
+        "benchmarks",
+    ] {
+        assert!(
+            out_dir.path().join(format!("{page}.html")).is_file(),
+            "{page}"
+        );
+    }
+}

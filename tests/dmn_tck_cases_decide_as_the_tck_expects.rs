@@ -372,6 +372,29 @@ fn report(name: &str, t: &Tally, failures: &[String]) -> f64 {
     rate
 }
 
+/// The counts `bench-results/dmn-tck.json` records for `level` (the
+/// README's and the book's figures): the run must come to exactly them, so
+/// the figures are what the cases give. `POSTFACH_RECORD_TCK=1` writes the
+/// run's counts into the file instead.
+fn recorded(level: &str, t: &Tally) {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/bench-results/dmn-tck.json");
+    let mut doc: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let now = serde_json::json!({
+        "values": [t.values.0, t.values.0 + t.values.1],
+        "errors": [t.errors.0, t.errors.0 + t.errors.1],
+    });
+    if std::env::var_os("POSTFACH_RECORD_TCK").is_some() {
+        doc["levels"][level] = now;
+        let text = serde_json::to_string_pretty(&doc).unwrap() + "\n";
+        std::fs::write(path, text).unwrap();
+        return;
+    }
+    assert_eq!(
+        doc["levels"][level], now,
+        "{level}: the run differs from bench-results/dmn-tck.json (run with POSTFACH_RECORD_TCK=1 to record it, then render the figures again)"
+    );
+}
+
 #[test]
 fn decision_tables_of_compliance_level_2() {
     let (t, failures) = level("compliance-level-2");
@@ -381,6 +404,7 @@ fn decision_tables_of_compliance_level_2() {
         rate >= MIN_LEVEL_2,
         "pass rate {rate:.1} % fell below {MIN_LEVEL_2} %"
     );
+    recorded("compliance-level-2", &t);
 }
 
 #[test]
@@ -396,8 +420,9 @@ fn feel_of_compliance_level_3() {
         rate >= MIN_LEVEL_3,
         "pass rate {rate:.1} % fell below {MIN_LEVEL_3} %"
     );
+    recorded("compliance-level-3", &t);
 }
 
-/// The pass rates measured, rounded down (README, "FEEL and DMN").
+/// The pass rates the issue asks for, at the least.
 const MIN_LEVEL_2: f64 = 100.0;
 const MIN_LEVEL_3: f64 = 98.0;

@@ -21,6 +21,7 @@ mod alarms_fire_and_clear;
 mod ambiguous_correlation_is_parked;
 mod architecture_holds;
 mod async_after_and_variable_mappings_apply;
+mod benchmarks_are_rendered_from_their_result_files;
 mod business_rule_tasks_decide_in_the_engine;
 mod call_activities_run_a_child_instance;
 mod claim_checks_carry_large_payloads_through_cloud_storage;

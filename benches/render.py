@@ -199,6 +199,13 @@ def render_tck():
         row("compliance level 2 (decision tables)", l2),
         row("compliance level 3 (FEEL, boxed expressions, decision services)", l3),
         f"| whole TCK (levels 2 and 3) | | | {both[0]:,} of {both[1]:,} ({100 * both[0] / both[1]:.1f} %) |",
+        "",
+        "Beside it, " + doc["published"]["source"] + ": DecisionToolkit "
+        + "{:,} of {:,} ({:.1f} %), Camunda dmn-scala {}.".format(
+            *doc["published"]["DecisionToolkit"],
+            100 * doc["published"]["DecisionToolkit"][0] / doc["published"]["DecisionToolkit"][1],
+            doc["published"]["Camunda dmn-scala"],
+        ),
     ]
 
 

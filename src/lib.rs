@@ -99,6 +99,12 @@ pub use runtime::{CommitStats, Deployment, Error, Options, Postfach, Recovery, W
 pub use store::damage::install_hook as install_damage_hook;
 pub use store::{FileCheck, JobState, MessageState, ParkedEvents, Reason, StoreError, TaskRecord};
 
+/// The book's chapter on embedding (docs/src/embedding.md): its Rust
+/// examples run as doctests, so the book shows code that compiles and works.
+#[cfg(all(doctest, feature = "server"))]
+#[doc = include_str!("../docs/src/embedding.md")]
+mod book_embedding {}
+
 /// Process variables: a JSON object.
 pub type Vars = serde_json::Map<String, serde_json::Value>;
 

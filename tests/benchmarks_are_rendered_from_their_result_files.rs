@@ -29,3 +29,64 @@ fn benchmarks_are_rendered_from_their_result_files() {
         assert!(body.contains("| --- "), "an empty block: {body}");
     }
 }
+
+/// Outside rendered blocks and code, the README and the book type no
+/// measured rate, ratio or short time (`… /s`, `…×`, `… µs`, `… ns`): such a
+/// figure comes from a result file through `benches/render.py` or is not
+/// printed.
+#[test]
+fn no_measured_figure_is_typed_outside_a_rendered_block() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = vec![root.join("README.md")];
+    let mut book: Vec<_> = std::fs::read_dir(root.join("docs/src"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    book.sort();
+    files.extend(book);
+    let mut typed = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        // rendered blocks and fenced code are left out
+        let mut outside = String::new();
+        let mut rest = text.as_str();
+        while let Some(at) = rest.find("<!-- rendered: ") {
+            outside.push_str(&rest[..at]);
+            rest = rest[at..]
+                .split_once("<!-- end rendered -->")
+                .map_or("", |(_, after)| after);
+        }
+        outside.push_str(rest);
+        let mut fenced = false;
+        for line in outside.lines() {
+            if line.trim_start().starts_with("```") {
+                fenced = !fenced;
+                continue;
+            }
+            if fenced || line.starts_with("    ") {
+                continue;
+            }
+            let words: Vec<&str> = line.split_whitespace().collect();
+            for (i, w) in words.iter().enumerate() {
+                let number = |s: &str| {
+                    s.trim_start_matches(['(', '~'])
+                        .chars()
+                        .next()
+                        .is_some_and(|c| c.is_ascii_digit())
+                };
+                let figure = (number(w)
+                    && (w.ends_with('×') || w.ends_with("×,") || w.ends_with("×)")))
+                    || (number(w)
+                        && words.get(i + 1).is_some_and(|u| {
+                            ["/s", "µs", "ns", "k/s"].iter().any(|x| u.starts_with(x))
+                        }))
+                    || (number(w) && (w.contains("/s") || w.ends_with("µs")));
+                if figure {
+                    typed.push(format!("{}: {line}", file.display()));
+                }
+            }
+        }
+    }
+    assert!(typed.is_empty(), "figures typed by hand: {typed:#?}");
+}

@@ -156,3 +156,100 @@ fn the_book_builds() {
         );
     }
 }
+
+/// Every command line the README and the book show (`postfach …` or
+/// `cargo run --release -- …` in their shell blocks) names a subcommand that
+/// exists and flags that subcommand has: its `--help` lists each of them.
+#[cfg(feature = "server")]
+#[test]
+fn every_command_line_shown_names_flags_that_exist() {
+    let mut files = vec![root().join("README.md")];
+    files.extend(
+        markdown_files()
+            .into_iter()
+            .filter(|f| f.parent().is_some_and(|d| d.ends_with("docs/src"))),
+    );
+    let mut help: std::collections::HashMap<Vec<String>, String> = Default::default();
+    let mut checked = 0;
+    let mut wrong = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let mut in_sh = false;
+        let mut continued = String::new();
+        for raw in text.lines() {
+            let line = raw.trim();
+            if line.starts_with("```") {
+                in_sh = line == "```sh";
+                continue;
+            }
+            if !in_sh {
+                continue;
+            }
+            // a line ending in a backslash goes on on the next
+            if let Some(head) = line.strip_suffix('\\') {
+                continued.push_str(head);
+                continue;
+            }
+            let whole = std::mem::take(&mut continued) + line;
+            let command = whole.split(" #").next().unwrap().trim();
+            let args = if let Some(rest) = command.strip_prefix("postfach ") {
+                rest
+            } else if let Some(rest) = command.strip_prefix("cargo run --release -- ") {
+                rest
+            } else {
+                continue;
+            };
+            let words: Vec<&str> = args.split_whitespace().take_while(|w| *w != "<").collect();
+            // global flags before the subcommand (and their values)
+            let mut i = 0;
+            while i < words.len() && words[i].starts_with("--") {
+                i += if words[i].contains('=') || words[i] == "--json" {
+                    1
+                } else {
+                    2
+                };
+            }
+            let Some(sub) = words.get(i) else { continue };
+            let mut path = vec![sub.to_string()];
+            if ["task", "cluster"].contains(sub)
+                && let Some(action) = words.get(i + 1)
+            {
+                path.push(action.to_string());
+            }
+            let text = help.entry(path.clone()).or_insert_with(|| {
+                let out = std::process::Command::new(env!("CARGO_BIN_EXE_postfach"))
+                    .args(&path)
+                    .arg("--help")
+                    .output()
+                    .unwrap();
+                if out.status.success() {
+                    String::from_utf8_lossy(&out.stdout).to_string()
+                } else {
+                    String::new()
+                }
+            });
+            checked += 1;
+            if text.is_empty() {
+                wrong.push(format!(
+                    "{}: `{command}`: no subcommand {path:?}",
+                    file.display()
+                ));
+                continue;
+            }
+            for flag in words.iter().filter(|w| w.starts_with("--")) {
+                let name = flag.split('=').next().unwrap();
+                if !text.contains(&format!("{name} "))
+                    && !text.contains(&format!("{name}\n"))
+                    && !text.contains(&format!("{name}="))
+                {
+                    wrong.push(format!(
+                        "{}: `{command}`: {path:?} has no {name}",
+                        file.display()
+                    ));
+                }
+            }
+        }
+    }
+    assert!(checked > 20, "only {checked} command lines found");
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}

@@ -1,12 +1,13 @@
 //! Power-loss tests, in the manner of SQLite's crash-test VFS: the whole
 //! stack — engine, commit path, write-ahead log and redb — runs on the
 //! simulated disk of [`crate::disk::sim`], which keeps only what was synced.
-//! Random workloads lose the power at a random write or sync: deploys of a
-//! process and a decision, starts, hand-overs, completions published early,
-//! on time and late, ticks, user tasks completed, signals broadcast once per
-//! id, business rule tasks deciding, repairs (a token moved on, a token
-//! cancelled), parked messages requeued and discarded — with and without
-//! checkpoints. The files are then taken as they would be found — what was
+//! Random workloads (`workload.rs`) lose the power at a random write or
+//! sync: deploys of a process and a decision, starts, hand-overs,
+//! completions published early, on time and late, ticks, user tasks claimed,
+//! given back and completed, wait states triggered, signals broadcast once
+//! per id, business rule tasks deciding, repairs (tokens moved, added and
+//! cancelled), jobs failed into incidents and retried, parked messages
+//! requeued and discarded — with and without checkpoints. The files are then taken as they would be found — what was
 //! synced and, of what was not, nothing, an in-order prefix with its last
 //! write torn at a sector, or any sectors of any unsynced writes (a disk's
 //! write-back keeps a later page without an earlier one) — and opened again.
@@ -25,417 +26,14 @@
 //! `cargo test` runs 24 cases; `benches/power_loss.sh` runs thousands.
 
 use crate::disk::sim::Disk;
-use crate::{Delivery, ManualClock, Options, Outcome, Postfach, Publish};
+use crate::{ManualClock, Options, Postfach};
+use check::check;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
+use workload::{Op, op, options, workload};
 
-const REFERENCE: &str = include_str!("../bpmn/auftrag-ausfuehrung.bpmn");
-const MESSAGE: &str = "AuftragAbgeschlossen";
-const HAND_OVER: &str = "auftragUebergeben";
-
-/// A review: a user task, a signal catch, a business rule task.
-const REVIEW: &str = r#"<bpmn:definitions xmlns:bpmn="http://www.omg.org/spec/BPMN/20100524/MODEL" xmlns:zeebe="http://camunda.org/schema/zeebe/1.0">
-  <bpmn:process id="pruefung" isExecutable="true">
-    <bpmn:startEvent id="s"/>
-    <bpmn:sequenceFlow id="f1" sourceRef="s" targetRef="pruefen"/>
-    <bpmn:userTask id="pruefen"/>
-    <bpmn:sequenceFlow id="f2" sourceRef="pruefen" targetRef="freigabe"/>
-    <bpmn:intermediateCatchEvent id="freigabe"><bpmn:signalEventDefinition signalRef="sig"/></bpmn:intermediateCatchEvent>
-    <bpmn:sequenceFlow id="f3" sourceRef="freigabe" targetRef="stufe"/>
-    <bpmn:businessRuleTask id="stufe"><bpmn:extensionElements><zeebe:calledDecision decisionId="stufe" resultVariable="stufe"/></bpmn:extensionElements></bpmn:businessRuleTask>
-    <bpmn:sequenceFlow id="f4" sourceRef="stufe" targetRef="e"/>
-    <bpmn:endEvent id="e"/>
-  </bpmn:process>
-  <bpmn:signal id="sig" name="Freigabe"/>
-</bpmn:definitions>"#;
-
-/// The decision the review's business rule task takes.
-#[cfg(feature = "feel")]
-const STUFE: &str = r#"<definitions xmlns="https://www.omg.org/spec/DMN/20191111/MODEL/" namespace="https://postfach.dev/stufe" name="stufe" id="stufe-file">
-  <decision name="Stufe" id="stufe">
-    <decisionTable id="dt" hitPolicy="FIRST">
-      <input id="i"><inputExpression typeRef="number"><text>betrag</text></inputExpression></input>
-      <output id="o" typeRef="string"/>
-      <rule id="klein"><inputEntry id="a"><text>&lt; 100</text></inputEntry><outputEntry id="b"><text>"klein"</text></outputEntry></rule>
-      <rule id="gross"><inputEntry id="c"><text>-</text></inputEntry><outputEntry id="d"><text>"gross"</text></outputEntry></rule>
-    </decisionTable>
-  </decision>
-</definitions>"#;
-
-#[derive(Debug, Clone)]
-enum Op {
-    /// Starts the order `A-k`.
-    Start(u8),
-    /// Publishes a completion of `A-k` with message id `m`.
-    Publish(u8, u16),
-    /// Runs continuations and completes every due hand-over.
-    HandOver,
-    /// A batch without a command of its own (expiry, leases).
-    Tick,
-    /// Deploys the models and the decision again (unchanged: idempotent).
-    Deploy,
-    /// Starts review `k` (amount k·40).
-    Review(u8),
-    /// Claims and completes the oldest open user task as "anna".
-    CompleteTask,
-    /// Broadcasts signal `Freigabe` once for id `sig-n`: the reviews past
-    /// their task decide.
-    Signal(u8),
-    /// Cancels the token of the newest review still at its user task.
-    CancelReview,
-    /// Moves the oldest order waiting for its completion on to the invoice.
-    MoveOrder,
-    /// Requeues the oldest parked message.
-    Requeue,
-    /// Discards the oldest parked message.
-    Discard,
-}
-
-fn op() -> impl Strategy<Value = Op> {
-    prop_oneof![
-        3 => (0u8..6).prop_map(Op::Start),
-        4 => (0u8..6, 0u16..40).prop_map(|(k, m)| Op::Publish(k, m)),
-        3 => Just(Op::HandOver),
-        1 => Just(Op::Tick),
-        1 => Just(Op::Deploy),
-        2 => (0u8..5).prop_map(Op::Review),
-        2 => Just(Op::CompleteTask),
-        2 => (0u8..4).prop_map(Op::Signal),
-        1 => Just(Op::CancelReview),
-        2 => Just(Op::MoveOrder),
-        2 => Just(Op::Requeue),
-        2 => Just(Op::Discard),
-    ]
-}
-
-/// What a workload was answered with.
-#[derive(Debug, Default)]
-struct Answered {
-    /// How many calls were answered `Ok`.
-    calls: usize,
-    started: Vec<u64>,
-    published: Vec<(String, Delivery)>,
-    completed_jobs: Vec<u64>,
-    /// User tasks completed.
-    tasks: Vec<u64>,
-    /// Signal ids with the number of catches the first broadcast reached.
-    signals: Vec<(String, usize)>,
-    /// Instances whose last token was cancelled.
-    cancelled: Vec<u64>,
-    /// Orders whose token was moved on from `warteAufAbschluss`.
-    moved: Vec<u64>,
-    /// Parked messages requeued, with what the requeue answered.
-    requeued: Vec<(String, Delivery)>,
-    /// Parked messages discarded.
-    discarded: Vec<String>,
-}
-
-fn options(checkpoint_often: bool) -> Options {
-    Options {
-        clock: ManualClock::new(1_767_225_600_000),
-        checkpoint_every: if checkpoint_often {
-            std::time::Duration::ZERO
-        } else {
-            std::time::Duration::from_secs(3600)
-        },
-        ..Options::default()
-    }
-}
-
-fn keys() -> BTreeMap<String, String> {
-    [(MESSAGE.to_string(), "auftragId".to_string())].into()
-}
-
-/// Deploys the reference process, the review and its decision.
-async fn deploy_all(pf: &Postfach) -> Result<(), ()> {
-    pf.deploy("auftrag.bpmn", REFERENCE, keys())
-        .await
-        .map_err(|_| ())?;
-    // without FEEL a decision file is refused: the review's business rule
-    // task then stops at an incident, which is recorded state too
-    #[cfg(feature = "feel")]
-    pf.deploy("stufe.dmn", STUFE, BTreeMap::new())
-        .await
-        .map_err(|_| ())?;
-    pf.deploy("pruefung.bpmn", REVIEW, BTreeMap::new())
-        .await
-        .map_err(|_| ())?;
-    Ok(())
-}
-
-/// Runs `op` against `pf`, adding what it was answered to `got`; `Err`
-/// once a call fails (the power is gone).
-async fn apply(pf: &Postfach, op: &Op, got: &mut Answered) -> Result<(), ()> {
-    let reader = || pf.reader().map_err(|_| ());
-    match op {
-        Op::Start(k) => {
-            let vars = crate::vars([("auftragId", format!("A-{k}").into())]);
-            let id = pf
-                .start("auftrag-ausfuehrung", vars, None)
-                .await
-                .map_err(|_| ())?;
-            got.started.push(id);
-        }
-        Op::Publish(k, m) => {
-            let id = format!("evt-{m}");
-            let d = pf
-                .publish(Publish {
-                    name: MESSAGE.into(),
-                    key: format!("A-{k}"),
-                    message_id: Some(id.clone()),
-                    ..Default::default()
-                })
-                .await
-                .map_err(|_| ())?;
-            got.published.push((id, d));
-        }
-        Op::HandOver => {
-            pf.run_continuations(100).await.map_err(|_| ())?;
-            let jobs = pf
-                .lock_jobs(HAND_OVER, 100, "provider", 60_000)
-                .await
-                .map_err(|_| ())?;
-            for j in jobs {
-                pf.complete_job(j.task.job, Some(j.lease_token), crate::Vars::new())
-                    .await
-                    .map_err(|_| ())?;
-                got.completed_jobs.push(j.task.job);
-            }
-        }
-        Op::Tick => pf.tick().await.map_err(|_| ())?,
-        Op::Deploy => deploy_all(pf).await?,
-        Op::Review(k) => {
-            let vars = crate::vars([("betrag", (u64::from(*k) * 40).into())]);
-            let id = pf.start("pruefung", vars, None).await.map_err(|_| ())?;
-            got.started.push(id);
-        }
-        Op::CompleteTask => {
-            let open = reader()?
-                .tasks(&crate::ops::TaskFilter::default())
-                .map_err(|_| ())?;
-            let Some(task) = open.first().and_then(|t| t.task.parse::<u64>().ok()) else {
-                return Ok(());
-            };
-            pf.claim_task(task, "anna").await.map_err(|_| ())?;
-            got.calls += 1;
-            pf.complete_task(task, "anna", crate::Vars::new())
-                .await
-                .map_err(|_| ())?;
-            got.tasks.push(task);
-        }
-        Op::Signal(n) => {
-            let id = format!("sig-{n}");
-            let reached = pf
-                .signal_once(&id, "Freigabe", crate::Vars::new())
-                .await
-                .map_err(|_| ())?;
-            if !got.signals.iter().any(|(s, _)| *s == id) {
-                got.signals.push((id, reached));
-            }
-        }
-        Op::CancelReview => {
-            let filter = crate::ops::InstanceFilter {
-                waiting_at: Some("pruefen".into()),
-                ..Default::default()
-            };
-            let found = reader()?.instances(&filter).map_err(|_| ())?;
-            let Some(v) = found.last() else {
-                return Ok(());
-            };
-            let (Ok(id), Some(t)) = (v.instance.parse::<u64>(), v.tokens.first()) else {
-                return Ok(());
-            };
-            pf.cancel_token(id, t.token).await.map_err(|_| ())?;
-            got.cancelled.push(id);
-        }
-        Op::MoveOrder => {
-            let filter = crate::ops::InstanceFilter {
-                waiting_at: Some("warteAufAbschluss".into()),
-                ..Default::default()
-            };
-            let found = reader()?.instances(&filter).map_err(|_| ())?;
-            let Some(v) = found.first() else {
-                return Ok(());
-            };
-            let Ok(id) = v.instance.parse::<u64>() else {
-                return Ok(());
-            };
-            let Some(t) = v.tokens.iter().find(|t| t.element == "warteAufAbschluss") else {
-                return Ok(());
-            };
-            pf.move_token(id, t.token, "rechnungStellen", false)
-                .await
-                .map_err(|_| ())?;
-            got.moved.push(id);
-        }
-        Op::Requeue | Op::Discard => {
-            let filter = crate::ops::MessageFilter {
-                parked: true,
-                ..Default::default()
-            };
-            let parked = reader()?.messages(&filter).map_err(|_| ())?;
-            let Some(m) = parked.first() else {
-                return Ok(());
-            };
-            let id = m.message_id.clone();
-            if matches!(op, Op::Requeue) {
-                let d = pf.requeue(&id).await.map_err(|_| ())?;
-                got.requeued.push((id, d));
-            } else {
-                pf.discard(&id, "power-loss test", "drawn")
-                    .await
-                    .map_err(|_| ())?;
-                got.discarded.push(id);
-            }
-        }
-    }
-    got.calls += 1;
-    Ok(())
-}
-
-/// Runs `ops` on `disk` until the first error (the power is gone then: the
-/// process answers nothing more), then closes; returns what was answered
-/// `Ok` and how many disk operations were done before the close.
-async fn workload(disk: &Disk, checkpoint_often: bool, ops: &[Op]) -> (Answered, u64) {
-    let mut got = Answered::default();
-    let Ok(pf) = Postfach::open_sim(disk, options(checkpoint_often)) else {
-        return (got, disk.ops());
-    };
-    let run = async {
-        deploy_all(&pf).await?;
-        got.calls += 1;
-        for op in ops {
-            apply(&pf, op, &mut got).await?;
-        }
-        Ok::<(), ()>(())
-    };
-    let _ = run.await;
-    let before_close = disk.ops();
-    pf.close();
-    (got, before_close)
-}
-
-/// Opens what survived and checks every answer against it; the problems found.
-async fn check(
-    files: BTreeMap<String, Vec<u8>>,
-    checkpoint_often: bool,
-    got: &Answered,
-) -> Vec<String> {
-    let disk = Disk::from_files(files, None);
-    let pf = match Postfach::open_sim(&disk, options(checkpoint_often)) {
-        Ok(pf) => pf,
-        Err(e) => {
-            return vec![format!(
-                "the database does not open after the power cut: {e}"
-            )];
-        }
-    };
-    let mut problems = pf
-        .store_problems()
-        .unwrap_or_else(|e| vec![format!("the store check failed: {e}")]);
-    let r = pf.reader().expect("a reader");
-    for id in &got.started {
-        if r.instance(*id).ok().flatten().is_none() {
-            problems.push(format!("started instance {id} is gone"));
-        }
-    }
-    for job in &got.completed_jobs {
-        if r.job(*job).ok().flatten().is_some() {
-            problems.push(format!("completed job {job} is back"));
-        }
-    }
-    for (id, d) in &got.published {
-        let stored = r.message(id).unwrap_or_default();
-        let kept = match d.outcome {
-            // nothing was recorded for these
-            Outcome::Duplicate | Outcome::Rejected => true,
-            Outcome::Correlated => stored.iter().any(|m| {
-                m.state == "correlated" && m.instance == d.instance.map(|i| i.to_string())
-            }),
-            // a later command may have correlated it, or its TTL parked it
-            Outcome::Buffered => stored
-                .iter()
-                .any(|m| matches!(m.state, "buffered" | "correlated" | "parked")),
-            // an operator may have requeued or discarded it since
-            Outcome::Parked => stored
-                .iter()
-                .any(|m| matches!(m.state, "parked" | "discarded" | "buffered" | "correlated")),
-        };
-        if !kept {
-            problems.push(format!(
-                "message {id} answered {:?} is stored as {:?}",
-                d.outcome,
-                stored.iter().map(|m| m.state).collect::<Vec<_>>()
-            ));
-        }
-    }
-    let open = r
-        .tasks(&crate::ops::TaskFilter::default())
-        .unwrap_or_default();
-    for task in &got.tasks {
-        if open.iter().any(|t| t.task == task.to_string()) {
-            problems.push(format!("completed user task {task} is open again"));
-        }
-    }
-    for id in &got.cancelled {
-        let state = r.instance(*id).ok().flatten().map(|v| v.state);
-        if state != Some("cancelled") {
-            problems.push(format!("cancelled instance {id} is {state:?}"));
-        }
-    }
-    for id in &got.moved {
-        let v = r.instance(*id).ok().flatten();
-        if v.is_none_or(|v| v.waiting_at.iter().any(|w| w == "warteAufAbschluss")) {
-            problems.push(format!(
-                "order {id} moved on waits for its completion again"
-            ));
-        }
-    }
-    for (id, _) in &got.requeued {
-        let stored = r.message(id).unwrap_or_default();
-        if !stored.iter().any(|m| m.requeues > 0 || m.state != "parked") {
-            problems.push(format!("requeued message {id} is parked as before"));
-        }
-    }
-    for id in &got.discarded {
-        let stored = r.message(id).unwrap_or_default();
-        if !stored.iter().any(|m| m.state == "discarded") {
-            problems.push(format!(
-                "discarded message {id} is stored as {:?}",
-                stored.iter().map(|m| m.state).collect::<Vec<_>>()
-            ));
-        }
-    }
-    drop(r);
-    // a signal's id is remembered with what its first broadcast reached
-    for (id, reached) in &got.signals {
-        let again = pf.signal_once(id, "Freigabe", crate::Vars::new()).await;
-        if !matches!(&again, Ok(n) if n == reached) {
-            problems.push(format!(
-                "signal {id} reached {reached}; sent again it answers {again:?}"
-            ));
-        }
-    }
-    // a message answered before the cut is recognised when it comes again
-    for (id, d) in &got.published {
-        if matches!(d.outcome, Outcome::Duplicate | Outcome::Rejected) {
-            continue;
-        }
-        let again = pf
-            .publish(Publish {
-                name: MESSAGE.into(),
-                key: "A-0".into(),
-                message_id: Some(id.clone()),
-                ..Default::default()
-            })
-            .await;
-        if !matches!(&again, Ok(a) if a.outcome == Outcome::Duplicate) {
-            problems.push(format!("message {id} is not recognised again: {again:?}"));
-        }
-    }
-    pf.close();
-    problems
-}
+mod check;
+mod workload;
 
 /// When the power goes.
 #[derive(Debug, Clone, Copy)]
@@ -524,6 +122,13 @@ fn case(
                 got.moved.len(),
                 got.requeued.len(),
                 got.discarded.len(),
+                got.task_last
+                    .values()
+                    .filter(|l| **l == "unclaimed")
+                    .count(),
+                got.triggered.len(),
+                got.added.len(),
+                got.job_last.values().filter(|l| **l != "completed").count(),
             ]
             .into_iter()
             .enumerate()
@@ -539,8 +144,9 @@ thread_local! {
     /// Per kind of answered call the workload draws beyond starts, publishes
     /// and hand-overs, how many were answered on this thread: user tasks
     /// completed, signals that reached a catch, reviews cancelled, orders
-    /// moved, messages requeued, messages discarded.
-    static KINDS: std::cell::RefCell<[usize; 6]> = const { std::cell::RefCell::new([0; 6]) };
+    /// moved, messages requeued, messages discarded, tasks given back, wait
+    /// states triggered, tokens added, jobs failed or retried last.
+    static KINDS: std::cell::RefCell<[usize; 10]> = const { std::cell::RefCell::new([0; 10]) };
 }
 
 fn cases() -> u32 {
@@ -585,7 +191,7 @@ fn every_answered_call_survives_a_power_cut_at_any_moment() {
     let (answered, with_answers) = (answered.into_inner(), cases_answering.into_inner());
     let kinds = KINDS.with(|k| *k.borrow());
     eprintln!(
-        "power loss: {n} cases, {answered} calls answered; tasks, signals reaching, cancels, moves, requeues, discards: {kinds:?}"
+        "power loss: {n} cases, {answered} calls answered; tasks, signals reaching, cancels, moves, requeues, discards, unclaims, triggers, added tokens, failed/retried jobs: {kinds:?}"
     );
     assert!(
         with_answers * 2 >= n as usize,

@@ -58,15 +58,7 @@ fn no_measured_figure_is_typed_outside_a_rendered_block() {
                 .map_or("", |(_, after)| after);
         }
         outside.push_str(rest);
-        let mut fenced = false;
-        for line in outside.lines() {
-            if line.trim_start().starts_with("```") {
-                fenced = !fenced;
-                continue;
-            }
-            if fenced || line.starts_with("    ") {
-                continue;
-            }
+        for line in crate::common::prose_lines(&outside) {
             let words: Vec<&str> = line.split_whitespace().collect();
             for (i, w) in words.iter().enumerate() {
                 let number = |s: &str| {

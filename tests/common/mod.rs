@@ -387,3 +387,15 @@ pub fn prose_lines(text: &str) -> Vec<&str> {
     }
     out
 }
+
+/// The markdown files of `dir` (relative to the crate root), sorted.
+pub fn markdown_in(dir: &str) -> Vec<std::path::PathBuf> {
+    let mut files: Vec<std::path::PathBuf> =
+        std::fs::read_dir(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(dir))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "md"))
+            .collect();
+    files.sort();
+    files
+}

@@ -226,10 +226,12 @@ fn survives(checkpoint_often: bool, spoil: impl Fn(&Disk)) -> Vec<String> {
         Unsynced::Lost,
         spoil,
     );
-    assert_eq!(
-        calls,
-        1 + teeth().len(),
-        "every call was answered (the deploy, then each op)"
+    // the cut falls where the dry run's last answer fell; a checkpoint
+    // thread's timing may move it by a write, so the last call may go
+    // unanswered — the ones before it must have been
+    assert!(
+        calls >= teeth().len(),
+        "{calls} calls answered: the deploy and the ops before the last"
     );
     problems
 }

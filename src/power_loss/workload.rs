@@ -234,17 +234,18 @@ async fn apply(pf: &Postfach, op: &Op, got: &mut Answered) -> Result<(), ()> {
         | Op::AddToken
         | Op::Signal(_)
         | Op::CancelReview => apply_reviews(pf, op, got).await?,
-        Op::Requeue | Op::Discard => apply_parked(pf, op, got).await?,
+        Op::Requeue | Op::Discard => apply_parked(pf, matches!(op, Op::Requeue), got).await?,
     };
     got.calls += usize::from(answered);
     Ok(())
 }
 
-/// Runs `op` on the orders of the reference process: starts, publishes, hand-overs, ticks, deploys, token moves, failed and retried jobs; `Ok(false)` when there was nothing to do it to
-/// or the engine refused it (nothing changed), `Err` once the power is gone.
+/// Runs `op` on the orders of the reference process: starts, publishes,
+/// hand-overs, ticks, deploys, token moves, failed and retried jobs;
+/// `Ok(false)` when there was nothing to do it to or the engine refused it
+/// (nothing changed), `Err` once the power is gone.
 async fn apply_orders(pf: &Postfach, op: &Op, got: &mut Answered) -> Result<bool, ()> {
     let reader = || pf.reader().map_err(|_| ());
-    let _ = &reader;
     match op {
         Op::Start(k) => {
             let vars = crate::vars([("auftragId", format!("A-{k}").into())]);
@@ -344,11 +345,11 @@ async fn apply_orders(pf: &Postfach, op: &Op, got: &mut Answered) -> Result<bool
     Ok(true)
 }
 
-/// Runs `op` on the reviews: starts, user tasks, wait states, added and cancelled tokens, signals; `Ok(false)` when there was nothing to do it to
+/// Runs `op` on the reviews: starts, user tasks, wait states, added and
+/// cancelled tokens, signals; `Ok(false)` when there was nothing to do it to
 /// or the engine refused it (nothing changed), `Err` once the power is gone.
 async fn apply_reviews(pf: &Postfach, op: &Op, got: &mut Answered) -> Result<bool, ()> {
     let reader = || pf.reader().map_err(|_| ());
-    let _ = &reader;
     match op {
         Op::Review(k) => {
             let vars = crate::vars([("betrag", (u64::from(*k) * 40).into())]);
@@ -445,33 +446,31 @@ async fn apply_reviews(pf: &Postfach, op: &Op, got: &mut Answered) -> Result<boo
     Ok(true)
 }
 
-/// Runs `op` on parked messages: requeue and discard; `Ok(false)` when there was nothing to do it to
-/// or the engine refused it (nothing changed), `Err` once the power is gone.
-async fn apply_parked(pf: &Postfach, op: &Op, got: &mut Answered) -> Result<bool, ()> {
-    let reader = || pf.reader().map_err(|_| ());
-    let _ = &reader;
-    match op {
-        Op::Requeue | Op::Discard => {
-            let filter = crate::ops::MessageFilter {
-                parked: true,
-                ..Default::default()
-            };
-            let parked = reader()?.messages(&filter).map_err(|_| ())?;
-            let Some(m) = parked.first() else {
-                return Ok(false);
-            };
-            let id = m.message_id.clone();
-            if matches!(op, Op::Requeue) {
-                let d = pf.requeue(&id).await.map_err(|_| ())?;
-                got.requeued.push((id, d));
-            } else {
-                pf.discard(&id, "power-loss test", "drawn")
-                    .await
-                    .map_err(|_| ())?;
-                got.discarded.push(id);
-            }
+/// Requeues (`requeue`) or discards the oldest parked message; `Ok(false)`
+/// when there is none or the engine refused, `Err` once the power is gone.
+async fn apply_parked(pf: &Postfach, requeue: bool, got: &mut Answered) -> Result<bool, ()> {
+    let filter = crate::ops::MessageFilter {
+        parked: true,
+        ..Default::default()
+    };
+    let parked = pf
+        .reader()
+        .map_err(|_| ())?
+        .messages(&filter)
+        .map_err(|_| ())?;
+    let Some(id) = parked.first().map(|m| m.message_id.clone()) else {
+        return Ok(false);
+    };
+    if requeue {
+        let Some(d) = answer(pf.requeue(&id).await)? else {
+            return Ok(false);
+        };
+        got.requeued.push((id, d));
+    } else {
+        if answer(pf.discard(&id, "power-loss test", "drawn").await)?.is_none() {
+            return Ok(false);
         }
-        _ => return Ok(false),
+        got.discarded.push(id);
     }
     Ok(true)
 }

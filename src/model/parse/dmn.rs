@@ -693,41 +693,40 @@ pub fn prepared(xml: &str, outline: &DmnOutline) -> String {
     out
 }
 
-/// The length of the start tag `tag` begins with (through its `>`, quotes
-/// respected).
-fn tag_end(tag: &str) -> usize {
+/// The characters of start tag `tag` outside its quoted attribute values,
+/// with their byte offsets.
+fn unquoted(tag: &str) -> impl Iterator<Item = (usize, char)> + '_ {
     let mut quote = None;
-    for (i, c) in tag.char_indices() {
-        match (quote, c) {
-            (None, '"' | '\'') => quote = Some(c),
-            (Some(q), c) if c == q => quote = None,
-            (None, '>') => return i + 1,
-            _ => {}
+    tag.char_indices().filter(move |&(_, c)| match quote {
+        Some(q) => {
+            if c == q {
+                quote = None;
+            }
+            false
         }
-    }
-    tag.len()
+        None if c == '"' || c == '\'' => {
+            quote = Some(c);
+            false
+        }
+        None => true,
+    })
+}
+
+/// The length of the start tag `tag` begins with (through its `>`).
+fn tag_end(tag: &str) -> usize {
+    unquoted(tag)
+        .find(|&(_, c)| c == '>')
+        .map_or(tag.len(), |(i, _)| i + 1)
 }
 
 /// Whether start tag `tag` has an `id` attribute.
 fn has_id(tag: &str) -> bool {
-    let mut quote = None;
-    for (i, c) in tag.char_indices() {
-        match (quote, c) {
-            (None, '"' | '\'') => quote = Some(c),
-            (Some(q), c) if c == q => quote = None,
-            (None, c) if c.is_whitespace() => {
-                let after = &tag[i + 1..];
-                if let Some(value) = after.strip_prefix("id") {
-                    let value = value.trim_start();
-                    if value.starts_with('=') {
-                        return true;
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-    false
+    unquoted(tag).any(|(i, c)| {
+        c.is_whitespace()
+            && tag[i + 1..]
+                .strip_prefix("id")
+                .is_some_and(|v| v.trim_start().starts_with('='))
+    })
 }
 
 /// `s` inside an XML attribute.

@@ -111,6 +111,38 @@ fn every_chapter_is_in_the_table_of_contents() {
     }
 }
 
+/// Every decision under `docs/decisions/` says, under its title, what forced
+/// a choice, what was chosen and what follows: `## Context`, `## Decision`
+/// and `## Consequences`, in that order, each with text under it.
+#[test]
+fn every_decision_has_its_context_decision_and_consequences() {
+    let mut decisions = 0;
+    for file in common::markdown_in("docs/decisions") {
+        if file.file_name().is_some_and(|n| n == "README.md") {
+            continue;
+        }
+        decisions += 1;
+        let text = std::fs::read_to_string(&file).unwrap();
+        let headings: Vec<&str> = text.lines().filter(|l| l.starts_with("## ")).collect();
+        assert_eq!(
+            headings,
+            ["## Context", "## Decision", "## Consequences"],
+            "{}",
+            file.display()
+        );
+        for part in text.split("\n## ").skip(1) {
+            let body = part.split_once('\n').map_or("", |(_, b)| b);
+            assert!(
+                body.split_whitespace().count() >= 5,
+                "{}: `## {}` says nothing",
+                file.display(),
+                part.lines().next().unwrap_or("")
+            );
+        }
+    }
+    assert!(decisions >= 69, "only {decisions} decisions found");
+}
+
 #[test]
 fn the_book_builds() {
     let mdbook = common::tools::mdbook();

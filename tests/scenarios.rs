@@ -105,6 +105,7 @@ mod slow_http_clients_are_cut_off;
 mod statistics_per_version_come_from_gauges;
 mod terminate_end_withdraws_every_other_token;
 mod the_book_builds_and_its_links_resolve;
+mod the_books_shell_examples_run_as_written;
 mod the_container_image_runs_the_binary_as_the_manifests_name_it;
 mod the_engine_alone_builds_and_passes_its_tests;
 mod the_readme_tour_runs_as_written;

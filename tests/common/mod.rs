@@ -10,6 +10,8 @@ pub mod gcs;
 #[cfg(feature = "pubsub")]
 pub mod pubsub;
 pub mod server;
+#[cfg(feature = "server")]
+pub mod session;
 pub mod tools;
 
 use postfach::{ManualClock, Options, Postfach, Publish, Vars};

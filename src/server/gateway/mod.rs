@@ -279,7 +279,7 @@ async fn forward(State(gw): State<Gw>, req: Request) -> Response {
         Route::Acquire => acquire(&gw, &p).await,
         Route::Metrics => metrics(&gw, &p).await,
         Route::Cli => cli::cli(&gw, &p).await,
-        Route::Any => any(&gw, &p).await,
+        Route::Same | Route::Any => any(&gw, &p).await,
     }
 }
 
@@ -615,7 +615,9 @@ async fn alarms(gw: &Gw, p: &Passed) -> Response {
 
 /// One page of a list: each partition that is not read to its end asked for
 /// its share of `limit` from its own position; the items merged in the
-/// list's order; the next cursor the positions after them.
+/// list's order; the next cursor the positions after them — null once every
+/// partition that answered is read to its end, with `resume` (the cursor to
+/// read the partitions that were down from) when some were not.
 async fn page(gw: &Gw, list: List, p: &Passed) -> Response {
     let count = gw.parts.count();
     let mut pairs: Vec<(String, String)> = p.query.as_deref().map(url_pairs).unwrap_or_default();
@@ -667,7 +669,7 @@ async fn page(gw: &Gw, list: List, p: &Passed) -> Response {
     let mut rest = Vec::new();
     let mut missing = Vec::new();
     // a partition read to its end, or without a share of this page, is not asked
-    let asked = |i: usize| cursor.0[i] != gather::Position::Done && (!paged || shares[i] > 0);
+    let asked = |i: usize| cursor.0[i].live() && (!paged || shares[i] > 0);
     let answers = all_with(gw, p, query_of, |_| Bytes::new(), asked).await;
     for (i, a) in answers.into_iter().enumerate() {
         let Some(a) = a else { continue };
@@ -688,7 +690,10 @@ async fn page(gw: &Gw, list: List, p: &Passed) -> Response {
                 rest.push(v);
             }
             Ok(a) => return respond(a),
-            Err(u) => missing.push(u),
+            Err(u) => {
+                next.0[i] = next.0[i].down();
+                missing.push(u);
+            }
         }
     }
     gather::sort(list, &mut items, oldest);
@@ -698,11 +703,19 @@ async fn page(gw: &Gw, list: List, p: &Passed) -> Response {
     }
     v[list.field()] = Value::Array(items);
     if paged {
-        v["next"] = if next.done() {
-            Value::Null
-        } else {
+        // the walk ends once every partition that answered is read to its
+        // end: one that was down is skipped (it would keep `next` from ever
+        // being null), and the last page says where to resume it
+        v["next"] = if next.live() {
             Value::String(next.encode())
+        } else {
+            Value::Null
         };
+        let skipped = next.skipped();
+        if !next.live() && !skipped.is_empty() {
+            v["resume"] = Value::String(next.resumed().encode());
+            v["resume_partitions"] = json!(skipped);
+        }
     }
     v["missing"] = missing_json(&missing);
     json_response(StatusCode::OK, v)
@@ -783,24 +796,20 @@ async fn acquire(gw: &Gw, p: &Passed) -> Response {
     )
 }
 
-/// Every partition's metrics, each sample labelled with its partition; a
-/// partition not reached shows as `postfach_partition_up{partition="N"} 0`.
+/// Every partition's metrics, each sample labelled with its partition and
+/// each family once, its samples together (as OpenMetrics and Prometheus'
+/// parser require); a partition not reached shows as
+/// `postfach_partition_up{partition="N"} 0`.
 async fn metrics(gw: &Gw, p: &Passed) -> Response {
-    let mut text = String::new();
+    let mut families = gather::Families::default();
     let mut up = String::from(
         "# HELP postfach_partition_up Whether the gateway reached the partition.\n# TYPE postfach_partition_up gauge\n",
     );
-    let mut first = true;
     let mut content_type = None;
     for (i, a) in all(gw, p).await.into_iter().enumerate() {
         match a {
             Ok(a) if a.status.is_success() => {
-                text.push_str(&gather::label_metrics(
-                    &String::from_utf8_lossy(&a.body),
-                    i as u32,
-                    first,
-                ));
-                first = false;
+                families.add(&String::from_utf8_lossy(&a.body), i as u32);
                 content_type = content_type.or(a.content_type);
                 up.push_str(&format!("postfach_partition_up{{partition=\"{i}\"}} 1\n"));
             }
@@ -808,6 +817,7 @@ async fn metrics(gw: &Gw, p: &Passed) -> Response {
             Err(_) => up.push_str(&format!("postfach_partition_up{{partition=\"{i}\"}} 0\n")),
         }
     }
+    let mut text = families.render();
     text.push_str(&up);
     text.push_str(&format!(
         "# HELP postfach_cluster_signals_unreached Signals sent through this gateway that reached no receiver on any partition.\n# TYPE postfach_cluster_signals_unreached counter\npostfach_cluster_signals_unreached_total {}\n",

@@ -64,9 +64,13 @@ pub enum Route {
     Metrics,
     /// A command line, routed by what it names.
     Cli,
-    /// Any partition that answers: the same on each (a process's XML), or a
-    /// path or method the API does not have, which a partition refuses as it
-    /// would without the gateway.
+    /// Any partition that answers, because the answer is the same on each —
+    /// what a deployment put everywhere (a process's XML, the decisions and
+    /// their evaluation, which stores nothing) — or is one partition's view
+    /// that names it (`/partition`; `/cluster/status` has them all).
+    Same,
+    /// A path or method the API does not have: any partition, which refuses
+    /// it as it would without the gateway.
     Any,
 }
 
@@ -95,6 +99,10 @@ pub fn route(method: &Method, path: &str) -> Route {
         ["jobs", i, _] if post => id(i),
         ["processes"] if get => Route::Processes,
         ["processes", _, "statistics"] if get => Route::Statistics,
+        ["processes", _, "xml"] if get => Route::Same,
+        ["decisions"] if get => Route::Same,
+        ["partition"] if get => Route::Same,
+        ["decisions", _, "evaluate"] if post => Route::Same,
         ["alarms"] if get => Route::Alarms,
         ["tasks"] if get => Route::Gather(List::Tasks),
         ["tasks", i, _] if post => id(i),
@@ -132,12 +140,45 @@ mod tests {
         assert_eq!(route(&g, "/jobs/9/objects/payload"), Route::Id(9));
         assert_eq!(route(&g, "/processes"), Route::Processes);
         assert_eq!(route(&g, "/processes/p/statistics"), Route::Statistics);
-        assert_eq!(route(&g, "/processes/p/xml"), Route::Any);
+        assert_eq!(route(&g, "/processes/p/xml"), Route::Same);
+        assert_eq!(route(&g, "/decisions"), Route::Same);
+        assert_eq!(route(&Method::POST, "/decisions/d/evaluate"), Route::Same);
         assert_eq!(route(&g, "/alarms"), Route::Alarms);
         assert_eq!(route(&g, "/tasks"), Route::Gather(List::Tasks));
         assert_eq!(route(&p, "/tasks/12/claim"), Route::Id(12));
         assert_eq!(route(&g, "/metrics"), Route::Metrics);
         assert_eq!(route(&p, "/cli"), Route::Cli);
+    }
+
+    /// Every operation of the partition API has a route of its own: none
+    /// falls through to the one for what the API does not have.
+    #[test]
+    fn every_operation_of_the_api_has_its_route() {
+        use utoipa::OpenApi;
+        let doc = crate::server::http::ApiDoc::openapi();
+        let mut unrouted = Vec::new();
+        for (path, item) in &doc.paths.paths {
+            // the gateway answers its own health (its router, before routing)
+            if path.starts_with("/health/") {
+                continue;
+            }
+            // a path with its parameters filled in as a caller would
+            let concrete: String = path
+                .split('/')
+                .map(|s| if s.starts_with('{') { "7" } else { s })
+                .collect::<Vec<_>>()
+                .join("/");
+            let methods = [
+                (Method::GET, item.get.is_some()),
+                (Method::POST, item.post.is_some()),
+            ];
+            for (method, _) in methods.into_iter().filter(|(_, has)| *has) {
+                if route(&method, &concrete) == Route::Any {
+                    unrouted.push(format!("{method} {path}"));
+                }
+            }
+        }
+        assert!(unrouted.is_empty(), "no route: {unrouted:?}");
     }
 
     #[test]

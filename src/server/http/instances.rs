@@ -83,6 +83,7 @@ pub(super) async fn conditions(
 }
 
 #[derive(Deserialize, Default, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub(super) struct InstancesQuery {
     /// Only instances with a token at this element.

@@ -7,6 +7,7 @@
 use super::*;
 
 #[derive(Deserialize, Default, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(super) struct JobsQuery {
     /// Only jobs in an incident (out of attempts).
     #[serde(default)]

@@ -73,6 +73,7 @@ pub(super) async fn correlate(
 }
 
 #[derive(Deserialize, Default, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(super) struct MessagesQuery {
     #[serde(default)]
     buffered: bool,

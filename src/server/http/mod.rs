@@ -417,6 +417,21 @@ async fn cli(
 )]
 pub struct ApiDoc;
 
+/// What a user task action answers on every face (HTTP, the command line,
+/// the console): `{"task", "done"}`, `done` saying what was done and by
+/// whom — "claimed by anna", "given back by anna", "assigned to ben by
+/// anna", "completed by anna" — as docs/cli.md documents it.
+pub fn task_done(task: u64, action: &str, user: &str, to: Option<&str>) -> serde_json::Value {
+    let done = match action {
+        "claim" => format!("claimed by {user}"),
+        "unclaim" => format!("given back by {user}"),
+        "assign" => format!("assigned to {} by {user}", to.unwrap_or("nobody")),
+        "complete" => format!("completed by {user}"),
+        other => format!("{other} by {user}"),
+    };
+    json!({"task": task.to_string(), "done": done})
+}
+
 pub(super) async fn openapi() -> Response {
     use utoipa::OpenApi;
     match ApiDoc::openapi().to_json() {

@@ -7,6 +7,7 @@
 use super::*;
 
 #[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub(super) struct StatisticsQuery {
     /// The definition version (default: the latest).
@@ -97,6 +98,7 @@ pub(super) async fn statistics(
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub(super) struct TasksQuery {
     assignee: Option<String>,
@@ -156,10 +158,10 @@ pub(super) async fn task_action(
         "claim" => s.pf.claim_task(id, &b.user).await?,
         "unclaim" => s.pf.unclaim_task(id, &b.user).await?,
         "assign" => {
-            let to = b.to.ok_or_else(|| {
+            let to = b.to.as_deref().ok_or_else(|| {
                 ApiError::BadRequest("assign needs \"to\": the new holder".into())
             })?;
-            s.pf.assign_task(id, &to, &b.user).await?
+            s.pf.assign_task(id, to, &b.user).await?
         }
         "complete" => s.pf.complete_task(id, &b.user, b.variables).await?,
         other => {
@@ -168,5 +170,5 @@ pub(super) async fn task_action(
             )));
         }
     }
-    Ok(Json(json!({"task": id.to_string(), "done": action})))
+    Ok(Json(task_done(id, &action, &b.user, b.to.as_deref())))
 }

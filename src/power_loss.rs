@@ -13,8 +13,9 @@
 //! correlations, imports' concurrent publishes, undecodable payloads,
 //! parked-message events marked published, retention, broadcasts without an
 //! id — every command of the
-//! log but `SignalsForwarded`, which only a partition of a cluster writes —
-//! with and without checkpoints. The files are then taken as they would be found — what was
+//! log but `SignalsForwarded`, which only a partition of a cluster writes
+//! and which has a cut test of its own on a partitioned database (at the
+//! end) — with and without checkpoints. The files are then taken as they would be found — what was
 //! synced and, of what was not, nothing, an in-order prefix with its last
 //! write torn at a sector, or any sectors of any unsynced writes (a disk's
 //! write-back keeps a later page without an earlier one) — and opened again.
@@ -454,5 +455,96 @@ fn feel_and_decisions_reading_the_clock_replay_to_the_same_value() {
         assert_eq!(history(&after), history(&before));
         assert_eq!(after.waiting_at, before.waiting_at);
         pf.close();
+    });
+}
+
+/// A process that throws signal `Tarifwechsel`.
+const THROWS: &str = r#"<bpmn:definitions xmlns:bpmn="http://www.omg.org/spec/BPMN/20100524/MODEL">
+  <bpmn:signal id="tw" name="Tarifwechsel"/>
+  <bpmn:process id="wirft" isExecutable="true">
+    <bpmn:startEvent id="s"/>
+    <bpmn:sequenceFlow id="f1" sourceRef="s" targetRef="t"/>
+    <bpmn:intermediateThrowEvent id="t"><bpmn:signalEventDefinition signalRef="tw"/></bpmn:intermediateThrowEvent>
+    <bpmn:sequenceFlow id="f2" sourceRef="t" targetRef="e"/>
+    <bpmn:endEvent id="e"/>
+  </bpmn:process>
+</bpmn:definitions>"#;
+
+/// Partition 0 of a cluster of 2, which keeps the signals its processes
+/// throw until the other partition took them.
+fn partition_options() -> Options {
+    Options {
+        partition: Some(crate::partition::Partition::new(0, 2).expect("partition 0 of 2")),
+        ..options(false)
+    }
+}
+
+/// Throws two signals on a partition and forgets the first as forwarded to
+/// every other partition; the id of the one forgotten once that was answered,
+/// and the disk operations before the close.
+async fn throw_and_forward(disk: &Disk) -> (Option<String>, u64) {
+    let Ok(pf) = Postfach::open_sim(disk, partition_options()) else {
+        return (None, disk.ops());
+    };
+    let mut forgotten = None;
+    let run = async {
+        pf.deploy("wirft.bpmn", THROWS, BTreeMap::new())
+            .await
+            .map_err(|_| ())?;
+        for _ in 0..2 {
+            pf.start("wirft", crate::Vars::new(), None)
+                .await
+                .map_err(|_| ())?;
+        }
+        let kept = pf
+            .reader()
+            .map_err(|_| ())?
+            .signals_out(10)
+            .map_err(|_| ())?;
+        let first = kept.first().ok_or(())?;
+        pf.signals_forwarded(vec![(first.seq, false)])
+            .await
+            .map_err(|_| ())?;
+        forgotten = Some(first.id.clone());
+        Ok::<(), ()>(())
+    };
+    let _ = run.await;
+    let before_close = disk.ops();
+    pf.close();
+    (forgotten, before_close)
+}
+
+/// Forgetting the signals forwarded to a cluster's other partitions is a
+/// command of the log like the rest: once answered, a power cut right after
+/// it (every unsynced write lost) keeps it forgotten, and the signal thrown
+/// after it is still kept to be forwarded.
+#[test]
+fn a_signal_forwarded_to_every_partition_stays_forgotten_after_a_power_cut() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    rt.block_on(async {
+        let dry = Disk::new(None);
+        let (_, before_close) = throw_and_forward(&dry).await;
+        let disk = Disk::new(Some(before_close));
+        let (forgotten, _) = throw_and_forward(&disk).await;
+        let forgotten = forgotten.expect("the forgetting was answered before the cut");
+        let disk = Disk::from_files(disk.after_power_cut(&BTreeMap::new()), None);
+        let pf = Postfach::open_sim(&disk, partition_options()).expect("it opens");
+        let kept: Vec<String> = pf
+            .reader()
+            .expect("a reader")
+            .signals_out(10)
+            .expect("the kept signals")
+            .into_iter()
+            .map(|s| s.id)
+            .collect();
+        pf.close();
+        assert_eq!(kept.len(), 1, "the second signal is still kept: {kept:?}");
+        assert!(
+            !kept.contains(&forgotten),
+            "{forgotten} came back: {kept:?}"
+        );
     });
 }

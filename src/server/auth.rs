@@ -74,15 +74,27 @@ mod tests {
     #[tokio::test]
     async fn only_the_token_opens_the_api_and_the_probe_is_open() {
         let t: Token = Some(Arc::new("s3cret".into()));
-        assert_eq!(status(t.clone(), "/instances", None).await, StatusCode::UNAUTHORIZED);
-        for wrong in ["Bearer s3cre", "Bearer s3cretx", "s3cret", "Basic s3cret", "Bearer "] {
+        assert_eq!(
+            status(t.clone(), "/instances", None).await,
+            StatusCode::UNAUTHORIZED
+        );
+        for wrong in [
+            "Bearer s3cre",
+            "Bearer s3cretx",
+            "s3cret",
+            "Basic s3cret",
+            "Bearer ",
+        ] {
             assert_eq!(
                 status(t.clone(), "/instances", Some(wrong)).await,
                 StatusCode::UNAUTHORIZED,
                 "{wrong}"
             );
         }
-        assert_eq!(status(t.clone(), "/instances", Some("Bearer s3cret")).await, StatusCode::OK);
+        assert_eq!(
+            status(t.clone(), "/instances", Some("Bearer s3cret")).await,
+            StatusCode::OK
+        );
         assert_eq!(status(t, "/health/live", None).await, StatusCode::OK);
         assert_eq!(status(None, "/instances", None).await, StatusCode::OK);
     }

@@ -11,6 +11,7 @@
 //! - The server never reads a caller's paths: models and files come in as content.
 
 pub use crate::{alarms, config};
+pub mod auth;
 pub mod console;
 pub mod gateway;
 pub mod http;

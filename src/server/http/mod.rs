@@ -21,9 +21,9 @@ use crate::clock::rfc3339;
 use crate::ops::{InstanceFilter, MessageFilter};
 use crate::{EngineError, Error, Postfach, Publish, Reason, Vars};
 use axum::extract::rejection::JsonRejection;
-use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::{StatusCode, header};
-use axum::middleware::{self, Next};
+use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -119,29 +119,12 @@ pub fn router(
             "/cli",
             post(cli).layer(DefaultBodyLimit::max(MAX_MODEL_BODY)),
         )
-        .layer(middleware::from_fn_with_state(state.clone(), auth))
+        .layer(middleware::from_fn_with_state(
+            state.token.clone(),
+            super::auth::bearer,
+        ))
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .with_state(state)
-}
-
-async fn auth(State(s): State<AppState>, req: Request, next: Next) -> Response {
-    if let Some(token) = &s.token {
-        let ok = req
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .is_some_and(|t| t.as_bytes() == token.as_bytes());
-        let open =
-            req.uri().path() == "/health/live" || super::console::is_console(req.uri().path());
-        if !ok && !open {
-            return problem(
-                StatusCode::UNAUTHORIZED,
-                "a bearer token is required: Authorization: Bearer TOKEN".into(),
-            );
-        }
-    }
-    next.run(req).await
 }
 
 fn problem(status: StatusCode, message: String) -> Response {

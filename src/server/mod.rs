@@ -12,6 +12,7 @@
 
 pub use crate::{alarms, config};
 pub mod auth;
+pub mod catalogue;
 pub mod console;
 pub mod gateway;
 pub mod http;

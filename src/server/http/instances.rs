@@ -6,6 +6,84 @@
 
 use super::*;
 
+/// The instance operations: deploy, start, list, look, repair.
+pub(super) const OPERATIONS: &[Operation] = &[
+    op("deploy", Method::POST, "/deployments", Everywhere, Admin),
+    op("start", Method::POST, "/instances", Start, P::Start),
+    op(
+        "conditions",
+        Method::POST,
+        "/conditions",
+        PartitionZero,
+        P::Start,
+    ),
+    op(
+        "instances",
+        Method::GET,
+        "/instances",
+        Gather(List::Instances),
+        Read,
+    ),
+    op("instance", Method::GET, "/instances/{id}", ById("id"), Read),
+    op(
+        "add_token",
+        Method::POST,
+        "/instances/{id}/tokens",
+        ById("id"),
+        Operate,
+    ),
+    op(
+        "move_token",
+        Method::POST,
+        "/instances/{id}/tokens/{token}/move",
+        ById("id"),
+        Operate,
+    ),
+    op(
+        "cancel_token",
+        Method::POST,
+        "/instances/{id}/tokens/{token}/cancel",
+        ById("id"),
+        Operate,
+    ),
+    op(
+        "trigger",
+        Method::POST,
+        "/instances/{id}/tokens/{token}/trigger",
+        ById("id"),
+        Operate,
+    ),
+    op(
+        "activate",
+        Method::POST,
+        "/instances/{id}/tokens/{token}/activate",
+        ById("id"),
+        Operate,
+    ),
+    op(
+        "complete_ad_hoc",
+        Method::POST,
+        "/instances/{id}/tokens/{token}/complete",
+        ById("id"),
+        Operate,
+    ),
+];
+
+/// The routes of [`OPERATIONS`], with their OpenAPI documentation.
+pub(super) fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(with_limit(routes!(deploy), MAX_MODEL_BODY))
+        .routes(routes!(start, instances))
+        .routes(routes!(conditions))
+        .routes(routes!(instance))
+        .routes(routes!(add_token))
+        .routes(routes!(move_token))
+        .routes(routes!(cancel_token))
+        .routes(routes!(trigger))
+        .routes(routes!(activate))
+        .routes(routes!(complete_ad_hoc))
+}
+
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct DeployBody {

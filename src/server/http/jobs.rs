@@ -6,6 +6,61 @@
 
 use super::*;
 
+/// The job operations of workers and operators.
+pub(super) const OPERATIONS: &[Operation] = &[
+    op("jobs", Method::GET, "/jobs", Gather(List::Jobs), Read),
+    op("acquire", Method::POST, "/jobs/acquire", Acquire, Work),
+    op(
+        "complete",
+        Method::POST,
+        "/jobs/{id}/complete",
+        ById("id"),
+        Work,
+    ),
+    op(
+        "extend",
+        Method::POST,
+        "/jobs/{id}/extend",
+        ById("id"),
+        Work,
+    ),
+    op("fail", Method::POST, "/jobs/{id}/fail", ById("id"), Work),
+    op(
+        "bpmn_error",
+        Method::POST,
+        "/jobs/{id}/bpmn-error",
+        ById("id"),
+        Work,
+    ),
+    op(
+        "retry",
+        Method::POST,
+        "/jobs/{id}/retry",
+        ById("id"),
+        Operate,
+    ),
+    op(
+        "job_object",
+        Method::GET,
+        "/jobs/{id}/objects/{variable}",
+        ById("id"),
+        Work,
+    ),
+];
+
+/// The routes of [`OPERATIONS`], with their OpenAPI documentation.
+pub(super) fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(jobs))
+        .routes(routes!(acquire))
+        .routes(routes!(complete))
+        .routes(routes!(extend))
+        .routes(routes!(fail))
+        .routes(routes!(bpmn_error))
+        .routes(routes!(retry))
+        .routes(routes!(job_object))
+}
+
 #[derive(Deserialize, Default, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 pub(super) struct JobsQuery {

@@ -6,6 +6,51 @@
 
 use super::*;
 
+/// The message operations: publish, correlate, list, requeue, discard, and
+/// signals.
+pub(super) const OPERATIONS: &[Operation] = &[
+    op("publish", Method::POST, "/messages", ByKey, Work),
+    op(
+        "correlate",
+        Method::POST,
+        "/messages/correlate",
+        ByKey,
+        Work,
+    ),
+    op(
+        "messages",
+        Method::GET,
+        "/messages",
+        Gather(List::Messages),
+        Read,
+    ),
+    op(
+        "requeue",
+        Method::POST,
+        "/messages/{id}/requeue",
+        Find,
+        Operate,
+    ),
+    op(
+        "discard",
+        Method::POST,
+        "/messages/{id}/discard",
+        Find,
+        Operate,
+    ),
+    op("signal", Method::POST, "/signals", Signal, Work),
+];
+
+/// The routes of [`OPERATIONS`], with their OpenAPI documentation.
+pub(super) fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(publish, messages))
+        .routes(routes!(correlate))
+        .routes(routes!(requeue))
+        .routes(routes!(discard))
+        .routes(routes!(signal))
+}
+
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct MessageBody {

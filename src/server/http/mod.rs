@@ -12,10 +12,6 @@ mod messages;
 mod processes;
 
 pub use instances::MAX_PAGE;
-use instances::*;
-use jobs::*;
-use messages::*;
-use processes::*;
 
 use crate::clock::rfc3339;
 use crate::ops::{InstanceFilter, MessageFilter};
@@ -25,12 +21,22 @@ use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::middleware;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+// helpers the families share
+use instances::{id_cursor, page_limit};
+use processes::instant;
+
+use super::catalogue::Permission::{self as P, Admin, Open, Operate, Read, Work};
+use super::catalogue::Placement::*;
+use super::catalogue::{Operation, op};
+use super::gateway::route::List;
+use axum::http::Method;
+use axum::routing::get;
 use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use utoipa_axum::{router::OpenApiRouter, routes};
 
 /// Largest request body accepted; larger ones get 413 while they are read.
 pub const MAX_BODY: usize = 4 * 1024 * 1024;
@@ -70,55 +76,12 @@ pub fn router(
         remote_cli,
         objects,
     };
+    let (api, _) = api().split_for_parts();
     Router::new()
         .route("/", get(super::console::index))
         .route("/console/{*file}", get(super::console::asset))
-        .route("/health/live", get(live))
-        .route("/health/ready", get(ready))
-        .route("/metrics", get(metrics))
-        .route("/partition", get(partition))
         .route("/openapi.json", get(openapi))
-        .route(
-            "/deployments",
-            post(deploy).layer(DefaultBodyLimit::max(MAX_MODEL_BODY)),
-        )
-        .route("/instances", post(start).get(instances))
-        .route("/instances/{id}", get(instance))
-        .route("/instances/{id}/tokens", post(add_token))
-        .route("/instances/{id}/tokens/{token}/move", post(move_token))
-        .route("/instances/{id}/tokens/{token}/cancel", post(cancel_token))
-        .route("/instances/{id}/tokens/{token}/trigger", post(trigger))
-        .route("/instances/{id}/tokens/{token}/activate", post(activate))
-        .route(
-            "/instances/{id}/tokens/{token}/complete",
-            post(complete_ad_hoc),
-        )
-        .route("/messages", post(publish).get(messages))
-        .route("/messages/correlate", post(correlate))
-        .route("/messages/{id}/requeue", post(requeue))
-        .route("/messages/{id}/discard", post(discard))
-        .route("/signals", post(signal))
-        .route("/conditions", post(conditions))
-        .route("/jobs", get(jobs))
-        .route("/jobs/acquire", post(acquire))
-        .route("/jobs/{id}/complete", post(complete))
-        .route("/jobs/{id}/extend", post(extend))
-        .route("/jobs/{id}/fail", post(fail))
-        .route("/jobs/{id}/bpmn-error", post(bpmn_error))
-        .route("/jobs/{id}/retry", post(retry))
-        .route("/jobs/{id}/objects/{variable}", get(job_object))
-        .route("/decisions", get(decisions))
-        .route("/decisions/{id}/evaluate", post(evaluate))
-        .route("/processes", get(processes))
-        .route("/processes/{id}/xml", get(process_xml))
-        .route("/processes/{id}/statistics", get(statistics))
-        .route("/alarms", get(alarm_states))
-        .route("/tasks", get(tasks))
-        .route("/tasks/{id}/{action}", post(task_action))
-        .route(
-            "/cli",
-            post(cli).layer(DefaultBodyLimit::max(MAX_MODEL_BODY)),
-        )
+        .merge(api)
         .layer(middleware::from_fn_with_state(
             state.token.clone(),
             super::auth::bearer,
@@ -350,54 +313,67 @@ async fn cli(
     Ok(Json(remote(s.pf.clone(), b.args, b.files).await).into_response())
 }
 
-/// The OpenAPI document of this API, generated from the handlers above.
-#[derive(utoipa::OpenApi)]
-#[openapi(
-    info(
-        title = "postfach",
-        description = "Admin API of postfach run: instances, messages, jobs, repair, metrics."
-    ),
-    paths(
-        live,
-        ready,
-        instances::deploy,
-        instances::start,
-        instances::conditions,
-        instances::instances,
-        instances::instance,
-        instances::add_token,
-        instances::move_token,
-        instances::cancel_token,
-        instances::trigger,
-        instances::activate,
-        instances::complete_ad_hoc,
-        messages::publish,
-        messages::correlate,
-        messages::messages,
-        messages::requeue,
-        messages::discard,
-        messages::signal,
-        jobs::jobs,
-        jobs::acquire,
-        jobs::complete,
-        jobs::extend,
-        jobs::fail,
-        jobs::bpmn_error,
-        jobs::retry,
-        jobs::job_object,
-        processes::decisions,
-        processes::evaluate,
-        processes::statistics,
-        processes::processes,
-        processes::process_xml,
-        processes::alarm_states,
-        processes::tasks,
-        processes::task_action,
-        metrics,
-        partition,
-        cli
+/// The server's own operations: health, metrics, this partition, the
+/// command line.
+const OPERATIONS: &[Operation] = &[
+    op("live", Method::GET, "/health/live", Local, Open),
+    op("ready", Method::GET, "/health/ready", Local, Open),
+    op("metrics", Method::GET, "/metrics", Metrics, Read),
+    op("partition", Method::GET, "/partition", Same, Read),
+    op("cli", Method::POST, "/cli", Cli, Admin),
+];
+
+/// The catalogue's families (`super::catalogue`), each beside its handlers.
+pub(crate) fn families() -> [&'static [Operation]; 5] {
+    [
+        OPERATIONS,
+        instances::OPERATIONS,
+        messages::OPERATIONS,
+        jobs::OPERATIONS,
+        processes::OPERATIONS,
+    ]
+}
+
+/// Every operation's route with its OpenAPI documentation, family by family.
+fn api() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(<ApiDoc as utoipa::OpenApi>::openapi())
+        .routes(routes!(live))
+        .routes(routes!(ready))
+        .routes(routes!(metrics))
+        .routes(routes!(partition))
+        .routes(with_limit(routes!(cli), MAX_MODEL_BODY))
+        .merge(instances::routes())
+        .merge(messages::routes())
+        .merge(jobs::routes())
+        .merge(processes::routes())
+}
+
+/// `routes` with a body limit of `limit` bytes (a model's size) instead of
+/// the API's.
+fn with_limit(
+    served: utoipa_axum::router::UtoipaMethodRouter<AppState>,
+    limit: usize,
+) -> utoipa_axum::router::UtoipaMethodRouter<AppState> {
+    let (schemas, paths, method_router) = served;
+    (
+        schemas,
+        paths,
+        method_router.layer(DefaultBodyLimit::max(limit)),
     )
-)]
+}
+
+/// The OpenAPI document of the API: the catalogue's routes as served.
+pub fn api_doc() -> utoipa::openapi::OpenApi {
+    api().split_for_parts().1
+}
+
+/// The OpenAPI document's title and description; its paths come from the
+/// routes ([`api_doc`]).
+#[derive(utoipa::OpenApi)]
+#[openapi(info(
+    title = "postfach",
+    description = "Admin API of postfach run: instances, messages, jobs, repair, metrics."
+))]
 pub struct ApiDoc;
 
 /// What a user task action answers on every face (HTTP, the command line,
@@ -416,8 +392,7 @@ pub fn task_done(task: u64, action: &str, user: &str, to: Option<&str>) -> serde
 }
 
 pub(super) async fn openapi() -> Response {
-    use utoipa::OpenApi;
-    match ApiDoc::openapi().to_json() {
+    match api_doc().to_json() {
         Ok(doc) => ([(header::CONTENT_TYPE, "application/json")], doc).into_response(),
         Err(e) => problem(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     }

@@ -6,6 +6,56 @@
 
 use super::*;
 
+/// The operations on what is deployed (processes, decisions), alarms and
+/// user tasks.
+pub(super) const OPERATIONS: &[Operation] = &[
+    op("decisions", Method::GET, "/decisions", Same, Read),
+    op(
+        "evaluate",
+        Method::POST,
+        "/decisions/{id}/evaluate",
+        Same,
+        Read,
+    ),
+    op("processes", Method::GET, "/processes", Processes, Read),
+    op(
+        "process_xml",
+        Method::GET,
+        "/processes/{id}/xml",
+        Same,
+        Read,
+    ),
+    op(
+        "statistics",
+        Method::GET,
+        "/processes/{id}/statistics",
+        Statistics,
+        Read,
+    ),
+    op("alarm_states", Method::GET, "/alarms", Alarms, Read),
+    op("tasks", Method::GET, "/tasks", Gather(List::Tasks), Read),
+    op(
+        "task_action",
+        Method::POST,
+        "/tasks/{id}/{action}",
+        ById("id"),
+        Work,
+    ),
+];
+
+/// The routes of [`OPERATIONS`], with their OpenAPI documentation.
+pub(super) fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(decisions))
+        .routes(routes!(evaluate))
+        .routes(routes!(processes))
+        .routes(routes!(process_xml))
+        .routes(routes!(statistics))
+        .routes(routes!(alarm_states))
+        .routes(routes!(tasks))
+        .routes(routes!(task_action))
+}
+
 #[derive(Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]

@@ -189,7 +189,10 @@ pub(super) async fn signal(pf: &Postfach, args: SignalArgs) -> Result<Output, Fa
     } else {
         format!("signal {name} reached {n} subscription(s)")
     };
-    Ok(out(json!({"signal": name, "reached": n, "id": id}), text))
+    Ok(out(
+        postfach::server::documents::signal(&name, n, id.as_deref()),
+        text,
+    ))
 }
 
 /// `postfach conditions`: the variables offered to the conditional start
@@ -204,8 +207,7 @@ pub(super) async fn conditions(pf: &Postfach, args: ConditionsArgs) -> Result<Ou
         let list: Vec<String> = ids.iter().map(u64::to_string).collect();
         format!("started {} instance(s): {}", ids.len(), list.join(", "))
     };
-    let ids: Vec<String> = ids.iter().map(u64::to_string).collect();
-    Ok(out(json!({"started": ids}), text))
+    Ok(out(postfach::server::documents::started(&ids), text))
 }
 
 /// `postfach decide`: a decision's value for the variables given.

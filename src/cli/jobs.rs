@@ -224,7 +224,7 @@ pub(super) async fn extend(pf: &Postfach, args: ExtendArgs) -> Result<Output, Fa
     } = args;
     let until = pf.extend_lease(job_id, lease_token, by).await?;
     Ok(out(
-        json!({"job": job_id.to_string(), "lease_until": rfc3339(until)}),
+        postfach::server::documents::lease(job_id, until),
         format!("job {job_id} leased until {}", rfc3339(until)),
     ))
 }
@@ -289,7 +289,7 @@ pub(super) async fn complete(pf: &Postfach, args: CompleteArgs) -> Result<Output
     pf.complete_job(job_id, lease_token, parse_vars(&vars.var).map_err(usage)?)
         .await?;
     Ok(out(
-        json!({"job": job_id.to_string(), "state": "completed"}),
+        postfach::server::documents::job_completed(job_id),
         format!("job {job_id} completed"),
     ))
 }

@@ -7,7 +7,6 @@ use super::failure::{Failure, out, usage};
 use super::values::{VarArgs, parse_instant, parse_to, parse_user, parse_vars};
 use clap::{Args, Subcommand};
 use postfach::Postfach;
-use serde_json::json;
 
 // The arguments of `postfach tasks`.
 #[derive(Debug, Args)]
@@ -139,7 +138,7 @@ pub(super) async fn tasks(pf: &Postfach, args: TasksArgs) -> Result<Output, Fail
     } else {
         text
     };
-    Ok(out(json!({"tasks": list}), text))
+    Ok(out(postfach::server::documents::tasks(&list), text))
 }
 
 /// `postfach task` against the open database.
@@ -165,7 +164,7 @@ pub(super) async fn task(pf: &Postfach, args: TaskArgs) -> Result<Output, Failur
         }
     };
     // the one document every face answers
-    let doc = postfach::server::http::task_done(task, action, &user, to.as_deref());
+    let doc = postfach::server::documents::task_done(task, action, &user, to.as_deref());
     let text = format!("task {task} {}", doc["done"].as_str().unwrap_or_default());
     Ok(out(doc, text))
 }

@@ -14,6 +14,7 @@ pub use crate::{alarms, config};
 pub mod auth;
 pub mod catalogue;
 pub mod console;
+pub mod documents;
 pub mod gateway;
 pub mod http;
 pub mod metrics;

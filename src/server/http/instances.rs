@@ -156,8 +156,7 @@ pub(super) async fn conditions(
     let ids =
         s.pf.start_by_conditions(b.process.as_deref(), b.variables)
             .await?;
-    let ids: Vec<String> = ids.iter().map(u64::to_string).collect();
-    Ok(Json(json!({"started": ids})).into_response())
+    Ok(Json(documents::started(&ids)).into_response())
 }
 
 #[derive(Deserialize, Default, utoipa::IntoParams)]

@@ -136,7 +136,7 @@ pub(super) async fn complete(
 ) -> Result<Response, ApiError> {
     let b = body(b)?;
     s.pf.complete_job(id, b.lease_token, b.variables).await?;
-    Ok(Json(json!({"job": id.to_string(), "state": "completed"})).into_response())
+    Ok(Json(documents::job_completed(id)).into_response())
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]
@@ -157,7 +157,7 @@ pub(super) async fn extend(
         .named("by_ms")
         .check(b.by_ms)?;
     let until = s.pf.extend_lease(id, b.lease_token, b.by_ms).await?;
-    Ok(Json(json!({"job": id.to_string(), "lease_until": rfc3339(until)})).into_response())
+    Ok(Json(documents::lease(id, until)).into_response())
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]

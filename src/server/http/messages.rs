@@ -213,5 +213,5 @@ pub(super) async fn signal(
         Some(id) => s.pf.signal_once(id, &b.name, b.variables).await?,
         None => s.pf.signal(&b.name, b.variables).await?,
     };
-    Ok(Json(json!({"signal": b.name, "reached": n, "id": b.id})).into_response())
+    Ok(Json(documents::signal(&b.name, n, b.id.as_deref())).into_response())
 }

@@ -13,7 +13,6 @@ mod processes;
 
 pub use instances::MAX_PAGE;
 
-use crate::clock::rfc3339;
 use crate::ops::{InstanceFilter, MessageFilter};
 use crate::{EngineError, Error, Postfach, Publish, Reason, Vars};
 use axum::extract::rejection::JsonRejection;
@@ -28,6 +27,7 @@ use processes::instant;
 use super::catalogue::Permission::{self as P, Admin, Open, Operate, Read, Work};
 use super::catalogue::Placement::*;
 use super::catalogue::{Operation, op};
+use super::documents;
 use super::gateway::route::List;
 use axum::http::Method;
 use axum::routing::get;
@@ -375,21 +375,6 @@ pub fn api_doc() -> utoipa::openapi::OpenApi {
     description = "Admin API of postfach run: instances, messages, jobs, repair, metrics."
 ))]
 pub struct ApiDoc;
-
-/// What a user task action answers on every face (HTTP, the command line,
-/// the console): `{"task", "done"}`, `done` saying what was done and by
-/// whom — "claimed by anna", "given back by anna", "assigned to ben by
-/// anna", "completed by anna" — as docs/cli.md documents it.
-pub fn task_done(task: u64, action: &str, user: &str, to: Option<&str>) -> serde_json::Value {
-    let done = match action {
-        "claim" => format!("claimed by {user}"),
-        "unclaim" => format!("given back by {user}"),
-        "assign" => format!("assigned to {} by {user}", to.unwrap_or("nobody")),
-        "complete" => format!("completed by {user}"),
-        other => format!("{other} by {user}"),
-    };
-    json!({"task": task.to_string(), "done": done})
-}
 
 pub(super) async fn openapi() -> Response {
     match api_doc().to_json() {

@@ -181,7 +181,7 @@ pub(super) async fn tasks(State(s): State<AppState>, Query(q): Query<TasksQuery>
         process: q.process,
         element: q.element,
     };
-    Ok(Json(json!({"tasks": s.pf.reader()?.tasks(&filter)?})))
+    Ok(Json(documents::tasks(&s.pf.reader()?.tasks(&filter)?)))
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]
@@ -220,5 +220,10 @@ pub(super) async fn task_action(
             )));
         }
     }
-    Ok(Json(task_done(id, &action, &b.user, b.to.as_deref())))
+    Ok(Json(documents::task_done(
+        id,
+        &action,
+        &b.user,
+        b.to.as_deref(),
+    )))
 }

@@ -18,6 +18,7 @@ pub mod gather;
 pub mod route;
 
 use super::ServerError;
+use super::catalogue::Placement;
 use axum::body::Bytes;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, Method, StatusCode, header};
@@ -26,7 +27,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use client::{Answer, Partitions, Unreachable};
-use route::{List, Route};
+use route::List;
 use serde_json::{Value, json};
 use std::future::Future;
 use std::net::SocketAddr;
@@ -241,9 +242,18 @@ async fn forward(State(gw): State<Gw>, req: Request) -> Response {
         headers: parts.headers,
         body,
     };
-    match route::route(&p.method, &p.path) {
-        Route::Id(id) => one(&gw, id % u64::from(gw.parts.count()), &p).await,
-        Route::BodyKey => {
+    // the catalogue's placement of the operation, matched exhaustively
+    let Some((placement, id)) = route::route(&p.method, &p.path) else {
+        return any(&gw, &p).await;
+    };
+    match placement {
+        Placement::ById(_) => match id {
+            Some(id) => one(&gw, id % u64::from(gw.parts.count()), &p).await,
+            // not a number: the partition's 400
+            None => any(&gw, &p).await,
+        },
+        Placement::PartitionZero => one(&gw, 0, &p).await,
+        Placement::ByKey => {
             let key = serde_json::from_slice::<Value>(&p.body)
                 .ok()
                 .and_then(|v| v.get("key").and_then(Value::as_str).map(str::to_string));
@@ -251,18 +261,19 @@ async fn forward(State(gw): State<Gw>, req: Request) -> Response {
             let owner = key.map(|k| gw.partition_of_key(&k)).unwrap_or(0);
             one(&gw, u64::from(owner), &p).await
         }
-        Route::Start => start(&gw, &p).await,
-        Route::Everywhere => everywhere(&gw, &p).await,
-        Route::Signal => signal(&gw, &p).await,
-        Route::Find => find(&gw, &p).await,
-        Route::Gather(list) => page(&gw, list, &p).await,
-        Route::Processes => combined(&gw, &p, gather::processes).await,
-        Route::Statistics => combined(&gw, &p, gather::statistics).await,
-        Route::Alarms => alarms(&gw, &p).await,
-        Route::Acquire => acquire(&gw, &p).await,
-        Route::Metrics => metrics(&gw, &p).await,
-        Route::Cli => cli::cli(&gw, &p).await,
-        Route::Same | Route::Any => any(&gw, &p).await,
+        Placement::Start => start(&gw, &p).await,
+        Placement::Everywhere => everywhere(&gw, &p).await,
+        Placement::Signal => signal(&gw, &p).await,
+        Placement::Find => find(&gw, &p).await,
+        Placement::Gather(list) => page(&gw, list, &p).await,
+        Placement::Processes => combined(&gw, &p, gather::processes).await,
+        Placement::Statistics => combined(&gw, &p, gather::statistics).await,
+        Placement::Alarms => alarms(&gw, &p).await,
+        Placement::Acquire => acquire(&gw, &p).await,
+        Placement::Metrics => metrics(&gw, &p).await,
+        Placement::Cli => cli::cli(&gw, &p).await,
+        // the gateway answers its health itself; forwarded, any would do
+        Placement::Same | Placement::Local => any(&gw, &p).await,
     }
 }
 

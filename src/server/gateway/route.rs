@@ -35,120 +35,78 @@ impl List {
     }
 }
 
-/// How one request of the partition API is served by the gateway.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Route {
-    /// The partition that owns the id (`id mod P`).
-    Id(u64),
-    /// The partition of the body's correlation `key` (publish, correlate).
-    BodyKey,
-    /// Any partition (round-robin); a partition that owns another key answers
-    /// 421 with the owner, and the start goes there.
-    Start,
-    /// Every partition, the same answer expected (deploy).
-    Everywhere,
-    /// Every partition, the counts of receivers summed (signals).
-    Signal,
-    /// The one partition that has it: a parked message named by the
-    /// publisher's message id, which does not carry a partition.
-    Find,
-    /// A list gathered from every partition, with a cursor per partition.
-    Gather(List),
-    /// Deployed processes: the union over the partitions.
-    Processes,
-    /// A process's statistics, summed element by element.
-    Statistics,
-    /// Alarm states, each with its partition.
-    Alarms,
-    /// Jobs acquired round-robin over the partitions.
-    Acquire,
-    /// The Prometheus metrics of every partition, labelled with it.
-    Metrics,
-    /// A command line, routed by what it names.
-    Cli,
-    /// Any partition that answers, because the answer is the same on each —
-    /// what a deployment put everywhere (a process's XML, the decisions and
-    /// their evaluation, which stores nothing) — or is one partition's view
-    /// that names it (`/partition`; `/cluster/status` has them all).
-    Same,
-    /// A path or method the API does not have: any partition, which refuses
-    /// it as it would without the gateway.
-    Any,
-}
-
-/// The route of `method` `path` (without the query): the placement of the
-/// operation the catalogue finds for it; what the API does not have goes to
-/// any partition, which refuses it as it would without the gateway.
-pub fn route(method: &Method, path: &str) -> Route {
-    let Some((op, params)) = catalogue::find(method, path) else {
-        return Route::Any;
-    };
-    match op.placement {
-        // a parameter that is not a number is the partition's 400
+/// Where a request goes: the catalogue's placement of its operation, with
+/// the id a [`Placement::ById`] names parsed (`None` when it is not a
+/// number: the partition answers 400); `None` for what the API does not
+/// have, which any partition refuses as it would without the gateway.
+pub fn route(method: &Method, path: &str) -> Option<(Placement, Option<u64>)> {
+    let (op, params) = catalogue::find(method, path)?;
+    let id = match op.placement {
         Placement::ById(name) => params
             .iter()
             .find(|(n, _)| *n == name)
-            .and_then(|(_, v)| v.parse::<u64>().ok())
-            .map_or(Route::Any, Route::Id),
-        Placement::ByKey => Route::BodyKey,
-        Placement::Start => Route::Start,
-        Placement::Everywhere => Route::Everywhere,
-        Placement::Signal => Route::Signal,
-        Placement::Find => Route::Find,
-        Placement::Gather(list) => Route::Gather(list),
-        Placement::Processes => Route::Processes,
-        Placement::Statistics => Route::Statistics,
-        Placement::Alarms => Route::Alarms,
-        Placement::Acquire => Route::Acquire,
-        Placement::Metrics => Route::Metrics,
-        Placement::Cli => Route::Cli,
-        Placement::Same => Route::Same,
-        Placement::PartitionZero => Route::Id(0),
-        // the gateway answers its health itself; forwarded, any would do
-        Placement::Local => Route::Same,
-    }
+            .and_then(|(_, v)| v.parse::<u64>().ok()),
+        _ => None,
+    };
+    Some((op.placement, id))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use Placement::*;
+
+    /// The placement of `method` `path` and its id, as the gateway reads it.
+    fn placed(method: &Method, path: &str) -> Option<(Placement, Option<u64>)> {
+        route(method, path)
+    }
 
     #[test]
     fn writes_go_by_id_or_key_and_reads_are_gathered() {
         let p = Method::POST;
         let g = Method::GET;
-        assert_eq!(route(&p, "/deployments"), Route::Everywhere);
-        assert_eq!(route(&p, "/instances"), Route::Start);
-        assert_eq!(route(&g, "/instances"), Route::Gather(List::Instances));
-        assert_eq!(route(&g, "/instances/17"), Route::Id(17));
-        assert_eq!(route(&p, "/instances/17/tokens"), Route::Id(17));
-        assert_eq!(route(&p, "/instances/17/tokens/3/move"), Route::Id(17));
-        assert_eq!(route(&p, "/instances/17/tokens/3/trigger"), Route::Id(17));
-        assert_eq!(route(&p, "/messages"), Route::BodyKey);
-        assert_eq!(route(&p, "/messages/correlate"), Route::BodyKey);
-        assert_eq!(route(&g, "/messages"), Route::Gather(List::Messages));
-        assert_eq!(route(&p, "/messages/m-1/requeue"), Route::Find);
-        assert_eq!(route(&p, "/messages/m-1/discard"), Route::Find);
-        assert_eq!(route(&p, "/signals"), Route::Signal);
-        assert_eq!(route(&p, "/conditions"), Route::Id(0));
-        assert_eq!(route(&g, "/jobs"), Route::Gather(List::Jobs));
-        assert_eq!(route(&p, "/jobs/acquire"), Route::Acquire);
-        assert_eq!(route(&p, "/jobs/9/complete"), Route::Id(9));
-        assert_eq!(route(&g, "/jobs/9/objects/payload"), Route::Id(9));
-        assert_eq!(route(&g, "/processes"), Route::Processes);
-        assert_eq!(route(&g, "/processes/p/statistics"), Route::Statistics);
-        assert_eq!(route(&g, "/processes/p/xml"), Route::Same);
-        assert_eq!(route(&g, "/decisions"), Route::Same);
-        assert_eq!(route(&Method::POST, "/decisions/d/evaluate"), Route::Same);
-        assert_eq!(route(&g, "/alarms"), Route::Alarms);
-        assert_eq!(route(&g, "/tasks"), Route::Gather(List::Tasks));
-        assert_eq!(route(&p, "/tasks/12/claim"), Route::Id(12));
-        assert_eq!(route(&g, "/metrics"), Route::Metrics);
-        assert_eq!(route(&p, "/cli"), Route::Cli);
+        let id = |n| Some((ById("id"), Some(n)));
+        assert_eq!(placed(&p, "/deployments"), Some((Everywhere, None)));
+        assert_eq!(placed(&p, "/instances"), Some((Start, None)));
+        assert_eq!(
+            placed(&g, "/instances"),
+            Some((Gather(List::Instances), None))
+        );
+        assert_eq!(placed(&g, "/instances/17"), id(17));
+        assert_eq!(placed(&p, "/instances/17/tokens"), id(17));
+        assert_eq!(placed(&p, "/instances/17/tokens/3/move"), id(17));
+        assert_eq!(placed(&p, "/instances/17/tokens/3/trigger"), id(17));
+        assert_eq!(placed(&p, "/messages"), Some((ByKey, None)));
+        assert_eq!(placed(&p, "/messages/correlate"), Some((ByKey, None)));
+        assert_eq!(
+            placed(&g, "/messages"),
+            Some((Gather(List::Messages), None))
+        );
+        assert_eq!(placed(&p, "/messages/m-1/requeue"), Some((Find, None)));
+        assert_eq!(placed(&p, "/messages/m-1/discard"), Some((Find, None)));
+        assert_eq!(placed(&p, "/signals"), Some((Signal, None)));
+        assert_eq!(placed(&p, "/conditions"), Some((PartitionZero, None)));
+        assert_eq!(placed(&g, "/jobs"), Some((Gather(List::Jobs), None)));
+        assert_eq!(placed(&p, "/jobs/acquire"), Some((Acquire, None)));
+        assert_eq!(placed(&p, "/jobs/9/complete"), id(9));
+        assert_eq!(placed(&g, "/jobs/9/objects/payload"), id(9));
+        assert_eq!(placed(&g, "/processes"), Some((Processes, None)));
+        assert_eq!(
+            placed(&g, "/processes/p/statistics"),
+            Some((Statistics, None))
+        );
+        assert_eq!(placed(&g, "/processes/p/xml"), Some((Same, None)));
+        assert_eq!(placed(&g, "/decisions"), Some((Same, None)));
+        assert_eq!(placed(&p, "/decisions/d/evaluate"), Some((Same, None)));
+        assert_eq!(placed(&g, "/alarms"), Some((Alarms, None)));
+        assert_eq!(placed(&g, "/tasks"), Some((Gather(List::Tasks), None)));
+        assert_eq!(placed(&p, "/tasks/12/claim"), id(12));
+        assert_eq!(placed(&g, "/metrics"), Some((Metrics, None)));
+        assert_eq!(placed(&p, "/cli"), Some((Cli, None)));
     }
 
-    /// Every operation of the partition API has a route of its own: none
-    /// falls through to the one for what the API does not have.
+    /// Every operation of the API has a placement of its own: none falls
+    /// through to what the API does not have.
     #[test]
     fn every_operation_of_the_api_has_its_route() {
         let doc = crate::server::http::api_doc();
@@ -165,7 +123,7 @@ mod tests {
                 (Method::POST, item.post.is_some()),
             ];
             for (method, _) in methods.into_iter().filter(|(_, has)| *has) {
-                if route(&method, &concrete) == Route::Any {
+                if route(&method, &concrete).is_none() {
                     unrouted.push(format!("{method} {path}"));
                 }
             }
@@ -177,9 +135,12 @@ mod tests {
     fn what_the_api_does_not_have_goes_to_a_partition_that_refuses_it() {
         // a non-numeric id is the partition's 400, an unknown path its 404,
         // a wrong method its 405: the gateway adds no answers of its own
-        assert_eq!(route(&Method::GET, "/instances/x"), Route::Any);
-        assert_eq!(route(&Method::GET, "/nothing"), Route::Any);
-        assert_eq!(route(&Method::DELETE, "/instances/1"), Route::Any);
-        assert_eq!(route(&Method::GET, "/jobs/acquire"), Route::Any);
+        assert_eq!(
+            placed(&Method::GET, "/instances/x"),
+            Some((ById("id"), None))
+        );
+        assert_eq!(placed(&Method::GET, "/nothing"), None);
+        assert_eq!(placed(&Method::DELETE, "/instances/1"), None);
+        assert_eq!(placed(&Method::GET, "/jobs/acquire"), None);
     }
 }

@@ -54,8 +54,9 @@ pub enum Placement {
     Local,
 }
 
-/// What a caller must be allowed to do to call an operation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+/// What a caller must be allowed to do to call an operation (kinds, not
+/// levels: a role grants the ones it names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Permission {
     /// Nothing: open to anyone who reaches the listener (health probes).
     Open,

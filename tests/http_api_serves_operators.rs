@@ -446,3 +446,39 @@ fn a_second_signal_exits_at_once_while_the_first_waits_for_a_request_in_flight()
     assert_eq!(status.code(), Some(130));
     drop(slow);
 }
+
+/// The book's chapter on the HTTP API lists exactly the catalogue's
+/// operations (besides the document and the console it serves): an
+/// operation added, renamed or removed shows here until the book says so.
+#[test]
+fn the_books_http_chapter_lists_the_catalogue() {
+    let text =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/src/http-api.md"))
+            .unwrap();
+    let mut listed = std::collections::BTreeSet::new();
+    for span in text.split('`').skip(1).step_by(2) {
+        if let Some((method, path)) = span.split_once(' ')
+            && ["GET", "POST", "PUT", "DELETE", "PATCH"].contains(&method)
+            && path.starts_with('/')
+        {
+            listed.insert(format!("{method} {path}"));
+        }
+    }
+    for own in ["GET /openapi.json", "GET /"] {
+        assert!(listed.remove(own), "{own} is not in the chapter");
+    }
+    let catalogue: std::collections::BTreeSet<String> = postfach::server::catalogue::operations()
+        .iter()
+        .map(|o| format!("{} {}", o.method, o.path))
+        .collect();
+    let missing: Vec<_> = catalogue.difference(&listed).collect();
+    let extra: Vec<_> = listed.difference(&catalogue).collect();
+    assert!(
+        missing.is_empty(),
+        "not in docs/src/http-api.md: {missing:?}"
+    );
+    assert!(
+        extra.is_empty(),
+        "in the chapter but not an operation: {extra:?}"
+    );
+}

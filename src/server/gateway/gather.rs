@@ -326,10 +326,20 @@ pub fn processes(answers: &[Value]) -> Value {
 /// its own name.
 #[derive(Debug, Default)]
 pub struct Families {
-    order: Vec<String>,
-    meta: std::collections::HashMap<String, Vec<String>>,
-    samples: std::collections::HashMap<String, Vec<String>>,
-    meta_from: std::collections::HashMap<String, u32>,
+    /// The families in the order they first appeared.
+    list: Vec<Family>,
+    /// Where each family is in `list`, by name.
+    at: std::collections::HashMap<String, usize>,
+}
+
+/// One metric family: its metadata (from the first partition that
+/// described it) and the samples of every partition.
+#[derive(Debug)]
+struct Family {
+    name: String,
+    meta: Vec<String>,
+    meta_from: Option<u32>,
+    samples: Vec<String>,
 }
 
 impl Families {
@@ -337,7 +347,7 @@ impl Families {
     /// `partition="N"`; the metadata of a family is kept from the first
     /// partition that has it.
     pub fn add(&mut self, text: &str, partition: u32) {
-        let mut current: Option<String> = None;
+        let mut current: Option<usize> = None;
         for line in text.lines() {
             if let Some(meta) = line.strip_prefix("# ") {
                 let mut words = meta.split_whitespace();
@@ -347,49 +357,49 @@ impl Families {
                 if !matches!(kind, "HELP" | "TYPE" | "UNIT") {
                     continue; // `# EOF` and comments
                 }
-                self.family(name);
-                // the metadata of the first partition that describes it
-                let from = *self.meta_from.entry(name.to_string()).or_insert(partition);
-                if from == partition {
-                    self.meta.get_mut(name).unwrap().push(line.to_string());
+                let f = self.family(name);
+                let family = &mut self.list[f];
+                if *family.meta_from.get_or_insert(partition) == partition {
+                    family.meta.push(line.to_string());
                 }
-                current = Some(name.to_string());
+                current = Some(f);
                 continue;
             }
             if line.is_empty() {
                 continue;
             }
-            let name_end = line.find(['{', ' ']).unwrap_or(line.len());
-            let family = match &current {
-                Some(f) if line[..name_end].starts_with(f.as_str()) => f.clone(),
-                _ => {
-                    let own = line[..name_end].to_string();
-                    self.family(&own);
-                    own
-                }
+            let name = &line[..line.find(['{', ' ']).unwrap_or(line.len())];
+            // a sample belongs to the family described before it, if its
+            // name is the family's (`_total`, `_bucket`, … included)
+            let f = match current {
+                Some(f) if name.starts_with(self.list[f].name.as_str()) => f,
+                _ => self.family(name),
             };
-            let labelled = labelled(line, partition);
-            self.samples.get_mut(&family).unwrap().push(labelled);
+            self.list[f].samples.push(labelled(line, partition));
         }
     }
 
-    /// Registers `name`; whether it is new.
-    fn family(&mut self, name: &str) -> bool {
-        if self.meta.contains_key(name) {
-            return false;
+    /// The index of family `name`, registered when new.
+    fn family(&mut self, name: &str) -> usize {
+        if let Some(&f) = self.at.get(name) {
+            return f;
         }
-        self.order.push(name.to_string());
-        self.meta.insert(name.to_string(), Vec::new());
-        self.samples.insert(name.to_string(), Vec::new());
-        true
+        self.list.push(Family {
+            name: name.to_string(),
+            meta: Vec::new(),
+            meta_from: None,
+            samples: Vec::new(),
+        });
+        self.at.insert(name.to_string(), self.list.len() - 1);
+        self.list.len() - 1
     }
 
     /// The exposition: each family once, its metadata and then the samples
     /// of every partition together (no `# EOF`: the caller ends it).
     pub fn render(&self) -> String {
         let mut out = String::new();
-        for name in &self.order {
-            for line in self.meta[name].iter().chain(&self.samples[name]) {
+        for family in &self.list {
+            for line in family.meta.iter().chain(&family.samples) {
                 out.push_str(line);
                 out.push('\n');
             }

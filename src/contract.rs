@@ -128,3 +128,42 @@ fn retry_json(job: u64, now: Option<&crate::ops::JobView>) -> Value {
     };
     json!({"job": job.to_string(), "state": j.state, "next": next, "error": j.error})
 }
+
+/// Retention run to its end, in batches of 1,000: `{"instances_removed",
+/// "messages_removed"}`.
+pub async fn cleanup(pf: &crate::Postfach) -> Result<Value, crate::Error> {
+    let (mut instances, mut messages) = (0u64, 0u64);
+    loop {
+        let (i, m, more) = pf.cleanup(1000).await?;
+        instances += i as u64;
+        messages += m as u64;
+        if !more {
+            break;
+        }
+    }
+    Ok(json!({"instances_removed": instances, "messages_removed": messages}))
+}
+
+/// One pass of the job executor until nothing is due: `{"continuations",
+/// "tasks_completed", "tasks_failed", "tasks_waiting"}`.
+pub async fn work_pass(pf: &crate::Postfach) -> Result<Value, crate::Error> {
+    let total = pf.work_until_idle().await?;
+    worked_json(pf, &total)
+}
+
+/// What an executor ran, and the task jobs that wait for a handler or a
+/// worker.
+pub fn worked_json(
+    pf: &crate::Postfach,
+    total: &crate::runtime::WorkReport,
+) -> Result<Value, crate::Error> {
+    let waiting = pf
+        .reader()?
+        .jobs(false)?
+        .iter()
+        .filter(|j| j.kind == "task" && j.state == "ready")
+        .count();
+    Ok(
+        json!({"continuations": total.continuations, "tasks_completed": total.tasks_completed, "tasks_failed": total.tasks_failed, "tasks_waiting": waiting}),
+    )
+}

@@ -34,8 +34,8 @@ fn crate_files() -> Vec<(String, String)> {
 }
 
 /// The command line is part of the binary only: the library does not declare
-/// it, and no library module names it (the server's `/cli` route runs what the
-/// binary hands it).
+/// it, and no library module names it (with `--server` the command line
+/// sends the API's typed requests).
 #[test]
 fn the_command_line_lives_in_the_binary_only() {
     let lib =

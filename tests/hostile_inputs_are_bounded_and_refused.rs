@@ -135,21 +135,21 @@ fn the_server_bounds_bodies_and_never_reads_a_path_a_caller_names() {
     assert_eq!(post_raw(&srv.addr, "/messages", 5 * 1024 * 1024), 413);
     assert_eq!(post_raw(&srv.addr, "/deployments", 40 * 1024 * 1024), 413);
 
-    // the remote command line names a server-side file but sends no content
-    let (status, answer) = srv.json(
+    // no route takes a command line to run inside the server (it would
+    // name server-side files): the API has only its typed operations
+    let (status, _) = srv.json(
         "POST",
         "/cli",
         Some(json!({"args": ["deploy", "/etc/hostname"]})),
     );
-    assert_eq!(status, 200);
-    assert_eq!(answer["code"], 2, "{answer}");
-    assert!(
-        answer["message"]
-            .as_str()
-            .unwrap()
-            .contains("the server does not read files named by a caller"),
-        "{answer}"
+    assert_eq!(status, 404);
+    // a deployment carries its model; it names no file the server reads
+    let (status, answer) = srv.json(
+        "POST",
+        "/deployments",
+        Some(json!({"file": "/etc/hostname"})),
     );
+    assert_eq!(status, 400, "{answer}");
     // `postfach --server` sends the content of the file it names
     let o = Command::new(env!("CARGO_BIN_EXE_postfach"))
         .current_dir(env!("CARGO_MANIFEST_DIR"))

@@ -48,6 +48,7 @@ mod early_message_waits_in_buffer;
 mod embedded_subprocesses_scope_their_waits;
 mod errors_and_escalations_reach_the_subprocess_around_them;
 mod event_subprocesses_interrupt_or_run_beside;
+mod every_operation_is_reachable_from_the_command_line;
 mod executor_runs_jobs_as_they_are_committed;
 mod external_workers_over_the_command_line;
 mod feel_expressions_run_where_zeebe_writes_them;

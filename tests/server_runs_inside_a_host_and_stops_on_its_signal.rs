@@ -1,7 +1,7 @@
 //! A host process runs the server's composition root itself (`server::run`)
 //! on a Postfach it opened: the API answers on the bound port, an order
-//! completes through it, `/cli` answers 501 (the command line belongs to the
-//! binary), and the server stops when the host's shutdown future resolves. A non-loopback address without a token is refused before binding.
+//! completes through it, `/cli` answers 404 (the command line sends the
+//! API's typed operations), and the server stops when the host's shutdown future resolves. A non-loopback address without a token is refused before binding.
 #![cfg(feature = "server")]
 use crate::common;
 use common::{MESSAGE, PROCESS, REFERENCE};
@@ -60,7 +60,6 @@ async fn the_host_serves_until_its_shutdown_future_resolves() {
                 Listen {
                     addr: "127.0.0.1:0".parse().unwrap(),
                     token: None,
-                    remote_cli: None,
                 },
                 async move {
                     let _ = stopped.await;
@@ -84,13 +83,13 @@ async fn the_host_serves_until_its_shutdown_future_resolves() {
     .await
     .unwrap();
     assert_eq!(status, 200, "{body}");
-    // the command line belongs to the binary: a host's server has none to run
+    // no command line runs inside a server: the API is its typed operations
     let (status, body) = tokio::task::spawn_blocking(move || {
         request(addr, "POST", "/cli", r#"{"args": ["instances"]}"#)
     })
     .await
     .unwrap();
-    assert_eq!(status, 501, "{body}");
+    assert_eq!(status, 404, "{body}");
 
     // the server's executor hands over, correlates and invoices
     let mut state = String::new();
@@ -130,7 +129,6 @@ async fn an_address_reachable_from_other_machines_needs_a_token() {
         Listen {
             addr: "0.0.0.0:0".parse().unwrap(),
             token: None,
-            remote_cli: None,
         },
         async {},
         |_| panic!("must not bind"),

@@ -1,20 +1,18 @@
 //! The cluster's commands: `gateway` (the stateless front of the partitions),
 //! `cluster status` (every partition, through a gateway) and `cluster up` (a
-//! local cluster in the foreground, for trying it out); and where a command
-//! line sent to a gateway runs ([`cli_route`]).
+//! local cluster in the foreground, for trying it out). What a command sent
+//! to a gateway does is its operation's placement in the catalogue.
 //!
-//! Invariant: every command has exactly one place in [`cli_route`] (an
-//! exhaustive match), so a new command is routed deliberately; a command that
-//! names an id or a key runs on the one partition that owns it.
+//! Invariant: a gateway is given every partition exactly once; a local
+//! cluster's children are stopped when it stops.
 
 use super::failure::{Failure, out, usage};
-use super::remote::{MAX_ANSWER, client_of, runs_remotely, with_token};
+use super::remote::client_of;
 use super::serve::{check_exposure, server_token, shutdown_signal};
-use super::tasks::TaskCommand;
 use super::values::correlation_keys;
-use super::{Cli, Command, Output};
-use clap::{Args, Parser, Subcommand};
-use postfach::server::gateway::{CliRoute, GatewayConfig};
+use super::{Cli, Output};
+use clap::{Args, Subcommand};
+use postfach::server::gateway::GatewayConfig;
 use serde_json::{Value, json};
 use std::path::PathBuf;
 
@@ -223,68 +221,6 @@ pub(crate) struct UpArgs {
     pub(crate) route: RouteArgs,
 }
 
-/// Where a command line sent to a gateway runs: by the id or key it names,
-/// on every partition, or not through a gateway at all.
-pub(crate) fn cli_route(args: &[String]) -> CliRoute {
-    let cli = match Cli::try_parse_from(
-        std::iter::once("postfach".to_string()).chain(args.iter().cloned()),
-    ) {
-        Ok(c) => c,
-        // any partition refuses it as it would without the gateway
-        Err(_) => return CliRoute::Any,
-    };
-    if let Err(why) = runs_remotely(&cli.command) {
-        return CliRoute::Refuse(why);
-    }
-    match cli.command {
-        Command::Demo(_)
-        | Command::Run(_)
-        | Command::Compact
-        | Command::Recover(_)
-        | Command::Import(_)
-        | Command::Object(_) => {
-            CliRoute::Refuse("this command does not run through a gateway".into())
-        }
-        Command::Gateway(_) | Command::Router(_) | Command::Cluster(_) => CliRoute::Refuse(
-            "gateway and cluster run on their own; drop --server (cluster status takes it)".into(),
-        ),
-        Command::Deploy(_) => CliRoute::Everywhere,
-        Command::Start(_) => CliRoute::Start,
-        Command::Publish(a) => CliRoute::Key(a.target.key),
-        Command::Correlate(a) => CliRoute::Key(a.target.key),
-        Command::Instance(a) => CliRoute::Id(a.id),
-        Command::Retry(a) => CliRoute::Id(a.job_id),
-        Command::Complete(a) => CliRoute::Id(a.job_id),
-        Command::Extend(a) => CliRoute::Id(a.job_id),
-        Command::Fail(a) => CliRoute::Id(a.job_id),
-        Command::BpmnError(a) => CliRoute::Id(a.job_id),
-        Command::Task(a) => CliRoute::Id(match a.action {
-            TaskCommand::Claim { task, .. }
-            | TaskCommand::Unclaim { task, .. }
-            | TaskCommand::Assign { task, .. }
-            | TaskCommand::Complete { task, .. } => task,
-        }),
-        Command::MoveToken(a) => CliRoute::Id(a.instance),
-        Command::CancelToken(a) => CliRoute::Id(a.instance),
-        Command::Trigger(a) => CliRoute::Id(a.instance),
-        Command::AdHoc(a) => CliRoute::Id(a.instance),
-        Command::AddToken(a) => CliRoute::Id(a.instance),
-        Command::Requeue(_) | Command::Discard(_) => CliRoute::Find,
-        Command::Statistics(_) => CliRoute::Statistics,
-        Command::Signal(_)
-        | Command::Instances(_)
-        | Command::Messages(_)
-        | Command::Jobs(_)
-        | Command::Tasks(_)
-        | Command::Cleanup
-        | Command::Work(_) => CliRoute::Gather,
-        // every partition holds every decision (a deploy goes everywhere)
-        Command::Acquire(_) | Command::Decide(_) | Command::Decisions => CliRoute::Any,
-        // conditional starts, like signal starts, happen on partition 0
-        Command::Conditions(_) => CliRoute::Id(0),
-    }
-}
-
 /// A `--partition-url I=URL` list as the URL of every partition 0 … P-1,
 /// each given exactly once.
 pub(crate) fn partition_urls(given: &[String]) -> Result<Vec<String>, Failure> {
@@ -356,7 +292,6 @@ async fn run_gateway(
         GatewayConfig {
             partitions: urls,
             token,
-            cli: Some(std::sync::Arc::new(cli_route)),
         },
         listen,
         shutdown_signal(),
@@ -384,33 +319,25 @@ async fn status(cli: &Cli) -> Result<Output, Failure> {
             "cluster status asks a gateway: give --server URL (or $POSTFACH_SERVER)".into(),
         ));
     }
-    let client = client_of(cli);
-    let v = tokio::task::spawn_blocking(move || -> Result<Value, Failure> {
-        let url = format!("{}/cluster/status", client.server);
-        let mut resp = with_token(client.agent().get(&url))?
-            .call()
-            .map_err(|e| client.unreachable(e))?;
-        let status = resp.status().as_u16();
-        let v: Value = resp
-            .body_mut()
-            .with_config()
-            .limit(MAX_ANSWER)
-            .read_json()
-            .map_err(|e| usage(format!("{url} answered {status} without JSON: {e}")))?;
-        if status != 200 {
-            return Err(Failure {
-                code: 1,
-                message: format!(
-                    "{url} answered {status}: {} (is it a gateway? `postfach gateway` serves /cluster/status)",
-                    v["error"].as_str().unwrap_or("no reason given")
-                ),
-                json: None,
-            });
-        }
-        Ok(v)
-    })
-    .await
-    .map_err(|e| usage(e.to_string()))??;
+    let client = client_of(cli)?;
+    let url = format!("{}/cluster/status", client.server);
+    let answer = client
+        .exchange(axum::http::Method::GET, "/cluster/status", None)
+        .await?;
+    let status = answer.status.as_u16();
+    let v = answer
+        .json()
+        .ok_or_else(|| usage(format!("{url} answered {status} without JSON")))?;
+    if status != 200 {
+        return Err(Failure {
+            code: 1,
+            message: format!(
+                "{url} answered {status}: {} (is it a gateway? `postfach gateway` serves /cluster/status)",
+                v["error"].as_str().unwrap_or("no reason given")
+            ),
+            json: None,
+        });
+    }
     let text = status_text(&v);
     let down = v["partitions"]
         .as_array()
@@ -656,56 +583,6 @@ mod tests {
 
     fn s(args: &[&str]) -> Vec<String> {
         args.iter().map(|a| a.to_string()).collect()
-    }
-
-    #[test]
-    fn a_command_runs_where_its_id_or_key_lives() {
-        assert_eq!(cli_route(&s(&["instance", "17"])), CliRoute::Id(17));
-        assert_eq!(cli_route(&s(&["retry", "9"])), CliRoute::Id(9));
-        assert_eq!(
-            cli_route(&s(&["task", "claim", "12", "--user", "a"])),
-            CliRoute::Id(12)
-        );
-        assert_eq!(
-            cli_route(&s(&["move-token", "5", "1", "x"])),
-            CliRoute::Id(5)
-        );
-        assert_eq!(
-            cli_route(&s(&["publish", "M", "--key", "A-1"])),
-            CliRoute::Key("A-1".into())
-        );
-        assert_eq!(cli_route(&s(&["deploy", "f.bpmn"])), CliRoute::Everywhere);
-        assert_eq!(cli_route(&s(&["start", "p"])), CliRoute::Start);
-        assert_eq!(
-            cli_route(&s(&["ad-hoc", "21", "klaeren", "--complete"])),
-            CliRoute::Id(21)
-        );
-        // conditional starts happen on partition 0
-        assert_eq!(
-            cli_route(&s(&["conditions", "--var", "betrag=5"])),
-            CliRoute::Id(0)
-        );
-        assert_eq!(cli_route(&s(&["instances"])), CliRoute::Gather);
-        assert_eq!(cli_route(&s(&["statistics", "p"])), CliRoute::Statistics);
-        assert_eq!(cli_route(&s(&["requeue", "m-1"])), CliRoute::Find);
-        // what the README says a gateway refuses
-        for refused in [
-            &["demo"][..],
-            &["compact"],
-            &["recover"],
-            &["import"],
-            &["object", "1", "v"],
-        ] {
-            assert!(
-                matches!(cli_route(&s(refused)), CliRoute::Refuse(_)),
-                "{refused:?}"
-            );
-        }
-        assert!(matches!(
-            cli_route(&s(&["cluster", "status"])),
-            CliRoute::Refuse(_)
-        ));
-        assert_eq!(cli_route(&s(&["no-such-command"])), CliRoute::Any);
     }
 
     #[test]

@@ -18,6 +18,14 @@ pub struct Failure {
     pub json: Option<Value>,
 }
 
+impl Failure {
+    /// The same failure saying `message`.
+    pub(super) fn with_message(mut self, message: String) -> Self {
+        self.message = message;
+        self
+    }
+}
+
 impl From<Error> for Failure {
     fn from(e: Error) -> Self {
         let message = match next_step(&e) {

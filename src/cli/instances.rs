@@ -5,13 +5,15 @@
 //! the JSON is what docs/cli.md documents.
 
 use super::Output;
-use super::failure::{Failure, out, usage};
+use super::failure::{Failure, usage};
+use super::show::{each, items, joined, s, shown};
 use super::values::{
-    Sources, VarArgs, age, correlation_keys, parse_instant, parse_variable_filter, parse_vars,
+    VarArgs, age, correlation_keys, parse_instant, parse_variable_filter, parse_vars, read_bounded,
     send_topics,
 };
 use clap::Args;
 use postfach::ops::InstanceFilter;
+use postfach::server::http::requests;
 use postfach::{Error, Postfach};
 use serde_json::{Value, json};
 use std::path::PathBuf;
@@ -119,159 +121,245 @@ pub(crate) struct StatisticsArgs {
     pub(crate) version: Option<u32>,
 }
 
-/// `postfach deploy` against the open database.
-pub(super) async fn deploy(
-    pf: &Postfach,
-    args: DeployArgs,
-    sources: &Sources<'_>,
-) -> Result<Output, Failure> {
-    let DeployArgs {
-        file,
-        correlation_key,
-        send_topic,
-        strict,
-    } = args;
-    let mut keys = correlation_keys(&correlation_key)?;
-    for (element, topic) in send_topics(&send_topic)? {
-        keys.insert(postfach::model::send_topic_override(&element), topic);
+/// The model and keys of `postfach deploy`, as the request that carries them:
+/// the file is read here, on the caller's side.
+pub(super) fn deploy_request(args: &DeployArgs) -> Result<requests::DeployBody, Failure> {
+    let mut correlation_keys = correlation_keys(&args.correlation_key)?;
+    for (element, topic) in send_topics(&args.send_topic)? {
+        correlation_keys.insert(postfach::model::send_topic_override(&element), topic);
     }
-    let xml = sources.read(&file)?;
-    let name = file.display().to_string();
-    let deployment = pf.deploy_checked(&name, &xml, keys, strict).await?;
-    let text = deployment
-        .deployed
+    Ok(requests::DeployBody {
+        file: Some(args.file.display().to_string()),
+        xml: read_bounded(&args.file, postfach::model::MAX_SIZE, "BPMN model")?,
+        correlation_keys,
+        strict: args.strict,
+    })
+}
+
+/// `postfach deploy` against the open database.
+pub(super) async fn deploy(pf: &Postfach, args: DeployArgs) -> Result<Output, Failure> {
+    let b = deploy_request(&args)?;
+    let name = b.file.clone().unwrap_or_default();
+    let deployment = pf
+        .deploy_checked(&name, &b.xml, b.correlation_keys, b.strict)
+        .await?;
+    let doc = postfach::contract::deployment_json(&deployment);
+    Ok(shown(doc, |d| deploy_text(&name, d)))
+}
+
+/// What a deploy stored, and its warnings naming the file.
+pub(super) fn deploy_text(name: &str, d: &Value) -> String {
+    each(&d["deployed"])
         .iter()
         .map(|d| {
             format!(
                 "{}{} version {}{}",
-                if d.decision { "decision " } else { "" },
-                d.process,
-                d.version,
-                if d.new_version { "" } else { " (unchanged)" }
+                if d["kind"] == "decision" {
+                    "decision "
+                } else {
+                    ""
+                },
+                s(&d["process"]),
+                s(&d["version"]),
+                if d["new_version"] == false {
+                    " (unchanged)"
+                } else {
+                    ""
+                }
             )
         })
-        .chain(deployment.warnings.iter().map(|w| {
+        .chain(each(&d["warnings"]).iter().map(|w| {
             format!(
                 "warning: {name}:{}: '{}': {} (--strict refuses this)",
-                w.line, w.id, w.message
+                s(&w["line"]),
+                s(&w["element"]),
+                s(&w["message"])
             )
         }))
         .collect::<Vec<_>>()
-        .join("\n");
-    Ok(out(postfach::contract::deployment_json(&deployment), text))
+        .join("\n")
+}
+
+/// The request of `postfach start`.
+pub(super) fn start_request(args: StartArgs) -> Result<requests::StartBody, Failure> {
+    Ok(requests::StartBody {
+        process: args.process,
+        variables: parse_vars(&args.vars.var).map_err(usage)?,
+        business_key: args.business_key,
+    })
 }
 
 /// `postfach start` against the open database.
 pub(super) async fn start(pf: &Postfach, args: StartArgs) -> Result<Output, Failure> {
-    let StartArgs {
-        process,
-        vars,
-        business_key,
-    } = args;
-    let v = parse_vars(&vars.var).map_err(usage)?;
-    let id = pf.start(&process, v, business_key).await?;
-    Ok(out(
-        json!({"instance": id.to_string()}),
-        format!("started instance {id}"),
-    ))
+    let b = start_request(args)?;
+    let id = pf.start(&b.process, b.variables, b.business_key).await?;
+    Ok(shown(json!({"instance": id.to_string()}), start_text))
+}
+
+pub(super) fn start_text(d: &Value) -> String {
+    format!("started instance {}", s(&d["instance"]))
+}
+
+/// The request of `postfach signal`.
+pub(super) fn signal_request(args: SignalArgs) -> Result<requests::SignalBody, Failure> {
+    Ok(requests::SignalBody {
+        name: args.name,
+        variables: parse_vars(&args.vars.var).map_err(usage)?,
+        id: args.id,
+    })
 }
 
 /// `postfach signal` against the open database.
 pub(super) async fn signal(pf: &Postfach, args: SignalArgs) -> Result<Output, Failure> {
-    let SignalArgs { name, vars, id } = args;
-    let vars = parse_vars(&vars.var).map_err(usage)?;
-    let n = match &id {
-        Some(id) => pf.signal_once(id, &name, vars).await?,
-        None => pf.signal(&name, vars).await?,
+    let b = signal_request(args)?;
+    let n = match &b.id {
+        Some(id) => pf.signal_once(id, &b.name, b.variables).await?,
+        None => pf.signal(&b.name, b.variables).await?,
     };
-    let text = if n == 0 {
-        format!("signal {name} reached no subscription (counted as signals_unreached)")
-    } else {
-        format!("signal {name} reached {n} subscription(s)")
-    };
-    Ok(out(
-        postfach::server::documents::signal(&name, n, id.as_deref()),
-        text,
-    ))
+    let doc = postfach::server::documents::signal(&b.name, n, b.id.as_deref());
+    Ok(shown(doc, signal_text))
+}
+
+pub(super) fn signal_text(d: &Value) -> String {
+    let name = s(&d["signal"]);
+    match d["reached"].as_u64() {
+        Some(0) => format!("signal {name} reached no subscription (counted as signals_unreached)"),
+        _ => format!("signal {name} reached {} subscription(s)", s(&d["reached"])),
+    }
+}
+
+/// The request of `postfach conditions`.
+pub(super) fn conditions_request(
+    args: ConditionsArgs,
+) -> Result<requests::ConditionsBody, Failure> {
+    Ok(requests::ConditionsBody {
+        process: args.process,
+        variables: parse_vars(&args.vars.var).map_err(usage)?,
+    })
 }
 
 /// `postfach conditions`: the variables offered to the conditional start
 /// events; prints the instances started.
 pub(super) async fn conditions(pf: &Postfach, args: ConditionsArgs) -> Result<Output, Failure> {
-    let ConditionsArgs { process, vars } = args;
-    let vars = parse_vars(&vars.var).map_err(usage)?;
-    let ids = pf.start_by_conditions(process.as_deref(), vars).await?;
-    let text = if ids.is_empty() {
+    let b = conditions_request(args)?;
+    let ids = pf
+        .start_by_conditions(b.process.as_deref(), b.variables)
+        .await?;
+    Ok(shown(
+        postfach::server::documents::started(&ids),
+        conditions_text,
+    ))
+}
+
+pub(super) fn conditions_text(d: &Value) -> String {
+    let started = items(&d["started"]);
+    if started.is_empty() {
         "no conditional start event's condition holds: nothing started".to_string()
     } else {
-        let list: Vec<String> = ids.iter().map(u64::to_string).collect();
-        format!("started {} instance(s): {}", ids.len(), list.join(", "))
-    };
-    Ok(out(postfach::server::documents::started(&ids), text))
+        format!(
+            "started {} instance(s): {}",
+            started.len(),
+            started.join(", ")
+        )
+    }
+}
+
+/// The request of `postfach decide`.
+pub(super) fn decide_request(args: DecideArgs) -> Result<requests::EvaluateBody, Failure> {
+    Ok(requests::EvaluateBody {
+        variables: parse_vars(&args.vars.var).map_err(usage)?,
+    })
 }
 
 /// `postfach decide`: a decision's value for the variables given.
 pub(super) fn decide(pf: &Postfach, args: DecideArgs) -> Result<Output, Failure> {
-    let DecideArgs { decision, vars } = args;
-    let vars = parse_vars(&vars.var).map_err(usage)?;
-    let d = pf.decide(&decision, &vars)?;
-    let rules = if d.rules.is_empty() {
+    let decision = args.decision.clone();
+    let b = decide_request(args)?;
+    let d = pf.decide(&decision, &b.variables)?;
+    Ok(shown(
+        serde_json::to_value(&d).unwrap_or_default(),
+        decide_text,
+    ))
+}
+
+pub(super) fn decide_text(d: &Value) -> String {
+    let rules = items(&d["rules"]);
+    let rules = if rules.is_empty() {
         "no rule".to_string()
     } else {
-        format!("rules {}", d.rules.join(", "))
+        format!("rules {}", rules.join(", "))
     };
-    let text = format!(
+    format!(
         "{} v{}: {} ({rules} matched)",
-        d.decision, d.version, d.value
-    );
-    Ok(out(serde_json::to_value(&d).unwrap_or_default(), text))
+        s(&d["decision"]),
+        s(&d["version"]),
+        d["value"]
+    )
 }
 
 /// `postfach decisions`: the deployed decisions.
 pub(super) fn decisions(pf: &Postfach) -> Result<Output, Failure> {
     let list = pf.reader()?.decisions()?;
-    let text = if list.is_empty() {
-        "no decision is deployed".to_string()
-    } else {
-        list.iter()
-            .map(|d| {
-                format!(
-                    "{} v{} ({}, {}, deployed {})",
-                    d.id, d.version, d.name, d.file, d.deployed_at
-                )
-            })
-            .collect::<Vec<_>>()
-            .join("\n")
-    };
-    Ok(out(json!({"decisions": list}), text))
+    Ok(shown(json!({"decisions": list}), decisions_text))
 }
 
-/// `postfach instance` against the open database.
+pub(super) fn decisions_text(d: &Value) -> String {
+    let list = each(&d["decisions"]);
+    if list.is_empty() {
+        return "no decision is deployed".to_string();
+    }
+    list.iter()
+        .map(|d| {
+            format!(
+                "{} v{} ({}, {}, deployed {})",
+                s(&d["id"]),
+                s(&d["version"]),
+                s(&d["name"]),
+                s(&d["file"]),
+                s(&d["deployed_at"])
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// `postfach instance` against the open database: the instance with the
+/// subscriptions, jobs and messages of `GET /instances/{id}`.
 pub(super) async fn instance(pf: &Postfach, args: InstanceArgs) -> Result<Output, Failure> {
     let InstanceArgs { id } = args;
     let v = pf
         .reader()?
-        .instance(id)?
+        .instance_detail(id)?
         .ok_or_else(|| Error::from(postfach::EngineError::UnknownInstance(id)))?;
+    Ok(shown(
+        serde_json::to_value(&v).unwrap_or(Value::Null),
+        instance_text,
+    ))
+}
+
+pub(super) fn instance_text(v: &Value) -> String {
     let mut text = format!(
         "instance {} of {} v{}: {}\nwaiting at: {}\nvariables: {}\n",
-        v.instance,
-        v.process,
-        v.version,
-        v.state,
-        v.waiting_at.join(", "),
-        serde_json::to_string(&v.variables).unwrap_or_default()
+        s(&v["instance"]),
+        s(&v["process"]),
+        s(&v["version"]),
+        s(&v["state"]),
+        joined(&v["waiting_at"]),
+        v.get("variables").unwrap_or(&json!({}))
     );
-    for i in &v.incidents {
+    for i in items(&v["incidents"]) {
         text.push_str(&format!("incident: {i}\n"));
     }
-    if !v.tokens.is_empty() {
+    let tokens = each(&v["tokens"]);
+    if !tokens.is_empty() {
         text.push_str("tokens (for add-token, move-token, cancel-token):\n");
     }
-    for t in &v.tokens {
-        let mut place = t.scope.map(|s| format!("in scope {s}")).unwrap_or_default();
-        if !t.locals.is_empty() {
-            let locals = serde_json::to_string(&t.locals).unwrap_or_default();
+    for t in tokens {
+        let mut place = match t.get("scope") {
+            Some(scope) if !scope.is_null() => format!("in scope {}", s(scope)),
+            _ => String::new(),
+        };
+        if let Some(locals) = t.get("locals").filter(|l| l.is_object()) {
             place = format!("{place}; local {locals}");
         }
         let place = if place.is_empty() {
@@ -281,17 +369,41 @@ pub(super) async fn instance(pf: &Postfach, args: InstanceArgs) -> Result<Output
         };
         text.push_str(&format!(
             "  {:>4}  {:<24} waits for {}{place}\n",
-            t.token, t.element, t.waits_for
+            s(&t["token"]),
+            s(&t["element"]),
+            s(&t["waits_for"])
         ));
     }
     text.push_str("history:\n");
-    for h in &v.history {
-        text.push_str(&format!("  {}  {:<24} {}\n", h.at, h.element, h.event));
+    for h in each(&v["history"]) {
+        text.push_str(&format!(
+            "  {}  {:<24} {}\n",
+            s(&h["at"]),
+            s(&h["element"]),
+            s(&h["event"])
+        ));
     }
-    Ok(out(
-        serde_json::to_value(&v).unwrap_or(Value::Null),
-        text.trim_end().to_string(),
-    ))
+    text.trim_end().to_string()
+}
+
+/// The query of `postfach instances`: every instance, oldest first.
+pub(super) fn instances_query(args: InstancesArgs) -> requests::InstancesQuery {
+    let (variable, value) = args.variable.unzip();
+    let instant = |ms: Option<u64>| ms.map(postfach::clock::rfc3339);
+    requests::InstancesQuery {
+        waiting_at: args.waiting_at,
+        state: args.state,
+        process: args.process,
+        key: args.key,
+        variable,
+        value,
+        started_from: instant(args.started_from),
+        started_before: instant(args.started_before),
+        has_incident: args.incident.then_some(true),
+        after: None,
+        limit: Some(postfach::server::http::MAX_PAGE),
+        order: Some("oldest".into()),
+    }
 }
 
 /// `postfach instances` against the open database.
@@ -317,39 +429,64 @@ pub(super) async fn instances(pf: &Postfach, args: InstancesArgs) -> Result<Outp
         started_before,
         has_incident: incident.then_some(true),
     })?;
-    let mut text = String::new();
+    let mut doc = json!({ "instances": list });
     if let Some(el) = &waiting_at {
-        // the same filtered instances as --json, oldest wait first
+        // the same filtered instances, with the age of their wait
         let listed: std::collections::HashSet<&str> =
             list.iter().map(|v| v.instance.as_str()).collect();
-        for w in r
+        let rows: Vec<_> = r
             .waiting_at(el)?
             .into_iter()
             .filter(|w| listed.contains(w.instance.as_str()))
-        {
+            .collect();
+        doc["waiting"] = json!(rows);
+    }
+    Ok(shown(doc, instances_text))
+}
+
+pub(super) fn instances_text(d: &Value) -> String {
+    let mut text = String::new();
+    if let Some(waiting) = d.get("waiting").and_then(Value::as_array) {
+        // oldest wait first
+        for w in waiting {
             text.push_str(&format!(
                 "{:>8}  waiting at {} since {} ({})\n",
-                w.instance,
-                w.element,
-                w.since,
-                age(w.age_ms)
+                s(&w["instance"]),
+                s(&w["element"]),
+                s(&w["since"]),
+                age(w["age_ms"].as_u64().unwrap_or(0))
             ));
         }
     } else {
-        for v in &list {
+        for v in each(&d["instances"]) {
             text.push_str(&format!(
                 "{:>8}  {:<10} {} at {}\n",
-                v.instance,
-                v.state,
-                v.process,
-                v.waiting_at.join(", ")
+                s(&v["instance"]),
+                s(&v["state"]),
+                s(&v["process"]),
+                joined(&v["waiting_at"])
             ));
         }
     }
     if text.is_empty() {
         text = "no instances".into();
     }
-    Ok(out(json!({"instances": list}), text.trim_end().to_string()))
+    missing_note(d, text.trim_end())
+}
+
+/// A list's text with the partitions a gateway could not read named.
+pub(super) fn missing_note(d: &Value, text: &str) -> String {
+    match d.get("missing").map(each) {
+        Some(missing) if !missing.is_empty() => format!(
+            "{text}\nnot read (partitions down): {}",
+            missing
+                .iter()
+                .map(|m| s(&m["partition"]))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        _ => text.to_string(),
+    }
 }
 
 /// `postfach statistics` against the open database.
@@ -369,32 +506,43 @@ pub(super) async fn statistics(pf: &Postfach, args: StatisticsArgs) -> Result<Ou
             json: None,
         });
     };
+    Ok(shown(json!(st), statistics_text))
+}
+
+pub(super) fn statistics_text(st: &Value) -> String {
     let mut text = format!(
         "{} version {} (latest {})\n",
-        st.process, st.version, st.latest_version
+        s(&st["process"]),
+        s(&st["version"]),
+        s(&st["latest_version"])
     );
-    for e in &st.elements {
+    let n = |v: &Value| v.as_u64().unwrap_or(0);
+    for e in each(&st["elements"]) {
         let mut parts = Vec::new();
-        if e.waiting > 0 {
+        if n(&e["waiting"]) > 0 {
             parts.push(format!(
                 "{} waiting (oldest {})",
-                e.waiting,
-                e.oldest_wait_ms
+                n(&e["waiting"]),
+                e["oldest_wait_ms"]
+                    .as_u64()
                     .map(postfach::limits::human)
                     .unwrap_or_default()
             ));
         }
-        if e.jobs_ready > 0 {
-            parts.push(format!("{} jobs ready", e.jobs_ready));
+        if n(&e["jobs_ready"]) > 0 {
+            parts.push(format!("{} jobs ready", n(&e["jobs_ready"])));
         }
-        if e.incidents > 0 {
-            parts.push(format!("{} incidents", e.incidents));
+        if n(&e["incidents"]) > 0 {
+            parts.push(format!("{} incidents", n(&e["incidents"])));
         }
-        if let Some(m) = &e.message {
-            let parked: u64 = e.parked.values().sum();
+        if let Some(m) = e["message"].as_str() {
+            let parked: u64 = e["parked"]
+                .as_object()
+                .map(|p| p.values().map(n).sum())
+                .unwrap_or(0);
             parts.push(format!(
                 "message {m}: {} buffered, {parked} parked",
-                e.buffered
+                n(&e["buffered"])
             ));
         }
         let figures = if parts.is_empty() {
@@ -402,7 +550,11 @@ pub(super) async fn statistics(pf: &Postfach, args: StatisticsArgs) -> Result<Ou
         } else {
             parts.join(", ")
         };
-        text.push_str(&format!("  {:<24} {:<20} {figures}\n", e.element, e.kind));
+        text.push_str(&format!(
+            "  {:<24} {:<20} {figures}\n",
+            s(&e["element"]),
+            s(&e["kind"])
+        ));
     }
-    Ok(out(json!(st), text.trim_end().to_string()))
+    text.trim_end().to_string()
 }

@@ -5,16 +5,17 @@
 //! a worker's call carries the lease token it holds.
 
 use super::failure::{Failure, out, usage};
-use super::remote::{Client, with_token};
+use super::remote::Client;
 use super::serve::shutdown_signal;
+use super::show::{each, s, shown};
 use super::values::{
-    Sources, VarArgs, parse_configured, parse_fetch, parse_lease, parse_lease_extension, parse_max,
+    VarArgs, parse_configured, parse_fetch, parse_lease, parse_lease_extension, parse_max,
     parse_retry_delay, parse_vars, parse_worker,
 };
 use super::{Cli, Output};
 use clap::Args;
-use postfach::clock::rfc3339;
 use postfach::contract::locked_job_json;
+use postfach::server::http::requests;
 use postfach::{Error, Postfach};
 use serde_json::{Value, json};
 use std::path::PathBuf;
@@ -129,22 +130,36 @@ pub(crate) struct WorkArgs {
     pub(crate) invoice_delay: Option<u64>,
 }
 
+/// The query of `postfach jobs`.
+pub(super) fn jobs_query(args: &JobsArgs) -> requests::JobsQuery {
+    requests::JobsQuery {
+        incidents: args.incidents,
+        after: None,
+        limit: Some(postfach::server::http::MAX_PAGE),
+    }
+}
+
 /// `postfach jobs` against the open database.
 pub(super) async fn jobs(pf: &Postfach, args: JobsArgs) -> Result<Output, Failure> {
-    let JobsArgs { incidents } = args;
-    let list = pf.reader()?.jobs(incidents)?;
+    let list = pf.reader()?.jobs(args.incidents)?;
+    Ok(shown(json!({"jobs": list}), |d| {
+        jobs_text(d, args.incidents)
+    }))
+}
+
+pub(super) fn jobs_text(d: &Value, incidents: bool) -> String {
     let mut text = String::new();
-    for j in &list {
+    for j in each(&d["jobs"]) {
         text.push_str(&format!(
             "{:>8}  instance {:<8} {:<22} {:<18} {:<8} attempts={}{}\n",
-            j.job,
-            j.instance.as_deref().unwrap_or("-"),
-            j.element,
-            j.kind,
-            j.state,
-            j.attempts,
-            j.error
-                .as_ref()
+            s(&j["job"]),
+            j["instance"].as_str().unwrap_or("-"),
+            s(&j["element"]),
+            s(&j["kind"]),
+            s(&j["state"]),
+            s(&j["attempts"]),
+            j["error"]
+                .as_str()
                 .map(|e| format!(" error: {e}"))
                 .unwrap_or_default()
         ));
@@ -156,63 +171,63 @@ pub(super) async fn jobs(pf: &Postfach, args: JobsArgs) -> Result<Output, Failur
             "no jobs".into()
         };
     }
-    Ok(out(json!({"jobs": list}), text.trim_end().to_string()))
+    super::instances::missing_note(d, text.trim_end())
 }
 
 /// `postfach retry` against the open database.
-pub(super) async fn retry(
-    pf: &Postfach,
-    args: RetryArgs,
-    sources: &Sources<'_>,
-) -> Result<Output, Failure> {
+pub(super) async fn retry(pf: &Postfach, args: RetryArgs) -> Result<Output, Failure> {
     let RetryArgs { job_id } = args;
-    // inside a server (--server) its executor may take the job at once
-    let wait = match sources {
-        Sources::Local => std::time::Duration::ZERO,
-        Sources::Sent(_) => std::time::Duration::from_secs(2),
-    };
-    let v = postfach::contract::retried(pf, job_id, wait).await?;
-    let text = format!(
-        "job {job_id} retried: {}",
-        v["next"].as_str().unwrap_or_default()
-    );
-    Ok(out(v, text))
+    let v = postfach::contract::retried(pf, job_id, std::time::Duration::ZERO).await?;
+    Ok(shown(v, retry_text))
+}
+
+pub(super) fn retry_text(d: &Value) -> String {
+    format!("job {} retried: {}", s(&d["job"]), s(&d["next"]))
+}
+
+/// The request of `postfach acquire`.
+pub(super) fn acquire_request(args: AcquireArgs) -> requests::AcquireBody {
+    requests::AcquireBody {
+        topic: args.topic,
+        worker: args.worker,
+        max: args.max,
+        lease_ms: args.lease,
+        fetch_variables: (!args.fetch_variable.is_empty()).then_some(args.fetch_variable),
+    }
 }
 
 /// `postfach acquire` against the open database.
 pub(super) async fn acquire(pf: &Postfach, args: AcquireArgs) -> Result<Output, Failure> {
-    let AcquireArgs {
-        topic,
-        worker,
-        max,
-        lease,
-        fetch_variable,
-    } = args;
-    let jobs = if fetch_variable.is_empty() {
-        pf.lock_jobs(&topic, max, &worker, lease).await?
-    } else {
-        pf.lock_jobs_fetching(&topic, max, &worker, lease, fetch_variable)
-            .await?
+    let b = acquire_request(args);
+    let jobs = match b.fetch_variables {
+        None => pf.lock_jobs(&b.topic, b.max, &b.worker, b.lease_ms).await?,
+        Some(fetch) => {
+            pf.lock_jobs_fetching(&b.topic, b.max, &b.worker, b.lease_ms, fetch)
+                .await?
+        }
     };
     let list: Vec<Value> = jobs.iter().map(locked_job_json).collect();
-    let text = if jobs.is_empty() {
-        format!("no due job on topic {topic}")
-    } else {
-        jobs.iter()
-            .map(|j| {
-                format!(
-                    "job {} (instance {}, {}) lease token {} key {}",
-                    j.task.job,
-                    j.task.instance,
-                    j.task.element,
-                    j.lease_token,
-                    j.task.idempotency_key
-                )
-            })
-            .collect::<Vec<_>>()
-            .join("\n")
-    };
-    Ok(out(json!({"jobs": list}), text))
+    Ok(shown(json!({"jobs": list}), |d| acquire_text(&b.topic, d)))
+}
+
+pub(super) fn acquire_text(topic: &str, d: &Value) -> String {
+    let jobs = each(&d["jobs"]);
+    if jobs.is_empty() {
+        return format!("no due job on topic {topic}");
+    }
+    jobs.iter()
+        .map(|j| {
+            format!(
+                "job {} (instance {}, {}) lease token {} key {}",
+                s(&j["job"]),
+                s(&j["instance"]),
+                s(&j["element"]),
+                s(&j["lease_token"]),
+                s(&j["idempotency_key"])
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// `postfach extend` against the open database.
@@ -223,75 +238,109 @@ pub(super) async fn extend(pf: &Postfach, args: ExtendArgs) -> Result<Output, Fa
         by,
     } = args;
     let until = pf.extend_lease(job_id, lease_token, by).await?;
-    Ok(out(
+    Ok(shown(
         postfach::server::documents::lease(job_id, until),
-        format!("job {job_id} leased until {}", rfc3339(until)),
+        extend_text,
     ))
+}
+
+pub(super) fn extend_text(d: &Value) -> String {
+    format!("job {} leased until {}", s(&d["job"]), s(&d["lease_until"]))
+}
+
+/// The request of `postfach fail`.
+pub(super) fn fail_request(args: FailArgs) -> requests::FailBody {
+    requests::FailBody {
+        lease_token: args.lease_token,
+        error: args.error,
+        retries: args.retries,
+        retry_delay_ms: args.retry_delay,
+    }
 }
 
 /// `postfach fail` against the open database.
 pub(super) async fn fail(pf: &Postfach, args: FailArgs) -> Result<Output, Failure> {
-    let FailArgs {
-        job_id,
-        lease_token,
-        error,
-        retries,
-        retry_delay,
-    } = args;
+    let job_id = args.job_id;
+    let b = fail_request(args);
     let state = pf
-        .fail_job_with(job_id, lease_token, &error, retries, retry_delay)
+        .fail_job_with(job_id, b.lease_token, &b.error, b.retries, b.retry_delay_ms)
         .await?;
-    let s = match state {
+    let state = match state {
         postfach::JobState::Incident => "incident",
         _ => "ready",
     };
-    Ok(out(
-        json!({"job": job_id.to_string(), "state": s}),
-        format!("job {job_id}: attempt recorded, now {s}"),
+    Ok(shown(
+        json!({"job": job_id.to_string(), "state": state}),
+        fail_text,
     ))
+}
+
+pub(super) fn fail_text(d: &Value) -> String {
+    format!(
+        "job {}: attempt recorded, now {}",
+        s(&d["job"]),
+        s(&d["state"])
+    )
+}
+
+/// The request of `postfach bpmn-error`.
+pub(super) fn bpmn_error_request(args: BpmnErrorArgs) -> Result<requests::BpmnErrorBody, Failure> {
+    Ok(requests::BpmnErrorBody {
+        lease_token: args.lease_token,
+        code: args.code,
+        message: args.message,
+        variables: parse_vars(&args.vars.var).map_err(usage)?,
+    })
 }
 
 /// `postfach bpmn-error` against the open database.
 pub(super) async fn bpmn_error(pf: &Postfach, args: BpmnErrorArgs) -> Result<Output, Failure> {
-    let BpmnErrorArgs {
-        job_id,
-        lease_token,
-        code,
-        message,
-        vars,
-    } = args;
-    let vars = parse_vars(&vars.var).map_err(usage)?;
-    if !pf
-        .throw_error(job_id, lease_token, &code, &message, vars)
-        .await?
-    {
+    let job_id = args.job_id;
+    let b = bpmn_error_request(args)?;
+    let caught = pf
+        .throw_error(job_id, b.lease_token, &b.code, &b.message, b.variables)
+        .await?;
+    let doc = json!({"job": job_id.to_string(), "caught": caught, "state": if caught { "completed" } else { "incident" }});
+    bpmn_error_answer(&b.code, doc)
+}
+
+/// A thrown BPMN error's answer: caught, or an incident (exit 3).
+pub(super) fn bpmn_error_answer(code: &str, doc: Value) -> Result<Output, Failure> {
+    if doc["caught"] != true {
         return Err(Failure {
             code: 3,
             message: format!(
-                "BPMN error '{code}' of job {job_id} is not caught by an error boundary event: the job is an incident"
+                "BPMN error '{code}' of job {} is not caught by an error boundary event: the job is an incident",
+                s(&doc["job"])
             ),
-            json: Some(json!({"job": job_id.to_string(), "caught": false, "state": "incident"})),
+            json: Some(doc),
         });
     }
-    Ok(out(
-        json!({"job": job_id.to_string(), "caught": true}),
-        format!("BPMN error '{code}' caught by the task's error boundary event"),
-    ))
+    let text = format!("BPMN error '{code}' caught by the task's error boundary event");
+    Ok(shown(doc, |_| text))
+}
+
+/// The request of `postfach complete`.
+pub(super) fn complete_request(args: CompleteArgs) -> Result<requests::CompleteBody, Failure> {
+    Ok(requests::CompleteBody {
+        lease_token: args.lease_token,
+        variables: parse_vars(&args.vars.var).map_err(usage)?,
+    })
 }
 
 /// `postfach complete` against the open database.
 pub(super) async fn complete(pf: &Postfach, args: CompleteArgs) -> Result<Output, Failure> {
-    let CompleteArgs {
-        job_id,
-        vars,
-        lease_token,
-    } = args;
-    pf.complete_job(job_id, lease_token, parse_vars(&vars.var).map_err(usage)?)
-        .await?;
-    Ok(out(
+    let job_id = args.job_id;
+    let b = complete_request(args)?;
+    pf.complete_job(job_id, b.lease_token, b.variables).await?;
+    Ok(shown(
         postfach::server::documents::job_completed(job_id),
-        format!("job {job_id} completed"),
+        complete_text,
     ))
+}
+
+pub(super) fn complete_text(d: &Value) -> String {
+    format!("job {} completed", s(&d["job"]))
 }
 
 /// `postfach work` against the open database.
@@ -313,26 +362,23 @@ pub(super) async fn work(pf: &Postfach, args: WorkArgs) -> Result<Output, Failur
             postfach::reference::invoice_handler(ledger, delay),
         );
     }
-    let total = if until_idle {
-        pf.work_until_idle().await?
+    let doc = if until_idle {
+        postfach::contract::work_pass(pf).await?
     } else {
         let exec = pf.start_executor(postfach::jobs::ExecutorConfig::default());
         shutdown_signal().await;
-        exec.stop().await?
+        let total = exec.stop().await?;
+        postfach::contract::worked_json(pf, &total)?
     };
-    let waiting = pf
-        .reader()?
-        .jobs(false)?
-        .iter()
-        .filter(|j| j.kind == "task" && j.state == "ready")
-        .count();
-    Ok(out(
-        json!({"continuations": total.continuations, "tasks_completed": total.tasks_completed, "tasks_failed": total.tasks_failed, "tasks_waiting": waiting}),
-        format!(
-            "ran {} async continuation(s); {} task job(s) wait for a handler or `postfach complete`",
-            total.continuations, waiting
-        ),
-    ))
+    Ok(shown(doc, work_text))
+}
+
+pub(super) fn work_text(d: &Value) -> String {
+    format!(
+        "ran {} async continuation(s); {} task job(s) wait for a handler or `postfach complete`",
+        s(&d["continuations"]),
+        s(&d["tasks_waiting"])
+    )
 }
 
 /// A claim-check object fetched: (`gs://` URI, bytes).
@@ -346,50 +392,29 @@ pub(super) async fn object_from_server(
     job: u64,
     variable: &str,
 ) -> Result<Fetched, Failure> {
-    let url = format!("{}/jobs/{job}/objects/{variable}", client.server);
-    tokio::task::spawn_blocking(move || {
-        let server = &client.server;
-        let fail = |code: i32, message: String| Failure {
-            code,
-            message,
-            json: None,
-        };
-        let req = with_token(client.agent().get(&url))?;
-        let mut resp = req.call().map_err(|e| client.unreachable(e))?;
-        let status = resp.status().as_u16();
-        let name = resp
-            .headers()
-            .get("x-postfach-object")
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-            .to_string();
-        let body = resp
-            .body_mut()
-            .with_config()
-            .limit(postfach::objects::MAX_OBJECT_BYTES)
-            .read_to_vec()
-            .map_err(|e| fail(1, format!("{server}: {e}")))?;
-        if status == 200 {
-            return Ok((name, body));
-        }
-        let answer = serde_json::from_slice::<Value>(&body).unwrap_or_default();
-        let message = answer["error"]
-            .as_str()
-            .map(String::from)
-            .unwrap_or_else(|| format!("{server} answered {status}"));
-        let code = match status {
-            404 if answer["reason"] == "object_missing" => OBJECT_MISSING,
-            400 | 422 => 2,
-            _ => 1,
-        };
-        Err(fail(code, message))
-    })
-    .await
-    .map_err(|e| Failure {
-        code: 1,
-        message: e.to_string(),
+    let call = super::remote::Call::to("job_object")?.at(job).at(variable);
+    let answer = client.answer(&call).await?;
+    let server = &client.server;
+    let status = answer.status.as_u16();
+    if status == 200 {
+        let name = answer.body_header("x-postfach-object").unwrap_or_default();
+        return Ok((name, answer.body.to_vec()));
+    }
+    let doc = answer.json().unwrap_or_default();
+    let message = doc["error"]
+        .as_str()
+        .map(String::from)
+        .unwrap_or_else(|| format!("{server} answered {status}"));
+    let code = match status {
+        404 if doc["reason"] == "object_missing" => OBJECT_MISSING,
+        400 | 422 => 2,
+        _ => 1,
+    };
+    Err(Failure {
+        code,
+        message,
         json: None,
-    })?
+    })
 }
 
 pub(super) async fn object_from_store(
@@ -486,7 +511,7 @@ pub(super) fn deliver_object(
 pub(super) async fn object(cli: &Cli, args: &ObjectArgs) -> Result<Output, Failure> {
     let bytes = match &cli.server {
         Some(_) => {
-            object_from_server(super::remote::client_of(cli), args.job_id, &args.variable).await?
+            object_from_server(super::remote::client_of(cli)?, args.job_id, &args.variable).await?
         }
         None => object_from_store(&cli.db, args.job_id, &args.variable).await?,
     };

@@ -6,12 +6,13 @@
 
 use super::Output;
 use super::failure::{Failure, out, usage};
+use super::show::{each, items, joined, s, shown};
 use super::values::{MAX_LINE, VarArgs, parse_ttl, parse_vars};
 use clap::Args;
-use postfach::clock::rfc3339;
 use postfach::contract::delivery_json;
 use postfach::limits;
 use postfach::ops::MessageFilter;
+use postfach::server::http::requests;
 use postfach::{Delivery, Error, Outcome, Postfach, Publish, Reason, Vars};
 use serde_json::{Value, json};
 
@@ -83,6 +84,22 @@ pub(crate) struct DiscardArgs {
     pub(crate) by: String,
 }
 
+/// The message of `postfach publish` or `correlate`, as the request that
+/// carries it.
+pub(super) fn message_request(
+    message: String,
+    target: MessageArgs,
+    ttl: Option<u64>,
+) -> Result<requests::MessageBody, Failure> {
+    Ok(requests::MessageBody {
+        name: message,
+        key: target.key,
+        id: target.id,
+        variables: parse_vars(&target.vars.var).map_err(usage)?,
+        ttl: ttl.map(|ms| format!("{ms}ms")),
+    })
+}
+
 /// `postfach publish` against the open database.
 pub(super) async fn publish(pf: &Postfach, args: PublishArgs) -> Result<Output, Failure> {
     let PublishArgs {
@@ -91,7 +108,7 @@ pub(super) async fn publish(pf: &Postfach, args: PublishArgs) -> Result<Output, 
         ttl,
     } = args;
     let d = pf.publish(to_publish(message, target, ttl)?).await?;
-    Ok(out(delivery_json(&d), delivery_text(&d)))
+    Ok(shown(delivery_json(&d), delivery_text))
 }
 
 /// `postfach correlate` against the open database.
@@ -100,7 +117,7 @@ pub(super) async fn correlate(pf: &Postfach, args: CorrelateArgs) -> Result<Outp
     let p = to_publish(message, target, None)?;
     let id = p.message_id.clone().unwrap_or_default();
     Ok(match pf.correlate(p).await {
-        Ok(d) => out(delivery_json(&d), delivery_text(&d)),
+        Ok(d) => shown(delivery_json(&d), delivery_text),
         Err(Error::Rejected {
             name,
             key,
@@ -117,20 +134,30 @@ pub(super) async fn correlate(pf: &Postfach, args: CorrelateArgs) -> Result<Outp
                 candidate_elements: Vec::new(),
                 expires_at: None,
             };
-            let e = Error::Rejected {
-                name,
-                key,
-                reason,
-                candidates,
-            };
-            return Err(Failure {
-                code: 3,
-                message: e.to_string(),
-                json: Some(delivery_json(&d)),
-            });
+            return Err(rejected(&name, &key, delivery_json(&d)));
         }
         Err(e) => return Err(e.into()),
     })
+}
+
+/// A synchronous correlation that found no single waiting instance (exit
+/// 3), with the rejection's document.
+pub(super) fn rejected(name: &str, key: &str, doc: Value) -> Failure {
+    let candidates = items(&doc["candidates"]);
+    let e = Error::Rejected {
+        name: name.to_string(),
+        key: key.to_string(),
+        reason: doc["reason"]
+            .as_str()
+            .and_then(Reason::parse)
+            .map_or("rejected", Reason::as_str),
+        candidates: candidates.iter().filter_map(|c| c.parse().ok()).collect(),
+    };
+    Failure {
+        code: 3,
+        message: e.to_string(),
+        json: Some(doc),
+    }
 }
 
 /// `postfach import` against the open database.
@@ -139,87 +166,110 @@ pub(super) async fn import(pf: &Postfach, args: ImportArgs) -> Result<Output, Fa
     import_lines(pf, concurrency.max(1)).await
 }
 
+/// The query of `postfach messages`.
+pub(super) fn messages_query(args: MessagesArgs) -> Result<requests::MessagesQuery, Failure> {
+    if let Some(r) = &args.reason {
+        Reason::parse_or_list(r).map_err(|e| usage(format!("--reason: {e}")))?;
+    }
+    Ok(requests::MessagesQuery {
+        buffered: args.buffered,
+        parked: args.parked,
+        reason: args.reason,
+        after: None,
+        limit: Some(postfach::server::http::MAX_PAGE),
+    })
+}
+
 /// `postfach messages` against the open database.
 pub(super) async fn messages(pf: &Postfach, args: MessagesArgs) -> Result<Output, Failure> {
-    let MessagesArgs {
-        buffered,
-        parked,
-        reason,
-    } = args;
-    let reason = match reason {
-        Some(r) => Some(Reason::parse_or_list(&r).map_err(|e| usage(format!("--reason: {e}")))?),
+    let q = messages_query(args)?;
+    let reason = match &q.reason {
+        Some(r) => Some(Reason::parse_or_list(r).map_err(usage)?),
         None => None,
     };
     let list = pf.reader()?.messages(&MessageFilter {
-        buffered,
-        parked,
+        buffered: q.buffered,
+        parked: q.parked,
         reason,
     })?;
+    Ok(shown(json!({"messages": list}), messages_text))
+}
+
+pub(super) fn messages_text(d: &Value) -> String {
     let mut text = String::new();
-    for m in &list {
+    for m in each(&d["messages"]) {
+        let candidates = joined(&m["candidates"]);
         text.push_str(&format!(
             "{:<20} {:<22} key={:<12} {:<8} {}{}\n",
-            m.message_id,
-            m.name,
-            m.key,
-            m.state,
-            m.reason.unwrap_or(""),
-            if m.candidates.is_empty() {
+            s(&m["message_id"]),
+            s(&m["name"]),
+            s(&m["key"]),
+            s(&m["state"]),
+            s(&m["reason"]),
+            if candidates.is_empty() {
                 String::new()
             } else {
-                format!(" candidates: {}", m.candidates.join(", "))
+                format!(" candidates: {candidates}")
             }
         ));
     }
     if text.is_empty() {
         text = "no buffered or parked messages".into();
     }
-    Ok(out(json!({"messages": list}), text.trim_end().to_string()))
+    super::instances::missing_note(d, text.trim_end())
 }
 
 /// `postfach requeue` against the open database.
 pub(super) async fn requeue(pf: &Postfach, args: RequeueArgs) -> Result<Output, Failure> {
     let RequeueArgs { message_id } = args;
     let d = pf.requeue(&message_id).await?;
-    Ok(out(delivery_json(&d), delivery_text(&d)))
+    Ok(shown(delivery_json(&d), delivery_text))
+}
+
+/// The request of `postfach discard`.
+pub(super) fn discard_request(args: &DiscardArgs) -> requests::DiscardBody {
+    requests::DiscardBody {
+        why: args.why.clone(),
+        by: args.by.clone(),
+    }
 }
 
 /// `postfach discard` against the open database.
 pub(super) async fn discard(pf: &Postfach, args: DiscardArgs) -> Result<Output, Failure> {
-    let DiscardArgs {
-        message_id,
-        why,
-        by,
-    } = args;
-    pf.discard(&message_id, &by, &why).await?;
-    Ok(out(
-        json!({"message_id": message_id, "state": "discarded", "why": why, "by": by}),
-        format!("{message_id} discarded by {by}: {why}"),
+    let b = discard_request(&args);
+    pf.discard(&args.message_id, &b.by, &b.why).await?;
+    Ok(shown(
+        json!({"message_id": args.message_id, "state": "discarded", "why": b.why, "by": b.by}),
+        discard_text,
     ))
 }
 
-pub(super) fn delivery_text(d: &Delivery) -> String {
-    let mut s = format!("{} {}", d.message_id, d.outcome.as_str());
-    if let (Some(i), Some(e)) = (d.instance, &d.element) {
-        s.push_str(&format!(" → instance {i} at {e}"));
+pub(super) fn discard_text(d: &Value) -> String {
+    format!(
+        "{} discarded by {}: {}",
+        s(&d["message_id"]),
+        s(&d["by"]),
+        s(&d["why"])
+    )
+}
+
+/// A delivery's outcome in one line.
+pub(super) fn delivery_text(d: &Value) -> String {
+    let mut text = format!("{} {}", s(&d["message_id"]), s(&d["outcome"]));
+    if let (Some(i), Some(e)) = (d["instance"].as_str(), d["element"].as_str()) {
+        text.push_str(&format!(" → instance {i} at {e}"));
     }
-    if let Some(r) = d.reason {
-        s.push_str(&format!(" (reason: {})", r.as_str()));
+    if let Some(r) = d["reason"].as_str() {
+        text.push_str(&format!(" (reason: {r})"));
     }
-    if !d.candidates.is_empty() {
-        s.push_str(&format!(
-            " candidates: {}",
-            d.candidates
-                .iter()
-                .map(u64::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
+    let candidates = joined(&d["candidates"]);
+    if !candidates.is_empty() {
+        text.push_str(&format!(" candidates: {candidates}"));
     }
-    if let Some(x) = d.expires_at {
-        s.push_str(&format!(" until {}", rfc3339(x)));
+    if let Some(x) = d["expires_at"].as_str() {
+        text.push_str(&format!(" until {x}"));
     }
-    s
+    text
 }
 
 pub(super) fn to_publish(

@@ -8,7 +8,8 @@
 //! command: each owns its clap arguments, its human text and its JSON;
 //! [`execute`] only dispatches. [`failure`] says what to do next for each
 //! library error, [`values`] parses and range-checks what the user typed,
-//! [`remote`] carries a command line to a server (`--server`).
+//! [`remote`] sends a command to a server as its operation of the API
+//! (`--server`), [`show`] renders a command's text from its document.
 
 mod cluster;
 mod failure;
@@ -19,8 +20,10 @@ mod offline;
 mod remote;
 mod repair;
 mod serve;
+mod show;
 mod tasks;
 mod values;
+mod views;
 
 use failure::usage;
 pub use failure::{DAMAGED_ADVICE, Failure};
@@ -31,7 +34,7 @@ pub use serve::{otlp_endpoint, traces_wanted};
 use clap::{Parser, Subcommand};
 use postfach::Postfach;
 use std::path::PathBuf;
-use values::{Sources, parse_connect_timeout, parse_server_timeout, parse_server_url};
+use values::{parse_connect_timeout, parse_server_timeout, parse_server_url};
 
 #[derive(Debug, Parser)]
 #[command(name = "postfach", version, about, long_about = None)]
@@ -125,6 +128,11 @@ pub enum Command {
     ///
     /// Example: postfach decisions
     Decisions,
+    /// List the deployed processes with their versions, or print the BPMN
+    /// XML a version was deployed from.
+    ///
+    /// Example: postfach processes --xml auftrag-ausfuehrung --version 2
+    Processes(views::ProcessesArgs),
     /// Show one instance with variables and history.
     ///
     /// Example: postfach instance 17
@@ -267,6 +275,23 @@ pub enum Command {
     ///
     /// Example: postfach --server http://127.0.0.1:7820 cluster status
     Cluster(cluster::ClusterArgs),
+    /// Whether a running server is ready (or, with --live, serves at all);
+    /// exit 1 when it is not (with --server).
+    ///
+    /// Example: postfach --server http://127.0.0.1:7820 health
+    Health(views::HealthArgs),
+    /// The partition a running server is and what it holds (with --server).
+    ///
+    /// Example: postfach --server http://127.0.0.1:7821 partition
+    Partition,
+    /// The alarms a running server evaluates and whether each fires (with --server).
+    ///
+    /// Example: postfach --server http://127.0.0.1:7820 alarms
+    Alarms,
+    /// A running server's Prometheus metrics, as it exposes them (with --server).
+    ///
+    /// Example: postfach --server http://127.0.0.1:7820 metrics
+    Metrics,
     /// Router of a cluster: consumes the shared Pub/Sub subscription, decodes
     /// each delivery's key with the subscription's rules, and publishes it to
     /// the topic of the partition that owns the key (acked once the broker
@@ -294,7 +319,15 @@ pub async fn run(cli: Cli) -> Result<Output, Failure> {
         _ => {}
     }
     if cli.server.is_some() {
-        return remote::send(&cli).await;
+        return remote::send(cli).await;
+    }
+    // what a running server reports is not made up from the file
+    match &cli.command {
+        Command::Health(_) => return Err(views::server_only("health")),
+        Command::Partition => return Err(views::server_only("partition")),
+        Command::Alarms => return Err(views::server_only("alarms")),
+        Command::Metrics => return Err(views::server_only("metrics")),
+        _ => {}
     }
     let mut options = postfach::Options::default();
     if let Command::Run(args) = &cli.command {
@@ -310,6 +343,7 @@ pub async fn run(cli: Cli) -> Result<Output, Failure> {
     let looks_only = matches!(
         cli.command,
         Command::Instance(_)
+            | Command::Processes(_)
             | Command::Instances(_)
             | Command::Messages(_)
             | Command::Jobs(_)
@@ -321,14 +355,14 @@ pub async fn run(cli: Cli) -> Result<Output, Failure> {
     } else {
         Postfach::open_with(&cli.db, options)?
     };
-    let result = execute(&pf, cli.command, Sources::Local).await;
+    let result = execute(&pf, cli.command).await;
     pf.close();
     result
 }
 
 /// Runs one command against an open database: a dispatch to the command's
-/// group. `sources` says where the files a command names come from.
-async fn execute(pf: &Postfach, command: Command, sources: Sources<'_>) -> Result<Output, Failure> {
+/// group.
+async fn execute(pf: &Postfach, command: Command) -> Result<Output, Failure> {
     match command {
         Command::Demo(_)
         | Command::Object(_)
@@ -339,8 +373,13 @@ async fn execute(pf: &Postfach, command: Command, sources: Sources<'_>) -> Resul
         | Command::Cluster(_) => Err(usage(
             "this command works without an open database; run it on its own".into(),
         )),
+        Command::Health(_) => Err(views::server_only("health")),
+        Command::Partition => Err(views::server_only("partition")),
+        Command::Alarms => Err(views::server_only("alarms")),
+        Command::Metrics => Err(views::server_only("metrics")),
+        Command::Processes(args) => views::processes(pf, args),
         Command::Run(args) => serve::run(pf, args).await,
-        Command::Deploy(args) => instances::deploy(pf, args, &sources).await,
+        Command::Deploy(args) => instances::deploy(pf, args).await,
         Command::Start(args) => instances::start(pf, args).await,
         Command::Publish(args) => messages::publish(pf, args).await,
         Command::Correlate(args) => messages::correlate(pf, args).await,
@@ -359,7 +398,7 @@ async fn execute(pf: &Postfach, command: Command, sources: Sources<'_>) -> Resul
         Command::Task(args) => tasks::task(pf, args).await,
         Command::Statistics(args) => instances::statistics(pf, args).await,
         Command::Jobs(args) => jobs::jobs(pf, args).await,
-        Command::Retry(args) => jobs::retry(pf, args, &sources).await,
+        Command::Retry(args) => jobs::retry(pf, args).await,
         Command::Acquire(args) => jobs::acquire(pf, args).await,
         Command::Extend(args) => jobs::extend(pf, args).await,
         Command::Fail(args) => jobs::fail(pf, args).await,

@@ -5,10 +5,11 @@
 //! log it came from.
 
 use super::failure::{Failure, out, usage};
+use super::show::{s, shown};
 use super::{Cli, Output};
 use clap::Args;
 use postfach::Postfach;
-use serde_json::json;
+use serde_json::{Value, json};
 
 // The arguments of `postfach recover`.
 #[derive(Debug, Args)]
@@ -21,21 +22,15 @@ pub(crate) struct RecoverArgs {
 
 /// `postfach cleanup` against the open database.
 pub(super) async fn cleanup(pf: &Postfach) -> Result<Output, Failure> {
-    let (mut instances, mut messages) = (0, 0);
-    loop {
-        let (i, m, more) = pf.cleanup(1000).await?;
-        instances += i;
-        messages += m;
-        if !more {
-            break;
-        }
-    }
-    Ok(out(
-        json!({"instances_removed": instances, "messages_removed": messages}),
-        format!(
-            "removed {instances} completed instance(s) and {messages} settled message(s) past retention"
-        ),
-    ))
+    Ok(shown(postfach::contract::cleanup(pf).await?, cleanup_text))
+}
+
+pub(super) fn cleanup_text(d: &Value) -> String {
+    format!(
+        "removed {} completed instance(s) and {} settled message(s) past retention",
+        s(&d["instances_removed"]),
+        s(&d["messages_removed"])
+    )
 }
 
 /// `postfach recover`: describes the log; with `discard_damaged`, salvages it.

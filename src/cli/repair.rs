@@ -5,12 +5,14 @@
 //! a repair's answer names what it changed.
 
 use super::Output;
-use super::failure::{Failure, out, usage};
+use super::failure::{Failure, usage};
+use super::show::{each, items, joined, s, shown};
 use super::values::{VarArgs, parse_vars};
 use clap::Args;
 use postfach::contract::repair_json;
+use postfach::server::http::requests;
 use postfach::{Error, Postfach};
-use serde_json::json;
+use serde_json::{Value, json};
 
 // The arguments of `postfach move-token`.
 #[derive(Debug, Args)]
@@ -63,6 +65,11 @@ pub(crate) struct AddTokenArgs {
     pub(crate) force: bool,
 }
 
+/// The request of `postfach add-token` and `move-token`.
+pub(super) fn token_request(element: String, force: bool) -> requests::TokenBody {
+    requests::TokenBody { element, force }
+}
+
 /// `postfach add-token` against the open database.
 pub(super) async fn add_token(pf: &Postfach, args: AddTokenArgs) -> Result<Output, Failure> {
     let AddTokenArgs {
@@ -71,7 +78,9 @@ pub(super) async fn add_token(pf: &Postfach, args: AddTokenArgs) -> Result<Outpu
         force,
     } = args;
     let r = pf.add_token(instance, &element, force).await?;
-    Ok(repair_output(instance, "added", &r))
+    Ok(shown(repair_json(instance, &r), |d| {
+        repair_text(d, "added")
+    }))
 }
 
 /// `postfach move-token` against the open database.
@@ -83,33 +92,36 @@ pub(super) async fn move_token(pf: &Postfach, args: MoveTokenArgs) -> Result<Out
         force,
     } = args;
     let r = pf.move_token(instance, token, &element, force).await?;
-    Ok(repair_output(instance, "moved", &r))
+    Ok(shown(repair_json(instance, &r), |d| {
+        repair_text(d, "moved")
+    }))
 }
 
 /// `postfach cancel-token` against the open database.
 pub(super) async fn cancel_token(pf: &Postfach, args: CancelTokenArgs) -> Result<Output, Failure> {
     let CancelTokenArgs { instance, token } = args;
     let r = pf.cancel_token(instance, token).await?;
-    Ok(repair_output(instance, "cancelled", &r))
+    Ok(shown(repair_json(instance, &r), |d| {
+        repair_text(d, "cancelled")
+    }))
+}
+
+/// The request of `postfach trigger`.
+pub(super) fn trigger_request(vars: &VarArgs) -> Result<requests::TriggerBody, Failure> {
+    Ok(requests::TriggerBody {
+        variables: parse_vars(&vars.var).map_err(usage)?,
+    })
 }
 
 /// `postfach trigger` against the open database.
 pub(super) async fn trigger(pf: &Postfach, args: TriggerArgs) -> Result<Output, Failure> {
-    let TriggerArgs {
-        instance,
-        token,
-        vars,
-    } = args;
-    let v = parse_vars(&vars.var).map_err(usage)?;
-    let token = token_at(pf, instance, &token)?;
-    let t = pf.trigger(instance, token, v).await?;
-    Ok(out(
+    let b = trigger_request(&args.vars)?;
+    let instance = args.instance;
+    let token = token_at(&detail(pf, instance)?, instance, &args.token)?;
+    let t = pf.trigger(instance, token, b.variables).await?;
+    Ok(shown(
         json!({"instance": instance.to_string(), "token": token, "triggered": t.element, "waiting_at": t.waiting_at}),
-        format!(
-            "token {token} left {}; instance {instance} now waits at {}",
-            t.element,
-            t.waiting_at.join(", ")
-        ),
+        |d| moved_on_text(d, "triggered"),
     ))
 }
 
@@ -121,56 +133,73 @@ pub(super) async fn ad_hoc(pf: &Postfach, args: AdHocArgs) -> Result<Output, Fai
         activate,
         complete: _,
     } = args;
-    let token = token_at(pf, instance, &token)?;
+    let token = token_at(&detail(pf, instance)?, instance, &token)?;
     let t = pf.ad_hoc(instance, token, activate.as_deref()).await?;
     let did = if activate.is_some() {
         "activated"
     } else {
         "completed"
     };
-    Ok(out(
+    Ok(shown(
         json!({"instance": instance.to_string(), "token": token, did: t.element, "waiting_at": t.waiting_at}),
-        format!(
-            "{did} {}; instance {instance} now waits at {}",
-            t.element,
-            t.waiting_at.join(", ")
-        ),
+        |d| moved_on_text(d, did),
     ))
+}
+
+/// What a trigger or an ad-hoc action did: `did` is the field naming the
+/// element (`triggered`, `activated`, `completed`).
+pub(super) fn moved_on_text(d: &Value, did: &str) -> String {
+    let waits = format!(
+        "instance {} now waits at {}",
+        s(&d["instance"]),
+        joined(&d["waiting_at"])
+    );
+    match did {
+        "triggered" => format!("token {} left {}; {waits}", s(&d["token"]), s(&d[did])),
+        _ => format!("{did} {}; {waits}", s(&d[did])),
+    }
+}
+
+/// An instance's document, as `GET /instances/{id}` answers it.
+fn detail(pf: &Postfach, instance: u64) -> Result<Value, Failure> {
+    let view = pf.reader()?.instance(instance)?.ok_or(Error::Engine(
+        postfach::EngineError::UnknownInstance(instance),
+    ))?;
+    Ok(serde_json::to_value(view).unwrap_or_default())
 }
 
 /// A token given as its id, or as the element its one waiting token rests at
 /// (a multi-instance body is not counted: its inner instances are what
-/// wait). An instance that has ended is an error saying so.
-pub(super) fn token_at(pf: &Postfach, instance: u64, given: &str) -> Result<u64, Failure> {
+/// wait), read from the instance's document. An instance that has ended is
+/// an error saying so.
+pub(super) fn token_at(view: &Value, instance: u64, given: &str) -> Result<u64, Failure> {
     if let Ok(id) = given.parse::<u64>() {
         return Ok(id);
     }
-    let view = pf.reader()?.instance(instance)?.ok_or(Error::Engine(
-        postfach::EngineError::UnknownInstance(instance),
-    ))?;
-    if view.state != "active" {
+    if view["state"] != "active" {
         return Err(Error::Engine(postfach::EngineError::InstanceEnded(instance)).into());
     }
-    let bodies: Vec<u64> = view.tokens.iter().filter_map(|t| t.scope).collect();
-    let at: Vec<u64> = view
-        .tokens
+    let tokens = each(&view["tokens"]);
+    let scope = |t: &Value| t["scope"].as_u64();
+    let bodies: Vec<u64> = tokens.iter().filter_map(scope).collect();
+    let at: Vec<u64> = tokens
         .iter()
-        .filter(|t| t.element == given)
-        .filter(|t| {
+        .filter(|t| t["element"] == given)
+        .filter_map(|t| t["token"].as_u64().map(|id| (id, t)))
+        .filter(|(id, t)| {
             // a body holds inner instances at its own element
-            !(bodies.contains(&t.token)
-                && view
-                    .tokens
+            !(bodies.contains(id)
+                && tokens
                     .iter()
-                    .any(|i| i.scope == Some(t.token) && i.element == t.element))
+                    .any(|i| scope(i) == Some(*id) && i["element"] == t["element"]))
         })
-        .map(|t| t.token)
+        .map(|(id, _)| id)
         .collect();
     match at.as_slice() {
         [one] => Ok(*one),
         [] => Err(usage(format!(
             "no token of instance {instance} rests at '{given}' (it waits at {})",
-            view.waiting_at.join(", ")
+            joined(&view["waiting_at"])
         ))),
         many => Err(usage(format!(
             "{} tokens of instance {instance} rest at '{given}' ({}): give the token id",
@@ -184,23 +213,20 @@ pub(super) fn token_at(pf: &Postfach, instance: u64, given: &str) -> Result<u64,
 }
 
 /// What a repair did, saying plainly when it only scheduled async work.
-pub(super) fn repair_output(instance: u64, verb: &str, r: &postfach::Repair) -> Output {
-    let text = if r.jobs_created.is_empty() {
+pub(super) fn repair_text(d: &Value, verb: &str) -> String {
+    let jobs = items(&d["jobs_created"]);
+    if jobs.is_empty() {
         format!(
-            "token {} {verb}; instance {instance} now waits at {}",
-            r.token,
-            r.waiting_at.join(", ")
+            "token {} {verb}; instance {} now waits at {}",
+            s(&d["token"]),
+            s(&d["instance"]),
+            joined(&d["waiting_at"])
         )
     } else {
         format!(
             "token {} {verb}; it waits for async job(s) {} — the work happens when they run (postfach work), not now",
-            r.token,
-            r.jobs_created
-                .iter()
-                .map(u64::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
+            s(&d["token"]),
+            jobs.join(", ")
         )
-    };
-    out(repair_json(instance, r), text)
+    }
 }

@@ -6,8 +6,7 @@
 
 use super::Output;
 use super::failure::{Failure, out, usage};
-use super::remote::remote_cli;
-use super::values::{MAX_CONFIG, MAX_TOKEN, Sources, correlation_keys, read_bounded, send_topics};
+use super::values::{MAX_CONFIG, MAX_TOKEN, correlation_keys, read_bounded, send_topics};
 use clap::Args;
 use postfach::Postfach;
 use serde_json::json;
@@ -255,7 +254,7 @@ pub(super) async fn serve(
     };
     let token = server_token(token_file.as_deref())?;
     check_exposure(listen, token.as_deref())?;
-    let xml = Sources::Local.read(&file)?;
+    let xml = read_bounded(&file, postfach::model::MAX_SIZE, "BPMN model")?;
     let deployment = pf
         .deploy_checked(&file.display().to_string(), &xml, config.overrides(), false)
         .await?;
@@ -302,7 +301,6 @@ pub(super) async fn serve(
         postfach::server::Listen {
             addr: listen,
             token,
-            remote_cli: Some(remote_cli()),
         },
         async move {
             let _ = first_rx.await;

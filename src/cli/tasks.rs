@@ -3,10 +3,13 @@
 //! Invariant: each command owns its arguments, its human text and its JSON.
 
 use super::Output;
-use super::failure::{Failure, out, usage};
+use super::failure::{Failure, usage};
+use super::show::{each, joined, s, shown};
 use super::values::{VarArgs, parse_instant, parse_to, parse_user, parse_vars};
 use clap::{Args, Subcommand};
 use postfach::Postfach;
+use postfach::server::http::requests;
+use serde_json::Value;
 
 // The arguments of `postfach tasks`.
 #[derive(Debug, Args)]
@@ -87,6 +90,20 @@ pub enum TaskCommand {
     },
 }
 
+/// The query of `postfach tasks`.
+pub(super) fn tasks_query(args: TasksArgs) -> requests::TasksQuery {
+    let instant = |ms: Option<u64>| ms.map(postfach::clock::rfc3339);
+    requests::TasksQuery {
+        assignee: args.assignee,
+        candidate_user: args.candidate_user,
+        candidate_group: args.candidate_group,
+        process: args.process,
+        element: args.element,
+        created_before: instant(args.created_before),
+        due_before: instant(args.due_before),
+    }
+}
+
 /// `postfach tasks` against the open database.
 pub(super) async fn tasks(pf: &Postfach, args: TasksArgs) -> Result<Output, Failure> {
     let TasksArgs {
@@ -108,26 +125,31 @@ pub(super) async fn tasks(pf: &Postfach, args: TasksArgs) -> Result<Output, Fail
         due_before,
     };
     let list = pf.reader()?.tasks(&filter)?;
-    let text = list
+    Ok(shown(postfach::server::documents::tasks(&list), tasks_text))
+}
+
+pub(super) fn tasks_text(d: &Value) -> String {
+    let text = each(&d["tasks"])
         .iter()
         .map(|t| {
+            let groups = joined(&t["candidate_groups"]).replace(", ", ",");
             format!(
                 "{:>8}  instance {:<8} {:<22} {}{}{}",
-                t.task,
-                t.instance,
-                t.element,
-                t.assignee
-                    .as_ref()
+                s(&t["task"]),
+                s(&t["instance"]),
+                s(&t["element"]),
+                t["assignee"]
+                    .as_str()
                     .map(|a| format!("held by {a}"))
                     .unwrap_or_else(|| "open".into()),
-                t.due
-                    .as_ref()
+                t["due"]
+                    .as_str()
                     .map(|d| format!(" due {d}"))
                     .unwrap_or_default(),
-                if t.candidate_groups.is_empty() {
+                if groups.is_empty() {
                     String::new()
                 } else {
-                    format!(" groups {}", t.candidate_groups.join(","))
+                    format!(" groups {groups}")
                 }
             )
         })
@@ -138,33 +160,50 @@ pub(super) async fn tasks(pf: &Postfach, args: TasksArgs) -> Result<Output, Fail
     } else {
         text
     };
-    Ok(out(postfach::server::documents::tasks(&list), text))
+    super::instances::missing_note(d, &text)
+}
+
+/// The task, the action's path segment and the request of `postfach task`.
+pub(super) fn task_request(
+    action: TaskCommand,
+) -> Result<(u64, &'static str, requests::TaskBody), Failure> {
+    let body = |user, to, variables| requests::TaskBody {
+        user,
+        to,
+        variables,
+    };
+    Ok(match action {
+        TaskCommand::Claim { task, user } => (task, "claim", body(user, None, Default::default())),
+        TaskCommand::Unclaim { task, user } => {
+            (task, "unclaim", body(user, None, Default::default()))
+        }
+        TaskCommand::Assign { task, to, user } => {
+            (task, "assign", body(user, Some(to), Default::default()))
+        }
+        TaskCommand::Complete { task, user, vars } => {
+            let vars = parse_vars(&vars.var).map_err(usage)?;
+            (task, "complete", body(user, None, vars))
+        }
+    })
 }
 
 /// `postfach task` against the open database.
 pub(super) async fn task(pf: &Postfach, args: TaskArgs) -> Result<Output, Failure> {
-    let TaskArgs { action } = args;
-    let (task, action, user, to) = match action {
-        TaskCommand::Claim { task, user } => {
-            pf.claim_task(task, &user).await?;
-            (task, "claim", user, None)
+    let (task, action, b) = task_request(args.action)?;
+    match action {
+        "claim" => pf.claim_task(task, &b.user).await?,
+        "unclaim" => pf.unclaim_task(task, &b.user).await?,
+        "assign" => {
+            pf.assign_task(task, b.to.as_deref().unwrap_or_default(), &b.user)
+                .await?
         }
-        TaskCommand::Unclaim { task, user } => {
-            pf.unclaim_task(task, &user).await?;
-            (task, "unclaim", user, None)
-        }
-        TaskCommand::Assign { task, to, user } => {
-            pf.assign_task(task, &to, &user).await?;
-            (task, "assign", user, Some(to))
-        }
-        TaskCommand::Complete { task, user, vars } => {
-            let vars = parse_vars(&vars.var).map_err(usage)?;
-            pf.complete_task(task, &user, vars).await?;
-            (task, "complete", user, None)
-        }
-    };
+        _ => pf.complete_task(task, &b.user, b.variables).await?,
+    }
     // the one document every face answers
-    let doc = postfach::server::documents::task_done(task, action, &user, to.as_deref());
-    let text = format!("task {task} {}", doc["done"].as_str().unwrap_or_default());
-    Ok(out(doc, text))
+    let doc = postfach::server::documents::task_done(task, action, &b.user, b.to.as_deref());
+    Ok(shown(doc, task_text))
+}
+
+pub(super) fn task_text(d: &Value) -> String {
+    format!("task {} {}", s(&d["task"]), s(&d["done"]))
 }

@@ -94,7 +94,7 @@ pub(super) fn parse_server_timeout(s: &str) -> Result<u64, String> {
 pub(super) fn parse_server_url(s: &str) -> Result<String, String> {
     let bad =
         |why: &str| format!("'{s}' is not a server URL: {why} (example: http://127.0.0.1:7820)");
-    let uri: ureq::http::Uri = s.parse().map_err(|e| bad(&format!("{e}")))?;
+    let uri: axum::http::Uri = s.parse().map_err(|e| bad(&format!("{e}")))?;
     match uri.scheme_str() {
         Some("http" | "https") => {}
         Some(other) => return Err(bad(&format!("scheme '{other}' is not http or https"))),
@@ -245,32 +245,6 @@ pub(super) fn read_bounded(
             file.display()
         ))
     })
-}
-
-/// Where a command's files come from: the local file system, or (inside a
-/// server, for `--server`) the contents the client sent. A server never opens
-/// a path that a caller names.
-pub(crate) enum Sources<'a> {
-    Local,
-    Sent(&'a BTreeMap<String, String>),
-}
-
-impl Sources<'_> {
-    /// A BPMN model by the path the command line gave.
-    pub(super) fn read(&self, file: &std::path::Path) -> Result<String, Failure> {
-        match self {
-            Sources::Local => read_bounded(file, postfach::model::MAX_SIZE, "BPMN model"),
-            Sources::Sent(files) => files
-                .get(&file.display().to_string())
-                .cloned()
-                .ok_or_else(|| {
-                    usage(format!(
-                        "{}: the server does not read files named by a caller; send the content (postfach --server does)",
-                        file.display()
-                    ))
-                }),
-        }
-    }
 }
 
 pub(super) fn age(ms: u64) -> String {

@@ -42,8 +42,9 @@ pub enum Placement {
     Acquire,
     /// Every partition's metrics, labelled with it.
     Metrics,
-    /// A command line, routed by what it names.
-    Cli,
+    /// On every partition, the numbers of the answers added up (retention,
+    /// a pass of the executor).
+    Summed,
     /// Any partition: the answer is the same on each, or is one partition's
     /// view that names it.
     Same,
@@ -118,6 +119,11 @@ pub fn operations() -> &'static [Operation] {
             .cloned()
             .collect()
     })
+}
+
+/// The operation named `name` (its `operationId`).
+pub fn named(name: &str) -> Option<&'static Operation> {
+    operations().iter().find(|o| o.name == name)
 }
 
 /// The operation `method` `path` (without the query) calls, and the values

@@ -13,6 +13,7 @@
 pub use crate::{alarms, config};
 pub mod auth;
 pub mod catalogue;
+pub mod client;
 pub mod console;
 pub mod documents;
 pub mod gateway;
@@ -27,20 +28,6 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-/// Runs a command line inside the server for `postfach --server URL …`: given
-/// the database, the arguments and the contents of the files they name, it
-/// answers `{"code", "json", "text" | "message"}`. The `postfach` binary
-/// provides it; a host that runs the server itself usually has none.
-pub type RemoteCli = Arc<
-    dyn Fn(
-            Postfach,
-            Vec<String>,
-            std::collections::BTreeMap<String, String>,
-        ) -> std::pin::Pin<Box<dyn Future<Output = serde_json::Value> + Send>>
-        + Send
-        + Sync,
->;
-
 /// How the server listens.
 #[derive(Clone)]
 pub struct Listen {
@@ -48,8 +35,6 @@ pub struct Listen {
     pub addr: SocketAddr,
     /// Bearer token the API requires (none: only a loopback address is allowed).
     pub token: Option<String>,
-    /// What `POST /cli` runs (none: it answers 501).
-    pub remote_cli: Option<RemoteCli>,
 }
 
 /// Why the server could not start or stopped with an error.
@@ -156,17 +141,11 @@ pub async fn run(
         let _ = stop_tx.send(true);
     });
     let (header_ms, body_ms, max_connections) = limits;
-    let app = http::router(
-        pf.clone(),
-        listen.token,
-        alarms,
-        consumers,
-        listen.remote_cli,
-        edge.objects(),
-    )
-    .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
-        std::time::Duration::from_millis(body_ms),
-    ));
+    let app = http::router(pf.clone(), listen.token, alarms, consumers, edge.objects()).layer(
+        tower_http::timeout::RequestBodyTimeoutLayer::new(std::time::Duration::from_millis(
+            body_ms,
+        )),
+    );
     ready(bound);
     let server = serve(
         listener,

@@ -12,7 +12,6 @@
 //! - An answer gathered from several partitions names the partitions it could
 //!   not reach (`missing`), rather than being silently shorter.
 
-mod cli;
 pub mod client;
 pub mod gather;
 pub mod route;
@@ -34,34 +33,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-/// Where a command line sent to the gateway's `/cli` runs.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CliRoute {
-    /// On the partition that owns this id.
-    Id(u64),
-    /// On the partition of this correlation key.
-    Key(String),
-    /// On any partition; on the owner when the first refuses it for a key.
-    Start,
-    /// On every partition, the same answer expected (deploy).
-    Everywhere,
-    /// On every partition; the answers side by side, by partition, and their
-    /// JSON merged (lists concatenated, counts summed).
-    Gather,
-    /// On every partition; a process's statistics summed element by element.
-    Statistics,
-    /// On every partition; the answer of the one that has what it names.
-    Find,
-    /// On any one partition.
-    Any,
-    /// Not through a gateway, and why.
-    Refuse(String),
-}
-
-/// Decides where a command line runs, from its arguments; the `postfach`
-/// binary provides it (it knows its commands), a host usually has none.
-pub type CliRouter = Arc<dyn Fn(&[String]) -> CliRoute + Send + Sync>;
-
 /// What a gateway serves.
 #[derive(Clone)]
 pub struct GatewayConfig {
@@ -69,15 +40,12 @@ pub struct GatewayConfig {
     pub partitions: Vec<String>,
     /// The bearer token callers must present; it is passed on to the partitions.
     pub token: Option<String>,
-    /// Where `/cli` runs a command line (none: `/cli` answers 501).
-    pub cli: Option<CliRouter>,
 }
 
 #[derive(Clone)]
 struct Gw {
     parts: Partitions,
     token: Option<Arc<String>>,
-    cli: Option<CliRouter>,
     /// The partition the next round-robin choice starts at.
     turn: Arc<AtomicU32>,
     /// Signals sent through this gateway that reached no receiver on any
@@ -105,7 +73,6 @@ pub fn router(config: GatewayConfig) -> Router {
     let gw = Gw {
         parts: Partitions::new(config.partitions),
         token: config.token.map(Arc::new),
-        cli: config.cli,
         turn: Arc::new(AtomicU32::new(0)),
         unreached: Default::default(),
         signals: Default::default(),
@@ -186,9 +153,7 @@ fn unreachable(u: &Unreachable) -> Response {
 
 fn respond(a: Answer) -> Response {
     let mut r = (a.status, a.body).into_response();
-    if let Some(ct) = a.content_type {
-        r.headers_mut().insert(header::CONTENT_TYPE, ct);
-    }
+    r.headers_mut().extend(a.headers);
     r
 }
 
@@ -271,7 +236,7 @@ async fn forward(State(gw): State<Gw>, req: Request) -> Response {
         Placement::Alarms => alarms(&gw, &p).await,
         Placement::Acquire => acquire(&gw, &p).await,
         Placement::Metrics => metrics(&gw, &p).await,
-        Placement::Cli => cli::cli(&gw, &p).await,
+        Placement::Summed => combined(&gw, &p, gather::merge).await,
         // the gateway answers its health itself; forwarded, any would do
         Placement::Same | Placement::Local => any(&gw, &p).await,
     }
@@ -784,7 +749,7 @@ async fn metrics(gw: &Gw, p: &Passed) -> Response {
         match a {
             Ok(a) if a.status.is_success() => {
                 families.add(&String::from_utf8_lossy(&a.body), i as u32);
-                content_type = content_type.or(a.content_type);
+                content_type = content_type.or(a.content_type().cloned());
                 up.push_str(&format!("postfach_partition_up{{partition=\"{i}\"}} 1\n"));
             }
             Ok(a) => return respond(a),

@@ -102,7 +102,8 @@ mod tests {
         assert_eq!(placed(&g, "/tasks"), Some((Gather(List::Tasks), None)));
         assert_eq!(placed(&p, "/tasks/12/claim"), id(12));
         assert_eq!(placed(&g, "/metrics"), Some((Metrics, None)));
-        assert_eq!(placed(&p, "/cli"), Some((Cli, None)));
+        assert_eq!(placed(&p, "/cli"), None);
+        assert_eq!(placed(&p, "/cleanup"), Some((Summed, None)));
     }
 
     /// Every operation of the API has a placement of its own: none falls

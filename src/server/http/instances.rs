@@ -84,16 +84,20 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(complete_ad_hoc))
 }
 
-#[derive(Deserialize, utoipa::ToSchema)]
+/// The body of `deploy`: a BPMN or DMN model and how to read it.
+#[derive(serde::Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-pub(super) struct DeployBody {
-    file: Option<String>,
-    xml: String,
+pub struct DeployBody {
+    /// The name the model is deployed under (default `api.bpmn`).
+    pub file: Option<String>,
+    /// The model's XML.
+    pub xml: String,
     #[serde(default)]
-    correlation_keys: BTreeMap<String, String>,
+    /// Correlation key variable per message name.
+    pub correlation_keys: BTreeMap<String, String>,
     /// Refuse a model with warnings (listeners, Java classes, mappings, skipped pools).
     #[serde(default)]
-    strict: bool,
+    pub strict: bool,
 }
 
 #[utoipa::path(post, path = "/deployments", request_body = DeployBody, responses((status = 200, description = "Deploy a BPMN model (new version unless unchanged)", body = serde_json::Value)))]
@@ -113,14 +117,18 @@ pub(super) async fn deploy(
     Ok(Json(crate::contract::deployment_json(&d)).into_response())
 }
 
-#[derive(Deserialize, utoipa::ToSchema)]
+/// The body of `start`.
+#[derive(serde::Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-pub(super) struct StartBody {
-    process: String,
+pub struct StartBody {
+    /// The process id; its latest version starts.
+    pub process: String,
     #[serde(default)]
     #[schema(value_type = Object)]
-    variables: Vars,
-    business_key: Option<String>,
+    /// The instance's first variables.
+    pub variables: Vars,
+    /// A business key stored with the instance.
+    pub business_key: Option<String>,
 }
 
 #[utoipa::path(post, path = "/instances", request_body = StartBody, responses((status = 201, description = "Start an instance; answers with the instance id", body = serde_json::Value)))]
@@ -137,14 +145,16 @@ pub(super) async fn start(
         .into_response())
 }
 
-#[derive(Deserialize, utoipa::ToSchema)]
+/// The body of `conditions`.
+#[derive(serde::Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-pub(super) struct ConditionsBody {
+pub struct ConditionsBody {
     /// Only this process's conditional start events (default: every process's).
-    process: Option<String>,
+    pub process: Option<String>,
     #[serde(default)]
     #[schema(value_type = Object)]
-    variables: Vars,
+    /// The variables offered to the conditions.
+    pub variables: Vars,
 }
 
 #[utoipa::path(post, path = "/conditions", request_body = ConditionsBody, responses((status = 200, description = "Offer variables to the conditional start events: an instance starts at each one whose condition holds; answers with the instances started", body = serde_json::Value)))]
@@ -159,34 +169,35 @@ pub(super) async fn conditions(
     Ok(Json(documents::started(&ids)).into_response())
 }
 
-#[derive(Deserialize, Default, utoipa::IntoParams)]
+/// The query of `instances`: every filter given must hold.
+#[derive(serde::Serialize, Deserialize, Default, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
-pub(super) struct InstancesQuery {
+pub struct InstancesQuery {
     /// Only instances with a token at this element.
-    waiting_at: Option<String>,
+    pub waiting_at: Option<String>,
     /// `active`, `incident`, `completed` or `cancelled`.
-    state: Option<String>,
+    pub state: Option<String>,
     /// Only instances of this process.
-    process: Option<String>,
+    pub process: Option<String>,
     /// Only instances that wait for, expect or caught a message with this correlation key.
-    key: Option<String>,
+    pub key: Option<String>,
     /// With `value`: only instances whose variable of this name has that value.
-    variable: Option<String>,
+    pub variable: Option<String>,
     /// The value `variable` must have (strings as is, others as JSON text).
-    value: Option<String>,
+    pub value: Option<String>,
     /// RFC 3339: started at or after.
-    started_from: Option<String>,
+    pub started_from: Option<String>,
     /// RFC 3339: started before.
-    started_before: Option<String>,
+    pub started_before: Option<String>,
     /// Only instances with (`true`) or without (`false`) an incident.
-    has_incident: Option<bool>,
+    pub has_incident: Option<bool>,
     /// The `next` cursor of the previous page.
-    after: Option<String>,
+    pub after: Option<String>,
     /// Page size, 1 to 1000 (default 100).
-    limit: Option<usize>,
+    pub limit: Option<usize>,
     /// `newest` (default) or `oldest` first.
-    order: Option<String>,
+    pub order: Option<String>,
 }
 
 /// The most records one page of a list returns.
@@ -296,12 +307,15 @@ pub(super) async fn instance(State(s): State<AppState>, Path(id): Path<u64>) -> 
     Ok(Json(serde_json::to_value(v).unwrap_or(Value::Null)))
 }
 
-#[derive(Deserialize, utoipa::ToSchema)]
+/// The body of `add_token` and `move_token`.
+#[derive(serde::Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-pub(super) struct TokenBody {
-    element: String,
+pub struct TokenBody {
+    /// The element the token is placed before.
+    pub element: String,
     #[serde(default)]
-    force: bool,
+    /// Add it even where it opens a second subscription for a message and key.
+    pub force: bool,
 }
 
 #[utoipa::path(post, path = "/instances/{id}/tokens", request_body = TokenBody, params(("id" = u64, Path, description = "instance or job id")), responses((status = 200, description = "Repair: add a token before an element; 409 if it would duplicate a subscription", body = serde_json::Value)))]
@@ -335,11 +349,12 @@ pub(super) async fn cancel_token(
     Ok(Json(crate::contract::repair_json(id, &r)))
 }
 
-#[derive(Deserialize, utoipa::ToSchema)]
+/// The body of `activate`.
+#[derive(serde::Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-pub(super) struct ActivateBody {
+pub struct ActivateBody {
     /// The activity of the ad-hoc subprocess to run.
-    element: String,
+    pub element: String,
 }
 
 #[utoipa::path(post, path = "/instances/{id}/tokens/{token}/activate", request_body = ActivateBody, params(("id" = u64, Path, description = "instance id"), ("token" = u64, Path, description = "the token holding the ad-hoc subprocess")), responses((status = 200, description = "Run an activity of an ad-hoc subprocess; 409 when it cannot be activated", body = serde_json::Value)))]
@@ -372,13 +387,14 @@ pub(super) async fn complete_ad_hoc(
     })))
 }
 
-#[derive(Deserialize, Default, utoipa::ToSchema)]
+/// The body of `trigger`.
+#[derive(serde::Serialize, Deserialize, Default, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-pub(super) struct TriggerBody {
+pub struct TriggerBody {
     /// The element's result, merged as a completed task's.
     #[serde(default)]
     #[schema(value_type = Object)]
-    variables: Vars,
+    pub variables: Vars,
 }
 
 #[utoipa::path(post, path = "/instances/{id}/tokens/{token}/trigger", request_body = TriggerBody, params(("id" = u64, Path, description = "instance id"), ("token" = u64, Path, description = "token id")), responses((status = 200, description = "Move a token on from its wait state (a receive task or catch event without an event definition); 409 when it waits for anything else", body = serde_json::Value)))]

@@ -61,16 +61,17 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(job_object))
 }
 
-#[derive(Deserialize, Default, utoipa::IntoParams)]
+/// The query of `jobs`.
+#[derive(serde::Serialize, Deserialize, Default, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
-pub(super) struct JobsQuery {
+pub struct JobsQuery {
     /// Only jobs in an incident (out of attempts).
     #[serde(default)]
-    incidents: bool,
+    pub incidents: bool,
     /// The `next` cursor of the previous page.
-    after: Option<String>,
+    pub after: Option<String>,
     /// Page size, 1 to 1000 (default 500).
-    limit: Option<usize>,
+    pub limit: Option<usize>,
 }
 
 #[utoipa::path(get, path = "/jobs", params(JobsQuery), responses((status = 200, description = "One page of jobs, or only incidents, by id; `next` is the cursor (`after`) of the following page", body = serde_json::Value)))]
@@ -81,17 +82,21 @@ pub(super) async fn jobs(State(s): State<AppState>, Query(q): Query<JobsQuery>) 
     Ok(Json(json!({"jobs": jobs, "next": next})))
 }
 
-#[derive(Deserialize, utoipa::ToSchema)]
+/// The body of `acquire`.
+#[derive(serde::Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-pub(super) struct AcquireBody {
-    topic: String,
-    worker: String,
+pub struct AcquireBody {
+    /// The topic of the jobs.
+    pub topic: String,
+    /// The worker's name, recorded on the lease.
+    pub worker: String,
     #[serde(default = "one")]
-    max: usize,
+    /// At most this many jobs (default 1).
+    pub max: usize,
     /// Lease in milliseconds.
-    lease_ms: u64,
+    pub lease_ms: u64,
     /// Only these variables in each job (default: every variable its token sees).
-    fetch_variables: Option<Vec<String>>,
+    pub fetch_variables: Option<Vec<String>>,
 }
 
 pub(super) fn one() -> usize {
@@ -119,13 +124,16 @@ pub(super) async fn acquire(
     Ok(Json(json!({"jobs": list})).into_response())
 }
 
-#[derive(Deserialize, Default, utoipa::ToSchema)]
+/// The body of `complete`.
+#[derive(serde::Serialize, Deserialize, Default, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-pub(super) struct CompleteBody {
-    lease_token: Option<u64>,
+pub struct CompleteBody {
+    /// The lease token from `acquire` (none: an unlocked job completed by hand).
+    pub lease_token: Option<u64>,
     #[serde(default)]
     #[schema(value_type = Object)]
-    variables: Vars,
+    /// Variables merged into the instance.
+    pub variables: Vars,
 }
 
 #[utoipa::path(post, path = "/jobs/{id}/complete", request_body = CompleteBody, params(("id" = u64, Path, description = "instance or job id")), responses((status = 200, description = "Complete a task job (with the lease token of a worker)", body = serde_json::Value)))]
@@ -139,11 +147,14 @@ pub(super) async fn complete(
     Ok(Json(documents::job_completed(id)).into_response())
 }
 
-#[derive(Deserialize, utoipa::ToSchema)]
+/// The body of `extend`.
+#[derive(serde::Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-pub(super) struct ExtendBody {
-    lease_token: u64,
-    by_ms: u64,
+pub struct ExtendBody {
+    /// The lease token from `acquire`.
+    pub lease_token: u64,
+    /// How much longer the lease runs, in milliseconds.
+    pub by_ms: u64,
 }
 
 #[utoipa::path(post, path = "/jobs/{id}/extend", request_body = ExtendBody, params(("id" = u64, Path, description = "instance or job id")), responses((status = 200, description = "Extend a worker lease", body = serde_json::Value)))]
@@ -160,13 +171,18 @@ pub(super) async fn extend(
     Ok(Json(documents::lease(id, until)).into_response())
 }
 
-#[derive(Deserialize, utoipa::ToSchema)]
+/// The body of `fail`.
+#[derive(serde::Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-pub(super) struct FailBody {
-    lease_token: Option<u64>,
-    error: String,
-    retries: Option<u32>,
-    retry_delay_ms: Option<u64>,
+pub struct FailBody {
+    /// The lease token from `acquire`, if the worker holds one.
+    pub lease_token: Option<u64>,
+    /// What went wrong, shown on the job and its incident.
+    pub error: String,
+    /// How many attempts are left (default: the job's own count less one).
+    pub retries: Option<u32>,
+    /// Wait this long before the next attempt, in milliseconds (default: backoff).
+    pub retry_delay_ms: Option<u64>,
 }
 
 #[utoipa::path(post, path = "/jobs/{id}/fail", request_body = FailBody, params(("id" = u64, Path, description = "instance or job id")), responses((status = 200, description = "Record a failed attempt (retries, delay)", body = serde_json::Value)))]
@@ -192,16 +208,21 @@ pub(super) async fn fail(
     Ok(Json(json!({"job": id.to_string(), "state": state})).into_response())
 }
 
-#[derive(Deserialize, utoipa::ToSchema)]
+/// The body of `bpmn_error`.
+#[derive(serde::Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-pub(super) struct BpmnErrorBody {
-    lease_token: Option<u64>,
-    code: String,
+pub struct BpmnErrorBody {
+    /// The lease token from `acquire`, if the worker holds one.
+    pub lease_token: Option<u64>,
+    /// The BPMN error code an error boundary event catches.
+    pub code: String,
     #[serde(default)]
-    message: String,
+    /// The error's message.
+    pub message: String,
     #[serde(default)]
     #[schema(value_type = Object)]
-    variables: Vars,
+    /// Variables merged into the instance when it is caught.
+    pub variables: Vars,
 }
 
 #[utoipa::path(post, path = "/jobs/{id}/bpmn-error", request_body = BpmnErrorBody, params(("id" = u64, Path, description = "instance or job id")), responses((status = 200, description = "Throw a BPMN error: the error boundary event takes it, else 409 and an incident", body = serde_json::Value)))]

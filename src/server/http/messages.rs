@@ -51,17 +51,22 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(signal))
 }
 
-#[derive(Deserialize, utoipa::ToSchema)]
+/// The body of `publish` and `correlate`: one message.
+#[derive(serde::Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-pub(super) struct MessageBody {
-    name: String,
-    key: String,
-    id: Option<String>,
+pub struct MessageBody {
+    /// The message name.
+    pub name: String,
+    /// The correlation key.
+    pub key: String,
+    /// The publisher's message id (deduplication).
+    pub id: Option<String>,
     #[serde(default)]
     #[schema(value_type = Object)]
-    variables: Vars,
+    /// The message's variables.
+    pub variables: Vars,
     /// TTL like "24h"; "0s" disables buffering.
-    ttl: Option<String>,
+    pub ttl: Option<String>,
 }
 
 impl MessageBody {
@@ -117,18 +122,22 @@ pub(super) async fn correlate(
     }
 }
 
-#[derive(Deserialize, Default, utoipa::IntoParams)]
+/// The query of `messages`.
+#[derive(serde::Serialize, Deserialize, Default, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
-pub(super) struct MessagesQuery {
+pub struct MessagesQuery {
     #[serde(default)]
-    buffered: bool,
+    /// Only buffered messages.
+    pub buffered: bool,
     #[serde(default)]
-    parked: bool,
-    reason: Option<String>,
+    /// Only parked messages.
+    pub parked: bool,
+    /// Only parked messages with this reason.
+    pub reason: Option<String>,
     /// The `next` cursor of the previous page.
-    after: Option<String>,
+    pub after: Option<String>,
     /// Page size, 1 to 1000 (default 200).
-    limit: Option<usize>,
+    pub limit: Option<usize>,
 }
 
 #[utoipa::path(get, path = "/messages", params(MessagesQuery), responses((status = 200, description = "One page of buffered and parked messages (both unless one is asked for): parked ones by sequence, then buffered ones oldest first, each with its expiry, reason, candidates, attributes and raw payload; `next` is the cursor (`after`) of the following page", body = serde_json::Value)))]
@@ -169,12 +178,14 @@ pub(super) async fn requeue(State(s): State<AppState>, Path(id): Path<String>) -
     Ok(Json(crate::contract::delivery_json(&d)))
 }
 
-#[derive(Deserialize, utoipa::ToSchema)]
+/// The body of `discard`.
+#[derive(serde::Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-pub(super) struct DiscardBody {
-    why: String,
+pub struct DiscardBody {
+    /// Why it is discarded (recorded).
+    pub why: String,
     /// Who discards it (recorded).
-    by: String,
+    pub by: String,
 }
 
 #[utoipa::path(post, path = "/messages/{id}/discard", request_body = DiscardBody, params(("id" = String, Path, description = "message id (or NAME/ID)")), responses((status = 200, description = "End a parked message; who and why are recorded", body = serde_json::Value)))]
@@ -191,16 +202,19 @@ pub(super) async fn discard(
     )
 }
 
-#[derive(Deserialize, utoipa::ToSchema)]
+/// The body of `signal`.
+#[derive(serde::Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-pub(super) struct SignalBody {
-    name: String,
+pub struct SignalBody {
+    /// The signal name.
+    pub name: String,
     #[serde(default)]
     #[schema(value_type = Object)]
-    variables: Vars,
+    /// The variables the signal carries.
+    pub variables: Vars,
     /// With an id the signal is applied once here, however often it is sent
     /// (a gateway and a partition's forwarder send one).
-    id: Option<String>,
+    pub id: Option<String>,
 }
 
 #[utoipa::path(post, path = "/signals", request_body = SignalBody, responses((status = 200, description = "Broadcast a signal; returns how many subscriptions it reached (with an id: applied once, a repeat answers what the first reached)", body = serde_json::Value)))]

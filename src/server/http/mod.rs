@@ -41,7 +41,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 /// Largest request body accepted; larger ones get 413 while they are read.
 pub const MAX_BODY: usize = 4 * 1024 * 1024;
 
-/// Largest body of a request that carries a BPMN model (`/deployments`, `/cli`):
+/// Largest body of a request that carries a BPMN model (`/deployments`):
 /// a model at the parser's cap, escaped as a JSON string.
 pub const MAX_MODEL_BODY: usize = 2 * crate::model::MAX_SIZE + 64 * 1024;
 
@@ -51,21 +51,18 @@ struct AppState {
     token: Option<Arc<String>>,
     alarms: Arc<crate::alarms::Alarms>,
     consumers: crate::ingress::Consumers,
-    remote_cli: Option<super::RemoteCli>,
     objects: Option<Arc<dyn crate::objects::ObjectStore>>,
 }
 
 /// The API as an axum router. `token`: required bearer token, if any; `alarms`:
 /// configured alarms whose state `/metrics` reports; `consumers`: the Pub/Sub
-/// consumers whose state `/health/ready` and `/metrics` report; `remote_cli`:
-/// what `/cli` runs (none: `/cli` answers 501); `objects`: where claim-check
+/// consumers whose state `/health/ready` and `/metrics` report; `objects`: where claim-check
 /// objects are read (none: `/jobs/{id}/objects/…` answers 501).
 pub fn router(
     pf: Postfach,
     token: Option<String>,
     alarms: Arc<crate::alarms::Alarms>,
     consumers: crate::ingress::Consumers,
-    remote_cli: Option<super::RemoteCli>,
     objects: Option<Arc<dyn crate::objects::ObjectStore>>,
 ) -> Router {
     let state = AppState {
@@ -73,7 +70,6 @@ pub fn router(
         token: token.map(Arc::new),
         alarms,
         consumers,
-        remote_cli,
         objects,
     };
     let (api, _) = api().split_for_parts();
@@ -139,6 +135,7 @@ impl IntoResponse for ApiError {
                 ));
             }
         }
+        let mut doc = json!({"error": text});
         if let Error::Engine(EngineError::RepairRefused {
             message,
             key,
@@ -147,23 +144,18 @@ impl IntoResponse for ApiError {
         }) = &e
         {
             // the subscription the repair would duplicate, for a page to link to
-            let conflict = json!({"message": message, "key": key,
+            doc["conflict"] = json!({"message": message, "key": key,
                 "instance": existing_instance.to_string(), "element": existing_element});
-            return (
-                status_of(&e),
-                Json(json!({"error": text, "conflict": conflict})),
-            )
-                .into_response();
         }
         if let Error::Engine(EngineError::OtherPartition { owner, .. }) = &e {
             // the owner, for a gateway to send it on
-            return (
-                status_of(&e),
-                Json(json!({"error": text, "partition": owner})),
-            )
-                .into_response();
+            doc["partition"] = json!(owner);
         }
-        problem(status_of(&e), text)
+        if e.is_rejection() {
+            // refused by the rules (exit 3 on the command line), not a fault
+            doc["rejected"] = json!(true);
+        }
+        (status_of(&e), Json(doc)).into_response()
     }
 }
 
@@ -285,42 +277,25 @@ async fn partition(State(s): State<AppState>) -> ApiResult {
     })))
 }
 
-#[derive(Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-struct CliBody {
-    args: Vec<String>,
-    /// Contents of the files the command line names, by path as given (the
-    /// server never opens a caller's path).
-    #[serde(default)]
-    files: BTreeMap<String, String>,
+#[utoipa::path(post, path = "/cleanup", responses((status = 200, description = "Retention: remove completed instances and settled messages past the retention period, in small batches; answers how many of each", body = serde_json::Value)))]
+async fn cleanup(State(s): State<AppState>) -> ApiResult {
+    Ok(Json(crate::contract::cleanup(&s.pf).await?))
 }
 
-/// Runs a command line inside the server, so `postfach --server URL ...` prints
-/// exactly what it would print against the database itself.
-#[utoipa::path(post, path = "/cli", request_body = CliBody, responses((status = 200, description = "Run a postfach command line inside the server (what --server uses)", body = serde_json::Value)))]
-async fn cli(
-    State(s): State<AppState>,
-    b: Result<Json<CliBody>, JsonRejection>,
-) -> Result<Response, ApiError> {
-    let b = body(b)?;
-    let Some(remote) = &s.remote_cli else {
-        return Ok(problem(
-            StatusCode::NOT_IMPLEMENTED,
-            "this server runs no command line: it was started by a host, not by `postfach run`"
-                .into(),
-        ));
-    };
-    Ok(Json(remote(s.pf.clone(), b.args, b.files).await).into_response())
+#[utoipa::path(post, path = "/work", responses((status = 200, description = "One pass of the server's job executor until nothing is due; answers what it ran and how many task jobs wait for a worker", body = serde_json::Value)))]
+async fn work(State(s): State<AppState>) -> ApiResult {
+    Ok(Json(crate::contract::work_pass(&s.pf).await?))
 }
 
-/// The server's own operations: health, metrics, this partition, the
-/// command line.
+/// The server's own operations: health, metrics, this partition,
+/// retention and a pass of the executor.
 const OPERATIONS: &[Operation] = &[
     op("live", Method::GET, "/health/live", Local, Open),
     op("ready", Method::GET, "/health/ready", Local, Open),
     op("metrics", Method::GET, "/metrics", Metrics, Read),
     op("partition", Method::GET, "/partition", Same, Read),
-    op("cli", Method::POST, "/cli", Cli, Admin),
+    op("cleanup", Method::POST, "/cleanup", Summed, Operate),
+    op("work", Method::POST, "/work", Summed, Operate),
 ];
 
 /// The catalogue's families (`super::catalogue`), each beside its handlers.
@@ -341,7 +316,8 @@ fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(ready))
         .routes(routes!(metrics))
         .routes(routes!(partition))
-        .routes(with_limit(routes!(cli), MAX_MODEL_BODY))
+        .routes(routes!(cleanup))
+        .routes(routes!(work))
         .merge(instances::routes())
         .merge(messages::routes())
         .merge(jobs::routes())
@@ -381,4 +357,19 @@ pub(super) async fn openapi() -> Response {
         Ok(doc) => ([(header::CONTENT_TYPE, "application/json")], doc).into_response(),
         Err(e) => problem(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     }
+}
+
+/// The typed requests of the catalogue's operations — bodies and queries —
+/// as a client sends them (the command line with `--server` builds these):
+/// one type per request for the handler that reads it and the client that
+/// writes it.
+pub mod requests {
+    pub use super::instances::{
+        ActivateBody, ConditionsBody, DeployBody, InstancesQuery, StartBody, TokenBody, TriggerBody,
+    };
+    pub use super::jobs::{
+        AcquireBody, BpmnErrorBody, CompleteBody, ExtendBody, FailBody, JobsQuery,
+    };
+    pub use super::messages::{DiscardBody, MessageBody, MessagesQuery, SignalBody};
+    pub use super::processes::{EvaluateBody, StatisticsQuery, TaskBody, TasksQuery};
 }

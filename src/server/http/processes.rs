@@ -56,12 +56,13 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(task_action))
 }
 
-#[derive(Deserialize, utoipa::IntoParams)]
+/// The query of `statistics`.
+#[derive(serde::Serialize, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
-pub(super) struct StatisticsQuery {
+pub struct StatisticsQuery {
     /// The definition version (default: the latest).
-    version: Option<u32>,
+    pub version: Option<u32>,
 }
 
 #[utoipa::path(get, path = "/decisions", responses((status = 200, description = "Every deployed DMN decision with its latest version", body = serde_json::Value)))]
@@ -69,13 +70,14 @@ pub(super) async fn decisions(State(s): State<AppState>) -> ApiResult {
     Ok(Json(json!({"decisions": s.pf.reader()?.decisions()?})))
 }
 
-#[derive(Deserialize, utoipa::ToSchema)]
+/// The body of `evaluate`.
+#[derive(serde::Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-pub(super) struct EvaluateBody {
+pub struct EvaluateBody {
     /// The variables the decision reads.
     #[serde(default)]
     #[schema(value_type = Object)]
-    variables: Vars,
+    pub variables: Vars,
 }
 
 #[utoipa::path(post, path = "/decisions/{id}/evaluate", request_body = EvaluateBody, params(("id" = String, Path, description = "decision id")), responses((status = 200, description = "The latest version's value and the rules that matched; nothing is stored", body = serde_json::Value), (status = 404, description = "No such decision is deployed"), (status = 422, description = "The decision has no value for these variables")))]
@@ -147,19 +149,25 @@ pub(super) async fn statistics(
     }
 }
 
-#[derive(Deserialize, utoipa::IntoParams)]
+/// The query of `tasks`: every filter given must hold.
+#[derive(serde::Serialize, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
-pub(super) struct TasksQuery {
-    assignee: Option<String>,
-    candidate_user: Option<String>,
-    candidate_group: Option<String>,
-    process: Option<String>,
-    element: Option<String>,
+pub struct TasksQuery {
+    /// Only tasks held by this user.
+    pub assignee: Option<String>,
+    /// Only tasks this user may claim.
+    pub candidate_user: Option<String>,
+    /// Only tasks this group may claim.
+    pub candidate_group: Option<String>,
+    /// Only tasks of this process.
+    pub process: Option<String>,
+    /// Only tasks at this element.
+    pub element: Option<String>,
     /// RFC 3339.
-    created_before: Option<String>,
+    pub created_before: Option<String>,
     /// RFC 3339.
-    due_before: Option<String>,
+    pub due_before: Option<String>,
 }
 
 /// An RFC 3339 query value as milliseconds, or 400 naming the field.
@@ -184,17 +192,18 @@ pub(super) async fn tasks(State(s): State<AppState>, Query(q): Query<TasksQuery>
     Ok(Json(documents::tasks(&s.pf.reader()?.tasks(&filter)?)))
 }
 
-#[derive(Deserialize, utoipa::ToSchema)]
+/// The body of `task_action`.
+#[derive(serde::Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-pub(super) struct TaskBody {
+pub struct TaskBody {
     /// Who acts (authorization is not modelled: the caller says who it is).
-    user: String,
+    pub user: String,
     /// `assign`: the new holder.
-    to: Option<String>,
+    pub to: Option<String>,
     /// `complete`: variables merged into the instance.
     #[serde(default)]
     #[schema(value_type = Object)]
-    variables: Vars,
+    pub variables: Vars,
 }
 
 #[utoipa::path(post, path = "/tasks/{id}/{action}", request_body = TaskBody, params(("id" = u64, Path, description = "task id"), ("action" = String, Path, description = "claim, unclaim, assign or complete")), responses((status = 200, description = "Act on a user task; 409 when someone else holds it", body = serde_json::Value)))]

@@ -1,0 +1,200 @@
+//! Every operation of the catalogue has a face on the command line: a walk
+//! of commands runs with `--server` against `postfach run` and against a
+//! `postfach gateway` in front of it, through a proxy that records each
+//! request the command line sends; every operation of the catalogue must be
+//! among them (an operation without a command fails the walk), and no
+//! command fails on the way there (a usage error, or no answer).
+#![cfg(feature = "server")]
+use crate::common;
+use common::server::{Gateway, Server};
+use postfach::server::catalogue;
+use std::collections::BTreeSet;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+
+/// A proxy in front of `upstream` that records the method and path of every
+/// request it passes on (one request per connection: it closes each).
+fn recorder(upstream: String) -> (String, Arc<Mutex<Vec<(String, String)>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let record = seen.clone();
+    std::thread::spawn(move || {
+        for client in listener.incoming().map_while(Result::ok) {
+            let (upstream, record) = (upstream.clone(), record.clone());
+            std::thread::spawn(move || pass_on(client, &upstream, &record));
+        }
+    });
+    (addr, seen)
+}
+
+fn pass_on(mut client: TcpStream, upstream: &str, seen: &Mutex<Vec<(String, String)>>) {
+    let mut request = Vec::new();
+    let mut buf = [0u8; 8192];
+    let head_end = loop {
+        if let Some(i) = request.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        match client.read(&mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => request.extend_from_slice(&buf[..n]),
+        }
+    };
+    let head = String::from_utf8_lossy(&request[..head_end]).into_owned();
+    let length: usize = head
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("content-length")
+                .then(|| v.trim().parse().ok())?
+        })
+        .unwrap_or(0);
+    while request.len() < head_end + length {
+        match client.read(&mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => request.extend_from_slice(&buf[..n]),
+        }
+    }
+    let mut line = head.lines().next().unwrap_or_default().split(' ');
+    let (method, target) = (
+        line.next().unwrap_or_default(),
+        line.next().unwrap_or_default(),
+    );
+    let path = target.split('?').next().unwrap_or_default();
+    seen.lock()
+        .unwrap()
+        .push((method.to_string(), path.to_string()));
+    // the same request, closed after its answer
+    let mut head: Vec<&str> = head
+        .trim_end()
+        .lines()
+        .filter(|l| !l.to_ascii_lowercase().starts_with("connection:"))
+        .collect();
+    head.push("connection: close");
+    let mut up = TcpStream::connect(upstream).unwrap();
+    up.write_all(format!("{}\r\n\r\n", head.join("\r\n")).as_bytes())
+        .unwrap();
+    up.write_all(&request[head_end..head_end + length]).unwrap();
+    let mut answer = Vec::new();
+    let _ = up.read_to_end(&mut answer);
+    let _ = client.write_all(&answer);
+}
+
+/// The walk: each command, and the exit codes it may end with (0 unless the
+/// server refuses what it names: an unknown job, a token that is not there).
+fn walk(instance: &str) -> Vec<(Vec<String>, &'static [i32])> {
+    let ok: &[i32] = &[0];
+    let refused: &[i32] = &[1, 3];
+    let w = |args: &str, codes: &'static [i32]| {
+        (
+            args.replace("INSTANCE", instance)
+                .split(' ')
+                .map(String::from)
+                .collect::<Vec<_>>(),
+            codes,
+        )
+    };
+    vec![
+        w("deploy bpmn/antrag-freigabe.bpmn", ok),
+        w("start antrag-freigabe", ok),
+        w("instance INSTANCE", ok),
+        w("instances --waiting-at auftragUebergeben", ok),
+        w("processes", ok),
+        w("processes --xml auftrag-ausfuehrung", ok),
+        w("statistics auftrag-ausfuehrung", ok),
+        w("publish AuftragAbgeschlossen --key niemand --id walk-1", ok),
+        w("correlate AuftragAbgeschlossen --key niemand-2", &[3]),
+        w("messages", ok),
+        w("requeue walk-1", refused),
+        w("discard walk-1 --why walk --by tester", refused),
+        w("signal Tarifwechsel --id walk-signal", ok),
+        w("conditions --var betrag=1", ok),
+        w("decisions", ok),
+        w("decide keine-entscheidung --var a=1", refused),
+        w("jobs", ok),
+        w("acquire rechnungStellen --worker walker", ok),
+        w("complete 999999 --lease-token 1", refused),
+        w("extend 999999 --lease-token 1 --by 1m", refused),
+        w("fail 999999 --error walk", refused),
+        w("bpmn-error 999999 --code WALK", refused),
+        w("retry 999999", refused),
+        w("object 999999 protokoll", refused),
+        w("tasks", ok),
+        w("task claim 999999 --user walker", refused),
+        w("add-token INSTANCE auftragUebergeben", refused),
+        w("move-token INSTANCE 999999 auftragUebergeben", refused),
+        w("cancel-token INSTANCE 999999", refused),
+        w("trigger INSTANCE 999999", refused),
+        w("ad-hoc INSTANCE 999999 --activate rueckfrage", refused),
+        w("ad-hoc INSTANCE 999999 --complete", refused),
+        w("cleanup", ok),
+        w("work --until-idle", ok),
+        w("health", ok),
+        w("health --live", ok),
+        w("partition", ok),
+        w("alarms", ok),
+        w("metrics", ok),
+    ]
+}
+
+fn walk_through(face: &str, upstream: String, instance: &str) {
+    let (proxy, seen) = recorder(upstream);
+    for (args, codes) in walk(instance) {
+        let o = Command::new(env!("CARGO_BIN_EXE_postfach"))
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .env_remove("POSTFACH_TOKEN")
+            .arg("--server")
+            .arg(format!("http://{proxy}"))
+            .args(&args)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        let code = o.status.code().unwrap_or(-1);
+        assert!(
+            codes.contains(&code),
+            "{face}: postfach {} exited {code}: {stderr}",
+            args.join(" ")
+        );
+        assert!(
+            !stderr.contains("cannot reach") && !stderr.contains("no operation"),
+            "{face}: postfach {}: {stderr}",
+            args.join(" ")
+        );
+    }
+    let reached: BTreeSet<&str> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|(method, path)| {
+            let method = method.parse().ok()?;
+            catalogue::find(&method, path).map(|(o, _)| o.name)
+        })
+        .collect();
+    let unreached: Vec<&str> = catalogue::operations()
+        .iter()
+        .map(|o| o.name)
+        .filter(|n| !reached.contains(n))
+        .collect();
+    assert!(
+        unreached.is_empty(),
+        "{face}: no command reaches {unreached:?}"
+    );
+}
+
+#[test]
+fn every_operation_is_reachable_from_the_command_line_against_run_and_gateway() {
+    let srv = Server::start("127.0.0.1:0", None);
+    let gw = Gateway::start(std::slice::from_ref(&srv.addr));
+    let (status, started) = srv.json(
+        "POST",
+        "/instances",
+        Some(serde_json::json!({"process": "auftrag-ausfuehrung", "variables": {"auftragId": "walk"}})),
+    );
+    assert_eq!(status, 201, "{started}");
+    let instance = started["instance"].as_str().unwrap().to_string();
+    walk_through("run", srv.addr.clone(), &instance);
+    walk_through("gateway", gw.addr.clone(), &instance);
+    srv.stop();
+}

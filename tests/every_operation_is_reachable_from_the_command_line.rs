@@ -14,9 +14,12 @@ use std::net::{TcpListener, TcpStream};
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 
+/// The method and path of each request a proxy passed on.
+type Seen = Arc<Mutex<Vec<(String, String)>>>;
+
 /// A proxy in front of `upstream` that records the method and path of every
 /// request it passes on (one request per connection: it closes each).
-fn recorder(upstream: String) -> (String, Arc<Mutex<Vec<(String, String)>>>) {
+fn recorder(upstream: String) -> (String, Seen) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap().to_string();
     let seen = Arc::new(Mutex::new(Vec::new()));

@@ -9,6 +9,7 @@
 mod common;
 
 mod a_boundary_keeps_the_key_it_was_opened_with;
+mod a_client_generated_from_the_openapi_document_calls_every_operation;
 mod a_cluster_loses_no_message_when_its_processes_are_killed;
 mod a_cut_log_tail_is_reported;
 mod a_gateway_routes_a_cluster_by_key_and_id;

@@ -7,6 +7,7 @@ pub mod bpmn;
 pub mod browser;
 #[cfg(feature = "pubsub")]
 pub mod gcs;
+pub mod proxy;
 #[cfg(feature = "pubsub")]
 pub mod pubsub;
 pub mod server;

@@ -196,6 +196,17 @@ pub fn openapi_validator() -> std::path::PathBuf {
     )
 }
 
+/// openapi-python-client, which generates a Python client (httpx, attrs)
+/// from an OpenAPI document: the directory to put on `PYTHONPATH` for
+/// `python3 -m openapi_python_client` and for the client it generates.
+pub fn openapi_python_client() -> std::path::PathBuf {
+    python_package(
+        "openapi-python-client",
+        "openapi_python_client",
+        "openapi-python-client==0.29.1",
+    )
+}
+
 /// Prometheus' Python client, whose OpenMetrics parser reads an exposition
 /// as a scraper does (a family's samples apart, a name twice, a bad type
 /// are refused): the directory to put on `PYTHONPATH`.

@@ -12,7 +12,6 @@ use super::values::{
     send_topics,
 };
 use clap::Args;
-use postfach::ops::InstanceFilter;
 use postfach::server::http::requests;
 use postfach::{Error, Postfach};
 use serde_json::{Value, json};
@@ -408,29 +407,11 @@ pub(super) fn instances_query(args: InstancesArgs) -> requests::InstancesQuery {
 
 /// `postfach instances` against the open database.
 pub(super) async fn instances(pf: &Postfach, args: InstancesArgs) -> Result<Output, Failure> {
-    let InstancesArgs {
-        waiting_at,
-        state,
-        process,
-        key,
-        variable,
-        started_from,
-        started_before,
-        incident,
-    } = args;
+    let filter = instances_query(args).filter().map_err(usage)?;
     let r = pf.reader()?;
-    let list = r.instances(&InstanceFilter {
-        waiting_at: waiting_at.clone(),
-        state,
-        process,
-        key,
-        variable,
-        started_from,
-        started_before,
-        has_incident: incident.then_some(true),
-    })?;
+    let list = r.instances(&filter)?;
     let mut doc = json!({ "instances": list });
-    if let Some(el) = &waiting_at {
+    if let Some(el) = &filter.waiting_at {
         // the same filtered instances, with the age of their wait
         let listed: std::collections::HashSet<&str> =
             list.iter().map(|v| v.instance.as_str()).collect();

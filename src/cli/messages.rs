@@ -11,7 +11,6 @@ use super::values::{MAX_LINE, VarArgs, parse_ttl, parse_vars};
 use clap::Args;
 use postfach::contract::delivery_json;
 use postfach::limits;
-use postfach::ops::MessageFilter;
 use postfach::server::http::requests;
 use postfach::{Delivery, Error, Outcome, Postfach, Publish, Reason, Vars};
 use serde_json::{Value, json};
@@ -102,12 +101,9 @@ pub(super) fn message_request(
 
 /// `postfach publish` against the open database.
 pub(super) async fn publish(pf: &Postfach, args: PublishArgs) -> Result<Output, Failure> {
-    let PublishArgs {
-        message,
-        target,
-        ttl,
-    } = args;
-    let d = pf.publish(to_publish(message, target, ttl)?).await?;
+    let d = pf
+        .publish(to_publish(args.message, args.target, args.ttl)?)
+        .await?;
     Ok(shown(delivery_json(&d), delivery_text))
 }
 
@@ -167,31 +163,22 @@ pub(super) async fn import(pf: &Postfach, args: ImportArgs) -> Result<Output, Fa
 }
 
 /// The query of `postfach messages`.
-pub(super) fn messages_query(args: MessagesArgs) -> Result<requests::MessagesQuery, Failure> {
-    if let Some(r) = &args.reason {
-        Reason::parse_or_list(r).map_err(|e| usage(format!("--reason: {e}")))?;
-    }
-    Ok(requests::MessagesQuery {
+pub(super) fn messages_query(args: MessagesArgs) -> requests::MessagesQuery {
+    requests::MessagesQuery {
         buffered: args.buffered,
         parked: args.parked,
         reason: args.reason,
         after: None,
         limit: Some(postfach::server::http::MAX_PAGE),
-    })
+    }
 }
 
 /// `postfach messages` against the open database.
 pub(super) async fn messages(pf: &Postfach, args: MessagesArgs) -> Result<Output, Failure> {
-    let q = messages_query(args)?;
-    let reason = match &q.reason {
-        Some(r) => Some(Reason::parse_or_list(r).map_err(usage)?),
-        None => None,
-    };
-    let list = pf.reader()?.messages(&MessageFilter {
-        buffered: q.buffered,
-        parked: q.parked,
-        reason,
-    })?;
+    let filter = messages_query(args)
+        .filter()
+        .map_err(|e| usage(format!("--reason: {e}")))?;
+    let list = pf.reader()?.messages(&filter)?;
     Ok(shown(json!({"messages": list}), messages_text))
 }
 

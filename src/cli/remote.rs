@@ -290,6 +290,19 @@ impl Client {
         })
     }
 
+    /// Nothing, for an answer that succeeded whatever its content (XML, the
+    /// metrics' text); else the failure its status means.
+    pub(super) fn succeeded(&self, a: &Answer) -> Result<(), Failure> {
+        if a.status.is_success() {
+            return Ok(());
+        }
+        Err(self.document(a).err().unwrap_or_else(|| Failure {
+            code: 1,
+            message: format!("{} answered {}", self.server, a.status),
+            json: None,
+        }))
+    }
+
     /// Every page of a list, its `fields` concatenated; when a gateway could
     /// not read partitions, an error naming them with what was read.
     pub(super) async fn list(&self, mut call: Call, fields: &[&str]) -> Result<Value, Failure> {
@@ -417,7 +430,9 @@ async fn send_more(c: &Client, command: Command) -> Result<Output, Failure> {
             }
         }
         Command::Messages(a) => {
-            let call = Call::to("messages")?.query(&messages::messages_query(a)?)?;
+            let q = messages::messages_query(a);
+            q.filter().map_err(|e| usage(format!("--reason: {e}")))?;
+            let call = Call::to("messages")?.query(&q)?;
             let doc = c.list(call, &["messages"]).await?;
             Ok(shown(doc, messages::messages_text))
         }

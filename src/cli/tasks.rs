@@ -106,24 +106,7 @@ pub(super) fn tasks_query(args: TasksArgs) -> requests::TasksQuery {
 
 /// `postfach tasks` against the open database.
 pub(super) async fn tasks(pf: &Postfach, args: TasksArgs) -> Result<Output, Failure> {
-    let TasksArgs {
-        assignee,
-        candidate_user,
-        candidate_group,
-        process,
-        element,
-        created_before,
-        due_before,
-    } = args;
-    let filter = postfach::ops::TaskFilter {
-        assignee,
-        candidate_user,
-        candidate_group,
-        process,
-        element,
-        created_before,
-        due_before,
-    };
+    let filter = tasks_query(args).filter().map_err(usage)?;
     let list = pf.reader()?.tasks(&filter)?;
     Ok(shown(postfach::server::documents::tasks(&list), tasks_text))
 }
@@ -167,24 +150,25 @@ pub(super) fn tasks_text(d: &Value) -> String {
 pub(super) fn task_request(
     action: TaskCommand,
 ) -> Result<(u64, &'static str, requests::TaskBody), Failure> {
-    let body = |user, to, variables| requests::TaskBody {
-        user,
-        to,
-        variables,
+    let (task, action, user, to, vars) = match action {
+        TaskCommand::Claim { task, user } => (task, "claim", user, None, None),
+        TaskCommand::Unclaim { task, user } => (task, "unclaim", user, None, None),
+        TaskCommand::Assign { task, to, user } => (task, "assign", user, Some(to), None),
+        TaskCommand::Complete { task, user, vars } => (task, "complete", user, None, Some(vars)),
     };
-    Ok(match action {
-        TaskCommand::Claim { task, user } => (task, "claim", body(user, None, Default::default())),
-        TaskCommand::Unclaim { task, user } => {
-            (task, "unclaim", body(user, None, Default::default()))
-        }
-        TaskCommand::Assign { task, to, user } => {
-            (task, "assign", body(user, Some(to), Default::default()))
-        }
-        TaskCommand::Complete { task, user, vars } => {
-            let vars = parse_vars(&vars.var).map_err(usage)?;
-            (task, "complete", body(user, None, vars))
-        }
-    })
+    let variables = match vars {
+        Some(vars) => parse_vars(&vars.var).map_err(usage)?,
+        None => Default::default(),
+    };
+    Ok((
+        task,
+        action,
+        requests::TaskBody {
+            user,
+            to,
+            variables,
+        },
+    ))
 }
 
 /// `postfach task` against the open database.

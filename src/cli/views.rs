@@ -103,13 +103,7 @@ pub(super) async fn processes_over(c: &Client, args: ProcessesArgs) -> Result<Ou
     };
     let call = Call::to("process_xml")?.at(&id).query(&q)?;
     let answer = c.answer(&call).await?;
-    if !answer.status.is_success() {
-        return Err(c.document(&answer).err().unwrap_or_else(|| Failure {
-            code: 1,
-            message: format!("{} answered {}", c.server, answer.status),
-            json: None,
-        }));
-    }
+    c.succeeded(&answer)?;
     Ok(xml_output(
         &id,
         String::from_utf8_lossy(&answer.body).into_owned(),
@@ -143,17 +137,21 @@ pub(super) async fn alarms(c: &Client) -> Result<Output, Failure> {
 pub(super) async fn partition(c: &Client) -> Result<Output, Failure> {
     let doc = c.call(&Call::to("partition")?).await?;
     Ok(shown(doc, |d| {
+        let held = [
+            ("tokens_waiting", "token(s) waiting"),
+            ("buffered", "buffered"),
+            ("parked", "parked"),
+            ("jobs_due", "job(s) due"),
+            ("incidents", "incident(s)"),
+            ("tasks_open", "open task(s)"),
+        ]
+        .map(|(field, what)| format!("{} {what}", s(&d[field])));
         format!(
-            "partition {} of {} (version {}): {} token(s) waiting, {} buffered, {} parked, {} job(s) due, {} incident(s), {} open task(s)",
+            "partition {} of {} (version {}): {}",
             s(&d["partition"]),
             s(&d["partitions"]),
             s(&d["version"]),
-            s(&d["tokens_waiting"]),
-            s(&d["buffered"]),
-            s(&d["parked"]),
-            s(&d["jobs_due"]),
-            s(&d["incidents"]),
-            s(&d["tasks_open"])
+            held.join(", ")
         )
     }))
 }
@@ -179,13 +177,7 @@ pub(super) async fn health(c: &Client, args: HealthArgs) -> Result<Output, Failu
 /// is.
 pub(super) async fn metrics(c: &Client) -> Result<Output, Failure> {
     let answer = c.answer(&Call::to("metrics")?).await?;
-    if !answer.status.is_success() {
-        return Err(c.document(&answer).err().unwrap_or_else(|| Failure {
-            code: 1,
-            message: format!("{} answered {}", c.server, answer.status),
-            json: None,
-        }));
-    }
+    c.succeeded(&answer)?;
     let text = String::from_utf8_lossy(&answer.body).into_owned();
     let families = text.lines().filter(|l| l.starts_with("# TYPE ")).count();
     Ok(Output {

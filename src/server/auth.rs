@@ -48,6 +48,23 @@ pub async fn bearer(State(token): State<Token>, req: Request, next: Next) -> Res
     next.run(req).await
 }
 
+/// An HTTP face of postfach (`run`'s API, a gateway): its routes, with the
+/// console and the OpenAPI document beside them, behind this one layer.
+pub(crate) fn face<S>(
+    routes: axum::Router<S>,
+    token: Option<std::sync::Arc<String>>,
+) -> axum::Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+{
+    use axum::routing::get;
+    routes
+        .route("/", get(super::console::index))
+        .route("/console/{*file}", get(super::console::asset))
+        .route("/openapi.json", get(super::http::openapi))
+        .layer(axum::middleware::from_fn_with_state(token, bearer))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -21,7 +21,6 @@ use super::catalogue::Placement;
 use axum::body::Bytes;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, Method, StatusCode, header};
-use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
@@ -77,19 +76,12 @@ pub fn router(config: GatewayConfig) -> Router {
         unreached: Default::default(),
         signals: Default::default(),
     };
-    Router::new()
-        .route("/", get(super::console::index))
-        .route("/console/{*file}", get(super::console::asset))
+    let routes = Router::new()
         .route("/health/live", get(live))
         .route("/health/ready", get(ready))
-        .route("/openapi.json", get(super::http::openapi))
         .route("/cluster/status", get(status))
-        .fallback(forward)
-        .layer(middleware::from_fn_with_state(
-            gw.token.clone(),
-            super::auth::bearer,
-        ))
-        .with_state(gw)
+        .fallback(forward);
+    super::auth::face(routes, gw.token.clone()).with_state(gw)
 }
 
 /// Serves the gateway on `addr` until `shutdown` resolves; `ready` is told

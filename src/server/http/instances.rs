@@ -200,6 +200,34 @@ pub struct InstancesQuery {
     pub order: Option<String>,
 }
 
+impl InstancesQuery {
+    /// The filter it asks for (paging aside); what is wrong names the field.
+    pub fn filter(&self) -> Result<InstanceFilter, String> {
+        let variable = match (&self.variable, &self.value) {
+            (Some(n), Some(v)) => Some((n.clone(), v.clone())),
+            (None, None) => None,
+            _ => return Err("variable and value go together: ?variable=NAME&value=VALUE".into()),
+        };
+        if let Some(st) = &self.state
+            && !["active", "incident", "completed", "cancelled"].contains(&st.as_str())
+        {
+            return Err(format!(
+                "state {st:?}: expected active, incident, completed or cancelled"
+            ));
+        }
+        Ok(InstanceFilter {
+            started_from: instant("started_from", self.started_from.clone())?,
+            started_before: instant("started_before", self.started_before.clone())?,
+            waiting_at: self.waiting_at.clone(),
+            state: self.state.clone(),
+            process: self.process.clone(),
+            key: self.key.clone(),
+            variable,
+            has_incident: self.has_incident,
+        })
+    }
+}
+
 /// The most records one page of a list returns.
 /// Largest page of a list.
 pub const MAX_PAGE: usize = 1000;
@@ -231,22 +259,7 @@ pub(super) async fn instances(
     State(s): State<AppState>,
     Query(q): Query<InstancesQuery>,
 ) -> ApiResult {
-    let variable = match (q.variable, q.value) {
-        (Some(n), Some(v)) => Some((n, v)),
-        (None, None) => None,
-        _ => {
-            return Err(ApiError::BadRequest(
-                "variable and value go together: ?variable=NAME&value=VALUE".into(),
-            ));
-        }
-    };
-    if let Some(st) = &q.state
-        && !["active", "incident", "completed", "cancelled"].contains(&st.as_str())
-    {
-        return Err(ApiError::BadRequest(format!(
-            "state {st:?}: expected active, incident, completed or cancelled"
-        )));
-    }
+    let filter = q.filter().map_err(ApiError::BadRequest)?;
     let newest_first = match q.order.as_deref() {
         None | Some("newest") => true,
         Some("oldest") => false,
@@ -258,16 +271,6 @@ pub(super) async fn instances(
     };
     let limit = page_limit(q.limit, 100)?;
     let after = id_cursor(q.after)?;
-    let filter = InstanceFilter {
-        started_from: instant("started_from", q.started_from)?,
-        started_before: instant("started_before", q.started_before)?,
-        waiting_at: q.waiting_at.clone(),
-        state: q.state,
-        process: q.process,
-        key: q.key,
-        variable,
-        has_incident: q.has_incident,
-    };
     let r = s.pf.reader()?;
     let page = r.instance_page(
         &filter,

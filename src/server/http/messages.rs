@@ -140,22 +140,29 @@ pub struct MessagesQuery {
     pub limit: Option<usize>,
 }
 
+impl MessagesQuery {
+    /// The filter it asks for (paging aside); an unknown reason names the
+    /// reasons there are.
+    pub fn filter(&self) -> Result<MessageFilter, String> {
+        Ok(MessageFilter {
+            buffered: self.buffered,
+            parked: self.parked,
+            reason: self
+                .reason
+                .as_deref()
+                .map(Reason::parse_or_list)
+                .transpose()?,
+        })
+    }
+}
+
 #[utoipa::path(get, path = "/messages", params(MessagesQuery), responses((status = 200, description = "One page of buffered and parked messages (both unless one is asked for): parked ones by sequence, then buffered ones oldest first, each with its expiry, reason, candidates, attributes and raw payload; `next` is the cursor (`after`) of the following page", body = serde_json::Value)))]
 pub(super) async fn messages(
     State(s): State<AppState>,
     Query(q): Query<MessagesQuery>,
 ) -> Result<Response, ApiError> {
-    let reason = match q.reason.as_deref().map(Reason::parse_or_list) {
-        Some(Err(e)) => return Err(ApiError::BadRequest(e)),
-        Some(Ok(r)) => Some(r),
-        None => None,
-    };
+    let filter = q.filter().map_err(ApiError::BadRequest)?;
     let limit = page_limit(q.limit, 200)?;
-    let filter = MessageFilter {
-        buffered: q.buffered,
-        parked: q.parked,
-        reason,
-    };
     let page = match s
         .pf
         .reader()?

@@ -18,7 +18,6 @@ use crate::{EngineError, Error, Postfach, Publish, Reason, Vars};
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::{StatusCode, header};
-use axum::middleware;
 use axum::response::{IntoResponse, Response};
 // helpers the families share
 use instances::{id_cursor, page_limit};
@@ -30,7 +29,6 @@ use super::catalogue::{Operation, op};
 use super::documents;
 use super::gateway::route::List;
 use axum::http::Method;
-use axum::routing::get;
 use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -73,15 +71,7 @@ pub fn router(
         objects,
     };
     let (api, _) = api().split_for_parts();
-    Router::new()
-        .route("/", get(super::console::index))
-        .route("/console/{*file}", get(super::console::asset))
-        .route("/openapi.json", get(openapi))
-        .merge(api)
-        .layer(middleware::from_fn_with_state(
-            state.token.clone(),
-            super::auth::bearer,
-        ))
+    super::auth::face(Router::new().merge(api), state.token.clone())
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .with_state(state)
 }

@@ -170,25 +170,30 @@ pub struct TasksQuery {
     pub due_before: Option<String>,
 }
 
-/// An RFC 3339 query value as milliseconds, or 400 naming the field.
-pub(super) fn instant(field: &str, v: Option<String>) -> Result<Option<u64>, ApiError> {
-    v.map(|s| {
-        crate::model::iso::instant(&s).map_err(|e| ApiError::BadRequest(format!("{field}: {e}")))
-    })
-    .transpose()
+impl TasksQuery {
+    /// The filter it asks for; what is wrong names the field.
+    pub fn filter(self) -> Result<crate::ops::TaskFilter, String> {
+        Ok(crate::ops::TaskFilter {
+            created_before: instant("created_before", self.created_before)?,
+            due_before: instant("due_before", self.due_before)?,
+            assignee: self.assignee,
+            candidate_user: self.candidate_user,
+            candidate_group: self.candidate_group,
+            process: self.process,
+            element: self.element,
+        })
+    }
+}
+
+/// An RFC 3339 query value as milliseconds; what is wrong names the field.
+pub(super) fn instant(field: &str, v: Option<String>) -> Result<Option<u64>, String> {
+    v.map(|s| crate::model::iso::instant(&s).map_err(|e| format!("{field}: {e}")))
+        .transpose()
 }
 
 #[utoipa::path(get, path = "/tasks", params(TasksQuery), responses((status = 200, description = "Open user tasks; every filter given must hold", body = serde_json::Value)))]
 pub(super) async fn tasks(State(s): State<AppState>, Query(q): Query<TasksQuery>) -> ApiResult {
-    let filter = crate::ops::TaskFilter {
-        created_before: instant("created_before", q.created_before)?,
-        due_before: instant("due_before", q.due_before)?,
-        assignee: q.assignee,
-        candidate_user: q.candidate_user,
-        candidate_group: q.candidate_group,
-        process: q.process,
-        element: q.element,
-    };
+    let filter = q.filter().map_err(ApiError::BadRequest)?;
     Ok(Json(documents::tasks(&s.pf.reader()?.tasks(&filter)?)))
 }
 

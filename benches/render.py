@@ -246,6 +246,7 @@ BLOCKS = {
     "expressions": render_expressions,
     "ingest": include_md("ingest"),
     "cluster": include_md("cluster"),
+    "http": include_md("http"),
     "compare": include_md("compare"),
     "vendor-sweep": render_sweep,
 }

@@ -113,6 +113,34 @@ pub struct ConfigFile {
     /// `[cluster]`: where the partitions of a cluster serve their API.
     #[serde(default)]
     pub cluster: ClusterConfig,
+    /// `[backup]`: where `POST /backups` writes.
+    #[serde(default)]
+    pub backup: BackupConfig,
+}
+
+/// `[backup]` of postfach.toml.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct BackupConfig {
+    /// The directory `POST /backups` (and `postfach --server URL backup`)
+    /// writes each backup into, as `DIR/ID/`; the server writes nowhere a
+    /// caller names. Without it the API takes no backups.
+    pub to: Option<std::path::PathBuf>,
+}
+
+impl BackupConfig {
+    /// Refuses an empty directory or a URL (backups go to a directory on the
+    /// server's disk).
+    pub fn check(&self) -> Result<(), String> {
+        match &self.to {
+            Some(d) if d.as_os_str().is_empty() => Err("backup.to: empty; name a directory".into()),
+            Some(d) if d.to_string_lossy().contains("://") => Err(format!(
+                "backup.to: '{}' is a URL; backups are written to a directory of the server's disk",
+                d.display()
+            )),
+            _ => Ok(()),
+        }
+    }
 }
 
 /// `[cluster]` of postfach.toml.
@@ -237,6 +265,7 @@ impl ConfigFile {
         }
         c.storage.check().map_err(|e| format!("{file}: {e}"))?;
         c.cluster.check().map_err(|e| format!("{file}: {e}"))?;
+        c.backup.check().map_err(|e| format!("{file}: {e}"))?;
         c.http.checked().map_err(|e| format!("{file}: {e}"))?;
         for s in &c.subscriptions {
             s.compile().map_err(|e| format!("{file}: {e}"))?;

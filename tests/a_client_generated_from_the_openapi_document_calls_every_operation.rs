@@ -20,7 +20,7 @@ const CALLS: &str = r#"
 import json, sys
 from gen.client import Client
 from gen.api.default import (
-    acquire, activate, add_token, alarm_states, bpmn_error, cancel_token, cleanup,
+    acquire, activate, add_token, alarm_states, backup, bpmn_error, cancel_token, cleanup,
     complete, complete_ad_hoc, conditions, correlate, decisions, deploy, discard,
     evaluate, extend, fail, instance, instances, job_object, jobs, live, messages,
     metrics, move_token, partition, process_xml, processes, publish, ready, requeue,
@@ -75,6 +75,7 @@ calls = [
     ("tasks", lambda: tasks.sync_detailed(client=c, process="antrag-freigabe")),
     ("task_action", lambda: task_action.sync_detailed(none, "claim", client=c, body=TaskBody(user="gen"))),
     ("cleanup", lambda: cleanup.sync_detailed(client=c)),
+    ("backup", lambda: backup.sync_detailed(client=c)),
     ("work", lambda: work.sync_detailed(client=c)),
 ]
 for name, call in calls:

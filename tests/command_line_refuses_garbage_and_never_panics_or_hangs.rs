@@ -139,7 +139,7 @@ fn a_damaged_database_file_is_an_error_naming_it_never_a_panic() {
     }
     // recover checks every page and says what can be done
     let o = run(&["--db", d, "--json", "recover"]);
-    refused(&o, 1, "restore the file from a backup", "recover");
+    refused(&o, 1, "restore it from a backup", "recover");
     let report: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(report["database"]["check"], "damaged", "{report}");
     // the library says the same as a typed error

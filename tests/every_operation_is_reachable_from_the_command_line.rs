@@ -60,6 +60,8 @@ fn walk(instance: &str) -> Vec<(Vec<String>, &'static [i32])> {
         w("ad-hoc INSTANCE 999999 --activate rueckfrage", refused),
         w("ad-hoc INSTANCE 999999 --complete", refused),
         w("cleanup", ok),
+        // a server without `[backup] to` takes none (501), but it was asked
+        w("backup", refused),
         w("work --until-idle", ok),
         w("health", ok),
         w("health --live", ok),

@@ -8,6 +8,7 @@
 #[macro_use]
 mod common;
 
+mod a_backup_restores_every_call_answered_before_it;
 mod a_boundary_keeps_the_key_it_was_opened_with;
 mod a_client_generated_from_the_openapi_document_calls_every_operation;
 mod a_cluster_loses_no_message_when_its_processes_are_killed;
@@ -22,6 +23,7 @@ mod alarms_fire_and_clear;
 mod ambiguous_correlation_is_parked;
 mod architecture_holds;
 mod async_after_and_variable_mappings_apply;
+mod backups_are_taken_offline_through_a_server_and_a_gateway;
 mod benchmarks_are_rendered_from_their_result_files;
 mod business_rule_tasks_decide_in_the_engine;
 mod call_activities_run_a_child_instance;

@@ -151,7 +151,7 @@ pub(super) fn next_step(e: &Error) -> Option<String> {
 }
 
 /// What to do about a damaged database file.
-pub const DAMAGED_ADVICE: &str = "stop every process that uses it, keep a copy of the file, and run `postfach recover` to check it; if it cannot be repaired, restore the file from a backup";
+pub const DAMAGED_ADVICE: &str = "stop every process that uses it, keep a copy of the file, and run `postfach recover` to check it; if it cannot be repaired, restore it from a backup (`postfach backups --at DIR` lists them checked; `postfach restore BACKUP --replace`)";
 
 pub(super) fn store_step(e: &postfach::StoreError) -> Option<String> {
     use postfach::StoreError as S;

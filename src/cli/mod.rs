@@ -11,6 +11,7 @@
 //! [`remote`] sends a command to a server as its operation of the API
 //! (`--server`), [`show`] renders a command's text from its document.
 
+mod backups;
 mod cluster;
 mod failure;
 mod instances;
@@ -234,6 +235,21 @@ pub enum Command {
     ///
     /// Example: postfach recover --discard-damaged
     Recover(offline::RecoverArgs),
+    /// Write a backup: a copy of the database at one batch of the log, with
+    /// a manifest (partition, batch, checksums), as DIR/ID/.
+    ///
+    /// Example: postfach backup --to backups
+    Backup(backups::BackupArgs),
+    /// List the backups in a directory, each checked against its manifest.
+    ///
+    /// Example: postfach backups --at backups
+    Backups(backups::BackupsArgs),
+    /// Restore a backup as --db after checking it (checksums, redb's check,
+    /// format, partition, the store's own check); an existing database is
+    /// replaced only with --replace, and then kept beside it.
+    ///
+    /// Example: postfach restore backups/20261206T101500000Z-p0 --db postfach.redb
+    Restore(backups::RestoreArgs),
     /// Reclaim file space offline (stop `postfach run` first).
     ///
     /// Example: postfach compact
@@ -311,6 +327,13 @@ pub async fn run(cli: Cli) -> Result<Output, Failure> {
                 .map_err(Failure::from);
         }
         Command::Recover(args) => return offline::recover_offline(&cli, args),
+        Command::Backups(args) => return backups::backups(args),
+        Command::Restore(_) if cli.server.is_some() => {
+            return Err(usage(
+                "restore writes a database file: stop its server and run restore where the file is, without --server".into(),
+            ));
+        }
+        Command::Restore(args) => return backups::restore(&cli.db, args),
         Command::Compact => return offline::compact(&cli),
         Command::Object(args) => return jobs::object(&cli, args).await,
         Command::Gateway(args) => return cluster::gateway(args).await,
@@ -370,9 +393,12 @@ async fn execute(pf: &Postfach, command: Command) -> Result<Output, Failure> {
         | Command::Recover(_)
         | Command::Gateway(_)
         | Command::Router(_)
-        | Command::Cluster(_) => Err(usage(
+        | Command::Cluster(_)
+        | Command::Backups(_)
+        | Command::Restore(_) => Err(usage(
             "this command works without an open database; run it on its own".into(),
         )),
+        Command::Backup(args) => backups::backup(pf, args).await,
         Command::Health(_) => Err(views::server_only("health")),
         Command::Partition => Err(views::server_only("partition")),
         Command::Alarms => Err(views::server_only("alarms")),

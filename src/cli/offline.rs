@@ -67,7 +67,7 @@ pub(super) fn recover(db: &std::path::Path, discard_damaged: bool) -> Result<Out
             db.display()
         ),
         postfach::FileCheck::Damaged(d) => format!(
-            "{}: damaged beyond repair ({d}); restore the file from a backup",
+            "{}: damaged beyond repair ({d}); restore it from a backup (postfach restore BACKUP --replace)",
             db.display()
         ),
     };

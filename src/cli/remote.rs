@@ -41,6 +41,12 @@ pub(crate) fn runs_remotely(c: &Command) -> Result<(), String> {
         Command::Object(_) => {
             Err("object streams bytes; use GET /jobs/{id}/objects/{variable} instead".into())
         }
+        Command::Backup(b) if b.to.is_some() => Err(
+            "with --server the server writes the backup into its own `[backup] to`: drop --to".into(),
+        ),
+        Command::Backups(_) | Command::Restore(_) => Err(
+            "backups and restore work on files where they are: drop --server".into(),
+        ),
         // a pass of the server's own executor is fine; a foreground executor or
         // handlers registered from a remote command line are not
         Command::Work(w)
@@ -357,7 +363,9 @@ pub(super) async fn send(cli: Cli) -> Result<Output, Failure> {
         | Command::Compact
         | Command::Recover(_)
         | Command::Import(_)
-        | Command::Object(_) => Err(usage("this command does not run against a server".into())),
+        | Command::Object(_)
+        | Command::Backups(_)
+        | Command::Restore(_) => Err(usage("this command does not run against a server".into())),
         Command::Deploy(a) => {
             let b = instances::deploy_request(&a)?;
             let name = b.file.clone().unwrap_or_default();
@@ -495,6 +503,10 @@ async fn send_more(c: &Client, command: Command) -> Result<Output, Failure> {
             Ok(shown(doc, jobs::complete_text))
         }
         Command::Work(_) => Ok(shown(c.call(&Call::to("work")?).await?, jobs::work_text)),
+        Command::Backup(_) => Ok(shown(
+            c.call(&Call::to("backup")?).await?,
+            super::backups::backup_text,
+        )),
         Command::Cleanup => Ok(shown(
             c.call(&Call::to("cleanup")?).await?,
             offline::cleanup_text,

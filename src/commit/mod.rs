@@ -29,7 +29,7 @@ use crate::engine::{
 };
 use crate::error::Error;
 use crate::options::Options;
-use crate::store::{self, JobState, StoreError, Tables};
+use crate::store::{self, JobState, StoreError, Tables, WAL_BATCH};
 use std::collections::BTreeMap;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -249,6 +249,16 @@ pub(crate) struct Request {
     /// The caller's W3C `traceparent`, when a trace is recorded: the jobs
     /// this command creates continue it ([`crate::trace`]).
     pub(crate) trace: Option<String>,
+}
+
+/// What the writer thread is asked.
+pub(crate) enum Job {
+    /// A command, applied in the next batch.
+    Apply(Request),
+    /// A read snapshot of everything applied so far and the last batch it
+    /// holds, taken between two batches (a backup copies it while the writer
+    /// goes on).
+    Snapshot(oneshot::Sender<Result<(u64, redb::ReadTransaction), StoreError>>),
 }
 
 /// The processes of a parsed BPMN file.
@@ -506,6 +516,15 @@ impl Writer {
         Ok(())
     }
 
+    /// A read snapshot after the last batch applied, and that batch.
+    fn snapshot(&self) -> Result<(u64, redb::ReadTransaction), StoreError> {
+        if let Some(why) = self.poisoned() {
+            return Err(StoreError::Aborted(why));
+        }
+        use redb::ReadableDatabase;
+        Ok((self.batch, self.db.begin_read().map_err(redb::Error::from)?))
+    }
+
     fn poisoned(&self) -> Option<String> {
         self.poisoned.lock().ok().and_then(|p| p.clone())
     }
@@ -631,21 +650,31 @@ impl Writer {
     }
 }
 
-/// `meta` key of the last batch applied to redb.
-const WAL_BATCH: &str = "wal_batch";
-
 pub(crate) fn writer_loop(
     mut w: Writer,
-    rx: mpsc::Receiver<Request>,
+    rx: mpsc::Receiver<Job>,
     clock: Arc<dyn Clock>,
     max_batch: usize,
     stats: Arc<CommitStats>,
 ) {
     while let Ok(first) = rx.recv() {
+        let first = match first {
+            Job::Apply(r) => r,
+            Job::Snapshot(asked) => {
+                let _ = asked.send(w.snapshot());
+                continue;
+            }
+        };
         let mut batch = vec![first];
+        // a snapshot asked for while the batch gathers sees the batch
+        let mut snapshots = Vec::new();
         while batch.len() < max_batch {
             match rx.try_recv() {
-                Ok(r) => batch.push(r),
+                Ok(Job::Apply(r)) => batch.push(r),
+                Ok(Job::Snapshot(asked)) => {
+                    snapshots.push(asked);
+                    break;
+                }
                 Err(_) => break,
             }
         }
@@ -663,6 +692,9 @@ pub(crate) fn writer_loop(
         }
         stats.batch_size.observe(cmds.len() as f64);
         w.submit(now, &cmds, parsed, &traces, replies, started);
+        for asked in snapshots {
+            let _ = asked.send(w.snapshot());
+        }
     }
     if let Err(e) = w.checkpoint() {
         tracing::error!(error = %e, "checkpoint at close failed; the write-ahead log is replayed at the next open");

@@ -14,7 +14,7 @@ use crate::Vars;
 use crate::clock::{Clock, Millis};
 pub use crate::commit::CommitStats;
 use crate::commit::wal::{self, Wal};
-use crate::commit::{Command, Parsed, Reply, Request, Writer, unreachable_reply, writer_loop};
+use crate::commit::{Command, Job, Parsed, Reply, Request, Writer, unreachable_reply, writer_loop};
 use crate::engine::{DefCache, Delivery, Deployed, EngineError, LockedJob, Malformed, Publish};
 pub use crate::error::Error;
 use crate::handler::{Handler, Handlers};
@@ -73,7 +73,7 @@ pub struct WorkReport {
 struct Inner {
     db: Mutex<Option<Arc<redb::Database>>>,
     path: PathBuf,
-    tx: Mutex<Option<mpsc::Sender<Request>>>,
+    tx: Mutex<Option<mpsc::Sender<Job>>>,
     writer: Mutex<Option<JoinHandle<()>>>,
     defs: Arc<DefCache>,
     clock: Arc<dyn Clock>,
@@ -193,7 +193,7 @@ impl Postfach {
             );
         }
         wal.checkpoint()?;
-        let (tx, rx) = mpsc::channel::<Request>();
+        let (tx, rx) = mpsc::channel::<Job>();
         let committed = Arc::new(tokio::sync::Notify::new());
         let stats = Arc::new(CommitStats::default());
         wal.start_syncer(committed.clone(), stats.clone())?;
@@ -335,14 +335,44 @@ impl Postfach {
             return Err(StoreError::ReadOnly.into());
         }
         let tx = guard.as_ref().ok_or(StoreError::Closed)?;
-        tx.send(Request {
+        tx.send(Job::Apply(Request {
             cmd,
             parsed,
             reply,
             trace: crate::trace::current_traceparent(),
-        })
+        }))
         .map_err(|_| StoreError::Closed)?;
         Ok(rx)
+    }
+
+    /// Writes a backup of the database as it is after the last batch the
+    /// writer applied, into `dir/ID/` (see [`crate::backup`]): the writer
+    /// hands over a read snapshot between two batches and goes on; the copy
+    /// is written from the snapshot off the async runtime. Every call
+    /// answered before this one was made is in it.
+    pub async fn backup(
+        &self,
+        dir: impl AsRef<Path>,
+    ) -> Result<crate::backup::Manifest, crate::backup::BackupError> {
+        let (asked, answer) = oneshot::channel();
+        {
+            let guard = self.inner.tx.lock().map_err(|_| StoreError::Closed)?;
+            if self.inner.read_only {
+                return Err(StoreError::ReadOnly.into());
+            }
+            let tx = guard.as_ref().ok_or(StoreError::Closed)?;
+            tx.send(Job::Snapshot(asked))
+                .map_err(|_| StoreError::Closed)?;
+        }
+        let (batch, snapshot) = answer.await.map_err(|_| StoreError::Closed)??;
+        let dir = dir.as_ref().to_path_buf();
+        let partition = self.partition();
+        let taken_at = self.inner.clock.now();
+        tokio::task::spawn_blocking(move || {
+            crate::backup::write(&snapshot, batch, partition, taken_at, &dir)
+        })
+        .await
+        .map_err(|e| StoreError::Aborted(e.to_string()))?
     }
 
     pub(crate) async fn submit(&self, cmd: Command) -> Result<Reply, Error> {

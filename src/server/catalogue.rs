@@ -42,8 +42,8 @@ pub enum Placement {
     Acquire,
     /// Every partition's metrics, labelled with it.
     Metrics,
-    /// On every partition, the numbers of the answers added up (retention,
-    /// a pass of the executor).
+    /// On every partition, the answers merged: numbers added, lists
+    /// concatenated (retention, a pass of the executor, backups).
     Summed,
     /// Any partition: the answer is the same on each, or is one partition's
     /// view that names it.

@@ -141,11 +141,18 @@ pub async fn run(
         let _ = stop_tx.send(true);
     });
     let (header_ms, body_ms, max_connections) = limits;
-    let app = http::router(pf.clone(), listen.token, alarms, consumers, edge.objects()).layer(
-        tower_http::timeout::RequestBodyTimeoutLayer::new(std::time::Duration::from_millis(
-            body_ms,
-        )),
-    );
+    let backups = config.backup.to.clone();
+    let app = http::router(
+        pf.clone(),
+        listen.token,
+        alarms,
+        consumers,
+        edge.objects(),
+        backups,
+    )
+    .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
+        std::time::Duration::from_millis(body_ms),
+    ));
     ready(bound);
     let server = serve(
         listener,

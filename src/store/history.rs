@@ -175,7 +175,6 @@ pub(crate) fn decode(
 
 /// How many entries a history row of either layout holds (its texts are
 /// not resolved: no model needed). For the store's check.
-#[cfg(test)]
 pub(crate) fn len(bytes: &[u8]) -> Result<usize, CodecError> {
     if codec::version_of(bytes)? != codec::COMPACT_VERSION {
         return Ok(codec::decode::<Vec<HistoryEntry>>(bytes)?.len());

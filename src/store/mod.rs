@@ -65,6 +65,13 @@ use redb::{MultimapTableDefinition, ReadableDatabase, ReadableTable, TableDefini
 use serde::{Deserialize, Serialize};
 
 pub(crate) const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+/// `meta` key of the last batch of the log the database holds (durably at
+/// a checkpoint; a backup's copy holds it too).
+pub(crate) const WAL_BATCH: &str = "wal_batch";
+
+/// A read snapshot as redb gives it (what a backup copies).
+pub(crate) type RawSnapshot = redb::ReadTransaction;
+
 /// `meta` key of the database's format (see [`DB_FORMAT`]).
 pub(crate) const FORMAT_KEY: &str = "format_version";
 /// The database format this build writes: 2 keeps instance histories in
@@ -355,6 +362,7 @@ from_redb!(
     redb::CommitError
 );
 
+pub(crate) mod copy;
 mod instance;
 mod open;
 mod overlay;
@@ -362,8 +370,7 @@ mod overlay;
 mod sim;
 mod snapshot;
 mod tables;
-#[cfg(test)]
-mod verify;
+pub(crate) mod verify;
 
 /// The store's consistency check over a read transaction (tests).
 #[cfg(test)]

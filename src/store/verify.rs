@@ -711,10 +711,12 @@ fn compare<T: Ord + std::fmt::Debug>(
 }
 
 /// An in-memory database for engine-level tests: no file, no fsync.
+#[cfg(test)]
 pub(crate) struct MemoryStore {
     db: redb::Database,
 }
 
+#[cfg(test)]
 impl MemoryStore {
     /// An empty database with every table created.
     pub fn new() -> Self {

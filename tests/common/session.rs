@@ -7,7 +7,8 @@
 //! emulator's start line; any other program fails the block, so a shown
 //! line is always one the test runs. The words `JOB` and `T` are the job and
 //! lease token the last `acquire` answered, `TASK` the first task the last
-//! `tasks` listed. A comment `# outcome: WORD …` expects WORD on standard
+//! `tasks` listed, `BACKUP` the directory of the backup the last `backup`
+//! wrote. A comment `# outcome: WORD …` expects WORD on standard
 //! output, `# exit N: …` that exit code; any other line must succeed (curl
 //! with `--fail`). `< FILE` at a line's end is its standard input. Ports are the blocks' (7820, the emulator's 8085) in the
 //! text and free ones when run. A server (`run`) or executor (`work`
@@ -226,7 +227,7 @@ impl Session {
         if !args.iter().any(|a| a == "--db") {
             cmd.arg("--db").arg(self.db());
         }
-        if ["acquire", "tasks"].contains(&sub_name.as_str()) {
+        if ["acquire", "tasks", "backup"].contains(&sub_name.as_str()) {
             cmd.arg("--json");
         }
         if sub_name == "run" {
@@ -340,6 +341,11 @@ impl Session {
             "tasks" => {
                 if let Some(id) = v["tasks"][0]["task"].as_str() {
                     self.placeholders.insert("TASK", id.to_string());
+                }
+            }
+            "backup" => {
+                if let Some(path) = v["backups"][0]["path"].as_str() {
+                    self.placeholders.insert("BACKUP", path.to_string());
                 }
             }
             _ => {}

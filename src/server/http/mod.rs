@@ -50,6 +50,8 @@ struct AppState {
     alarms: Arc<crate::alarms::Alarms>,
     consumers: crate::ingress::Consumers,
     objects: Option<Arc<dyn crate::objects::ObjectStore>>,
+    /// Where `POST /backups` writes (`[backup] to`).
+    backups: Option<std::path::PathBuf>,
 }
 
 /// The API as an axum router. `token`: required bearer token, if any; `alarms`:
@@ -62,6 +64,7 @@ pub fn router(
     alarms: Arc<crate::alarms::Alarms>,
     consumers: crate::ingress::Consumers,
     objects: Option<Arc<dyn crate::objects::ObjectStore>>,
+    backups: Option<std::path::PathBuf>,
 ) -> Router {
     let state = AppState {
         pf,
@@ -69,6 +72,7 @@ pub fn router(
         alarms,
         consumers,
         objects,
+        backups,
     };
     let (api, _) = api().split_for_parts();
     super::auth::face(Router::new().merge(api), state.token.clone())
@@ -277,8 +281,27 @@ async fn work(State(s): State<AppState>) -> ApiResult {
     Ok(Json(crate::contract::work_pass(&s.pf).await?))
 }
 
+#[utoipa::path(post, path = "/backups", responses((status = 200, description = "A backup of the database at one batch of the log, written to `[backup] to` as DIR/ID/ with its manifest (partition, batch, checksums): `{\"backups\": [manifest]}`, one per partition through a gateway; writers do not wait for the copy", body = serde_json::Value), (status = 501, description = "No `[backup] to` is configured: the server writes nowhere a caller names")))]
+async fn backup(State(s): State<AppState>) -> Result<Response, ApiError> {
+    let Some(dir) = &s.backups else {
+        return Ok(problem(
+            StatusCode::NOT_IMPLEMENTED,
+            "this server takes no backups: give it `[backup] to = \"DIR\"` in postfach.toml".into(),
+        ));
+    };
+    match s.pf.backup(dir).await {
+        Ok(m) => {
+            let path = dir.join(&m.id).display().to_string();
+            let mut doc = serde_json::to_value(m).unwrap_or_default();
+            doc["path"] = json!(path);
+            Ok(Json(json!({ "backups": [doc] })).into_response())
+        }
+        Err(e) => Ok(problem(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())),
+    }
+}
+
 /// The server's own operations: health, metrics, this partition,
-/// retention and a pass of the executor.
+/// retention, a pass of the executor and a backup.
 const OPERATIONS: &[Operation] = &[
     op("live", Method::GET, "/health/live", Local, Open),
     op("ready", Method::GET, "/health/ready", Local, Open),
@@ -286,6 +309,7 @@ const OPERATIONS: &[Operation] = &[
     op("partition", Method::GET, "/partition", Same, Read),
     op("cleanup", Method::POST, "/cleanup", Summed, Operate),
     op("work", Method::POST, "/work", Summed, Operate),
+    op("backup", Method::POST, "/backups", Summed, Admin),
 ];
 
 /// The catalogue's families (`super::catalogue`), each beside its handlers.
@@ -308,6 +332,7 @@ fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(partition))
         .routes(routes!(cleanup))
         .routes(routes!(work))
+        .routes(routes!(backup))
         .merge(instances::routes())
         .merge(messages::routes())
         .merge(jobs::routes())

@@ -1,0 +1,395 @@
+//! Backups: a copy of the database at one batch of the log, written from a
+//! read snapshot the writer hands over between two batches (so writers wait
+//! for no copy), with a manifest of what it holds; the list of the backups
+//! in a directory; and the checks a restore makes before it writes anything.
+//!
+//! Invariants:
+//! - A backup is a directory `ID/` with `postfach.redb` and `manifest.json`;
+//!   the manifest is written last, after every file it names is durable, and
+//!   the directory gets its name only then — an interrupted backup is a
+//!   `.partial-ID/` directory, never listed and never restored.
+//! - Every table of the database is copied; a table the copy does not know
+//!   stops the backup instead of being left out.
+//! - A restore writes its target only after the checksums, redb's integrity
+//!   check, the format, the partition and the store's own check passed, and
+//!   never replaces a database (or its log) without being told to — then it
+//!   keeps both beside it.
+
+use crate::store::{self, StoreError};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+/// The manifest's file name in a backup directory.
+pub const MANIFEST: &str = "manifest.json";
+/// The database copy's file name in a backup directory.
+pub const DATABASE: &str = "postfach.redb";
+
+/// What a backup holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// The backup's id, its directory's name (`YYYYMMDDTHHMMSSmmmZ-p{partition}`).
+    pub id: String,
+    /// The partition of its cluster the database is (0 of 1 unpartitioned).
+    pub partition: u32,
+    /// How many partitions its cluster has.
+    pub partitions: u32,
+    /// The database format of the copy.
+    pub db_format: u64,
+    /// The last batch of the log the copy holds: every call answered before
+    /// the backup began is in it.
+    pub batch: u64,
+    /// When the snapshot was taken (RFC 3339).
+    pub taken_at: String,
+    /// The postfach release that wrote it.
+    pub postfach: String,
+    /// Every file of the backup with its size and SHA-256.
+    pub files: Vec<FileSum>,
+}
+
+/// One file of a backup.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileSum {
+    /// Its name in the backup directory.
+    pub name: String,
+    /// Its size in bytes.
+    pub bytes: u64,
+    /// Its SHA-256, lower-case hex.
+    pub sha256: String,
+}
+
+/// Why a backup could not be written, listed or restored.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BackupError {
+    /// A file could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file or directory.
+        path: String,
+        /// What the system said.
+        source: std::io::Error,
+    },
+    /// The database could not be read or the copy written.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The database holds a table the copy does not know.
+    #[error(
+        "the database holds table '{0}', which a backup does not copy: this release cannot back it up"
+    )]
+    UnknownTable(String),
+    /// A directory without a manifest: an interrupted backup.
+    #[error(
+        "{0}: a partial backup (it has no {MANIFEST}): it was interrupted and cannot be restored"
+    )]
+    Partial(String),
+    /// A manifest that cannot be read.
+    #[error("{path}: {reason}")]
+    Manifest {
+        /// The manifest file.
+        path: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A file of the backup differs from its manifest, or the copy fails a
+    /// check.
+    #[error("{path}: {reason}")]
+    Damaged {
+        /// The file.
+        path: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The backup is of another partition than the one asked for.
+    #[error("backup {id} is partition {found} of {partitions}, not partition {wanted}")]
+    WrongPartition {
+        /// The backup.
+        id: String,
+        /// Its partition.
+        found: u32,
+        /// Its cluster's partitions.
+        partitions: u32,
+        /// The partition asked for.
+        wanted: u32,
+    },
+    /// The backup's database format is newer than this release reads.
+    #[error("backup {id} has database format {found}; this release reads format {reads} and older")]
+    NewerFormat {
+        /// The backup.
+        id: String,
+        /// Its format.
+        found: u64,
+        /// The newest this release reads.
+        reads: u64,
+    },
+    /// The target exists and was not to be replaced.
+    #[error("{0} exists: a restore does not overwrite a database")]
+    Exists(String),
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> BackupError + '_ {
+    move |source| BackupError::Io {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+/// A backup's id: the instant of its snapshot and its partition.
+pub fn backup_id(taken_at: crate::clock::Millis, partition: u32) -> String {
+    let t = crate::clock::rfc3339(taken_at)
+        .replace(['-', ':'], "")
+        .replace('.', "");
+    format!("{t}-p{partition}")
+}
+
+/// Writes a backup of the snapshot `r` (the state after batch `batch`) as
+/// `dir/ID/`, `dir` created when missing.
+pub(crate) fn write(
+    r: &store::RawSnapshot,
+    batch: u64,
+    partition: crate::partition::Partition,
+    taken_at: crate::clock::Millis,
+    dir: &Path,
+) -> Result<Manifest, BackupError> {
+    let id = backup_id(taken_at, partition.index());
+    std::fs::create_dir_all(dir).map_err(io(dir))?;
+    let partial = dir.join(format!(".partial-{id}"));
+    if partial.exists() {
+        std::fs::remove_dir_all(&partial).map_err(io(&partial))?;
+    }
+    std::fs::create_dir(&partial).map_err(io(&partial))?;
+    let copy = partial.join(DATABASE);
+    let unknown = store::copy::unknown_tables(r)?;
+    if let Some(name) = unknown.into_iter().next() {
+        let _ = std::fs::remove_dir_all(&partial);
+        return Err(BackupError::UnknownTable(name));
+    }
+    // the copy holds everything up to `batch`: nothing to replay
+    store::copy::copy_snapshot(r, &copy, batch)?;
+    let sum = file_sum(&copy, DATABASE)?;
+    let manifest = Manifest {
+        id: id.clone(),
+        partition: partition.index(),
+        partitions: partition.count(),
+        db_format: store::DB_FORMAT,
+        batch,
+        taken_at: crate::clock::rfc3339(taken_at),
+        postfach: env!("CARGO_PKG_VERSION").to_string(),
+        files: vec![sum],
+    };
+    sync_file(&copy).map_err(io(&copy))?;
+    let text = serde_json::to_string_pretty(&manifest).unwrap_or_default();
+    let path = partial.join(MANIFEST);
+    std::fs::write(&path, text).map_err(io(&path))?;
+    sync_file(&path).map_err(io(&path))?;
+    sync_dir(&partial).map_err(io(&partial))?;
+    let done = dir.join(&id);
+    std::fs::rename(&partial, &done).map_err(io(&done))?;
+    sync_dir(dir).map_err(io(dir))?;
+    Ok(manifest)
+}
+
+/// The size and SHA-256 of `path`, as `name` in a manifest.
+fn file_sum(path: &Path, name: &str) -> Result<FileSum, BackupError> {
+    let mut f = std::fs::File::open(path).map_err(io(path))?;
+    let mut hash = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut bytes = 0u64;
+    loop {
+        let n = f.read(&mut buf).map_err(io(path))?;
+        if n == 0 {
+            break;
+        }
+        hash.update(&buf[..n]);
+        bytes += n as u64;
+    }
+    Ok(FileSum {
+        name: name.to_string(),
+        bytes,
+        sha256: hex(&hash.finalize()),
+    })
+}
+
+/// Makes a file's content durable.
+fn sync_file(path: &Path) -> std::io::Result<()> {
+    std::fs::File::open(path)?.sync_all()
+}
+
+/// Makes a directory's entries durable.
+fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The manifest of the backup in `dir`, read and checked against its files
+/// (sizes and SHA-256): a directory without one is a partial backup.
+pub fn check(dir: &Path) -> Result<Manifest, BackupError> {
+    let path = dir.join(MANIFEST);
+    if !path.exists() {
+        return Err(BackupError::Partial(dir.display().to_string()));
+    }
+    let text = std::fs::read_to_string(&path).map_err(io(&path))?;
+    let manifest: Manifest = serde_json::from_str(&text).map_err(|e| BackupError::Manifest {
+        path: path.display().to_string(),
+        reason: e.to_string(),
+    })?;
+    if !manifest.files.iter().any(|f| f.name == DATABASE) {
+        return Err(BackupError::Manifest {
+            path: path.display().to_string(),
+            reason: format!("it names no {DATABASE}"),
+        });
+    }
+    for f in &manifest.files {
+        if f.name.contains(['/', '\\']) || f.name.starts_with('.') {
+            return Err(BackupError::Manifest {
+                path: path.display().to_string(),
+                reason: format!("file name {:?} is not a name in the backup", f.name),
+            });
+        }
+        let file = dir.join(&f.name);
+        if !file.exists() {
+            return Err(BackupError::Damaged {
+                path: file.display().to_string(),
+                reason: "missing".into(),
+            });
+        }
+        let found = file_sum(&file, &f.name)?;
+        if found.bytes != f.bytes {
+            return Err(BackupError::Damaged {
+                path: file.display().to_string(),
+                reason: format!(
+                    "{} bytes, the manifest says {} (truncated or appended to)",
+                    found.bytes, f.bytes
+                ),
+            });
+        }
+        if found.sha256 != f.sha256 {
+            return Err(BackupError::Damaged {
+                path: file.display().to_string(),
+                reason: "its SHA-256 differs from the manifest's (damaged)".into(),
+            });
+        }
+    }
+    Ok(manifest)
+}
+
+/// A directory of a backup directory, and what [`check`] says of it.
+pub type Listed = (String, Result<Manifest, BackupError>);
+
+/// The backups in `dir`, oldest first: each directory with what [`check`]
+/// says of it (partial ones included, as errors).
+pub fn list(dir: &Path) -> Result<Vec<Listed>, BackupError> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(io(dir))? {
+        let entry = entry.map_err(io(dir))?;
+        if !entry.file_type().map_err(io(dir))?.is_dir() {
+            continue;
+        }
+        let name = entry.file_name().to_string_lossy().into_owned();
+        out.push((name, check(&entry.path())));
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(out)
+}
+
+/// What a restore did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Restored {
+    /// The backup restored.
+    pub manifest: Manifest,
+    /// Where the replaced database and its log were kept, when one was.
+    pub kept: Vec<PathBuf>,
+}
+
+/// Restores the backup in `dir` to the database `target` (with no log: the
+/// copy holds every batch up to the manifest's): checked first, written to
+/// `TARGET.restoring` and renamed into place. `partition`: the partition it
+/// must be, when one is asked for; `replace`: keep an existing database and
+/// its log aside (`….replaced-MILLIS`) instead of refusing.
+pub fn restore(
+    dir: &Path,
+    target: &Path,
+    partition: Option<u32>,
+    replace: bool,
+) -> Result<Restored, BackupError> {
+    let manifest = check(dir)?;
+    if let Some(wanted) = partition.filter(|&p| p != manifest.partition) {
+        return Err(BackupError::WrongPartition {
+            id: manifest.id,
+            found: manifest.partition,
+            partitions: manifest.partitions,
+            wanted,
+        });
+    }
+    if manifest.db_format > store::DB_FORMAT {
+        return Err(BackupError::NewerFormat {
+            id: manifest.id,
+            found: manifest.db_format,
+            reads: store::DB_FORMAT,
+        });
+    }
+    let log = crate::commit::wal::Wal::path_for(target);
+    if !replace && (target.exists() || log.exists()) {
+        return Err(BackupError::Exists(target.display().to_string()));
+    }
+    let staging = target.with_extension("restoring");
+    let source = dir.join(DATABASE);
+    std::fs::copy(&source, &staging).map_err(io(&staging))?;
+    if let Err(e) = check_copy(&staging, &manifest) {
+        let _ = std::fs::remove_file(&staging);
+        return Err(e);
+    }
+    sync_file(&staging).map_err(io(&staging))?;
+    let mut kept = Vec::new();
+    let stamp = crate::clock::Clock::now(&crate::clock::SystemClock);
+    for old in [target, log.as_path()] {
+        if old.exists() {
+            let aside = PathBuf::from(format!("{}.replaced-{stamp}", old.display()));
+            std::fs::rename(old, &aside).map_err(io(old))?;
+            kept.push(aside);
+        }
+    }
+    std::fs::rename(&staging, target).map_err(io(target))?;
+    if let Some(parent) = target.parent().filter(|p| !p.as_os_str().is_empty()) {
+        sync_dir(parent).map_err(io(parent))?;
+    }
+    Ok(Restored { manifest, kept })
+}
+
+/// redb's integrity check, the format and batch stamps, and the store's own
+/// check, on the staged copy.
+fn check_copy(staging: &Path, manifest: &Manifest) -> Result<(), BackupError> {
+    let damaged = |reason: String| BackupError::Damaged {
+        path: staging.display().to_string(),
+        reason,
+    };
+    let found = store::copy::check_file(staging).map_err(|e| damaged(e.to_string()))?;
+    if !found.intact {
+        return Err(damaged(
+            "redb repaired it while checking: it was not intact".into(),
+        ));
+    }
+    if found.format != Some(manifest.db_format) {
+        return Err(damaged(format!(
+            "its format stamp is not the manifest's {}",
+            manifest.db_format
+        )));
+    }
+    if found.batch != Some(manifest.batch) {
+        return Err(damaged(format!(
+            "it does not hold batch {} as the manifest says",
+            manifest.batch
+        )));
+    }
+    if let Some(first) = found.problems.first() {
+        return Err(damaged(format!(
+            "the store's check finds {} problem(s), first: {first}",
+            found.problems.len()
+        )));
+    }
+    Ok(())
+}

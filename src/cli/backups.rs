@@ -1,0 +1,158 @@
+//! Backups on the command line: `backup` (a consistent copy at one batch of
+//! the log, with its manifest), `backups` (what a directory holds, each
+//! checked), `restore` (checked before anything is written).
+//!
+//! Invariant: each command owns its arguments and its human text, rendered
+//! from its document; a restore never replaces a database unless told to.
+
+use super::Output;
+use super::failure::Failure;
+use super::show::{each, s, shown};
+use clap::Args;
+use postfach::backup::{self, BackupError};
+use serde_json::{Value, json};
+use std::path::PathBuf;
+
+// The arguments of `postfach backup`.
+#[derive(Debug, Args)]
+pub(crate) struct BackupArgs {
+    /// The directory the backup is written into, as DIR/ID/ (created when
+    /// missing); with --server the server writes into its `[backup] to`.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) to: Option<PathBuf>,
+}
+
+// The arguments of `postfach backups`.
+#[derive(Debug, Args)]
+pub(crate) struct BackupsArgs {
+    /// The directory that holds the backups.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) at: PathBuf,
+}
+
+// The arguments of `postfach restore`.
+#[derive(Debug, Args)]
+pub(crate) struct RestoreArgs {
+    /// The backup's directory (DIR/ID).
+    pub(crate) backup: PathBuf,
+    /// Refuse a backup of another partition than this one.
+    #[arg(long, value_name = "I")]
+    pub(crate) partition: Option<u32>,
+    /// Replace an existing database: it and its log are kept beside it as
+    /// FILE.replaced-MILLIS.
+    #[arg(long)]
+    pub(crate) replace: bool,
+}
+
+fn failed(e: BackupError) -> Failure {
+    let step = match &e {
+        BackupError::Exists(_) => {
+            " (give --replace to keep it and its log aside and restore, or restore to another --db)"
+        }
+        BackupError::Partial(_) | BackupError::Damaged { .. } | BackupError::Manifest { .. } => {
+            " (restore another backup: `postfach backups --at DIR` lists them, each checked)"
+        }
+        BackupError::UnknownTable(_) => " (back it up with the release that wrote it)",
+        _ => "",
+    };
+    Failure {
+        code: 1,
+        message: format!("{e}{step}"),
+        json: None,
+    }
+}
+
+/// `postfach backup` against the open database.
+pub(super) async fn backup(pf: &postfach::Postfach, args: BackupArgs) -> Result<Output, Failure> {
+    let to = args.to.ok_or_else(|| {
+        super::failure::usage(
+            "backup needs --to DIR (with --server, the server's `[backup] to`)".into(),
+        )
+    })?;
+    let manifest = pf.backup(&to).await.map_err(failed)?;
+    let mut doc = serde_json::to_value(&manifest).unwrap_or_default();
+    doc["path"] = json!(to.join(&manifest.id).display().to_string());
+    Ok(shown(json!({ "backups": [doc] }), backup_text))
+}
+
+/// One line per backup written (one per partition through a gateway).
+pub(super) fn backup_text(d: &Value) -> String {
+    let lines: Vec<String> = each(&d["backups"])
+        .iter()
+        .map(|b| {
+            let bytes: u64 = each(&b["files"])
+                .iter()
+                .filter_map(|f| f["bytes"].as_u64())
+                .sum();
+            format!(
+                "backup {} of partition {} at batch {}: {} ({bytes} bytes)",
+                s(&b["id"]),
+                s(&b["partition"]),
+                s(&b["batch"]),
+                s(&b["path"])
+            )
+        })
+        .collect();
+    super::instances::missing_note(d, &lines.join("\n"))
+}
+
+/// `postfach backups`: the backups in a directory, each checked against its
+/// manifest.
+pub(super) fn backups(args: &BackupsArgs) -> Result<Output, Failure> {
+    let list = backup::list(&args.at).map_err(failed)?;
+    let rows: Vec<Value> = list
+        .into_iter()
+        .map(|(dir, checked)| match checked {
+            Ok(m) => json!({"dir": dir, "ok": true, "manifest": m}),
+            Err(e) => json!({"dir": dir, "ok": false, "error": e.to_string()}),
+        })
+        .collect();
+    Ok(shown(json!({"backups": rows}), |d| {
+        let rows = each(&d["backups"]);
+        if rows.is_empty() {
+            return "no backups".into();
+        }
+        rows.iter()
+            .map(|b| {
+                let m = &b["manifest"];
+                if b["ok"] == true {
+                    format!(
+                        "{}  partition {} of {}, batch {}, taken {}",
+                        s(&b["dir"]),
+                        s(&m["partition"]),
+                        s(&m["partitions"]),
+                        s(&m["batch"]),
+                        s(&m["taken_at"])
+                    )
+                } else {
+                    format!("{}  NOT RESTORABLE: {}", s(&b["dir"]), s(&b["error"]))
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }))
+}
+
+/// `postfach restore`: the backup checked, then written as `--db`.
+pub(super) fn restore(db: &std::path::Path, args: &RestoreArgs) -> Result<Output, Failure> {
+    let r = backup::restore(&args.backup, db, args.partition, args.replace).map_err(failed)?;
+    let doc = json!({
+        "restored": r.manifest.id,
+        "db": db.display().to_string(),
+        "batch": r.manifest.batch,
+        "partition": r.manifest.partition,
+        "kept": r.kept.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
+    });
+    Ok(shown(doc, |d| {
+        let mut text = format!(
+            "restored backup {} (batch {}) as {}",
+            s(&d["restored"]),
+            s(&d["batch"]),
+            s(&d["db"])
+        );
+        for k in each(&d["kept"]) {
+            text.push_str(&format!("\nkept the one it replaced as {}", s(k)));
+        }
+        text
+    }))
+}

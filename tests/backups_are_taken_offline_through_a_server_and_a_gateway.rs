@@ -1,0 +1,187 @@
+//! Backups from the command line: `backup --to DIR` on a stopped database,
+//! `--server` against a running `postfach run` (which writes into its
+//! `[backup] to`, nowhere a caller names), and through a gateway of two
+//! partitions (one backup per partition); `backups` lists them checked,
+//! `restore` brings one back as a database that opens with what it held.
+#![cfg(feature = "server")]
+use crate::common;
+use common::server::{Gateway, Server};
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn postfach(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_postfach"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env_remove("POSTFACH_SERVER")
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn json(args: &[&str]) -> Value {
+    let mut all = vec!["--json"];
+    all.extend_from_slice(args);
+    let o = postfach(&all);
+    assert!(
+        o.status.success(),
+        "postfach {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// A config whose `[backup] to` is `dir`.
+fn config(at: &Path, dir: &Path) -> String {
+    let path = at.join("postfach.toml");
+    std::fs::write(
+        &path,
+        format!("[backup]\nto = {:?}\n", dir.display().to_string()),
+    )
+    .unwrap();
+    path.display().to_string()
+}
+
+#[test]
+fn a_backup_of_a_stopped_database_restores_as_a_database_that_opens() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("d.redb");
+    let d = db.to_str().unwrap();
+    json(&[
+        "--db",
+        d,
+        "deploy",
+        "bpmn/auftrag-ausfuehrung.bpmn",
+        "--correlation-key",
+        "AuftragAbgeschlossen=auftragId",
+    ]);
+    json(&[
+        "--db",
+        d,
+        "start",
+        "auftrag-ausfuehrung",
+        "--var",
+        "auftragId=4711",
+    ]);
+    // without --to it says what it needs
+    let o = postfach(&["--db", d, "backup"]);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let backups = dir.path().join("backups");
+    let b = json(&["--db", d, "backup", "--to", backups.to_str().unwrap()]);
+    let path = b["backups"][0]["path"].as_str().unwrap().to_string();
+    assert!(Path::new(&path).join("manifest.json").exists(), "{b}");
+    let listed = json(&["backups", "--at", backups.to_str().unwrap()]);
+    assert_eq!(listed["backups"][0]["ok"], true, "{listed}");
+    // restored beside, it holds the order
+    let copy = dir.path().join("copy.redb");
+    let r = json(&["--db", copy.to_str().unwrap(), "restore", &path]);
+    assert_eq!(r["restored"], b["backups"][0]["id"], "{r}");
+    let listed = json(&["--db", copy.to_str().unwrap(), "instances"]);
+    assert_eq!(listed["instances"].as_array().unwrap().len(), 1, "{listed}");
+    // not over a database, unless told to
+    let o = postfach(&["--db", d, "restore", &path]);
+    assert_eq!(o.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        said.contains("exists") && said.contains("--replace"),
+        "{said}"
+    );
+    let r = json(&["--db", d, "restore", &path, "--replace"]);
+    // the database it replaced and its log are kept beside it
+    let kept: Vec<&str> = r["kept"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k.as_str().unwrap())
+        .collect();
+    assert!(kept.iter().any(|k| k.contains("d.redb.replaced-")), "{r}");
+    assert!(kept.iter().all(|k| Path::new(k).exists()), "{r}");
+}
+
+#[test]
+fn a_running_server_and_a_gateway_take_backups_into_their_own_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let backups = dir.path().join("backups");
+    let cfg = config(dir.path(), &backups);
+    let srv = Server::launch(dir.path(), &["--config".into(), cfg.clone()], &[]);
+    let url = format!("http://{}", srv.addr);
+    json(&[
+        "--server",
+        &url,
+        "start",
+        "auftrag-ausfuehrung",
+        "--var",
+        "auftragId=1",
+    ]);
+    // the server writes where it is configured to, never where a caller says
+    let o = postfach(&["--server", &url, "backup", "--to", "/tmp/elsewhere"]);
+    assert_eq!(o.status.code(), Some(2));
+    let b = json(&["--server", &url, "backup"]);
+    let id = b["backups"][0]["id"].as_str().unwrap().to_string();
+    assert!(backups.join(&id).join("manifest.json").exists(), "{b}");
+    // a server without [backup] to takes none
+    let bare = Server::start("127.0.0.1:0", None);
+    let o = postfach(&["--server", &format!("http://{}", bare.addr), "backup"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("[backup] to"));
+    bare.stop();
+    srv.stop();
+
+    // two partitions behind a gateway: one backup each
+    let mut parts = Vec::new();
+    for i in 0..2 {
+        let pdir = dir.path().join(format!("p{i}"));
+        std::fs::create_dir_all(&pdir).unwrap();
+        let args: Vec<String> = vec![
+            "--config".into(),
+            config(&pdir, &backups),
+            "--partitions".into(),
+            "2".into(),
+            "--partition".into(),
+            i.to_string(),
+        ];
+        parts.push(Server::launch(&pdir, &args, &[]));
+    }
+    let addrs: Vec<String> = parts.iter().map(|p| p.addr.clone()).collect();
+    let gw = Gateway::start(&addrs);
+    let b = json(&["--server", &format!("http://{}", gw.addr), "backup"]);
+    let mut partitions: Vec<u64> = b["backups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["partition"].as_u64().unwrap())
+        .collect();
+    partitions.sort();
+    assert_eq!(partitions, [0, 1], "{b}");
+    let listed = json(&["backups", "--at", backups.to_str().unwrap()]);
+    assert_eq!(listed["backups"].as_array().unwrap().len(), 3, "{listed}");
+    // a partition's backup refused for the other partition
+    let p1 = b["backups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["partition"] == 1)
+        .unwrap()["path"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let target = dir.path().join("p0-restored.redb");
+    let o = postfach(&[
+        "--db",
+        target.to_str().unwrap(),
+        "restore",
+        &p1,
+        "--partition",
+        "0",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not partition 0"));
+    for p in parts {
+        p.stop();
+    }
+}

@@ -152,8 +152,16 @@ pub(crate) fn write(
     taken_at: crate::clock::Millis,
     dir: &Path,
 ) -> Result<Manifest, BackupError> {
-    let id = backup_id(taken_at, partition.index());
     std::fs::create_dir_all(dir).map_err(io(dir))?;
+    // two backups in one millisecond get ids of their own
+    let first = backup_id(taken_at, partition.index());
+    let id = (1..)
+        .map(|n| match n {
+            1 => first.clone(),
+            n => format!("{first}-{n}"),
+        })
+        .find(|id| !dir.join(id).exists())
+        .unwrap_or(first);
     let partial = dir.join(format!(".partial-{id}"));
     if partial.exists() {
         std::fs::remove_dir_all(&partial).map_err(io(&partial))?;
@@ -294,6 +302,36 @@ pub fn list(dir: &Path) -> Result<Vec<Listed>, BackupError> {
     }
     out.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(out)
+}
+
+/// Removes the good backups of `partition` in `dir` beyond the newest
+/// `keep`, and the interrupted ones (`.partial-…`) of it older than the
+/// newest good one; backups of other partitions, damaged ones and anything
+/// newer are left. Returns the directories removed.
+pub fn prune(dir: &Path, partition: u32, keep: usize) -> Result<Vec<String>, BackupError> {
+    let suffix = format!("-p{partition}");
+    let listed = list(dir)?;
+    let good: Vec<&String> = listed
+        .iter()
+        .filter(|(_, m)| m.as_ref().is_ok_and(|m| m.partition == partition))
+        .map(|(name, _)| name)
+        .collect();
+    let newest = good.last().map(|n| n.as_str()).unwrap_or_default();
+    let mut removed = Vec::new();
+    let surplus = good.len().saturating_sub(keep);
+    let stale = listed.iter().filter_map(|(name, _)| {
+        let id = name.strip_prefix(".partial-")?;
+        (id.ends_with(&suffix) && id < newest).then_some(name)
+    });
+    for name in good[..surplus].iter().copied().chain(stale) {
+        let path = dir.join(name);
+        std::fs::remove_dir_all(&path).map_err(io(&path))?;
+        removed.push(name.clone());
+    }
+    if !removed.is_empty() {
+        sync_dir(dir).map_err(io(dir))?;
+    }
+    Ok(removed)
 }
 
 /// What a restore did.

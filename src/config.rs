@@ -126,20 +126,48 @@ pub struct BackupConfig {
     /// writes each backup into, as `DIR/ID/`; the server writes nowhere a
     /// caller names. Without it the API takes no backups.
     pub to: Option<std::path::PathBuf>,
+    /// Take one this often ("1h"; 1s … 7d); none: only when asked.
+    pub every: Option<String>,
+    /// Keep this many of the partition's good backups (1 … 10,000), the
+    /// oldest removed after each new one; none: keep them all.
+    pub keep: Option<usize>,
 }
 
 impl BackupConfig {
     /// Refuses an empty directory or a URL (backups go to a directory on the
-    /// server's disk).
+    /// server's disk), a schedule or a count out of range, and a schedule
+    /// without a directory.
     pub fn check(&self) -> Result<(), String> {
         match &self.to {
-            Some(d) if d.as_os_str().is_empty() => Err("backup.to: empty; name a directory".into()),
-            Some(d) if d.to_string_lossy().contains("://") => Err(format!(
-                "backup.to: '{}' is a URL; backups are written to a directory of the server's disk",
-                d.display()
-            )),
-            _ => Ok(()),
+            Some(d) if d.as_os_str().is_empty() => {
+                return Err("backup.to: empty; name a directory".into());
+            }
+            Some(d) if d.to_string_lossy().contains("://") => {
+                return Err(format!(
+                    "backup.to: '{}' is a URL; backups are written to a directory of the server's disk",
+                    d.display()
+                ));
+            }
+            _ => {}
         }
+        self.every_ms()?;
+        if let Some(k) = self.keep
+            && !crate::limits::BACKUPS_KEPT.contains(&k)
+        {
+            return Err(format!("backup.keep: {k} is outside 1..=10000"));
+        }
+        if self.to.is_none() && (self.every.is_some() || self.keep.is_some()) {
+            return Err("backup.every and backup.keep need backup.to, the directory".into());
+        }
+        Ok(())
+    }
+
+    /// `every` in milliseconds, checked.
+    pub fn every_ms(&self) -> Result<Option<u64>, String> {
+        self.every
+            .as_deref()
+            .map(|e| crate::limits::BACKUP_EVERY.parse(e))
+            .transpose()
     }
 }
 

@@ -103,6 +103,16 @@ pub const CLIENT_TIMEOUT: Limit = Limit {
     max: DAY,
 };
 
+/// How often a server takes a backup (`[backup] every`).
+pub const BACKUP_EVERY: Limit = Limit {
+    field: "backup.every",
+    min: 1_000,
+    max: 7 * DAY,
+};
+
+/// How many backups of its partition a server keeps (`[backup] keep`).
+pub const BACKUPS_KEPT: std::ops::RangeInclusive<usize> = 1..=10_000;
+
 /// How many jobs one acquire locks at most.
 pub const LOCK_BATCH: std::ops::RangeInclusive<usize> = 1..=10_000;
 

@@ -34,7 +34,7 @@
 //! `cargo test` runs 24 cases; `benches/power_loss.sh` runs thousands.
 
 use crate::disk::sim::Disk;
-use crate::{ManualClock, Options, Postfach};
+use crate::{Options, Postfach};
 use check::check;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -437,7 +437,7 @@ fn feel_and_decisions_reading_the_clock_replay_to_the_same_value() {
         let disk = Disk::from_files(files, None);
         // opened again on a Saturday
         let later = Options {
-            clock: ManualClock::new(1_767_225_600_000 + 2 * 86_400_000),
+            clock: crate::ManualClock::new(1_767_225_600_000 + 2 * 86_400_000),
             ..options(false)
         };
         let pf = Postfach::open_sim(&disk, later).expect("opens after the cut");

@@ -200,3 +200,68 @@ async fn a_table_the_backup_does_not_know_stops_it() {
         .unwrap_err();
     assert!(e.to_string().contains("'stray'"), "{e}");
 }
+
+/// A backup killed while it copies leaves a `.partial-…` directory that is
+/// listed as not restorable and refused by `restore`; the database it was
+/// copying from is untouched. (The command line is built with `server`.)
+#[cfg(feature = "server")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backup_killed_while_it_copies_is_refused_and_the_database_is_intact() {
+    let mut env = Env::reference().await;
+    let answered = Arc::new(Mutex::new(Vec::new()));
+    publish_from_64(env.pf.clone(), 40_000, answered).await;
+    let db = env.dir.path().join("test.redb");
+    env.pf.close();
+    let backups = env.dir.path().join("backups");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_postfach"))
+        .arg("--db")
+        .arg(&db)
+        .args(["backup", "--to"])
+        .arg(&backups)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // killed as soon as the copy has begun
+    let partial = loop {
+        let found = std::fs::read_dir(&backups).ok().and_then(|mut d| {
+            d.find_map(|e| {
+                let e = e.ok()?;
+                let name = e.file_name().to_string_lossy().into_owned();
+                (name.starts_with(".partial-") && e.path().join(backup::DATABASE).exists())
+                    .then(|| e.path())
+            })
+        });
+        if let Some(p) = found {
+            child.kill().unwrap();
+            break p;
+        }
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the backup ended before it could be interrupted"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    };
+    child.wait().unwrap();
+    assert!(!partial.join(backup::MANIFEST).exists());
+    let listed = backup::list(&backups).unwrap();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert!(
+        matches!(listed[0].1, Err(BackupError::Partial(_))),
+        "{listed:?}"
+    );
+    let e = refused(&partial, &env.dir.path().join("r.redb"));
+    assert!(e.contains("partial backup"), "{e}");
+    // the database is as it was: every message there, the store's check clean
+    env.reopen();
+    let held = env
+        .pf
+        .reader()
+        .unwrap()
+        .messages(&Default::default())
+        .unwrap()
+        .len();
+    assert_eq!(held, 40_000);
+    let again = env.pf.backup(&backups).await.unwrap();
+    assert!(backup::check(&backups.join(&again.id)).is_ok());
+}

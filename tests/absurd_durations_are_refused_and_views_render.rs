@@ -219,6 +219,7 @@ proptest! {
             r.waiting_at("warteAufAbschluss").unwrap();
             postfach::server::metrics::render(
                 &r,
+                &postfach::server::backups::Backups::default(),
                 &postfach::server::alarms::Alarms::new(Default::default()),
                 env.pf.commit_stats(),
                 env.pf.recovery(),

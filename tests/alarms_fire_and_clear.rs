@@ -49,6 +49,7 @@ async fn a_stuck_order_fires_after_two_days_and_clears_when_its_completion_arriv
     assert!(eval(&env).is_empty(), "fires once, not at every evaluation");
     let metrics = postfach::server::metrics::render(
         &env.pf.reader().unwrap(),
+        &postfach::server::backups::Backups::default(),
         &alarms,
         env.pf.commit_stats(),
         env.pf.recovery(),
@@ -64,6 +65,7 @@ async fn a_stuck_order_fires_after_two_days_and_clears_when_its_completion_arriv
     assert_eq!(eval(&env), vec!["-stuck_orders"]);
     let metrics = postfach::server::metrics::render(
         &env.pf.reader().unwrap(),
+        &postfach::server::backups::Backups::default(),
         &alarms,
         env.pf.commit_stats(),
         env.pf.recovery(),

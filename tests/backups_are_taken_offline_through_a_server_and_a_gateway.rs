@@ -185,3 +185,69 @@ fn a_running_server_and_a_gateway_take_backups_into_their_own_directory() {
         p.stop();
     }
 }
+
+/// `[backup] every` takes backups on a schedule and `keep` removes the
+/// partition's oldest; `/metrics` says when the last good one was taken.
+#[test]
+fn a_server_takes_backups_on_a_schedule_and_keeps_the_newest() {
+    let dir = tempfile::tempdir().unwrap();
+    let backups = dir.path().join("backups");
+    let cfg = dir.path().join("postfach.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[backup]\nto = {:?}\nevery = \"1s\"\nkeep = 2\n",
+            backups.display().to_string()
+        ),
+    )
+    .unwrap();
+    let srv = Server::launch(
+        dir.path(),
+        &["--config".into(), cfg.display().to_string()],
+        &[],
+    );
+    let mut seen = std::collections::BTreeSet::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let kept = loop {
+        let good: Vec<String> = postfach::backup::list(&backups)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|(_, m)| m.is_ok())
+            .map(|(name, _)| name)
+            .collect();
+        seen.extend(good.iter().cloned());
+        // between a new backup and the pruning after it there may be one more
+        assert!(good.len() <= 3, "keep = 2, found {good:?}");
+        if seen.len() >= 4 && good.len() <= 2 {
+            break good;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "backups seen so far: {seen:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    assert!(!kept.is_empty());
+    let metrics = srv.metrics();
+    assert!(
+        metrics.contains("postfach_backup_last_success_timestamp_seconds "),
+        "{metrics}"
+    );
+    srv.stop();
+    // a schedule out of range is refused before the server starts, naming it
+    std::fs::write(&cfg, "[backup]\nto = \"b\"\nevery = \"10ms\"\n").unwrap();
+    let o = postfach(&[
+        "--db",
+        dir.path().join("x.redb").to_str().unwrap(),
+        "run",
+        "bpmn/auftrag-ausfuehrung.bpmn",
+        "--config",
+        cfg.to_str().unwrap(),
+    ]);
+    assert_ne!(o.status.code(), Some(0));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("backup.every"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}

@@ -154,6 +154,7 @@ async fn a_timer_boundary_escalates_an_open_task_and_metrics_show_open_tasks() {
     env.advance(Duration::from_secs(1800));
     let metrics = postfach::server::metrics::render(
         &env.pf.reader().unwrap(),
+        &postfach::server::backups::Backups::default(),
         &postfach::server::alarms::Alarms::new(Default::default()),
         env.pf.commit_stats(),
         env.pf.recovery(),

@@ -48,12 +48,16 @@ struct Scrape {
     /// (subscription, up, [received, acked, nacked, correlated, buffered, duplicate, parked])
     consumers: Vec<(String, bool, u64, [u64; 7])>,
     ack_latency: Option<(Vec<(f64, u64)>, f64)>,
+    /// When the newest good backup was taken (Unix seconds), and the
+    /// backups that failed.
+    backups: (Option<f64>, u64),
 }
 
 /// The metrics of `r`'s snapshot, the alarms, the writer's commit statistics
 /// and the Pub/Sub consumers.
 pub fn render(
     r: &Reader,
+    backups: &super::backups::Backups,
     alarms: &Alarms,
     commits: &crate::runtime::CommitStats,
     recovery: crate::Recovery,
@@ -111,6 +115,7 @@ pub fn render(
             })
             .collect(),
         ack_latency,
+        backups: (backups.last_good(), backups.failed()),
     };
     let mut registry = Registry::default();
     registry.register_collector(Box::new(scrape));
@@ -330,6 +335,27 @@ impl Scrape {
         Ok(())
     }
 
+    /// The backups: when the last good one was taken, how many failed.
+    fn encode_backups(&self, enc: &mut DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+        let (last, failed) = self.backups;
+        if let Some(at) = last {
+            family(
+                enc,
+                "postfach_backup_last_success_timestamp_seconds",
+                "When the newest good backup of this partition in [backup] to was taken (alert on time() minus this).",
+                MetricType::Gauge,
+            )?
+            .encode_gauge(&at)?;
+        }
+        family(
+            enc,
+            "postfach_backup_failures",
+            "Backups that failed since the server started.",
+            MetricType::Counter,
+        )?
+        .encode_counter::<Labels, _, f64>(&failed, None)
+    }
+
     /// The write-ahead log at open and the commit path.
     fn encode_log(&self, enc: &mut DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
         family(
@@ -425,6 +451,7 @@ impl Collector for Scrape {
         self.encode_waits(&mut enc)?;
         self.encode_work(&mut enc)?;
         self.encode_log(&mut enc)?;
+        self.encode_backups(&mut enc)?;
         self.encode_pubsub(&mut enc)
     }
 }

@@ -12,6 +12,7 @@
 
 pub use crate::{alarms, config};
 pub mod auth;
+pub mod backups;
 pub mod catalogue;
 pub mod client;
 pub mod console;
@@ -141,7 +142,16 @@ pub async fn run(
         let _ = stop_tx.send(true);
     });
     let (header_ms, body_ms, max_connections) = limits;
-    let backups = config.backup.to.clone();
+    let backups = Arc::new(backups::Backups::new(
+        &config.backup,
+        pf.partition().index(),
+    ));
+    let schedule = config
+        .backup
+        .every_ms()
+        .ok()
+        .flatten()
+        .map(|ms| backups::spawn_schedule(backups.clone(), pf.clone(), ms));
     let app = http::router(
         pf.clone(),
         listen.token,
@@ -168,6 +178,9 @@ pub async fn run(
         edge.stop().await;
     });
     watcher.abort();
+    if let Some(s) = schedule {
+        s.abort();
+    }
     if let Some(f) = forwarder {
         f.abort(); // what it had not handed on stays kept for the next start
     }

@@ -50,8 +50,8 @@ struct AppState {
     alarms: Arc<crate::alarms::Alarms>,
     consumers: crate::ingress::Consumers,
     objects: Option<Arc<dyn crate::objects::ObjectStore>>,
-    /// Where `POST /backups` writes (`[backup] to`).
-    backups: Option<std::path::PathBuf>,
+    /// Where `POST /backups` writes (`[backup] to`), and how backups went.
+    backups: Arc<super::backups::Backups>,
 }
 
 /// The API as an axum router. `token`: required bearer token, if any; `alarms`:
@@ -64,7 +64,7 @@ pub fn router(
     alarms: Arc<crate::alarms::Alarms>,
     consumers: crate::ingress::Consumers,
     objects: Option<Arc<dyn crate::objects::ObjectStore>>,
-    backups: Option<std::path::PathBuf>,
+    backups: Arc<super::backups::Backups>,
 ) -> Router {
     let state = AppState {
         pf,
@@ -241,6 +241,7 @@ async fn ready(State(s): State<AppState>) -> Response {
 async fn metrics(State(s): State<AppState>) -> Result<Response, ApiError> {
     let text = super::metrics::render(
         &s.pf.reader()?,
+        &s.backups,
         &s.alarms,
         s.pf.commit_stats(),
         s.pf.recovery(),
@@ -283,13 +284,13 @@ async fn work(State(s): State<AppState>) -> ApiResult {
 
 #[utoipa::path(post, path = "/backups", responses((status = 200, description = "A backup of the database at one batch of the log, written to `[backup] to` as DIR/ID/ with its manifest (partition, batch, checksums): `{\"backups\": [manifest]}`, one per partition through a gateway; writers do not wait for the copy", body = serde_json::Value), (status = 501, description = "No `[backup] to` is configured: the server writes nowhere a caller names")))]
 async fn backup(State(s): State<AppState>) -> Result<Response, ApiError> {
-    let Some(dir) = &s.backups else {
+    let (Some(dir), Some(taken)) = (s.backups.dir(), s.backups.take(&s.pf).await) else {
         return Ok(problem(
             StatusCode::NOT_IMPLEMENTED,
             "this server takes no backups: give it `[backup] to = \"DIR\"` in postfach.toml".into(),
         ));
     };
-    match s.pf.backup(dir).await {
+    match taken {
         Ok(m) => {
             let path = dir.join(&m.id).display().to_string();
             let mut doc = serde_json::to_value(m).unwrap_or_default();

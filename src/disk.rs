@@ -72,6 +72,19 @@ pub(crate) fn create_durably<T, E: From<io::Error>>(
     Ok(opened)
 }
 
+/// Lowers the calling thread to the lowest CPU priority (nice 19, Linux:
+/// per thread) for work that may take only what others leave; elsewhere,
+/// or when refused, it runs as it is.
+pub(crate) fn lowest_cpu_priority() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: gettid has no preconditions; setpriority on the own thread id
+    // changes only this thread's nice value, and a refusal is harmless
+    unsafe {
+        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+        let _ = libc::setpriority(libc::PRIO_PROCESS, tid, 19);
+    }
+}
+
 /// Makes the directory entry of `file` durable: after the file was created
 /// or renamed, a crash could otherwise lose its name with everything in it.
 pub(crate) fn sync_dir(file: &Path) -> io::Result<()> {

@@ -368,11 +368,21 @@ impl Postfach {
         let dir = dir.as_ref().to_path_buf();
         let partition = self.partition();
         let taken_at = self.inner.clock.now();
-        tokio::task::spawn_blocking(move || {
-            crate::backup::write(&snapshot, batch, partition, taken_at, &dir)
-        })
-        .await
-        .map_err(|e| StoreError::Aborted(e.to_string()))?
+        // its own thread at the lowest CPU priority: the copy takes what the
+        // writer and the callers leave
+        let (done, written) = oneshot::channel();
+        std::thread::Builder::new()
+            .name("postfach-backup".into())
+            .spawn(move || {
+                crate::disk::lowest_cpu_priority();
+                let _ = done.send(crate::backup::write(
+                    &snapshot, batch, partition, taken_at, &dir,
+                ));
+            })
+            .map_err(StoreError::Io)?;
+        written
+            .await
+            .map_err(|_| StoreError::Aborted("the backup thread ended without an answer".into()))?
     }
 
     pub(crate) async fn submit(&self, cmd: Command) -> Result<Reply, Error> {

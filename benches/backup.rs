@@ -19,16 +19,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-const MODEL: &str = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL" targetNamespace="bench">
-  <message id="m" name="Fertig"/>
-  <process id="warten" isExecutable="true">
-    <startEvent id="s"/>
-    <sequenceFlow id="f1" sourceRef="s" targetRef="c"/>
-    <intermediateCatchEvent id="c"><messageEventDefinition messageRef="m"/></intermediateCatchEvent>
-    <sequenceFlow id="f2" sourceRef="c" targetRef="e"/>
-    <endEvent id="e"/>
-  </process>
-</definitions>"#;
+const MODEL: &str = support::WAITING_MODEL;
 
 static UNIQUE: AtomicU64 = AtomicU64::new(0);
 
@@ -225,15 +216,5 @@ fn main() {
         },
         "p99_ratio": ratio,
     });
-    std::fs::create_dir_all("bench-results").unwrap();
-    std::fs::write(
-        "bench-results/backup.md",
-        format!("commit {commit}\n\n{md}"),
-    )
-    .unwrap();
-    std::fs::write(
-        "bench-results/backup.json",
-        serde_json::to_string_pretty(&doc).unwrap(),
-    )
-    .unwrap();
+    support::keep_results("backup", &commit, &md, &doc);
 }

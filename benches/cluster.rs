@@ -43,16 +43,7 @@ use support::go_null::GoNull;
 
 const MESSAGE: &str = "Fertig";
 
-const MODEL: &str = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL" targetNamespace="bench">
-  <message id="m" name="Fertig"/>
-  <process id="warten" isExecutable="true">
-    <startEvent id="s"/>
-    <sequenceFlow id="f1" sourceRef="s" targetRef="c"/>
-    <intermediateCatchEvent id="c"><messageEventDefinition messageRef="m"/></intermediateCatchEvent>
-    <sequenceFlow id="f2" sourceRef="c" targetRef="e"/>
-    <endEvent id="e"/>
-  </process>
-</definitions>"#;
+const MODEL: &str = support::WAITING_MODEL;
 
 fn env_or(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -587,15 +578,5 @@ fn main() {
         "drain_per_s": {"router": router_rate, "go_null": go_rate},
         "restart_to_ready_s": restarts,
     });
-    std::fs::create_dir_all("bench-results").unwrap();
-    std::fs::write(
-        "bench-results/cluster.md",
-        format!("commit {commit}\n\n{md}"),
-    )
-    .unwrap();
-    std::fs::write(
-        "bench-results/cluster.json",
-        serde_json::to_string_pretty(&doc).unwrap(),
-    )
-    .unwrap();
+    support::keep_results("cluster", &commit, &md, &doc);
 }

@@ -18,7 +18,7 @@ mod support;
 use serde_json::json;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::Instant;
 
 const CONNECTIONS: usize = 64;
@@ -40,33 +40,8 @@ struct Server {
 impl Server {
     fn start(binary: &str) -> Server {
         let dir = support::bench_dir();
-        let mut child = Command::new(binary)
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .arg("--db")
-            .arg(dir.path().join("run.redb"))
-            .args([
-                "run",
-                "bpmn/auftrag-ausfuehrung.bpmn",
-                "--correlation-key",
-                "AuftragAbgeschlossen=auftragId",
-                "--listen",
-                "127.0.0.1:0",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("{binary}: {e}"));
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let addr = loop {
-            let line = lines
-                .next()
-                .expect("the server ended before it listened")
-                .unwrap();
-            if let Some(rest) = line.split(" on http://").nth(1) {
-                break rest.split_whitespace().next().unwrap().to_string();
-            }
-        };
-        std::thread::spawn(move || for _ in lines.map_while(Result::ok) {});
+        let cmd = support::reference_run(binary, &dir.path().join("run.redb"));
+        let (child, addr) = support::spawn_listening(cmd);
         Server {
             child,
             addr,
@@ -186,11 +161,5 @@ fn main() {
         "baseline": baseline,
         "baseline_per_s": before,
     });
-    std::fs::create_dir_all("bench-results").unwrap();
-    std::fs::write("bench-results/http.md", format!("commit {commit}\n\n{md}")).unwrap();
-    std::fs::write(
-        "bench-results/http.json",
-        serde_json::to_string_pretty(&doc).unwrap(),
-    )
-    .unwrap();
+    support::keep_results("http", &commit, &md, &doc);
 }

@@ -29,8 +29,7 @@ use postfach::pubsub::{Connection, Consumer, Emulator, SubscriptionOptions};
 use postfach::{Delivery, Malformed, Publish};
 use postfach::{Error, Outcome};
 use serde_json::json;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -113,44 +112,23 @@ struct Server {
 impl Server {
     fn start(emulator: &Emulator, subscription: &str, streams: u32) -> Server {
         let dir = support::bench_dir();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_postfach"))
-            .arg("--db")
-            .arg(dir.path().join("run.redb"))
-            .args([
-                "run",
-                "bpmn/auftrag-ausfuehrung.bpmn",
-                "--correlation-key",
-                "AuftragAbgeschlossen=auftragId",
-                "--listen",
-                "127.0.0.1:0",
-                "--subscription",
-                subscription,
-                "--message",
-                MESSAGE,
-                "--key-from",
-                "/auftragId",
-                "--streams",
-                &streams.to_string(),
-            ])
-            .env("PUBSUB_EMULATOR_HOST", emulator.host())
-            .env("GOOGLE_CLOUD_PROJECT", PROJECT)
-            .env("RUST_LOG", "warn")
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("postfach binary");
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let addr = loop {
-            let line = lines
-                .next()
-                .expect("postfach run printed its address")
-                .unwrap();
-            if let Some(rest) = line.split("HTTP API on http://").nth(1) {
-                break rest.split_whitespace().next().unwrap().to_string();
-            }
-        };
-        std::thread::spawn(move || for _ in lines {});
+        let mut cmd =
+            support::reference_run(env!("CARGO_BIN_EXE_postfach"), &dir.path().join("run.redb"));
+        cmd.args([
+            "--subscription",
+            subscription,
+            "--message",
+            MESSAGE,
+            "--key-from",
+            "/auftragId",
+            "--streams",
+            &streams.to_string(),
+        ])
+        .env("PUBSUB_EMULATOR_HOST", emulator.host())
+        .env("GOOGLE_CLOUD_PROJECT", PROJECT)
+        .env("RUST_LOG", "warn")
+        .current_dir(env!("CARGO_MANIFEST_DIR"));
+        let (child, addr) = support::spawn_listening(cmd);
         Server {
             child,
             addr,

@@ -33,3 +33,74 @@ pub fn measured_commit() -> String {
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_else(|| "unknown".into())
 }
+
+/// Starts `cmd` (a `postfach run` or `gateway`, its stderr piped) and
+/// returns it with the address it printed that it listens on; its further
+/// log lines are drained.
+pub fn spawn_listening(mut cmd: std::process::Command) -> (std::process::Child, String) {
+    use std::io::{BufRead, BufReader};
+    let mut child = cmd
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the postfach binary starts");
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let addr = loop {
+        let line = lines
+            .next()
+            .expect("the process ended before it listened")
+            .unwrap();
+        if let Some(rest) = line.split(" on http://").nth(1) {
+            break rest.split_whitespace().next().unwrap().to_string();
+        }
+    };
+    std::thread::spawn(move || for _ in lines.map_while(Result::ok) {});
+    (child, addr)
+}
+
+/// Keeps a run's figures: `bench-results/NAME.md` (the table, after the
+/// commit) and `bench-results/NAME.json`.
+pub fn keep_results(name: &str, commit: &str, md: &str, doc: &serde_json::Value) {
+    std::fs::create_dir_all("bench-results").unwrap();
+    std::fs::write(
+        format!("bench-results/{name}.md"),
+        format!("commit {commit}\n\n{md}"),
+    )
+    .unwrap();
+    std::fs::write(
+        format!("bench-results/{name}.json"),
+        serde_json::to_string_pretty(doc).unwrap(),
+    )
+    .unwrap();
+}
+
+/// A process with a message catch right after its start (`warten`, message
+/// `Fertig`, correlated by `key`): instances that only wait.
+pub const WAITING_MODEL: &str = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL" targetNamespace="bench">
+  <message id="m" name="Fertig"/>
+  <process id="warten" isExecutable="true">
+    <startEvent id="s"/>
+    <sequenceFlow id="f1" sourceRef="s" targetRef="c"/>
+    <intermediateCatchEvent id="c"><messageEventDefinition messageRef="m"/></intermediateCatchEvent>
+    <sequenceFlow id="f2" sourceRef="c" targetRef="e"/>
+    <endEvent id="e"/>
+  </process>
+</definitions>"#;
+
+/// `binary run` of the reference model on the database `db`, on a free
+/// port, from the project's directory (more arguments may follow).
+pub fn reference_run(binary: &str, db: &std::path::Path) -> std::process::Command {
+    let mut cmd = std::process::Command::new(binary);
+    cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
+        .arg("--db")
+        .arg(db)
+        .args([
+            "run",
+            "bpmn/auftrag-ausfuehrung.bpmn",
+            "--correlation-key",
+            "AuftragAbgeschlossen=auftragId",
+            "--listen",
+            "127.0.0.1:0",
+        ]);
+    cmd
+}

@@ -176,11 +176,12 @@ fn copy_multimap<K: redb::Key + 'static, V: redb::Key + 'static>(
         Err(e) => return Err(redb::Error::from(e).into()),
     };
     let mut to = w.open_multimap_table(def)?;
-    for row in from.iter()? {
+    for (n, row) in from.iter()?.enumerate() {
         let (k, values) = row?;
         for v in values {
             to.insert(k.value(), v?.value())?;
         }
+        pace(n);
     }
     Ok(())
 }

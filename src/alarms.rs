@@ -1,10 +1,12 @@
 //! Alarms from configuration: conditions over the operator views that must not
 //! stay silent — the oldest wait at an element (the article's opening scene: an
 //! order stuck at `warteAufAbschluss`), parked messages, incidents, the oldest
-//! buffered message, open user tasks and the oldest of them, and events about
-//! parked messages that their topic has not taken yet.
+//! buffered message, open user tasks and the oldest of them, events about
+//! parked messages that their topic has not taken yet, and the age of the
+//! last good backup.
 //!
-//! Invariant: evaluation is a pure function of a read snapshot and its instant;
+//! Invariant: evaluation is a pure function of a read snapshot, its instant
+//! and the server's [`Facts`];
 //! an alarm logs one WARN line when it fires and one INFO line when it clears,
 //! never one per evaluation.
 
@@ -66,6 +68,21 @@ pub enum Condition {
         #[serde(default)]
         above: u64,
     },
+    /// The newest good backup in `[backup] to` was taken longer than
+    /// `older_than` ago — or none was, and the server started longer ago.
+    OldestBackup {
+        /// A duration (`2h`, `1d`).
+        older_than: String,
+    },
+}
+
+/// What the server knows beside the store, for the conditions about it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Facts {
+    /// When the server started.
+    pub started: crate::clock::Millis,
+    /// When the newest good backup was taken, if one is known.
+    pub last_backup: Option<crate::clock::Millis>,
 }
 
 impl Condition {
@@ -73,19 +90,23 @@ impl Condition {
         match self {
             Condition::OldestWait { older_than, .. }
             | Condition::OldestBuffered { older_than }
-            | Condition::OldestTask { older_than, .. } => crate::limits::CONFIGURED
+            | Condition::OldestTask { older_than, .. }
+            | Condition::OldestBackup { older_than } => crate::limits::CONFIGURED
                 .named("older_than")
                 .parse(older_than)
                 .map(|_| ()),
             Condition::Parked {
                 reason: Some(r), ..
             } => Reason::parse_or_list(r).map(|_| ()),
-            _ => Ok(()),
+            Condition::Parked { reason: None, .. }
+            | Condition::Incidents { .. }
+            | Condition::OpenTasks { .. }
+            | Condition::ParkedEventsUnpublished { .. } => Ok(()),
         }
     }
 
     /// Whether the condition holds, with a line saying what was seen.
-    fn holds(&self, r: &Reader) -> Result<(bool, String), StoreError> {
+    fn holds(&self, r: &Reader, facts: &Facts) -> Result<(bool, String), StoreError> {
         let ms = |d: &str| crate::limits::CONFIGURED.parse(d).unwrap_or(u64::MAX);
         Ok(match self {
             Condition::OldestWait {
@@ -154,6 +175,18 @@ impl Condition {
                     format!("{n} event(s) about parked messages not yet published"),
                 )
             }
+            Condition::OldestBackup { older_than } => {
+                let since = facts.last_backup.unwrap_or(facts.started);
+                let age = r.now().saturating_sub(since);
+                let detail = match facts.last_backup {
+                    Some(_) => format!("newest good backup: {} s old", age / 1000),
+                    None => format!(
+                        "no good backup since the server started {} s ago",
+                        age / 1000
+                    ),
+                };
+                (age > ms(older_than), detail)
+            }
         })
     }
 }
@@ -194,16 +227,16 @@ impl Alarms {
         }
     }
 
-    /// Evaluates every alarm on a snapshot (at the snapshot's instant); logs and
-    /// returns the changes.
-    pub fn evaluate(&self, r: &Reader) -> Result<Vec<Change>, StoreError> {
+    /// Evaluates every alarm on a snapshot (at the snapshot's instant) and
+    /// the server's facts; logs and returns the changes.
+    pub fn evaluate(&self, r: &Reader, facts: &Facts) -> Result<Vec<Change>, StoreError> {
         let mut changes = Vec::new();
         let mut active = self
             .active
             .lock()
             .map_err(|_| StoreError::Aborted("alarm state poisoned".into()))?;
         for (name, cond) in &self.conditions {
-            let (holds, detail) = cond.holds(r)?;
+            let (holds, detail) = cond.holds(r, facts)?;
             let was = active.insert(name.clone(), holds).unwrap_or(false);
             if holds && !was {
                 tracing::warn!(alarm = %name, condition = ?cond, %detail, "alarm fired");

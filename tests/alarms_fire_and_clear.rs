@@ -1,10 +1,10 @@
 //! Alarms from configuration fire once and clear once, under an injected clock:
 //! an order stuck at the catch event for more than 2 days, any parked message,
-//! any incident.
+//! any incident; a backup older than its limit.
 #![cfg(feature = "server")]
 use crate::common;
 use common::*;
-use postfach::server::alarms::{Alarms, Change};
+use postfach::server::alarms::{Alarms, Change, Facts};
 use postfach::server::config::ConfigFile;
 use std::time::Duration;
 
@@ -35,7 +35,13 @@ fn names(changes: &[Change]) -> Vec<String> {
 async fn a_stuck_order_fires_after_two_days_and_clears_when_its_completion_arrives() {
     let env = Env::reference().await;
     let alarms = Alarms::new(ConfigFile::parse("postfach.toml", CONFIG).unwrap().alarms);
-    let eval = |env: &Env| names(&alarms.evaluate(&env.pf.reader().unwrap()).unwrap());
+    let eval = |env: &Env| {
+        names(
+            &alarms
+                .evaluate(&env.pf.reader().unwrap(), &Facts::default())
+                .unwrap(),
+        )
+    };
     assert!(eval(&env).is_empty());
 
     env.waiting_order("4711").await;
@@ -82,7 +88,13 @@ async fn a_stuck_order_fires_after_two_days_and_clears_when_its_completion_arriv
 async fn a_parked_message_fires_until_it_is_repaired() {
     let env = Env::reference().await;
     let alarms = Alarms::new(ConfigFile::parse("postfach.toml", CONFIG).unwrap().alarms);
-    let eval = |env: &Env| names(&alarms.evaluate(&env.pf.reader().unwrap()).unwrap());
+    let eval = |env: &Env| {
+        names(
+            &alarms
+                .evaluate(&env.pf.reader().unwrap(), &Facts::default())
+                .unwrap(),
+        )
+    };
     env.waiting_order("1").await;
     env.pf.publish(completion("1", "a")).await.unwrap();
     env.pf.publish(completion("1", "b")).await.unwrap(); // late: parked
@@ -152,7 +164,13 @@ when = "oldest_task"
 older_than = "1d"
 "#;
     let alarms = Alarms::new(ConfigFile::parse("postfach.toml", config).unwrap().alarms);
-    let eval = |env: &Env| names(&alarms.evaluate(&env.pf.reader().unwrap()).unwrap());
+    let eval = |env: &Env| {
+        names(
+            &alarms
+                .evaluate(&env.pf.reader().unwrap(), &Facts::default())
+                .unwrap(),
+        )
+    };
     env.pf.start("antrag", no_vars(), None).await.unwrap();
     assert!(eval(&env).is_empty(), "one open task is not a backlog");
     env.pf.start("antrag", no_vars(), None).await.unwrap();
@@ -200,7 +218,13 @@ async fn events_about_parked_messages_that_wait_for_their_topic_fire_and_clear()
         .unwrap()
         .alarms,
     );
-    let eval = |env: &Env| names(&alarms.evaluate(&env.pf.reader().unwrap()).unwrap());
+    let eval = |env: &Env| {
+        names(
+            &alarms
+                .evaluate(&env.pf.reader().unwrap(), &Facts::default())
+                .unwrap(),
+        )
+    };
     assert!(eval(&env).is_empty());
     env.waiting_order("4711").await;
     env.pf.publish(completion("4711", "evt-1")).await.unwrap();
@@ -212,4 +236,43 @@ async fn events_about_parked_messages_that_wait_for_their_topic_fire_and_clear()
         .await
         .unwrap();
     assert_eq!(eval(&env), vec!["-notifications_stuck"]);
+}
+
+#[tokio::test]
+async fn no_backup_fires_after_its_limit_from_the_start_and_a_new_one_clears_it() {
+    let env = Env::reference().await;
+    let alarms = Alarms::new(
+        ConfigFile::parse(
+            "postfach.toml",
+            "[alarms.backup_old]\nwhen = \"oldest_backup\"\nolder_than = \"2h\"\n",
+        )
+        .unwrap()
+        .alarms,
+    );
+    let started = env.pf.now();
+    let eval = |env: &Env, last_backup| {
+        let facts = Facts {
+            started,
+            last_backup,
+        };
+        names(&alarms.evaluate(&env.pf.reader().unwrap(), &facts).unwrap())
+    };
+    assert!(eval(&env, None).is_empty(), "just started: not yet");
+    env.advance(Duration::from_secs(2 * 3600 + 1));
+    assert_eq!(eval(&env, None), vec!["+backup_old"], "none in 2 h");
+    let taken = env.pf.now();
+    assert_eq!(eval(&env, Some(taken)), vec!["-backup_old"]);
+    env.advance(Duration::from_secs(2 * 3600));
+    assert!(
+        eval(&env, Some(taken)).is_empty(),
+        "exactly 2 h is not older"
+    );
+    env.advance(Duration::from_secs(1));
+    assert_eq!(eval(&env, Some(taken)), vec!["+backup_old"]);
+    let bad = ConfigFile::parse(
+        "postfach.toml",
+        "[alarms.b]\nwhen = \"oldest_backup\"\nolder_than = \"soon\"\n",
+    );
+    let bad = bad.unwrap_err();
+    assert!(bad.contains("alarm 'b'") && bad.contains("soon"), "{bad}");
 }

@@ -85,6 +85,13 @@ impl Backups {
         self.last_good.lock().ok().and_then(|l| *l)
     }
 
+    /// When the newest good backup was taken (Unix milliseconds), if one is
+    /// known.
+    pub fn last_good_ms(&self) -> Option<crate::clock::Millis> {
+        self.last_good()
+            .map(|s| (s * 1000.0).round() as crate::clock::Millis)
+    }
+
     /// Backups that failed since the server started.
     pub fn failed(&self) -> u64 {
         self.failed.load(Ordering::Relaxed)

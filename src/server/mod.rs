@@ -121,12 +121,21 @@ pub async fn run(
     let exec = pf.start_executor(crate::jobs::ExecutorConfig::default());
     let forwarder = peers.map(|urls| signals::spawn(pf.clone(), urls, listen.token.clone()));
     let alarms = Arc::new(alarms::Alarms::new(config.alarms));
+    let backups = Arc::new(backups::Backups::new(
+        &config.backup,
+        pf.partition().index(),
+    ));
     let watcher = {
-        let (pf, alarms) = (pf.clone(), alarms.clone());
+        let (pf, alarms, backups) = (pf.clone(), alarms.clone(), backups.clone());
+        let started = pf.now();
         tokio::spawn(async move {
             loop {
                 if let Ok(r) = pf.reader() {
-                    let _ = alarms.evaluate(&r);
+                    let facts = alarms::Facts {
+                        started,
+                        last_backup: backups.last_good_ms(),
+                    };
+                    let _ = alarms.evaluate(&r, &facts);
                 }
                 // retention in small batches, each its own commit
                 while let Ok((_, _, true)) = pf.cleanup(1000).await {}
@@ -142,10 +151,6 @@ pub async fn run(
         let _ = stop_tx.send(true);
     });
     let (header_ms, body_ms, max_connections) = limits;
-    let backups = Arc::new(backups::Backups::new(
-        &config.backup,
-        pf.partition().index(),
-    ));
     let schedule = config
         .backup
         .every_ms()

@@ -29,7 +29,9 @@ pub const DATABASE: &str = "postfach.redb";
 /// What a backup holds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Manifest {
-    /// The backup's id, its directory's name (`YYYYMMDDTHHMMSSmmmZ-p{partition}`).
+    /// The backup's id, its directory's name: its set's id and its
+    /// partition (`SET-pI`; the set by default the instant,
+    /// `YYYYMMDDTHHMMSSmmmZ`).
     pub id: String,
     /// The partition of its cluster the database is (0 of 1 unpartitioned).
     pub partition: u32,
@@ -123,6 +125,14 @@ pub enum BackupError {
         /// The newest this release reads.
         reads: u64,
     },
+    /// A backup set id that cannot name a directory.
+    #[error(
+        "backup id '{0}' is not 1 to 64 letters, digits, '-' and '_' beginning with a letter or digit"
+    )]
+    BadId(String),
+    /// A backup of this set and partition exists already.
+    #[error("{0} exists: a backup set id is taken once per partition")]
+    Taken(String),
     /// The target exists and was not to be replaced.
     #[error("{0} exists: a restore does not overwrite a database")]
     Exists(String),
@@ -135,33 +145,82 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> BackupError + '_ {
     }
 }
 
-/// A backup's id: the instant of its snapshot and its partition.
-pub fn backup_id(taken_at: crate::clock::Millis, partition: u32) -> String {
-    let t = crate::clock::rfc3339(taken_at)
+/// A backup set's id made from an instant (`YYYYMMDDTHHMMSSmmmZ`): the
+/// default when a backup is taken without one.
+pub fn set_id(taken_at: crate::clock::Millis) -> String {
+    crate::clock::rfc3339(taken_at)
         .replace(['-', ':'], "")
-        .replace('.', "");
-    format!("{t}-p{partition}")
+        .replace('.', "")
+}
+
+/// A backup's id: its set's and its partition (`SET-pI`).
+pub fn backup_id(set: &str, partition: u32) -> String {
+    format!("{set}-p{partition}")
+}
+
+/// Refuses a set id that is not 1 … 64 letters, digits, `-` and `_`,
+/// beginning with a letter or digit: it names directories and objects.
+pub fn check_set_id(id: &str) -> Result<(), BackupError> {
+    let ok = (1..=64).contains(&id.len())
+        && id.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if ok {
+        Ok(())
+    } else {
+        Err(BackupError::BadId(id.chars().take(80).collect()))
+    }
+}
+
+/// The backup `id` names in `dir` for `partition`: the directory `id` when
+/// it is a backup's (`SET-pI`, a path), else the set `id`'s backup of the
+/// partition (`id-pI`).
+pub fn resolve(id: &Path, partition: Option<u32>) -> PathBuf {
+    match partition {
+        Some(i) if !id.exists() => {
+            let name = id.file_name().map(|n| n.to_string_lossy().into_owned());
+            let set = format!("{}-p{i}", name.unwrap_or_default());
+            id.with_file_name(set)
+        }
+        _ => id.to_path_buf(),
+    }
 }
 
 /// Writes a backup of the snapshot `r` (the state after batch `batch`) as
-/// `dir/ID/`, `dir` created when missing.
+/// `dir/SET-pI/`, `dir` created when missing; `set` given (a cluster's
+/// backup set) it must be new for the partition, else the instant names it.
 pub(crate) fn write(
     r: &store::RawSnapshot,
     batch: u64,
     partition: crate::partition::Partition,
     taken_at: crate::clock::Millis,
     dir: &Path,
+    set: Option<&str>,
 ) -> Result<Manifest, BackupError> {
     std::fs::create_dir_all(dir).map_err(io(dir))?;
-    // two backups in one millisecond get ids of their own
-    let first = backup_id(taken_at, partition.index());
-    let id = (1..)
-        .map(|n| match n {
-            1 => first.clone(),
-            n => format!("{first}-{n}"),
-        })
-        .find(|id| !dir.join(id).exists())
-        .unwrap_or(first);
+    let p = partition.index();
+    let id = match set {
+        Some(set) => {
+            check_set_id(set)?;
+            let id = backup_id(set, p);
+            if dir.join(&id).exists() {
+                return Err(BackupError::Taken(dir.join(&id).display().to_string()));
+            }
+            id
+        }
+        // two backups in one millisecond get ids of their own
+        None => {
+            let first = set_id(taken_at);
+            (1..)
+                .map(|n| match n {
+                    1 => backup_id(&first, p),
+                    n => backup_id(&format!("{first}-{n}"), p),
+                })
+                .find(|id| !dir.join(id).exists())
+                .unwrap_or_else(|| backup_id(&first, p))
+        }
+    };
     let partial = dir.join(format!(".partial-{id}"));
     if partial.exists() {
         std::fs::remove_dir_all(&partial).map_err(io(&partial))?;

@@ -27,7 +27,7 @@ from gen.api.default import (
     retry, signal, start, statistics, task_action, tasks, trigger, work,
 )
 from gen.models import (
-    AcquireBody, ActivateBody, BpmnErrorBody, CompleteBody, ConditionsBody,
+    AcquireBody, ActivateBody, BackupBody, BpmnErrorBody, CompleteBody, ConditionsBody,
     DeployBody, DiscardBody, EvaluateBody, ExtendBody, FailBody, MessageBody,
     SignalBody, StartBody, TaskBody, TokenBody, TriggerBody,
 )
@@ -75,7 +75,7 @@ calls = [
     ("tasks", lambda: tasks.sync_detailed(client=c, process="antrag-freigabe")),
     ("task_action", lambda: task_action.sync_detailed(none, "claim", client=c, body=TaskBody(user="gen"))),
     ("cleanup", lambda: cleanup.sync_detailed(client=c)),
-    ("backup", lambda: backup.sync_detailed(client=c)),
+    ("backup", lambda: backup.sync_detailed(client=c, body=BackupBody())),
     ("work", lambda: work.sync_detailed(client=c)),
 ]
 for name, call in calls:

@@ -181,9 +181,58 @@ fn a_running_server_and_a_gateway_take_backups_into_their_own_directory() {
     ]);
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("not partition 0"));
+    // one set id for both, the gateway's
+    let ids: Vec<&str> = each_id(&b);
+    assert_eq!(
+        ids[0].strip_suffix("-p0"),
+        ids[1].strip_suffix("-p1"),
+        "{b}"
+    );
+    one_set_id_names_the_clusters_backup(&format!("http://{}", gw.addr), &backups, dir.path());
     for p in parts {
         p.stop();
     }
+}
+
+fn each_id(b: &Value) -> Vec<&str> {
+    let mut ids: Vec<&str> = b["backups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    ids.sort();
+    ids
+}
+
+/// `cluster backup --id` takes the set once; `restore DIR/SET --partition
+/// I` picks the partition's backup of it.
+fn one_set_id_names_the_clusters_backup(gw: &str, backups: &Path, dir: &Path) {
+    let b = json(&["--server", gw, "cluster", "backup", "--id", "nightly-1"]);
+    assert_eq!(each_id(&b), ["nightly-1-p0", "nightly-1-p1"], "{b}");
+    let o = postfach(&["--server", gw, "cluster", "backup", "--id", "nightly-1"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("exists"),
+        "{o:?}"
+    );
+    let o = postfach(&["--server", gw, "cluster", "backup", "--id", "../up"]);
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    assert!(!backups.join("../up-p0").exists());
+    let target = dir.join("p1-restored.redb");
+    let set = backups.join("nightly-1");
+    let r = json(&[
+        "--db",
+        target.to_str().unwrap(),
+        "restore",
+        set.to_str().unwrap(),
+        "--partition",
+        "1",
+    ]);
+    assert_eq!(r["restored"], "nightly-1-p1", "{r}");
+    assert_eq!(r["partition"], 1, "{r}");
+    let o = postfach(&["cluster", "backup"]);
+    assert_eq!(o.status.code(), Some(2), "a gateway is needed");
 }
 
 /// `[backup] every` takes backups on a schedule and `keep` removes the

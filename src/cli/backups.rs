@@ -20,6 +20,11 @@ pub(crate) struct BackupArgs {
     /// missing); with --server the server writes into its `[backup] to`.
     #[arg(long, value_name = "DIR")]
     pub(crate) to: Option<PathBuf>,
+    /// The backup set's id (1 … 64 letters, digits, `-`, `_`): written as
+    /// DIR/ID-pI/ (default: the instant, YYYYMMDDTHHMMSSmmmZ); a gateway
+    /// gives every partition the same one.
+    #[arg(long, value_name = "ID")]
+    pub(crate) id: Option<String>,
 }
 
 // The arguments of `postfach backups`.
@@ -33,9 +38,11 @@ pub(crate) struct BackupsArgs {
 // The arguments of `postfach restore`.
 #[derive(Debug, Args)]
 pub(crate) struct RestoreArgs {
-    /// The backup's directory (DIR/ID).
+    /// The backup's directory (DIR/SET-pI), or a backup set's (DIR/SET)
+    /// with --partition I.
     pub(crate) backup: PathBuf,
-    /// Refuse a backup of another partition than this one.
+    /// The partition to restore: picks the set's backup of it, and refuses
+    /// a backup of another partition.
     #[arg(long, value_name = "I")]
     pub(crate) partition: Option<u32>,
     /// Replace an existing database: it and its log are kept beside it as
@@ -53,10 +60,14 @@ fn failed(e: BackupError) -> Failure {
             " (restore another backup: `postfach backups --at DIR` lists them, each checked)"
         }
         BackupError::UnknownTable(_) => " (back it up with the release that wrote it)",
+        BackupError::Taken(_) => " (give another --id)",
         _ => "",
     };
     Failure {
-        code: 1,
+        code: match e {
+            BackupError::BadId(_) => 2,
+            _ => 1,
+        },
         message: format!("{e}{step}"),
         json: None,
     }
@@ -69,7 +80,7 @@ pub(super) async fn backup(pf: &postfach::Postfach, args: BackupArgs) -> Result<
             "backup needs --to DIR (with --server, the server's `[backup] to`)".into(),
         )
     })?;
-    let manifest = pf.backup(&to).await.map_err(failed)?;
+    let manifest = pf.backup_in_set(&to, args.id).await.map_err(failed)?;
     let mut doc = serde_json::to_value(&manifest).unwrap_or_default();
     doc["path"] = json!(to.join(&manifest.id).display().to_string());
     Ok(shown(json!({ "backups": [doc] }), backup_text))
@@ -135,7 +146,8 @@ pub(super) fn backups(args: &BackupsArgs) -> Result<Output, Failure> {
 
 /// `postfach restore`: the backup checked, then written as `--db`.
 pub(super) fn restore(db: &std::path::Path, args: &RestoreArgs) -> Result<Output, Failure> {
-    let r = backup::restore(&args.backup, db, args.partition, args.replace).map_err(failed)?;
+    let from = backup::resolve(&args.backup, args.partition);
+    let r = backup::restore(&from, db, args.partition, args.replace).map_err(failed)?;
     let doc = json!({
         "restored": r.manifest.id,
         "db": db.display().to_string(),

@@ -90,6 +90,17 @@ pub(crate) enum ClusterCommand {
     ///
     /// Example: postfach --server http://127.0.0.1:7820 cluster status
     Status,
+    /// A backup of every partition under one backup set id, through the
+    /// gateway --server names; each partition writes into its own `[backup]
+    /// to` as SET-pI/ at its own batch. Restore one with `postfach restore
+    /// DIR/SET --partition I`.
+    ///
+    /// Example: postfach --server http://127.0.0.1:7820 cluster backup
+    Backup {
+        /// The set's id (default: the gateway's instant).
+        #[arg(long, value_name = "ID")]
+        id: Option<String>,
+    },
     /// A local cluster in the foreground, for trying it out: P partition
     /// processes (`run --partitions P --partition I`, each with its own
     /// database under --dir, on the ports after the gateway's) and a gateway
@@ -309,8 +320,24 @@ async fn run_gateway(
 pub(super) async fn cluster(cli: &Cli, args: &ClusterArgs) -> Result<Output, Failure> {
     match &args.action {
         ClusterCommand::Status => status(cli).await,
+        ClusterCommand::Backup { id } => backup(cli, id.clone()).await,
         ClusterCommand::Up(up_args) => up(up_args).await,
     }
+}
+
+/// `cluster backup`: the catalogue's `backup` through a gateway, which
+/// gives every partition the same set id.
+async fn backup(cli: &Cli, id: Option<String>) -> Result<Output, Failure> {
+    if cli.server.is_none() {
+        return Err(usage(
+            "cluster backup asks a gateway: give --server URL (or $POSTFACH_SERVER)".into(),
+        ));
+    }
+    let client = client_of(cli)?;
+    let body = postfach::server::http::requests::BackupBody { id };
+    let call = super::remote::Call::to("backup")?.body(&body);
+    let doc = client.call(&call).await?;
+    Ok(super::show::shown(doc, super::backups::backup_text))
 }
 
 async fn status(cli: &Cli) -> Result<Output, Failure> {

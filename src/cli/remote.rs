@@ -503,10 +503,13 @@ async fn send_more(c: &Client, command: Command) -> Result<Output, Failure> {
             Ok(shown(doc, jobs::complete_text))
         }
         Command::Work(_) => Ok(shown(c.call(&Call::to("work")?).await?, jobs::work_text)),
-        Command::Backup(_) => Ok(shown(
-            c.call(&Call::to("backup")?).await?,
-            super::backups::backup_text,
-        )),
+        Command::Backup(b) => {
+            let body = postfach::server::http::requests::BackupBody { id: b.id.clone() };
+            Ok(shown(
+                c.call(&Call::to("backup")?.body(&body)).await?,
+                super::backups::backup_text,
+            ))
+        }
         Command::Cleanup => Ok(shown(
             c.call(&Call::to("cleanup")?).await?,
             offline::cleanup_text,

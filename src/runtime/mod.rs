@@ -354,6 +354,20 @@ impl Postfach {
         &self,
         dir: impl AsRef<Path>,
     ) -> Result<crate::backup::Manifest, crate::backup::BackupError> {
+        self.backup_in_set(dir, None).await
+    }
+
+    /// [`Postfach::backup`] as the partition's member of a backup set
+    /// (`dir/SET-pI/`), the id a cluster's partitions share; `None`: the
+    /// instant names it. A set id is checked and taken once.
+    pub async fn backup_in_set(
+        &self,
+        dir: impl AsRef<Path>,
+        set: Option<String>,
+    ) -> Result<crate::backup::Manifest, crate::backup::BackupError> {
+        if let Some(id) = &set {
+            crate::backup::check_set_id(id)?;
+        }
         let (asked, answer) = oneshot::channel();
         {
             let guard = self.inner.tx.lock().map_err(|_| StoreError::Closed)?;
@@ -376,7 +390,12 @@ impl Postfach {
             .spawn(move || {
                 crate::disk::lowest_cpu_priority();
                 let _ = done.send(crate::backup::write(
-                    &snapshot, batch, partition, taken_at, &dir,
+                    &snapshot,
+                    batch,
+                    partition,
+                    taken_at,
+                    &dir,
+                    set.as_deref(),
                 ));
             })
             .map_err(StoreError::Io)?;

@@ -51,11 +51,16 @@ impl Backups {
         self.dir.as_deref()
     }
 
-    /// Takes a backup into the directory and removes what `keep` no longer
-    /// keeps; `None` without a directory.
-    pub async fn take(&self, pf: &Postfach) -> Option<Result<Manifest, BackupError>> {
+    /// Takes a backup into the directory (as the partition's member of the
+    /// backup set `set`, when one is given) and removes what `keep` no
+    /// longer keeps; `None` without a directory.
+    pub async fn take(
+        &self,
+        pf: &Postfach,
+        set: Option<String>,
+    ) -> Option<Result<Manifest, BackupError>> {
         let dir = self.dir.as_ref()?;
-        let taken = pf.backup(dir).await;
+        let taken = pf.backup_in_set(dir, set).await;
         match &taken {
             Ok(m) => {
                 if let (Ok(mut last), Some(at)) = (self.last_good.lock(), taken_secs(m)) {
@@ -116,7 +121,7 @@ pub fn spawn_schedule(
         let every = std::time::Duration::from_millis(every_ms);
         loop {
             tokio::time::sleep(every).await;
-            let _ = backups.take(&pf).await;
+            let _ = backups.take(&pf, None).await;
         }
     })
 }

@@ -43,8 +43,11 @@ pub enum Placement {
     /// Every partition's metrics, labelled with it.
     Metrics,
     /// On every partition, the answers merged: numbers added, lists
-    /// concatenated (retention, a pass of the executor, backups).
+    /// concatenated (retention, a pass of the executor).
     Summed,
+    /// A backup on every partition under one set id (the caller's, else one
+    /// the gateway gives), the answers merged.
+    BackupSet,
     /// Any partition: the answer is the same on each, or is one partition's
     /// view that names it.
     Same,

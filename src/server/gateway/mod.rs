@@ -229,6 +229,7 @@ async fn forward(State(gw): State<Gw>, req: Request) -> Response {
         Placement::Acquire => acquire(&gw, &p).await,
         Placement::Metrics => metrics(&gw, &p).await,
         Placement::Summed => combined(&gw, &p, gather::merge).await,
+        Placement::BackupSet => backup_set(&gw, p).await,
         // the gateway answers its health itself; forwarded, any would do
         Placement::Same | Placement::Local => any(&gw, &p).await,
     }
@@ -535,6 +536,29 @@ async fn combined(gw: &Gw, p: &Passed, merge: fn(&[Value]) -> Value) -> Response
         o.insert("missing".into(), missing_json(&missing));
     }
     json_response(StatusCode::OK, v)
+}
+
+/// A backup of every partition under one set id: the caller's, else the
+/// gateway's instant; a body that is not a JSON object goes on as it is,
+/// for the partitions' 400.
+async fn backup_set(gw: &Gw, mut p: Passed) -> Response {
+    let given = if p.body.is_empty() {
+        Some(serde_json::Map::new())
+    } else {
+        serde_json::from_slice::<serde_json::Map<String, Value>>(&p.body).ok()
+    };
+    if let Some(mut body) = given {
+        if !body.contains_key("id") {
+            let now = crate::clock::Clock::now(&crate::clock::SystemClock);
+            body.insert("id".into(), json!(crate::backup::set_id(now)));
+        }
+        p.body = Bytes::from(Value::Object(body).to_string());
+        p.headers.insert(
+            axum::http::header::CONTENT_TYPE,
+            axum::http::HeaderValue::from_static("application/json"),
+        );
+    }
+    combined(gw, &p, gather::merge).await
 }
 
 async fn alarms(gw: &Gw, p: &Passed) -> Response {

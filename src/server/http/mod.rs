@@ -282,9 +282,24 @@ async fn work(State(s): State<AppState>) -> ApiResult {
     Ok(Json(crate::contract::work_pass(&s.pf).await?))
 }
 
-#[utoipa::path(post, path = "/backups", responses((status = 200, description = "A backup of the database at one batch of the log, written to `[backup] to` as DIR/ID/ with its manifest (partition, batch, checksums): `{\"backups\": [manifest]}`, one per partition through a gateway; writers do not wait for the copy", body = serde_json::Value), (status = 501, description = "No `[backup] to` is configured: the server writes nowhere a caller names")))]
-async fn backup(State(s): State<AppState>) -> Result<Response, ApiError> {
-    let (Some(dir), Some(taken)) = (s.backups.dir(), s.backups.take(&s.pf).await) else {
+/// The body of `backup` (optional).
+#[derive(serde::Serialize, serde::Deserialize, Debug, Default, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BackupBody {
+    /// The backup set's id (1 … 64 letters, digits, `-`, `_`): the backup
+    /// is written as `ID-pI/`, `I` the partition — what a gateway gives
+    /// every partition so that one id names the cluster's backup. Default:
+    /// the instant, `YYYYMMDDTHHMMSSmmmZ`.
+    pub id: Option<String>,
+}
+
+#[utoipa::path(post, path = "/backups", request_body(content = Option<BackupBody>, description = "Optional: the backup set's id"), responses((status = 200, description = "A backup of the database at one batch of the log, written to `[backup] to` as DIR/SET-pI/ with its manifest (partition, batch, checksums): `{\"backups\": [manifest]}`, one per partition under one set id through a gateway; writers do not wait for the copy", body = serde_json::Value), (status = 400, description = "The set id cannot name a directory"), (status = 409, description = "This set already has a backup of this partition"), (status = 501, description = "No `[backup] to` is configured: the server writes nowhere a caller names")))]
+async fn backup(
+    State(s): State<AppState>,
+    b: Option<Json<BackupBody>>,
+) -> Result<Response, ApiError> {
+    let set = b.and_then(|Json(b)| b.id);
+    let (Some(dir), Some(taken)) = (s.backups.dir(), s.backups.take(&s.pf, set).await) else {
         return Ok(problem(
             StatusCode::NOT_IMPLEMENTED,
             "this server takes no backups: give it `[backup] to = \"DIR\"` in postfach.toml".into(),
@@ -297,6 +312,13 @@ async fn backup(State(s): State<AppState>) -> Result<Response, ApiError> {
             doc["path"] = json!(path);
             Ok(Json(json!({ "backups": [doc] })).into_response())
         }
+        Err(e @ crate::backup::BackupError::BadId(_)) => {
+            Ok(problem(StatusCode::BAD_REQUEST, e.to_string()))
+        }
+        Err(e @ crate::backup::BackupError::Taken(_)) => Ok(problem(
+            StatusCode::CONFLICT,
+            format!("{e}: give another id"),
+        )),
         Err(e) => Ok(problem(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())),
     }
 }
@@ -310,7 +332,7 @@ const OPERATIONS: &[Operation] = &[
     op("partition", Method::GET, "/partition", Same, Read),
     op("cleanup", Method::POST, "/cleanup", Summed, Operate),
     op("work", Method::POST, "/work", Summed, Operate),
-    op("backup", Method::POST, "/backups", Summed, Admin),
+    op("backup", Method::POST, "/backups", BackupSet, Admin),
 ];
 
 /// The catalogue's families (`super::catalogue`), each beside its handlers.
@@ -380,6 +402,7 @@ pub(super) async fn openapi() -> Response {
 /// one type per request for the handler that reads it and the client that
 /// writes it.
 pub mod requests {
+    pub use super::BackupBody;
     pub use super::instances::{
         ActivateBody, ConditionsBody, DeployBody, InstancesQuery, StartBody, TokenBody, TriggerBody,
     };

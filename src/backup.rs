@@ -15,6 +15,8 @@
 //!   never replaces a database (or its log) without being told to — then it
 //!   keeps both beside it.
 
+pub mod archive;
+
 use crate::store::{self, StoreError};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -133,6 +135,30 @@ pub enum BackupError {
     /// A backup of this set and partition exists already.
     #[error("{0} exists: a backup set id is taken once per partition")]
     Taken(String),
+    /// The archive misses a batch between the backup and the instant.
+    #[error(
+        "{archive}: the archived log has no batch {missing} (the next it holds is {found}); a point-in-time restore cannot pass a gap"
+    )]
+    ArchiveGap {
+        /// The archive.
+        archive: String,
+        /// The first batch missing.
+        missing: u64,
+        /// The batch the archive holds next.
+        found: u64,
+    },
+    /// The instant asked for is before the backup.
+    #[error(
+        "backup {id} was taken at {taken_at}, after {until}: restore an older backup to reach that instant"
+    )]
+    AfterInstant {
+        /// The backup.
+        id: String,
+        /// When it was taken.
+        taken_at: String,
+        /// The instant asked for.
+        until: String,
+    },
     /// The target exists and was not to be replaced.
     #[error("{0} exists: a restore does not overwrite a database")]
     Exists(String),
@@ -400,6 +426,58 @@ pub struct Restored {
     pub manifest: Manifest,
     /// Where the replaced database and its log were kept, when one was.
     pub kept: Vec<PathBuf>,
+    /// With an archive: the batches written as the log, which the next
+    /// opening replays.
+    pub replay: Option<Replayed>,
+}
+
+/// The archived batches a point-in-time restore put into the log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Replayed {
+    /// How many batches.
+    pub batches: usize,
+    /// The last of them, and its instant (the backup's batch when none).
+    pub last_batch: u64,
+    /// The last one's instant (RFC 3339), when there is one.
+    pub last_at: Option<String>,
+    /// Whether the archive holds a later batch than the instant — `false`:
+    /// the replay ends where the archive ends, before the instant.
+    pub reached: bool,
+}
+
+/// [`restore`] to the instant `until`: the backup (taken at or before it)
+/// and, written as the target's log for the next opening to replay, the
+/// batches archived in `archive` after the backup's up to the last one at
+/// or before `until` — checked for gaps before anything is written.
+pub fn restore_until(
+    dir: &Path,
+    target: &Path,
+    partition: Option<u32>,
+    replace: bool,
+    archive: &Path,
+    until: crate::clock::Millis,
+) -> Result<Restored, BackupError> {
+    let manifest = check(dir)?;
+    let taken = crate::model::iso::instant(&manifest.taken_at).unwrap_or(0);
+    if taken > until {
+        return Err(BackupError::AfterInstant {
+            id: manifest.id,
+            taken_at: manifest.taken_at,
+            until: crate::clock::rfc3339(until),
+        });
+    }
+    let replay = archive::replay(archive, manifest.partition, manifest.batch, until)?;
+    let mut restored = restore(dir, target, partition, replace)?;
+    let log = crate::commit::wal::Wal::path_for(target);
+    archive::write_log(&log, &replay.records)?;
+    let last = replay.records.last();
+    restored.replay = Some(Replayed {
+        batches: replay.records.len(),
+        last_batch: last.map_or(manifest.batch, |r| r.batch),
+        last_at: last.map(|r| crate::clock::rfc3339(r.now)),
+        reached: replay.reached,
+    });
+    Ok(restored)
 }
 
 /// Restores the backup in `dir` to the database `target` (with no log: the
@@ -454,7 +532,11 @@ pub fn restore(
     if let Some(parent) = target.parent().filter(|p| !p.as_os_str().is_empty()) {
         sync_dir(parent).map_err(io(parent))?;
     }
-    Ok(Restored { manifest, kept })
+    Ok(Restored {
+        manifest,
+        kept,
+        replay: None,
+    })
 }
 
 /// redb's integrity check, the format and batch stamps, and the store's own

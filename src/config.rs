@@ -131,6 +131,14 @@ pub struct BackupConfig {
     /// Keep this many of the partition's good backups (1 … 10,000), the
     /// oldest removed after each new one; none: keep them all.
     pub keep: Option<usize>,
+    /// The directory the log's closed segments are shipped into, for a
+    /// restore to a point in time (`restore --until T --archive DIR`);
+    /// none: the log is emptied at each checkpoint.
+    pub archive: Option<std::path::PathBuf>,
+    /// Close the log as a segment for the archive at least this often
+    /// ("1min"; 1s … 1h; default 1min), or at 16 MiB of records: how much
+    /// of the newest work a lost disk can take with it.
+    pub archive_every: Option<String>,
 }
 
 impl BackupConfig {
@@ -159,7 +167,40 @@ impl BackupConfig {
         if self.to.is_none() && (self.every.is_some() || self.keep.is_some()) {
             return Err("backup.every and backup.keep need backup.to, the directory".into());
         }
+        match &self.archive {
+            Some(d) if d.as_os_str().is_empty() => {
+                return Err("backup.archive: empty; name a directory".into());
+            }
+            Some(d) if d.to_string_lossy().contains("://") => {
+                return Err(format!(
+                    "backup.archive: '{}' is a URL; the archive is a directory of the server's disk",
+                    d.display()
+                ));
+            }
+            None if self.archive_every.is_some() => {
+                return Err("backup.archive_every needs backup.archive, the directory".into());
+            }
+            _ => {}
+        }
+        self.archiving()?;
         Ok(())
+    }
+
+    /// When the log is closed for the archive, if one is configured.
+    pub fn archiving(&self) -> Result<Option<crate::Archive>, String> {
+        if self.archive.is_none() {
+            return Ok(None);
+        }
+        let every = self
+            .archive_every
+            .as_deref()
+            .map(|e| crate::limits::ARCHIVE_EVERY.parse(e))
+            .transpose()?;
+        let mut a = crate::Archive::default();
+        if let Some(ms) = every {
+            a.every = std::time::Duration::from_millis(ms);
+        }
+        Ok(Some(a))
     }
 
     /// `every` in milliseconds, checked.
@@ -396,6 +437,31 @@ AuftragAbgeschlossen = "auftragId"
         let e =
             ConfigFile::parse("p.toml", "[[subscriptions]]\nsubscription = \"s\"\n").unwrap_err();
         assert!(e.contains("message"), "{e}");
+    }
+
+    #[test]
+    fn the_archive_is_a_directory_closed_on_time() {
+        let parse = |t: &str| ConfigFile::parse("p.toml", t).map(|c| c.backup.archiving());
+        let a = parse("[backup]\narchive = \"/a\"\n")
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        assert_eq!(a, crate::Archive::default());
+        let a = parse("[backup]\narchive = \"/a\"\narchive_every = \"5s\"\n");
+        assert_eq!(a.unwrap().unwrap().unwrap().every.as_secs(), 5);
+        assert_eq!(parse("").unwrap().unwrap(), None);
+        for (text, says) in [
+            ("[backup]\narchive_every = \"5s\"\n", "needs backup.archive"),
+            ("[backup]\narchive = \"gs://b/p\"\n", "is a URL"),
+            ("[backup]\narchive = \"\"\n", "empty"),
+            (
+                "[backup]\narchive = \"/a\"\narchive_every = \"2h\"\n",
+                "archive_every",
+            ),
+        ] {
+            let e = parse(text).unwrap_err();
+            assert!(e.contains(says) && e.starts_with("p.toml"), "{text}: {e}");
+        }
     }
 
     #[test]

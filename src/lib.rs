@@ -96,7 +96,9 @@ pub use engine::{
     ParkedEvent, Publish, Repair, TaskAction, TaskRefusal, Triggered, backoff,
 };
 pub use jobs::{HandlerError, JobContext};
-pub use runtime::{CommitStats, Deployment, Error, Options, Postfach, Recovery, WorkReport};
+pub use runtime::{
+    Archive, CommitStats, Deployment, Error, Options, Postfach, Recovery, WorkReport,
+};
 pub use store::damage::install_hook as install_damage_hook;
 pub use store::{FileCheck, JobState, MessageState, ParkedEvents, Reason, StoreError, TaskRecord};
 

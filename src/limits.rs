@@ -110,6 +110,13 @@ pub const BACKUP_EVERY: Limit = Limit {
     max: 7 * DAY,
 };
 
+/// How often the log is closed for the archive (`[backup] archive_every`).
+pub const ARCHIVE_EVERY: Limit = Limit {
+    field: "backup.archive_every",
+    min: 1_000,
+    max: 3_600_000,
+};
+
 /// How many backups of its partition a server keeps (`[backup] keep`).
 pub const BACKUPS_KEPT: std::ops::RangeInclusive<usize> = 1..=10_000;
 

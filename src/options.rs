@@ -32,6 +32,30 @@ pub struct Options {
     /// so a command line that opens the file between two runs of the server
     /// keeps the events the server would.
     pub parked_events: Option<Option<crate::store::ParkedEvents>>,
+    /// Keep the log for an archive (point-in-time restore): a checkpoint
+    /// does not empty the log but closes it as a segment
+    /// (`LOG.closed-LAST`, beside it) once it holds this many bytes or is
+    /// this old, for the archiver to ship (`[backup] archive` of `postfach
+    /// run`). `None`: a checkpoint empties the log.
+    pub archive: Option<Archive>,
+}
+
+/// When the log is closed as a segment for the archive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Archive {
+    /// A segment is closed at the first checkpoint after it is this old …
+    pub every: std::time::Duration,
+    /// … or holds this many bytes of records.
+    pub bytes: u64,
+}
+
+impl Default for Archive {
+    fn default() -> Self {
+        Self {
+            every: std::time::Duration::from_secs(60),
+            bytes: 16 * 1024 * 1024,
+        }
+    }
 }
 
 impl Default for Options {
@@ -43,6 +67,7 @@ impl Default for Options {
             checkpoint_every: std::time::Duration::from_millis(500),
             partition: None,
             parked_events: None,
+            archive: None,
         }
     }
 }

@@ -8,6 +8,7 @@
 #[macro_use]
 mod common;
 
+mod a_backup_and_its_archived_log_restore_to_a_point_in_time;
 mod a_backup_restores_every_call_answered_before_it;
 mod a_boundary_keeps_the_key_it_was_opened_with;
 mod a_client_generated_from_the_openapi_document_calls_every_operation;

@@ -49,6 +49,13 @@ pub(crate) struct RestoreArgs {
     /// FILE.replaced-MILLIS.
     #[arg(long)]
     pub(crate) replace: bool,
+    /// Restore to this instant (RFC 3339): the backup, taken before it, and
+    /// the batches archived in --archive up to it, replayed.
+    #[arg(long, value_name = "T", requires = "archive")]
+    pub(crate) until: Option<String>,
+    /// The archive of the log (`[backup] archive` of the server).
+    #[arg(long, value_name = "DIR", requires = "until")]
+    pub(crate) archive: Option<PathBuf>,
 }
 
 fn failed(e: BackupError) -> Failure {
@@ -60,6 +67,9 @@ fn failed(e: BackupError) -> Failure {
             " (restore another backup: `postfach backups --at DIR` lists them, each checked)"
         }
         BackupError::UnknownTable(_) => " (back it up with the release that wrote it)",
+        BackupError::ArchiveGap { .. } => {
+            " (restore a backup taken after the gap, or to an instant before it)"
+        }
         BackupError::Taken(_) => " (give another --id)",
         _ => "",
     };
@@ -147,13 +157,43 @@ pub(super) fn backups(args: &BackupsArgs) -> Result<Output, Failure> {
 /// `postfach restore`: the backup checked, then written as `--db`.
 pub(super) fn restore(db: &std::path::Path, args: &RestoreArgs) -> Result<Output, Failure> {
     let from = backup::resolve(&args.backup, args.partition);
-    let r = backup::restore(&from, db, args.partition, args.replace).map_err(failed)?;
+    let r = match (&args.until, &args.archive) {
+        (Some(t), Some(archive)) => {
+            let until = postfach::model::iso::instant(t).map_err(|e| {
+                super::failure::usage(format!("--until {t}: {e} (give an RFC 3339 instant)"))
+            })?;
+            let r = backup::restore_until(&from, db, args.partition, args.replace, archive, until)
+                .map_err(failed)?;
+            // the opening replays the archived batches; what it finds is said
+            postfach::Postfach::open(db)
+                .map_err(|e| Failure {
+                    code: 1,
+                    message: format!(
+                        "{}: restored, but replaying the archived batches failed: {e}",
+                        db.display()
+                    ),
+                    json: None,
+                })?
+                .close();
+            r
+        }
+        _ => backup::restore(&from, db, args.partition, args.replace).map_err(failed)?,
+    };
+    let replay = r.replay.as_ref().map(|p| {
+        json!({
+            "batches": p.batches,
+            "last_batch": p.last_batch,
+            "last_at": p.last_at,
+            "reached": p.reached,
+        })
+    });
     let doc = json!({
         "restored": r.manifest.id,
         "db": db.display().to_string(),
         "batch": r.manifest.batch,
         "partition": r.manifest.partition,
         "kept": r.kept.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
+        "replayed": replay,
     });
     Ok(shown(doc, |d| {
         let mut text = format!(
@@ -162,6 +202,23 @@ pub(super) fn restore(db: &std::path::Path, args: &RestoreArgs) -> Result<Output
             s(&d["batch"]),
             s(&d["db"])
         );
+        let p = &d["replayed"];
+        if p.is_object() {
+            text.push_str(&format!(
+                "\nreplayed {} archived batch(es) to batch {}{}",
+                s(&p["batches"]),
+                s(&p["last_batch"]),
+                p["last_at"]
+                    .as_str()
+                    .map(|t| format!(" of {t}"))
+                    .unwrap_or_default()
+            ));
+            if p["reached"] != true {
+                text.push_str(
+                    "\nthe archive ends before the instant: what came later was not archived",
+                );
+            }
+        }
         for k in each(&d["kept"]) {
             text.push_str(&format!("\nkept the one it replaced as {}", s(k)));
         }

@@ -353,8 +353,9 @@ pub async fn run(cli: Cli) -> Result<Output, Failure> {
         _ => {}
     }
     let mut options = postfach::Options::default();
+    let mut archive = None;
     if let Command::Run(args) = &cli.command {
-        serve::prepare(args, &mut options)?;
+        archive = serve::prepare(args, &mut options)?;
     }
     if let Some(ms) = std::env::var("POSTFACH_CHECKPOINT_MS")
         .ok()
@@ -378,8 +379,16 @@ pub async fn run(cli: Cli) -> Result<Output, Failure> {
     } else {
         Postfach::open_with(&cli.db, options)?
     };
+    let partition = pf.partition().index();
     let result = execute(&pf, cli.command).await;
     pf.close();
+    if let Some(dir) = archive {
+        // the close closed the last segment: into the archive before exiting
+        let log = postfach::backup::archive::log_of(&cli.db);
+        if let Err(e) = postfach::backup::archive::ship(&log, &dir, partition) {
+            tracing::error!(error = %e, "archiving the log at the stop failed; its segments wait beside it for the next start");
+        }
+    }
     result
 }
 

@@ -352,16 +352,22 @@ pub(super) async fn shutdown_signal() {
 }
 
 /// What `run` checks and sets before the database is opened: refused before
-/// anything is written (no database file, no deploy).
-pub(super) fn prepare(args: &RunArgs, options: &mut postfach::Options) -> Result<(), Failure> {
+/// anything is written (no database file, no deploy). Returns the archive of
+/// the log, if one is configured.
+pub(super) fn prepare(
+    args: &RunArgs,
+    options: &mut postfach::Options,
+) -> Result<Option<std::path::PathBuf>, Failure> {
     let token = server_token(args.token_file.as_deref())?;
     check_exposure(args.listen, token.as_deref())?;
     options.partition = partition_of(args.partitions, args.partition)?;
     // the server decides whether parked messages leave events; the
     // database keeps the setting for the commands run between servers
-    let notifications = run_config(args.config.as_deref())?.notifications;
-    options.parked_events = Some(notifications.parked_events());
-    Ok(())
+    let config = run_config(args.config.as_deref())?;
+    options.parked_events = Some(config.notifications.parked_events());
+    // with an archive the log is closed as segments instead of emptied
+    options.archive = config.backup.archiving().map_err(super::failure::usage)?;
+    Ok(config.backup.archive)
 }
 
 /// `[tracing] otlp_endpoint` of the configuration `run` was given, for the

@@ -418,6 +418,10 @@ pub(crate) struct Writer {
     /// Set when the log could not be written: nothing more is accepted.
     poisoned: Arc<Mutex<Option<String>>>,
     checkpoint_every: std::time::Duration,
+    /// When the log is rolled for an archive (`None`: emptied at checkpoints).
+    archive: Option<crate::options::Archive>,
+    /// When the log's current segment began, and its record bytes.
+    segment: (std::time::Instant, u64),
     pub(crate) replayed: usize,
     /// Where the trace context of new jobs is noted for the executor.
     pub(crate) job_traces: Arc<crate::trace::JobTraces>,
@@ -430,8 +434,11 @@ type ReplyTo = oneshot::Sender<Result<Reply, Error>>;
 enum SyncMsg {
     /// A batch applied to redb: sync its log frame, then answer its callers.
     Batch(PendingBatch),
-    /// Empty the log (after a durable checkpoint), then say so.
-    Reset(mpsc::Sender<Result<(), StoreError>>),
+    /// Fold the log (after a durable checkpoint), then say so.
+    Fold(
+        wal::Fold,
+        mpsc::Sender<Result<Option<std::path::PathBuf>, StoreError>>,
+    ),
 }
 
 struct PendingBatch {
@@ -463,6 +470,8 @@ impl Writer {
             logged: 0,
             poisoned: Arc::default(),
             checkpoint_every: options.checkpoint_every,
+            archive: options.archive,
+            segment: (std::time::Instant::now(), 0),
             replayed: 0,
             job_traces: Arc::default(),
         };
@@ -486,12 +495,21 @@ impl Writer {
         Ok(w)
     }
 
-    /// Applies one batch at open, before the syncer runs: durable at once.
+    /// Applies one batch at open, before the syncer runs: durable at once,
+    /// and in the log first like every batch (an archive of the log has
+    /// every batch, without a gap).
     pub(crate) fn run_at_open(
         &mut self,
         now: Millis,
         cmds: &[Command],
     ) -> Result<Vec<Result<Reply, EngineError>>, StoreError> {
+        if let Some(wal) = &mut self.wal {
+            // a version-1 log holds only durable batches here: emptied first
+            wal.fold(wal::Fold::Keep)?;
+            let frame = wal::frame(self.batch + 1, now, cmds)?;
+            wal.append_frames([frame.as_slice()])?;
+            self.segment.1 += frame.len() as u64;
+        }
         self.apply_batch(now, cmds, Vec::new(), &[], redb::Durability::Immediate)
     }
 
@@ -572,6 +590,7 @@ impl Writer {
             }
         };
         self.logged += frame.len() as u64;
+        self.segment.1 += frame.len() as u64;
         let batch = PendingBatch {
             frame,
             answers: replies.into_iter().zip(results).collect(),
@@ -632,21 +651,52 @@ impl Writer {
             meta.insert(WAL_BATCH, self.batch)?;
         }
         tx.commit()?;
-        match (&mut self.wal, &self.syncer) {
-            (Some(wal), _) => wal.reset()?,
+        let fold = self.fold();
+        let closed = match (&mut self.wal, &self.syncer) {
+            (Some(wal), _) => wal.fold(fold)?,
             (None, Some((sync, _))) => {
-                // the syncer empties the log after the frames queued before this
+                // the syncer folds the log after the frames queued before this
                 let (done, wait) = mpsc::channel();
-                sync.send(SyncMsg::Reset(done))
+                sync.send(SyncMsg::Fold(fold, done))
                     .map_err(|_| StoreError::Aborted("the log syncer stopped".into()))?;
                 wait.recv()
-                    .map_err(|_| StoreError::Aborted("the log syncer stopped".into()))??;
+                    .map_err(|_| StoreError::Aborted("the log syncer stopped".into()))??
             }
-            (None, None) => {}
+            (None, None) => None,
+        };
+        if let Some(closed) = closed {
+            tracing::debug!(segment = %closed.display(), "log segment closed for the archive");
+            self.segment = (std::time::Instant::now(), 0);
         }
         self.logged = 0;
         self.last_checkpoint = std::time::Instant::now();
         Ok(())
+    }
+}
+
+impl Writer {
+    /// With an archive and nothing to do: a checkpoint when the log's
+    /// segment holds records and is due, so that it reaches the archive
+    /// without waiting for the next batch.
+    fn idle(&mut self) {
+        if self.segment.1 > 0
+            && matches!(self.fold(), wal::Fold::Roll(_))
+            && let Err(e) = self.checkpoint()
+        {
+            tracing::error!(error = %e, "checkpoint failed; the log segment is closed at the next one");
+        }
+    }
+
+    /// What this checkpoint does to the log: emptied without an archive;
+    /// with one, kept until its segment is old or large enough, then rolled.
+    fn fold(&self) -> wal::Fold {
+        match self.archive {
+            None => wal::Fold::Empty,
+            Some(a) if self.segment.0.elapsed() >= a.every || self.segment.1 >= a.bytes => {
+                wal::Fold::Roll(self.batch)
+            }
+            Some(_) => wal::Fold::Keep,
+        }
     }
 }
 
@@ -657,7 +707,25 @@ pub(crate) fn writer_loop(
     max_batch: usize,
     stats: Arc<CommitStats>,
 ) {
-    while let Ok(first) = rx.recv() {
+    loop {
+        // idle, a log segment for the archive is still closed on time
+        let first = match w
+            .archive
+            .map(|a| a.every.max(std::time::Duration::from_millis(100)))
+        {
+            None => match rx.recv() {
+                Ok(job) => job,
+                Err(_) => break,
+            },
+            Some(wait) => match rx.recv_timeout(wait) {
+                Ok(job) => job,
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    w.idle();
+                    continue;
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            },
+        };
         let first = match first {
             Job::Apply(r) => r,
             Job::Snapshot(asked) => {
@@ -696,6 +764,13 @@ pub(crate) fn writer_loop(
             let _ = asked.send(w.snapshot());
         }
     }
+    // with an archive, the close closes the segment too: all of it can be
+    // shipped once the database is closed
+    if w.segment.1 > 0
+        && let Some(a) = &mut w.archive
+    {
+        a.every = std::time::Duration::ZERO;
+    }
     if let Err(e) = w.checkpoint() {
         tracing::error!(error = %e, "checkpoint at close failed; the write-ahead log is replayed at the next open");
     }
@@ -724,8 +799,15 @@ fn syncer_loop(
             },
         };
         let first = match msg {
-            SyncMsg::Reset(done) => {
-                let _ = done.send(wal.reset());
+            SyncMsg::Fold(fold, done) => {
+                let folded = wal.fold(fold);
+                if let (Err(e), wal::Fold::Roll(_)) = (&folded, fold)
+                    && let Ok(mut p) = poisoned.lock()
+                {
+                    // which file the next frames would reach is unsure now
+                    *p = Some(format!("the log could not be closed as a segment: {e}"));
+                }
+                let _ = done.send(folded);
                 continue;
             }
             SyncMsg::Batch(b) => b,

@@ -220,6 +220,56 @@ pub(crate) struct Wal {
     size: u64,
     /// A version-1 log: readable, but appended to only after a [`Wal::reset`].
     legacy: bool,
+    /// The file's path on the file system (`None` on the simulated disk,
+    /// where a log is never rolled).
+    path: Option<PathBuf>,
+}
+
+/// What a checkpoint does to the log once redb holds its batches durably.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fold {
+    /// Empty it: no archive needs its records.
+    Empty,
+    /// Keep it growing: the segment the archive gets is not closed yet
+    /// (replay at open skips what redb holds).
+    Keep,
+    /// Close it as a segment for the archive, named after the last batch it
+    /// holds, and begin an empty log.
+    Roll(u64),
+}
+
+/// The name a log closed after batch `last` has beside the log, until the
+/// archive has it: `LOG.closed-LAST` (20 digits, so names sort by batch).
+pub fn closed_segment(log: &Path, last: u64) -> PathBuf {
+    let mut p = log.as_os_str().to_owned();
+    p.push(format!(".closed-{last:020}"));
+    PathBuf::from(p)
+}
+
+/// The closed segments beside `log` that the archive does not have yet,
+/// oldest first.
+pub fn closed_segments(log: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let (Some(dir), Some(name)) = (log.parent(), log.file_name()) else {
+        return Ok(Vec::new());
+    };
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    let prefix = format!("{}.closed-", name.to_string_lossy());
+    let mut out: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .and_then(|n| n.strip_prefix(&prefix))
+                .is_some_and(|n| n.len() == 20 && n.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .map(|e| e.path())
+        .collect();
+    out.sort();
+    Ok(out)
 }
 
 impl Wal {
@@ -267,7 +317,9 @@ impl Wal {
             Some(scan) if scan.size == len => scan,
             _ => Scan::read(&crate::files::read_open(path, file.try_clone()?)?),
         };
-        Wal::from_scan(Box::new(file), scan, path)
+        let (mut wal, records) = Wal::from_scan(Box::new(file), scan, path)?;
+        wal.path = Some(path.to_path_buf());
+        Ok((wal, records))
     }
 
     /// [`Wal::open`] on the simulated disk of the power-loss tests.
@@ -313,6 +365,7 @@ impl Wal {
                 file,
                 size: pos,
                 legacy: scan.framing == Framing::V1,
+                path: None,
             },
             scan.records,
         ))
@@ -349,6 +402,58 @@ impl Wal {
     pub fn append_with(&mut self, record: &Record, commands: &[Command]) -> Result<(), StoreError> {
         let f = frame(record.batch, record.now, commands)?;
         self.append_frames([f.as_slice()])
+    }
+
+    /// What a checkpoint does to the log (see [`Fold`]); a rolled log's
+    /// closed segment is returned. A version-1 log is emptied even when kept,
+    /// so that it can be appended to.
+    pub fn fold(&mut self, fold: Fold) -> Result<Option<PathBuf>, StoreError> {
+        match fold {
+            Fold::Empty => self.reset().map(|()| None),
+            Fold::Keep if self.legacy => self.reset().map(|()| None),
+            Fold::Keep => Ok(None),
+            Fold::Roll(_) if self.size <= HEADER.len() as u64 && !self.legacy => Ok(None),
+            Fold::Roll(last) => self.roll(last).map(Some),
+        }
+    }
+
+    /// Closes the log as `LOG.closed-LAST` and begins an empty one: the new
+    /// log is written and synced as `LOG.next` first, so that the name `LOG`
+    /// is always either the old log or the new one; a crash between the two
+    /// renames leaves no log, which opens as empty — every record of the
+    /// closed one is durable in redb by then.
+    fn roll(&mut self, last: u64) -> Result<PathBuf, StoreError> {
+        let path = self.path.clone().ok_or_else(|| {
+            StoreError::Aborted("a log on the simulated disk is not rolled".into())
+        })?;
+        let closed = closed_segment(&path, last);
+        let mut next = path.as_os_str().to_owned();
+        next.push(".next");
+        let next = PathBuf::from(next);
+        let named = |p: &Path| {
+            let p = p.to_path_buf();
+            move |e| StoreError::from(crate::files::named(&p, e))
+        };
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&next)
+            .map_err(named(&next))?;
+        file.write_all(HEADER).map_err(named(&next))?;
+        file.sync_data().map_err(named(&next))?;
+        std::fs::rename(&path, &closed).map_err(named(&closed))?;
+        if let Err(e) = std::fs::rename(&next, &path) {
+            // put the old log back: appends must not go to a closed segment
+            std::fs::rename(&closed, &path).map_err(named(&path))?;
+            return Err(named(&path)(e));
+        }
+        crate::disk::sync_dir(&path)?;
+        self.file = Box::new(file);
+        self.size = HEADER.len() as u64;
+        self.legacy = false;
+        Ok(closed)
     }
 
     /// Empties the log after a checkpoint made its records redundant.

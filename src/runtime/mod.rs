@@ -19,7 +19,7 @@ use crate::engine::{DefCache, Delivery, Deployed, EngineError, LockedJob, Malfor
 pub use crate::error::Error;
 use crate::handler::{Handler, Handlers};
 use crate::ops;
-pub use crate::options::Options;
+pub use crate::options::{Archive, Options};
 use crate::store::{self, JobState, StoreError, damage};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -1,7 +1,8 @@
 //! The server's backups: taken when asked (`POST /backups`) and on a
 //! schedule (`[backup] every`), each into `[backup] to`, the partition's
-//! oldest beyond `[backup] keep` removed after a new one; and when the last
-//! good one was taken, for `/metrics`.
+//! oldest beyond `[backup] keep` removed after a new one; the log's closed
+//! segments shipped into `[backup] archive`; and when the last good backup
+//! was taken, for `/metrics`.
 //!
 //! Invariant: the server writes backups only into its configured directory;
 //! a failed backup is counted and logged, never retried in a loop, and
@@ -108,6 +109,44 @@ fn taken_secs(m: &Manifest) -> Option<f64> {
     crate::model::iso::instant(&m.taken_at)
         .ok()
         .map(|ms| ms as f64 / 1000.0)
+}
+
+/// Ships the log's closed segments into the archive at start and every 5 s
+/// until the server stops; a failure is counted and logged, and the
+/// segments stay beside the log for the next attempt.
+pub fn spawn_archiver(
+    backups: std::sync::Arc<Backups>,
+    log: PathBuf,
+    archive: PathBuf,
+    partition: u32,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut failing = false;
+        loop {
+            let (log, archive) = (log.clone(), archive.clone());
+            let shipped = tokio::task::spawn_blocking(move || {
+                crate::backup::archive::ship(&log, &archive, partition)
+            })
+            .await;
+            match shipped {
+                Ok(Ok(names)) => {
+                    if !names.is_empty() {
+                        tracing::debug!(segments = ?names, "log segments archived");
+                    }
+                    failing = false;
+                }
+                Ok(Err(e)) => {
+                    backups.failed.fetch_add(1, Ordering::Relaxed);
+                    if !failing {
+                        tracing::error!(error = %e, "archiving the log failed; its segments wait beside it");
+                    }
+                    failing = true;
+                }
+                Err(e) => tracing::error!(error = %e, "the archiver stopped"),
+            }
+            tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+        }
+    })
 }
 
 /// Takes a backup every `every_ms` until the server stops (the task is

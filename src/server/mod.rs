@@ -157,6 +157,10 @@ pub async fn run(
         .ok()
         .flatten()
         .map(|ms| backups::spawn_schedule(backups.clone(), pf.clone(), ms));
+    let archiver = config.backup.archive.clone().map(|dir| {
+        let log = crate::commit::wal::Wal::path_for(pf.path());
+        backups::spawn_archiver(backups.clone(), log, dir, pf.partition().index())
+    });
     let app = http::router(
         pf.clone(),
         listen.token,
@@ -183,8 +187,8 @@ pub async fn run(
         edge.stop().await;
     });
     watcher.abort();
-    if let Some(s) = schedule {
-        s.abort();
+    for task in [schedule, archiver].into_iter().flatten() {
+        task.abort(); // closed segments wait beside the log for the next start
     }
     if let Some(f) = forwarder {
         f.abort(); // what it had not handed on stays kept for the next start

@@ -127,6 +127,14 @@ pub enum BackupError {
         /// The newest this release reads.
         reads: u64,
     },
+    /// Cloud Storage could not be reached or refused a call.
+    #[error("{place}: {reason}")]
+    Remote {
+        /// The bucket, prefix or object.
+        place: String,
+        /// What went wrong.
+        reason: String,
+    },
     /// A backup set id that cannot name a directory.
     #[error(
         "backup id '{0}' is not 1 to 64 letters, digits, '-' and '_' beginning with a letter or digit"
@@ -168,6 +176,76 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> BackupError + '_ {
     move |source| BackupError::Io {
         path: path.display().to_string(),
         source,
+    }
+}
+
+/// Where backups or the log archive go: a directory, or a prefix in a
+/// Cloud Storage bucket (`gs://BUCKET/PREFIX`, through a staging directory
+/// beside the database; with the `pubsub` feature).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Place {
+    /// A directory.
+    Dir(PathBuf),
+    /// A bucket and a prefix (no leading or trailing `/`; empty: the top).
+    Gcs {
+        /// The bucket.
+        bucket: String,
+        /// The prefix the names are under.
+        prefix: String,
+    },
+}
+
+impl Place {
+    /// A directory, or `gs://BUCKET[/PREFIX]` (a bucket name of 3 … 63
+    /// lower-case letters, digits, `-`, `_`, `.`).
+    pub fn parse(s: &str) -> Result<Place, String> {
+        let Some(rest) = s.strip_prefix("gs://") else {
+            if s.contains("://") {
+                return Err(format!(
+                    "'{s}' is neither a directory nor gs://BUCKET/PREFIX"
+                ));
+            }
+            if s.is_empty() {
+                return Err("empty; name a directory or gs://BUCKET/PREFIX".into());
+            }
+            return Ok(Place::Dir(PathBuf::from(s)));
+        };
+        let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+        let ok = (3..=63).contains(&bucket.len())
+            && bucket.chars().all(|c| {
+                c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '_' | '.')
+            });
+        if !ok {
+            return Err(format!(
+                "'{bucket}' in '{s}' is not a bucket name (3 to 63 lower-case letters, digits, '-', '_', '.')"
+            ));
+        }
+        let prefix = prefix.trim_matches('/');
+        if prefix.split('/').any(|p| p == "." || p == "..") || prefix.contains("//") {
+            return Err(format!("'{s}': the prefix has an empty, '.' or '..' part"));
+        }
+        Ok(Place::Gcs {
+            bucket: bucket.to_string(),
+            prefix: prefix.to_string(),
+        })
+    }
+
+    /// The place as given.
+    pub fn describe(&self) -> String {
+        match self {
+            Place::Dir(d) => d.display().to_string(),
+            Place::Gcs { bucket, prefix } if prefix.is_empty() => format!("gs://{bucket}"),
+            Place::Gcs { bucket, prefix } => format!("gs://{bucket}/{prefix}"),
+        }
+    }
+
+    /// The object name of `name` under the prefix.
+    pub fn object(prefix: &str, name: &str) -> String {
+        if prefix.is_empty() {
+            name.to_string()
+        } else {
+            format!("{prefix}/{name}")
+        }
     }
 }
 

@@ -6,6 +6,7 @@
 //! the error, before anything starts.
 
 use crate::alarms::Condition;
+use crate::backup::Place;
 use crate::ingress::SubscriptionConfig;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -122,16 +123,18 @@ pub struct ConfigFile {
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct BackupConfig {
-    /// The directory `POST /backups` (and `postfach --server URL backup`)
-    /// writes each backup into, as `DIR/ID/`; the server writes nowhere a
-    /// caller names. Without it the API takes no backups.
+    /// The directory (or `gs://BUCKET/PREFIX`) `POST /backups` (and
+    /// `postfach --server URL backup`) writes each backup into, as
+    /// `DIR/SET-pI/`; the server writes nowhere a caller names. Without it
+    /// the API takes no backups.
     pub to: Option<std::path::PathBuf>,
     /// Take one this often ("1h"; 1s … 7d); none: only when asked.
     pub every: Option<String>,
     /// Keep this many of the partition's good backups (1 … 10,000), the
     /// oldest removed after each new one; none: keep them all.
     pub keep: Option<usize>,
-    /// The directory the log's closed segments are shipped into, for a
+    /// The directory (or `gs://BUCKET/PREFIX`) the log's closed segments
+    /// are shipped into, for a
     /// restore to a point in time (`restore --until T --archive DIR`);
     /// none: the log is emptied at each checkpoint.
     pub archive: Option<std::path::PathBuf>,
@@ -142,21 +145,12 @@ pub struct BackupConfig {
 }
 
 impl BackupConfig {
-    /// Refuses an empty directory or a URL (backups go to a directory on the
-    /// server's disk), a schedule or a count out of range, and a schedule
-    /// without a directory.
+    /// Refuses an empty place or one that is neither a directory nor
+    /// `gs://BUCKET/PREFIX`, a schedule or a count out of range, and a
+    /// schedule without a place.
     pub fn check(&self) -> Result<(), String> {
-        match &self.to {
-            Some(d) if d.as_os_str().is_empty() => {
-                return Err("backup.to: empty; name a directory".into());
-            }
-            Some(d) if d.to_string_lossy().contains("://") => {
-                return Err(format!(
-                    "backup.to: '{}' is a URL; backups are written to a directory of the server's disk",
-                    d.display()
-                ));
-            }
-            _ => {}
+        if let Some(to) = &self.to {
+            Place::parse(&to.to_string_lossy()).map_err(|e| format!("backup.to: {e}"))?;
         }
         self.every_ms()?;
         if let Some(k) = self.keep
@@ -168,19 +162,13 @@ impl BackupConfig {
             return Err("backup.every and backup.keep need backup.to, the directory".into());
         }
         match &self.archive {
-            Some(d) if d.as_os_str().is_empty() => {
-                return Err("backup.archive: empty; name a directory".into());
-            }
-            Some(d) if d.to_string_lossy().contains("://") => {
-                return Err(format!(
-                    "backup.archive: '{}' is a URL; the archive is a directory of the server's disk",
-                    d.display()
-                ));
+            Some(a) => {
+                Place::parse(&a.to_string_lossy()).map_err(|e| format!("backup.archive: {e}"))?;
             }
             None if self.archive_every.is_some() => {
                 return Err("backup.archive_every needs backup.archive, the directory".into());
             }
-            _ => {}
+            None => {}
         }
         self.archiving()?;
         Ok(())
@@ -450,9 +438,16 @@ AuftragAbgeschlossen = "auftragId"
         let a = parse("[backup]\narchive = \"/a\"\narchive_every = \"5s\"\n");
         assert_eq!(a.unwrap().unwrap().unwrap().every.as_secs(), 5);
         assert_eq!(parse("").unwrap().unwrap(), None);
+        let gs = parse("[backup]\nto = \"gs://my-bucket/b\"\narchive = \"gs://my-bucket/a/\"\n");
+        assert!(gs.unwrap().unwrap().is_some(), "a bucket is a place");
         for (text, says) in [
             ("[backup]\narchive_every = \"5s\"\n", "needs backup.archive"),
-            ("[backup]\narchive = \"gs://b/p\"\n", "is a URL"),
+            ("[backup]\narchive = \"gs://b/p\"\n", "not a bucket name"),
+            (
+                "[backup]\narchive = \"s3://bucket/p\"\n",
+                "neither a directory nor gs://",
+            ),
+            ("[backup]\nto = \"gs://bucket/../p\"\n", "'..'"),
             ("[backup]\narchive = \"\"\n", "empty"),
             (
                 "[backup]\narchive = \"/a\"\narchive_every = \"2h\"\n",

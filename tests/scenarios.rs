@@ -24,6 +24,7 @@ mod alarms_fire_and_clear;
 mod ambiguous_correlation_is_parked;
 mod architecture_holds;
 mod async_after_and_variable_mappings_apply;
+mod backups_and_the_archive_go_to_cloud_storage;
 mod backups_are_taken_offline_through_a_server_and_a_gateway;
 mod benchmarks_are_rendered_from_their_result_files;
 mod business_rule_tasks_decide_in_the_engine;

@@ -30,6 +30,33 @@ pub fn segment_name(partition: u32, first: u64, last: u64) -> String {
     format!("p{partition}-{first:020}-{last:020}.wal")
 }
 
+/// Whether the archive name `name` is partition `partition`'s segment
+/// holding a batch after `after`.
+pub fn wanted(name: &str, partition: u32, after: u64) -> bool {
+    parse_name(name).is_some_and(|(p, _, last)| p == partition && last > after)
+}
+
+/// The first and last batch of the closed segment at `path` (`None`: it
+/// holds no records); a segment that is not whole records is damage.
+pub fn segment_range(path: &Path) -> Result<Option<(u64, u64)>, BackupError> {
+    let scan = Wal::scan(path)?;
+    if scan.damaged || scan.intact_until < scan.size {
+        return Err(BackupError::Damaged {
+            path: path.display().to_string(),
+            reason: format!(
+                "a closed log segment with {} byte(s) that are not whole records from offset {}",
+                scan.size - scan.intact_until,
+                scan.intact_until
+            ),
+        });
+    }
+    Ok(scan
+        .records
+        .first()
+        .zip(scan.records.last())
+        .map(|(f, l)| (f.batch, l.batch)))
+}
+
 /// The partition and batches an archive name says, if it is a segment's.
 fn parse_name(name: &str) -> Option<(u32, u64, u64)> {
     let rest = name.strip_prefix('p')?.strip_suffix(".wal")?;
@@ -59,23 +86,12 @@ pub fn ship(log: &Path, to: &Path, partition: u32) -> Result<Vec<String>, Backup
     std::fs::create_dir_all(to).map_err(io(to))?;
     let mut shipped = Vec::new();
     for segment in closed {
-        let bytes = std::fs::read(&segment).map_err(io(&segment))?;
-        let scan = Wal::scan(&segment)?;
-        if scan.damaged || scan.intact_until < scan.size {
-            return Err(BackupError::Damaged {
-                path: segment.display().to_string(),
-                reason: format!(
-                    "a closed log segment with {} byte(s) that are not whole records from offset {}",
-                    scan.size - scan.intact_until,
-                    scan.intact_until
-                ),
-            });
-        }
-        let (Some(first), Some(last)) = (scan.records.first(), scan.records.last()) else {
+        let Some((first, last)) = segment_range(&segment)? else {
             std::fs::remove_file(&segment).map_err(io(&segment))?;
             continue;
         };
-        let name = segment_name(partition, first.batch, last.batch);
+        let bytes = std::fs::read(&segment).map_err(io(&segment))?;
+        let name = segment_name(partition, first, last);
         let dest = to.join(&name);
         match std::fs::read(&dest) {
             Ok(there) if there == bytes => {} // shipped before the removal was

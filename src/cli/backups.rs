@@ -9,7 +9,8 @@ use super::Output;
 use super::failure::Failure;
 use super::show::{each, s, shown};
 use clap::Args;
-use postfach::backup::{self, BackupError};
+use postfach::backup::{BackupError, Place};
+use postfach::server::shelf::{self, Shelf};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 
@@ -17,7 +18,9 @@ use std::path::PathBuf;
 #[derive(Debug, Args)]
 pub(crate) struct BackupArgs {
     /// The directory the backup is written into, as DIR/ID/ (created when
-    /// missing); with --server the server writes into its `[backup] to`.
+    /// missing), or gs://BUCKET/PREFIX (through a staging directory beside
+    /// the database); with --server the server writes into its `[backup]
+    /// to`.
     #[arg(long, value_name = "DIR")]
     pub(crate) to: Option<PathBuf>,
     /// The backup set's id (1 … 64 letters, digits, `-`, `_`): written as
@@ -30,7 +33,7 @@ pub(crate) struct BackupArgs {
 // The arguments of `postfach backups`.
 #[derive(Debug, Args)]
 pub(crate) struct BackupsArgs {
-    /// The directory that holds the backups.
+    /// The directory (or gs://BUCKET/PREFIX) that holds the backups.
     #[arg(long, value_name = "DIR")]
     pub(crate) at: PathBuf,
 }
@@ -39,7 +42,8 @@ pub(crate) struct BackupsArgs {
 #[derive(Debug, Args)]
 pub(crate) struct RestoreArgs {
     /// The backup's directory (DIR/SET-pI), or a backup set's (DIR/SET)
-    /// with --partition I.
+    /// with --partition I; or the same in Cloud Storage
+    /// (gs://BUCKET/PREFIX/ID).
     pub(crate) backup: PathBuf,
     /// The partition to restore: picks the set's backup of it, and refuses
     /// a backup of another partition.
@@ -53,7 +57,8 @@ pub(crate) struct RestoreArgs {
     /// the batches archived in --archive up to it, replayed.
     #[arg(long, value_name = "T", requires = "archive")]
     pub(crate) until: Option<String>,
-    /// The archive of the log (`[backup] archive` of the server).
+    /// The archive of the log (`[backup] archive` of the server): a
+    /// directory or gs://BUCKET/PREFIX.
     #[arg(long, value_name = "DIR", requires = "until")]
     pub(crate) archive: Option<PathBuf>,
 }
@@ -90,10 +95,35 @@ pub(super) async fn backup(pf: &postfach::Postfach, args: BackupArgs) -> Result<
             "backup needs --to DIR (with --server, the server's `[backup] to`)".into(),
         )
     })?;
-    let manifest = pf.backup_in_set(&to, args.id).await.map_err(failed)?;
+    let (manifest, at) = shelf(&to)?.take(pf, args.id).await.map_err(failed)?;
     let mut doc = serde_json::to_value(&manifest).unwrap_or_default();
-    doc["path"] = json!(to.join(&manifest.id).display().to_string());
+    doc["path"] = json!(at);
     Ok(shown(json!({ "backups": [doc] }), backup_text))
+}
+
+/// The place a command line names, with `[storage]` from the environment
+/// ($STORAGE_EMULATOR_HOST, else Google's endpoint and credentials).
+fn shelf(p: &std::path::Path) -> Result<Shelf, Failure> {
+    let place = Place::parse(&p.to_string_lossy()).map_err(super::failure::usage)?;
+    Ok(Shelf::new(place, Default::default()))
+}
+
+/// A backup named on the command line: where it is, and its id.
+fn split(backup: &std::path::Path) -> Result<(Shelf, String), Failure> {
+    let text = backup.to_string_lossy();
+    let text = text.trim_end_matches('/');
+    let (parent, id) = text.rsplit_once('/').unwrap_or(("", text));
+    let parent = match (parent, text.starts_with("gs://")) {
+        ("", _) => ".",
+        (p, true) if !p.trim_start_matches("gs://").is_empty() => p,
+        (_, true) => {
+            return Err(super::failure::usage(format!(
+                "{text}: name a backup in the bucket, gs://BUCKET/PREFIX/ID"
+            )));
+        }
+        (p, false) => p,
+    };
+    Ok((shelf(std::path::Path::new(parent))?, id.to_string()))
 }
 
 /// One line per backup written (one per partition through a gateway).
@@ -119,8 +149,8 @@ pub(super) fn backup_text(d: &Value) -> String {
 
 /// `postfach backups`: the backups in a directory, each checked against its
 /// manifest.
-pub(super) fn backups(args: &BackupsArgs) -> Result<Output, Failure> {
-    let list = backup::list(&args.at).map_err(failed)?;
+pub(super) async fn backups(args: &BackupsArgs) -> Result<Output, Failure> {
+    let list = shelf(&args.at)?.list().await.map_err(failed)?;
     let rows: Vec<Value> = list
         .into_iter()
         .map(|(dir, checked)| match checked {
@@ -155,14 +185,17 @@ pub(super) fn backups(args: &BackupsArgs) -> Result<Output, Failure> {
 }
 
 /// `postfach restore`: the backup checked, then written as `--db`.
-pub(super) fn restore(db: &std::path::Path, args: &RestoreArgs) -> Result<Output, Failure> {
-    let from = backup::resolve(&args.backup, args.partition);
+pub(super) async fn restore(db: &std::path::Path, args: &RestoreArgs) -> Result<Output, Failure> {
+    let (from, id) = split(&args.backup)?;
+    let (p, replace) = (args.partition, args.replace);
     let r = match (&args.until, &args.archive) {
         (Some(t), Some(archive)) => {
             let until = postfach::model::iso::instant(t).map_err(|e| {
                 super::failure::usage(format!("--until {t}: {e} (give an RFC 3339 instant)"))
             })?;
-            let r = backup::restore_until(&from, db, args.partition, args.replace, archive, until)
+            let archive = shelf(archive)?;
+            let r = shelf::restore(&from, &id, db, p, replace, Some((until, &archive)))
+                .await
                 .map_err(failed)?;
             // the opening replays the archived batches; what it finds is said
             postfach::Postfach::open(db)
@@ -177,7 +210,9 @@ pub(super) fn restore(db: &std::path::Path, args: &RestoreArgs) -> Result<Output
                 .close();
             r
         }
-        _ => backup::restore(&from, db, args.partition, args.replace).map_err(failed)?,
+        _ => shelf::restore(&from, &id, db, p, replace, None)
+            .await
+            .map_err(failed)?,
     };
     let replay = r.replay.as_ref().map(|p| {
         json!({

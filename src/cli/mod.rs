@@ -327,13 +327,13 @@ pub async fn run(cli: Cli) -> Result<Output, Failure> {
                 .map_err(Failure::from);
         }
         Command::Recover(args) => return offline::recover_offline(&cli, args),
-        Command::Backups(args) => return backups::backups(args),
+        Command::Backups(args) => return backups::backups(args).await,
         Command::Restore(_) if cli.server.is_some() => {
             return Err(usage(
                 "restore writes a database file: stop its server and run restore where the file is, without --server".into(),
             ));
         }
-        Command::Restore(args) => return backups::restore(&cli.db, args),
+        Command::Restore(args) => return backups::restore(&cli.db, args).await,
         Command::Compact => return offline::compact(&cli),
         Command::Object(args) => return jobs::object(&cli, args).await,
         Command::Gateway(args) => return cluster::gateway(args).await,
@@ -382,10 +382,10 @@ pub async fn run(cli: Cli) -> Result<Output, Failure> {
     let partition = pf.partition().index();
     let result = execute(&pf, cli.command).await;
     pf.close();
-    if let Some(dir) = archive {
+    if let Some(archive) = archive {
         // the close closed the last segment: into the archive before exiting
         let log = postfach::backup::archive::log_of(&cli.db);
-        if let Err(e) = postfach::backup::archive::ship(&log, &dir, partition) {
+        if let Err(e) = archive.ship(&log, partition).await {
             tracing::error!(error = %e, "archiving the log at the stop failed; its segments wait beside it for the next start");
         }
     }

@@ -357,7 +357,7 @@ pub(super) async fn shutdown_signal() {
 pub(super) fn prepare(
     args: &RunArgs,
     options: &mut postfach::Options,
-) -> Result<Option<std::path::PathBuf>, Failure> {
+) -> Result<Option<postfach::server::shelf::Shelf>, Failure> {
     let token = server_token(args.token_file.as_deref())?;
     check_exposure(args.listen, token.as_deref())?;
     options.partition = partition_of(args.partitions, args.partition)?;
@@ -367,7 +367,14 @@ pub(super) fn prepare(
     options.parked_events = Some(config.notifications.parked_events());
     // with an archive the log is closed as segments instead of emptied
     options.archive = config.backup.archiving().map_err(super::failure::usage)?;
-    Ok(config.backup.archive)
+    let archive = match &config.backup.archive {
+        Some(a) => Some(postfach::server::shelf::Shelf::new(
+            postfach::backup::Place::parse(&a.to_string_lossy()).map_err(super::failure::usage)?,
+            config.storage.clone(),
+        )),
+        None => None,
+    };
+    Ok(archive)
 }
 
 /// `[tracing] otlp_endpoint` of the configuration `run` was given, for the

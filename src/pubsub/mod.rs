@@ -9,6 +9,7 @@
 //! send task completes only after Pub/Sub confirmed its publish. Nothing in this
 //! module touches storage except through the `Postfach` API.
 
+pub mod backups;
 pub mod consumer;
 pub mod emulator;
 pub mod gcs_emulator;

@@ -22,6 +22,11 @@ pub struct CloudStorage {
     client: Storage,
     endpoint: Option<String>,
     anonymous: bool,
+    /// Application default credentials for calls of the JSON API, built
+    /// on first use (never on an emulator).
+    credentials: std::sync::Arc<
+        std::sync::OnceLock<Result<google_cloud_auth::credentials::Credentials, String>>,
+    >,
 }
 
 /// `http://HOST:PORT` of `$STORAGE_EMULATOR_HOST` (which Google's clients
@@ -69,6 +74,7 @@ impl CloudStorage {
             client,
             endpoint,
             anonymous,
+            credentials: Default::default(),
         })
     }
 
@@ -122,6 +128,91 @@ impl CloudStorage {
             reference: "bucket".into(),
             reason: e.to_string(),
         })?
+    }
+
+    /// The headers that authorize a call of the JSON API: none on an
+    /// emulator, else those of the application default credentials.
+    pub async fn auth_headers(&self) -> Result<Option<axum::http::HeaderMap>, String> {
+        if self.anonymous {
+            return Ok(None);
+        }
+        let creds = self
+            .credentials
+            .get_or_init(|| {
+                google_cloud_auth::credentials::Builder::default()
+                    .build()
+                    .map_err(|e| e.to_string())
+            })
+            .clone()?;
+        match creds
+            .headers(axum::http::Extensions::new())
+            .await
+            .map_err(|e| e.to_string())?
+        {
+            google_cloud_auth::credentials::CacheableResource::New { data, .. } => Ok(Some(data)),
+            google_cloud_auth::credentials::CacheableResource::NotModified => {
+                Err("the credentials gave no headers".into())
+            }
+        }
+    }
+
+    /// Uploads an open file as `bucket/object`, its CRC32C sent with it (the
+    /// service refuses a damaged upload), resumable on a reset connection.
+    pub async fn upload_file(
+        &self,
+        bucket: &str,
+        object: &str,
+        file: tokio::fs::File,
+        crc32c: u32,
+    ) -> Result<(), String> {
+        let upload = self
+            .client
+            .write_object(format!("projects/_/buckets/{bucket}"), object, file)
+            .set_content_type("application/octet-stream")
+            .with_known_crc32c(crc32c)
+            .send_unbuffered();
+        match tokio::time::timeout(CALL_TIMEOUT * 10, upload).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err(format!(
+                "no answer within {} s",
+                CALL_TIMEOUT.as_secs() * 10
+            )),
+        }
+    }
+
+    /// Writes `bucket/object` into `out`, chunk by chunk.
+    pub async fn download_into(
+        &self,
+        bucket: &str,
+        object: &str,
+        out: &mut tokio::fs::File,
+    ) -> Result<(), ObjectError> {
+        use tokio::io::AsyncWriteExt;
+        let reference = format!("gs://{bucket}/{object}");
+        let unavailable = |e: &dyn std::fmt::Display| ObjectError::Unavailable {
+            reference: reference.clone(),
+            reason: e.to_string(),
+        };
+        let mut resp = match self
+            .client
+            .read_object(format!("projects/_/buckets/{bucket}"), object)
+            .send()
+            .await
+        {
+            Ok(resp) => resp,
+            Err(e) if not_found(&e) => {
+                return Err(ObjectError::NotFound {
+                    reference: reference.clone(),
+                });
+            }
+            Err(e) => return Err(unavailable(&e)),
+        };
+        while let Some(chunk) = resp.next().await {
+            let chunk = chunk.map_err(|e| unavailable(&e))?;
+            out.write_all(&chunk).await.map_err(|e| unavailable(&e))?;
+        }
+        out.flush().await.map_err(|e| unavailable(&e))
     }
 
     async fn read_all(&self, r: &ObjectRef) -> Result<Vec<u8>, ObjectError> {

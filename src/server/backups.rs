@@ -4,12 +4,13 @@
 //! segments shipped into `[backup] archive`; and when the last good backup
 //! was taken, for `/metrics`.
 //!
-//! Invariant: the server writes backups only into its configured directory;
+//! Invariant: the server writes backups only where it is configured to;
 //! a failed backup is counted and logged, never retried in a loop, and
 //! removes nothing.
 
-use crate::backup::{BackupError, Manifest};
-use crate::config::BackupConfig;
+use super::shelf::Shelf;
+use crate::backup::{BackupError, Manifest, Place};
+use crate::config::{BackupConfig, StorageConfig};
 use crate::runtime::Postfach;
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -18,7 +19,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Where backups go, how many are kept, and how the last ones went.
 #[derive(Debug, Default)]
 pub struct Backups {
-    dir: Option<PathBuf>,
+    shelf: Option<Shelf>,
+    archive: Option<std::sync::Arc<Shelf>>,
     keep: Option<usize>,
     /// When the newest good backup of this partition was taken (Unix
     /// seconds), from the directory at start and from each one taken.
@@ -26,49 +28,64 @@ pub struct Backups {
     failed: AtomicU64,
 }
 
+/// A place of the configuration (checked when it was read).
+fn place(p: &std::path::Path) -> Option<Place> {
+    Place::parse(&p.to_string_lossy()).ok()
+}
+
 impl Backups {
     /// The server's backups as configured; the newest good backup of
-    /// `partition` already in the directory counts as the last one.
-    pub fn new(config: &BackupConfig, partition: u32) -> Self {
-        let last = config.to.as_ref().and_then(|dir| {
-            let listed = crate::backup::list(dir).ok()?;
-            listed
-                .into_iter()
-                .filter_map(|(_, m)| m.ok())
-                .filter(|m| m.partition == partition)
-                .filter_map(|m| taken_secs(&m))
-                .reduce(f64::max)
-        });
+    /// `partition` already in the directory counts as the last one (a
+    /// bucket is not listed at start).
+    pub fn new(config: &BackupConfig, storage: &StorageConfig, partition: u32) -> Self {
+        let last = match config.to.as_deref().and_then(place) {
+            Some(Place::Dir(dir)) => crate::backup::list(&dir).ok().and_then(|listed| {
+                listed
+                    .into_iter()
+                    .filter_map(|(_, m)| m.ok())
+                    .filter(|m| m.partition == partition)
+                    .filter_map(|m| taken_secs(&m))
+                    .reduce(f64::max)
+            }),
+            _ => None,
+        };
+        let shelf = |p: &std::path::Path| Some(Shelf::new(place(p)?, storage.clone()));
         Backups {
-            dir: config.to.clone(),
+            shelf: config.to.as_deref().and_then(shelf),
+            archive: config
+                .archive
+                .as_deref()
+                .and_then(shelf)
+                .map(std::sync::Arc::new),
             keep: config.keep,
             last_good: Mutex::new(last),
             failed: AtomicU64::new(0),
         }
     }
 
-    /// Where backups are written, if anywhere.
-    pub fn dir(&self) -> Option<&std::path::Path> {
-        self.dir.as_deref()
+    /// The log archive, if one is configured.
+    pub fn archive(&self) -> Option<std::sync::Arc<Shelf>> {
+        self.archive.clone()
     }
 
-    /// Takes a backup into the directory (as the partition's member of the
+    /// Takes a backup into the place (as the partition's member of the
     /// backup set `set`, when one is given) and removes what `keep` no
-    /// longer keeps; `None` without a directory.
+    /// longer keeps; returns its manifest and where it is; `None` without a
+    /// place.
     pub async fn take(
         &self,
         pf: &Postfach,
         set: Option<String>,
-    ) -> Option<Result<Manifest, BackupError>> {
-        let dir = self.dir.as_ref()?;
-        let taken = pf.backup_in_set(dir, set).await;
+    ) -> Option<Result<(Manifest, String), BackupError>> {
+        let shelf = self.shelf.as_ref()?;
+        let taken = shelf.take(pf, set).await;
         match &taken {
-            Ok(m) => {
+            Ok((m, at)) => {
                 if let (Ok(mut last), Some(at)) = (self.last_good.lock(), taken_secs(m)) {
                     *last = Some(last.map_or(at, |l| l.max(at)));
                 }
                 if let Some(keep) = self.keep {
-                    match crate::backup::prune(dir, m.partition, keep) {
+                    match shelf.prune(m.partition, keep).await {
                         Ok(removed) if !removed.is_empty() => {
                             tracing::info!(?removed, keep, "older backups removed")
                         }
@@ -76,11 +93,11 @@ impl Backups {
                         Err(e) => tracing::warn!(error = %e, "older backups could not be removed"),
                     }
                 }
-                tracing::info!(id = %m.id, batch = m.batch, "backup taken");
+                tracing::info!(id = %m.id, batch = m.batch, at = %at, "backup taken");
             }
             Err(e) => {
                 self.failed.fetch_add(1, Ordering::Relaxed);
-                tracing::error!(error = %e, dir = %dir.display(), "backup failed");
+                tracing::error!(error = %e, to = %shelf.place().describe(), "backup failed");
             }
         }
         Some(taken)
@@ -117,36 +134,30 @@ fn taken_secs(m: &Manifest) -> Option<f64> {
 pub fn spawn_archiver(
     backups: std::sync::Arc<Backups>,
     log: PathBuf,
-    archive: PathBuf,
     partition: u32,
-) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
+) -> Option<tokio::task::JoinHandle<()>> {
+    let archive = backups.archive()?;
+    Some(tokio::spawn(async move {
         let mut failing = false;
         loop {
-            let (log, archive) = (log.clone(), archive.clone());
-            let shipped = tokio::task::spawn_blocking(move || {
-                crate::backup::archive::ship(&log, &archive, partition)
-            })
-            .await;
-            match shipped {
-                Ok(Ok(names)) => {
+            match archive.ship(&log, partition).await {
+                Ok(names) => {
                     if !names.is_empty() {
                         tracing::debug!(segments = ?names, "log segments archived");
                     }
                     failing = false;
                 }
-                Ok(Err(e)) => {
+                Err(e) => {
                     backups.failed.fetch_add(1, Ordering::Relaxed);
                     if !failing {
                         tracing::error!(error = %e, "archiving the log failed; its segments wait beside it");
                     }
                     failing = true;
                 }
-                Err(e) => tracing::error!(error = %e, "the archiver stopped"),
             }
             tokio::time::sleep(std::time::Duration::from_secs(5)).await;
         }
-    })
+    }))
 }
 
 /// Takes a backup every `every_ms` until the server stops (the task is

@@ -22,6 +22,7 @@ pub mod http;
 pub mod metrics;
 #[cfg(feature = "otlp")]
 pub mod otlp;
+pub mod shelf;
 mod signals;
 
 use crate::runtime::{Error, Postfach};
@@ -123,6 +124,7 @@ pub async fn run(
     let alarms = Arc::new(alarms::Alarms::new(config.alarms));
     let backups = Arc::new(backups::Backups::new(
         &config.backup,
+        &config.storage,
         pf.partition().index(),
     ));
     let watcher = {
@@ -157,10 +159,11 @@ pub async fn run(
         .ok()
         .flatten()
         .map(|ms| backups::spawn_schedule(backups.clone(), pf.clone(), ms));
-    let archiver = config.backup.archive.clone().map(|dir| {
-        let log = crate::commit::wal::Wal::path_for(pf.path());
-        backups::spawn_archiver(backups.clone(), log, dir, pf.partition().index())
-    });
+    let archiver = backups::spawn_archiver(
+        backups.clone(),
+        crate::commit::wal::Wal::path_for(pf.path()),
+        pf.partition().index(),
+    );
     let app = http::router(
         pf.clone(),
         listen.token,

@@ -299,15 +299,14 @@ async fn backup(
     b: Option<Json<BackupBody>>,
 ) -> Result<Response, ApiError> {
     let set = b.and_then(|Json(b)| b.id);
-    let (Some(dir), Some(taken)) = (s.backups.dir(), s.backups.take(&s.pf, set).await) else {
+    let Some(taken) = s.backups.take(&s.pf, set).await else {
         return Ok(problem(
             StatusCode::NOT_IMPLEMENTED,
             "this server takes no backups: give it `[backup] to = \"DIR\"` in postfach.toml".into(),
         ));
     };
     match taken {
-        Ok(m) => {
-            let path = dir.join(&m.id).display().to_string();
+        Ok((m, path)) => {
             let mut doc = serde_json::to_value(m).unwrap_or_default();
             doc["path"] = json!(path);
             Ok(Json(json!({ "backups": [doc] })).into_response())

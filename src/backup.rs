@@ -291,10 +291,77 @@ pub fn resolve(id: &Path, partition: Option<u32>) -> PathBuf {
     }
 }
 
+/// Where a backup's files are written: the file system, or the simulated
+/// disk of the power-loss tests. The steps of [`write`] are the same on both.
+pub(crate) trait Files: Send {
+    /// Whether `path` (a file or directory) exists.
+    fn exists(&self, path: &Path) -> bool;
+    /// Creates the directory `path` and its parents.
+    fn make_dir(&self, path: &Path) -> Result<(), BackupError>;
+    /// Removes the directory `path` with everything in it.
+    fn remove_dir(&self, path: &Path) -> Result<(), BackupError>;
+    /// Writes the snapshot as a new database `path`, durably.
+    fn copy_database(
+        &self,
+        r: &store::RawSnapshot,
+        path: &Path,
+        batch: u64,
+    ) -> Result<(), BackupError>;
+    /// Writes `bytes` as the file `path`.
+    fn write_file(&self, path: &Path, bytes: &[u8]) -> Result<(), BackupError>;
+    /// The size and SHA-256 of `path`, as `name` in a manifest.
+    fn sum(&self, path: &Path, name: &str) -> Result<FileSum, BackupError>;
+    /// Makes a file's content durable.
+    fn sync_file(&self, path: &Path) -> Result<(), BackupError>;
+    /// Makes the entries of the directory `dir` durable.
+    fn sync_dir(&self, dir: &Path) -> Result<(), BackupError>;
+    /// Renames the directory `from` to `to`.
+    fn rename(&self, from: &Path, to: &Path) -> Result<(), BackupError>;
+}
+
+/// The file system.
+pub(crate) struct FileSystem;
+
+impl Files for FileSystem {
+    fn exists(&self, path: &Path) -> bool {
+        path.exists()
+    }
+    fn make_dir(&self, path: &Path) -> Result<(), BackupError> {
+        std::fs::create_dir_all(path).map_err(io(path))
+    }
+    fn remove_dir(&self, path: &Path) -> Result<(), BackupError> {
+        std::fs::remove_dir_all(path).map_err(io(path))
+    }
+    fn copy_database(
+        &self,
+        r: &store::RawSnapshot,
+        path: &Path,
+        batch: u64,
+    ) -> Result<(), BackupError> {
+        Ok(store::copy::copy_snapshot(r, path, batch)?)
+    }
+    fn write_file(&self, path: &Path, bytes: &[u8]) -> Result<(), BackupError> {
+        std::fs::write(path, bytes).map_err(io(path))
+    }
+    fn sum(&self, path: &Path, name: &str) -> Result<FileSum, BackupError> {
+        file_sum(path, name)
+    }
+    fn sync_file(&self, path: &Path) -> Result<(), BackupError> {
+        sync_file(path).map_err(io(path))
+    }
+    fn sync_dir(&self, dir: &Path) -> Result<(), BackupError> {
+        sync_dir(dir).map_err(io(dir))
+    }
+    fn rename(&self, from: &Path, to: &Path) -> Result<(), BackupError> {
+        std::fs::rename(from, to).map_err(io(to))
+    }
+}
+
 /// Writes a backup of the snapshot `r` (the state after batch `batch`) as
 /// `dir/SET-pI/`, `dir` created when missing; `set` given (a cluster's
 /// backup set) it must be new for the partition, else the instant names it.
 pub(crate) fn write(
+    on: &dyn Files,
     r: &store::RawSnapshot,
     batch: u64,
     partition: crate::partition::Partition,
@@ -302,13 +369,13 @@ pub(crate) fn write(
     dir: &Path,
     set: Option<&str>,
 ) -> Result<Manifest, BackupError> {
-    std::fs::create_dir_all(dir).map_err(io(dir))?;
+    on.make_dir(dir)?;
     let p = partition.index();
     let id = match set {
         Some(set) => {
             check_set_id(set)?;
             let id = backup_id(set, p);
-            if dir.join(&id).exists() {
+            if on.exists(&dir.join(&id)) {
                 return Err(BackupError::Taken(dir.join(&id).display().to_string()));
             }
             id
@@ -321,24 +388,24 @@ pub(crate) fn write(
                     1 => backup_id(&first, p),
                     n => backup_id(&format!("{first}-{n}"), p),
                 })
-                .find(|id| !dir.join(id).exists())
+                .find(|id| !on.exists(&dir.join(id)))
                 .unwrap_or_else(|| backup_id(&first, p))
         }
     };
     let partial = dir.join(format!(".partial-{id}"));
-    if partial.exists() {
-        std::fs::remove_dir_all(&partial).map_err(io(&partial))?;
+    if on.exists(&partial) {
+        on.remove_dir(&partial)?;
     }
-    std::fs::create_dir(&partial).map_err(io(&partial))?;
+    on.make_dir(&partial)?;
     let copy = partial.join(DATABASE);
     let unknown = store::copy::unknown_tables(r)?;
     if let Some(name) = unknown.into_iter().next() {
-        let _ = std::fs::remove_dir_all(&partial);
+        let _ = on.remove_dir(&partial);
         return Err(BackupError::UnknownTable(name));
     }
     // the copy holds everything up to `batch`: nothing to replay
-    store::copy::copy_snapshot(r, &copy, batch)?;
-    let sum = file_sum(&copy, DATABASE)?;
+    on.copy_database(r, &copy, batch)?;
+    let sum = on.sum(&copy, DATABASE)?;
     let manifest = Manifest {
         id: id.clone(),
         partition: partition.index(),
@@ -349,16 +416,68 @@ pub(crate) fn write(
         postfach: env!("CARGO_PKG_VERSION").to_string(),
         files: vec![sum],
     };
-    sync_file(&copy).map_err(io(&copy))?;
+    on.sync_file(&copy)?;
     let text = serde_json::to_string_pretty(&manifest).unwrap_or_default();
     let path = partial.join(MANIFEST);
-    std::fs::write(&path, text).map_err(io(&path))?;
-    sync_file(&path).map_err(io(&path))?;
-    sync_dir(&partial).map_err(io(&partial))?;
+    on.write_file(&path, text.as_bytes())?;
+    on.sync_file(&path)?;
+    on.sync_dir(&partial)?;
     let done = dir.join(&id);
-    std::fs::rename(&partial, &done).map_err(io(&done))?;
-    sync_dir(dir).map_err(io(dir))?;
+    on.rename(&partial, &done)?;
+    on.sync_dir(dir)?;
     Ok(manifest)
+}
+
+/// A backup's files on the simulated disk of the power-loss tests: paths
+/// are the disk's file names.
+#[cfg(test)]
+pub(crate) struct SimFiles(pub crate::disk::sim::Disk);
+
+#[cfg(test)]
+impl Files for SimFiles {
+    fn exists(&self, path: &Path) -> bool {
+        self.0.has(&path.to_string_lossy())
+    }
+    fn make_dir(&self, _: &Path) -> Result<(), BackupError> {
+        Ok(()) // the disk's names have no directories of their own
+    }
+    fn remove_dir(&self, path: &Path) -> Result<(), BackupError> {
+        self.0.remove_dir(&path.to_string_lossy()).map_err(io(path))
+    }
+    fn copy_database(
+        &self,
+        r: &store::RawSnapshot,
+        path: &Path,
+        batch: u64,
+    ) -> Result<(), BackupError> {
+        let name = path.to_string_lossy();
+        self.0.create(&name).map_err(io(path))?;
+        Ok(store::copy::copy_snapshot_sim(r, &self.0, &name, batch)?)
+    }
+    fn write_file(&self, path: &Path, bytes: &[u8]) -> Result<(), BackupError> {
+        let name = path.to_string_lossy();
+        self.0.create(&name).map_err(io(path))?;
+        self.0.write_at(&name, 0, bytes).map_err(io(path))
+    }
+    fn sum(&self, path: &Path, name: &str) -> Result<FileSum, BackupError> {
+        let bytes = self.0.read(&path.to_string_lossy()).unwrap_or_default();
+        Ok(FileSum {
+            name: name.to_string(),
+            bytes: bytes.len() as u64,
+            sha256: hex(&Sha256::digest(&bytes)),
+        })
+    }
+    fn sync_file(&self, path: &Path) -> Result<(), BackupError> {
+        self.0.sync_file(&path.to_string_lossy()).map_err(io(path))
+    }
+    fn sync_dir(&self, dir: &Path) -> Result<(), BackupError> {
+        self.0.sync_dir().map_err(io(dir))
+    }
+    fn rename(&self, from: &Path, to: &Path) -> Result<(), BackupError> {
+        self.0
+            .rename_dir(&from.to_string_lossy(), &to.to_string_lossy())
+            .map_err(io(to))
+    }
 }
 
 /// The size and SHA-256 of `path`, as `name` in a manifest.
@@ -400,7 +519,10 @@ fn hex(bytes: &[u8]) -> String {
 /// (sizes and SHA-256): a directory without one is a partial backup.
 pub fn check(dir: &Path) -> Result<Manifest, BackupError> {
     let path = dir.join(MANIFEST);
-    if !path.exists() {
+    let interrupted = dir
+        .file_name()
+        .is_some_and(|n| n.to_string_lossy().starts_with(".partial-"));
+    if interrupted || !path.exists() {
         return Err(BackupError::Partial(dir.display().to_string()));
     }
     let text = std::fs::read_to_string(&path).map_err(io(&path))?;

@@ -274,6 +274,45 @@ pub(crate) mod sim {
                 .map(|f| f.now.clone())
         }
 
+        /// Renames every file under `from/` to the same name under `to/`:
+        /// the new names survive a power cut only after a directory sync,
+        /// and the old ones are gone at once (stricter than a file system,
+        /// where one of the two names survives).
+        pub fn rename_dir(&self, from: &str, to: &str) -> io::Result<()> {
+            let mut st = self.state.lock().unwrap();
+            Self::tick(&mut st)?;
+            let (from, to) = (format!("{from}/"), format!("{to}/"));
+            let moved: Vec<String> = st
+                .files
+                .keys()
+                .filter(|n| n.starts_with(&from))
+                .cloned()
+                .collect();
+            for name in moved {
+                if let Some(mut f) = st.files.remove(&name) {
+                    f.entry_synced = false;
+                    st.files.insert(format!("{to}{}", &name[from.len()..]), f);
+                }
+            }
+            Ok(())
+        }
+
+        /// Removes every file under `dir/`.
+        pub fn remove_dir(&self, dir: &str) -> io::Result<()> {
+            let mut st = self.state.lock().unwrap();
+            Self::tick(&mut st)?;
+            let prefix = format!("{dir}/");
+            st.files.retain(|n, _| !n.starts_with(&prefix));
+            Ok(())
+        }
+
+        /// Whether a file named `name` or under `name/` exists now.
+        pub fn has(&self, name: &str) -> bool {
+            let st = self.state.lock().unwrap();
+            let prefix = format!("{name}/");
+            st.files.contains_key(name) || st.files.keys().any(|n| n.starts_with(&prefix))
+        }
+
         /// Creates `name` (empty) unless it exists; says whether it did.
         pub fn create(&self, name: &str) -> io::Result<bool> {
             let mut st = self.state.lock().unwrap();

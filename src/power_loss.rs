@@ -31,6 +31,9 @@
 //! check has teeth: without the log's fsync, redb's sync or the directory
 //! sync, a named answered call is lost.
 //!
+//! A backup cut by the power (`during_backup.rs`) leaves the database
+//! whole and the backup either complete or refused as partial.
+//!
 //! `cargo test` runs 24 cases; `benches/power_loss.sh` runs thousands.
 
 use crate::disk::sim::Disk;
@@ -41,6 +44,7 @@ use std::collections::BTreeMap;
 use workload::{Op, op, options, workload};
 
 mod check;
+mod during_backup;
 mod workload;
 
 /// When the power goes.

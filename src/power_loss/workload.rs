@@ -235,7 +235,7 @@ pub(super) fn keys() -> BTreeMap<String, String> {
 }
 
 /// Deploys the reference process, the review and its decision.
-async fn deploy_all(pf: &Postfach) -> Result<(), ()> {
+pub(super) async fn deploy_all(pf: &Postfach) -> Result<(), ()> {
     pf.deploy("auftrag.bpmn", REFERENCE, keys())
         .await
         .map_err(|_| ())?;
@@ -298,7 +298,7 @@ async fn claim_oldest_task(pf: &Postfach, got: &mut Answered) -> Result<Option<u
 
 /// Runs `op` against `pf`, adding what it was answered to `got`; `Err`
 /// once a call fails (the power is gone).
-async fn apply(pf: &Postfach, op: &Op, got: &mut Answered) -> Result<(), ()> {
+pub(super) async fn apply(pf: &Postfach, op: &Op, got: &mut Answered) -> Result<(), ()> {
     let answered = match op {
         Op::Start(_)
         | Op::Publish(..)

@@ -365,6 +365,27 @@ impl Postfach {
         dir: impl AsRef<Path>,
         set: Option<String>,
     ) -> Result<crate::backup::Manifest, crate::backup::BackupError> {
+        self.backup_on(Box::new(crate::backup::FileSystem), dir.as_ref(), set)
+            .await
+    }
+
+    /// [`Postfach::backup`] onto the simulated disk of the power-loss tests.
+    #[cfg(test)]
+    pub(crate) async fn backup_sim(
+        &self,
+        disk: &crate::disk::sim::Disk,
+        dir: &Path,
+    ) -> Result<crate::backup::Manifest, crate::backup::BackupError> {
+        let files = crate::backup::SimFiles(disk.clone());
+        self.backup_on(Box::new(files), dir, None).await
+    }
+
+    async fn backup_on(
+        &self,
+        files: Box<dyn crate::backup::Files>,
+        dir: &Path,
+        set: Option<String>,
+    ) -> Result<crate::backup::Manifest, crate::backup::BackupError> {
         if let Some(id) = &set {
             crate::backup::check_set_id(id)?;
         }
@@ -379,7 +400,7 @@ impl Postfach {
                 .map_err(|_| StoreError::Closed)?;
         }
         let (batch, snapshot) = answer.await.map_err(|_| StoreError::Closed)??;
-        let dir = dir.as_ref().to_path_buf();
+        let dir = dir.to_path_buf();
         let partition = self.partition();
         let taken_at = self.inner.clock.now();
         // its own thread at the lowest CPU priority: the copy takes what the
@@ -390,6 +411,7 @@ impl Postfach {
             .spawn(move || {
                 crate::disk::lowest_cpu_priority();
                 let _ = done.send(crate::backup::write(
+                    files.as_ref(),
                     &snapshot,
                     batch,
                     partition,

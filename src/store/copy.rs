@@ -84,6 +84,31 @@ pub(crate) fn copy_snapshot(r: &ReadTransaction, to: &Path, batch: u64) -> Resul
         path: to.display().to_string(),
         source: e,
     })?;
+    copy_into(r, &db, batch)
+}
+
+/// [`copy_snapshot`] into a file `name` of the simulated disk.
+#[cfg(test)]
+pub(crate) fn copy_snapshot_sim(
+    r: &ReadTransaction,
+    disk: &crate::disk::sim::Disk,
+    name: &str,
+    batch: u64,
+) -> Result<(), StoreError> {
+    let backend = super::sim::Backend {
+        disk: disk.clone(),
+        name: name.to_string(),
+    };
+    let db = redb::Database::builder()
+        .create_with_backend(backend)
+        .map_err(|e| StoreError::Open {
+            path: name.to_string(),
+            source: e,
+        })?;
+    copy_into(r, &db, batch)
+}
+
+fn copy_into(r: &ReadTransaction, db: &redb::Database, batch: u64) -> Result<(), StoreError> {
     let mut w = db.begin_write()?;
     w.set_durability(redb::Durability::Immediate)
         .map_err(redb::Error::from)?;

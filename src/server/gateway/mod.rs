@@ -548,7 +548,7 @@ async fn backup_set(gw: &Gw, mut p: Passed) -> Response {
         serde_json::from_slice::<serde_json::Map<String, Value>>(&p.body).ok()
     };
     if let Some(mut body) = given {
-        if !body.contains_key("id") {
+        if body.get("id").is_none_or(Value::is_null) {
             let now = crate::clock::Clock::now(&crate::clock::SystemClock);
             body.insert("id".into(), json!(crate::backup::set_id(now)));
         }

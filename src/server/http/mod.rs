@@ -290,6 +290,7 @@ pub struct BackupBody {
     /// is written as `ID-pI/`, `I` the partition — what a gateway gives
     /// every partition so that one id names the cluster's backup. Default:
     /// the instant, `YYYYMMDDTHHMMSSmmmZ`.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
 }
 

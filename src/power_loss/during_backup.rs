@@ -43,7 +43,8 @@ async fn run(disk: &Disk) -> (Answered, u64, u64) {
             apply(&pf, &op, &mut got).await?;
         }
         span.0 = disk.ops();
-        let taken = pf.backup_sim(disk, Path::new(BACKUPS)).await;
+        let files = Box::new(crate::backup::SimFiles(disk.clone()));
+        let taken = pf.backup_on(files, Path::new(BACKUPS), None).await;
         span.1 = disk.ops();
         taken.map_err(|_| ())?;
         apply(&pf, &Op::Start(4), &mut got).await
@@ -53,10 +54,36 @@ async fn run(disk: &Disk) -> (Answered, u64, u64) {
     (got, span.0, span.1)
 }
 
+/// A directory of its own under the system's, removed when dropped.
+struct TempDir(std::path::PathBuf);
+
+impl TempDir {
+    fn new() -> Self {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static N: AtomicU64 = AtomicU64::new(0);
+        let n = N.fetch_add(1, Ordering::Relaxed);
+        let dir =
+            std::env::temp_dir().join(format!("postfach-backup-cut-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("a temp dir");
+        TempDir(dir)
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// What `restore` says of each backup directory left on the disk, written
 /// out to a real directory: (its name, whether it restored).
 fn restore_each(files: &BTreeMap<String, Vec<u8>>) -> Vec<(String, Result<(), BackupError>)> {
-    let tmp = tempfile::tempdir().expect("a temp dir");
+    let tmp = TempDir::new();
     let mut dirs = std::collections::BTreeSet::new();
     for (name, bytes) in files {
         let Some(rest) = name.strip_prefix(&format!("{BACKUPS}/")) else {

@@ -369,18 +369,9 @@ impl Postfach {
             .await
     }
 
-    /// [`Postfach::backup`] onto the simulated disk of the power-loss tests.
-    #[cfg(test)]
-    pub(crate) async fn backup_sim(
-        &self,
-        disk: &crate::disk::sim::Disk,
-        dir: &Path,
-    ) -> Result<crate::backup::Manifest, crate::backup::BackupError> {
-        let files = crate::backup::SimFiles(disk.clone());
-        self.backup_on(Box::new(files), dir, None).await
-    }
-
-    async fn backup_on(
+    /// [`Postfach::backup_in_set`] onto `files` (the power-loss tests'
+    /// simulated disk).
+    pub(crate) async fn backup_on(
         &self,
         files: Box<dyn crate::backup::Files>,
         dir: &Path,

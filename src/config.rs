@@ -117,6 +117,19 @@ pub struct ConfigFile {
     /// `[backup]`: where `POST /backups` writes.
     #[serde(default)]
     pub backup: BackupConfig,
+    /// `[auth]`: who may call what.
+    #[serde(default)]
+    pub auth: AuthConfig,
+}
+
+/// `[auth]` of postfach.toml.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct AuthConfig {
+    /// A file of named tokens, each kept as its SHA-256 with its roles
+    /// (`[[token]] name, sha256, roles`); the admin token of
+    /// `--token-file` works beside them.
+    pub tokens_file: Option<std::path::PathBuf>,
 }
 
 /// `[backup]` of postfach.toml.

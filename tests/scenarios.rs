@@ -74,6 +74,7 @@ mod message_start_sets_its_key_and_meets_the_exactly_one_rule;
 mod messages_are_listed_page_by_page_from_their_indexes;
 mod model_based_every_message_has_one_outcome;
 mod multi_instance_activities_run_once_per_item;
+mod named_tokens_call_only_what_their_roles_grant;
 mod opens_a_database_of_format_v1;
 mod opens_a_database_of_format_v2;
 mod opens_a_database_of_format_v3;

@@ -60,6 +60,7 @@ async fn the_host_serves_until_its_shutdown_future_resolves() {
                 Listen {
                     addr: "127.0.0.1:0".parse().unwrap(),
                     token: None,
+                    tokens: Vec::new(),
                 },
                 async move {
                     let _ = stopped.await;
@@ -129,6 +130,7 @@ async fn an_address_reachable_from_other_machines_needs_a_token() {
         Listen {
             addr: "0.0.0.0:0".parse().unwrap(),
             token: None,
+            tokens: Vec::new(),
         },
         async {},
         |_| panic!("must not bind"),

@@ -267,8 +267,9 @@ pub(crate) fn partition_urls(given: &[String]) -> Result<Vec<String>, Failure> {
 
 /// `postfach gateway`: serves until SIGINT/SIGTERM.
 pub(super) async fn gateway(args: &GatewayArgs) -> Result<Output, Failure> {
+    let file = super::serve::run_config(args.config.as_deref())?;
+    let tokens = super::serve::named_tokens(&file)?;
     let urls = if args.partition_url.is_empty() {
-        let file = super::serve::run_config(args.config.as_deref())?;
         if file.cluster.partition_urls.is_empty() {
             return Err(usage(
                 "gateway: no partitions: give --partition-url I=URL for each, or [cluster] partition_urls in --config".into(),
@@ -279,10 +280,10 @@ pub(super) async fn gateway(args: &GatewayArgs) -> Result<Output, Failure> {
         partition_urls(&args.partition_url)?
     };
     let token = server_token(args.token_file.as_deref())?;
-    check_exposure(args.listen, token.as_deref())?;
+    check_exposure(args.listen, token.as_deref(), &tokens)?;
     let count = urls.len();
     let router = start_router(&args.route, count as u64, args.config.as_deref()).await?;
-    let served = run_gateway(urls, token, args.listen).await;
+    let served = run_gateway(urls, token, tokens, args.listen).await;
     if let Some(r) = router {
         r.stop().await;
     }
@@ -296,6 +297,7 @@ pub(super) async fn gateway(args: &GatewayArgs) -> Result<Output, Failure> {
 async fn run_gateway(
     urls: Vec<String>,
     token: Option<String>,
+    tokens: Vec<postfach::server::auth::NamedToken>,
     listen: std::net::SocketAddr,
 ) -> Result<(), Failure> {
     let count = urls.len();
@@ -303,6 +305,7 @@ async fn run_gateway(
         GatewayConfig {
             partitions: urls,
             token,
+            tokens,
         },
         listen,
         shutdown_signal(),
@@ -491,7 +494,7 @@ async fn up(args: &UpArgs) -> Result<Output, Failure> {
         return Err(f);
     }
     let token = server_token(None)?;
-    let served = run_gateway(urls, token, args.listen).await;
+    let served = run_gateway(urls, token, Vec::new(), args.listen).await;
     if let Some(r) = router {
         r.stop().await;
     }

@@ -229,13 +229,26 @@ pub(super) fn checked_token(token: &str, from: &str) -> Result<String, Failure> 
 pub(super) fn check_exposure(
     listen: std::net::SocketAddr,
     token: Option<&str>,
+    tokens: &[postfach::server::auth::NamedToken],
 ) -> Result<(), Failure> {
-    if !listen.ip().is_loopback() && token.is_none() {
+    if !listen.ip().is_loopback() && token.is_none() && tokens.is_empty() {
         return Err(usage(format!(
-            "--listen {listen} is reachable from other machines: give a bearer token with --token-file PATH or $POSTFACH_TOKEN"
+            "--listen {listen} is reachable from other machines: give a bearer token with --token-file PATH or $POSTFACH_TOKEN, or named tokens in [auth] tokens_file"
         )));
     }
     Ok(())
+}
+
+/// The named tokens of `[auth] tokens_file`, read and checked (none
+/// without one).
+pub(super) fn named_tokens(
+    config: &postfach::server::config::ConfigFile,
+) -> Result<Vec<postfach::server::auth::NamedToken>, Failure> {
+    let Some(path) = &config.auth.tokens_file else {
+        return Ok(Vec::new());
+    };
+    let text = read_bounded(path, MAX_CONFIG, "tokens file")?;
+    postfach::server::auth::parse_tokens(&path.display().to_string(), &text).map_err(usage)
 }
 
 /// `postfach run`: deploy, executor, HTTP API, until SIGINT/SIGTERM.
@@ -253,7 +266,8 @@ pub(super) async fn serve(
         json: None,
     };
     let token = server_token(token_file.as_deref())?;
-    check_exposure(listen, token.as_deref())?;
+    let tokens = named_tokens(&config)?;
+    check_exposure(listen, token.as_deref(), &tokens)?;
     let xml = read_bounded(&file, postfach::model::MAX_SIZE, "BPMN model")?;
     let deployment = pf
         .deploy_checked(&file.display().to_string(), &xml, config.overrides(), false)
@@ -301,6 +315,7 @@ pub(super) async fn serve(
         postfach::server::Listen {
             addr: listen,
             token,
+            tokens,
         },
         async move {
             let _ = first_rx.await;
@@ -359,11 +374,11 @@ pub(super) fn prepare(
     options: &mut postfach::Options,
 ) -> Result<Option<postfach::server::shelf::Shelf>, Failure> {
     let token = server_token(args.token_file.as_deref())?;
-    check_exposure(args.listen, token.as_deref())?;
+    let config = run_config(args.config.as_deref())?;
+    check_exposure(args.listen, token.as_deref(), &named_tokens(&config)?)?;
     options.partition = partition_of(args.partitions, args.partition)?;
     // the server decides whether parked messages leave events; the
     // database keeps the setting for the commands run between servers
-    let config = run_config(args.config.as_deref())?;
     options.parked_events = Some(config.notifications.parked_events());
     // with an archive the log is closed as segments instead of emptied
     options.archive = config.backup.archiving().map_err(super::failure::usage)?;

@@ -1,59 +1,267 @@
-//! Who may call: the one authentication layer of `postfach run`'s API and of
-//! `postfach gateway`, a middleware over the router that answers 401 before
-//! any handler runs.
+//! Who may call, and what: the one authentication and authorization layer
+//! of `postfach run`'s API and of `postfach gateway`, a middleware over the
+//! router that answers 401 (no valid token) or 403 (a token whose roles do
+//! not grant the operation's permission) before any handler runs.
+//!
+//! Tokens: the admin token of `--token-file` (or `$POSTFACH_TOKEN`), and the
+//! named tokens of `[auth] tokens_file`, each kept as its SHA-256 with its
+//! roles. The permission an operation needs is the catalogue's
+//! ([`super::catalogue::Permission`]); what a role grants is one exhaustive
+//! match ([`Role::grants`]).
 //!
 //! Invariant: with a token configured, no request reaches a handler without
-//! `Authorization: Bearer TOKEN` (compared in constant time), except the
-//! liveness probe and the console's own page and files, which carry nothing
-//! of the data (the console sends the token with its API calls).
+//! `Authorization: Bearer TOKEN` (compared in constant time) whose roles
+//! grant the permission of the operation it calls — a path outside the
+//! catalogue needs `read` —, except the liveness probe and the console's own
+//! page and files, which carry nothing of the data (the console sends the
+//! token with its API calls). The caller is left in the request's
+//! extensions as a [`Caller`].
 
+use super::catalogue::Permission;
 use axum::Json;
 use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
 use serde_json::json;
+use sha2::{Digest, Sha256};
 use std::sync::Arc;
 
-/// The bearer token a router requires, if any.
-pub type Token = Option<Arc<String>>;
+/// A role a token carries: what it may call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Views and the console.
+    Reader,
+    /// A worker's part: acquire, complete, fail and extend jobs, user tasks.
+    Worker,
+    /// Start instances, publish and correlate messages, broadcast signals.
+    Starter,
+    /// Repairs, incident retries, requeue and discard, retention, views.
+    Operator,
+    /// Everything: deployments, decisions, backups, the cluster.
+    Admin,
+}
+
+impl Role {
+    /// Every role, in order.
+    pub const ALL: [Role; 5] = [
+        Role::Reader,
+        Role::Worker,
+        Role::Starter,
+        Role::Operator,
+        Role::Admin,
+    ];
+
+    /// Whether the role grants `p` — exhaustive over the permissions, so a
+    /// new permission cannot compile without a decision here.
+    pub fn grants(self, p: Permission) -> bool {
+        use Role::*;
+        match p {
+            Permission::Open => true,
+            Permission::Read => matches!(self, Reader | Operator | Admin),
+            Permission::Work => matches!(self, Worker | Admin),
+            Permission::Start => matches!(self, Starter | Admin),
+            Permission::Operate => matches!(self, Operator | Admin),
+            Permission::Admin => matches!(self, Admin),
+        }
+    }
+
+    /// Its name in configuration.
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Reader => "reader",
+            Role::Worker => "worker",
+            Role::Starter => "starter",
+            Role::Operator => "operator",
+            Role::Admin => "admin",
+        }
+    }
+}
+
+/// A named token of `[auth] tokens_file`: its name, the SHA-256 of the
+/// token (lower-case hex; `printf %s "$TOKEN" | sha256sum`) and its roles.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NamedToken {
+    /// Who holds it (1 … 64 printable characters), named in refusals.
+    pub name: String,
+    /// The token's SHA-256: the file holds no token itself.
+    pub sha256: String,
+    /// What it may do (at least one).
+    pub roles: Vec<Role>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TokensFile {
+    #[serde(default)]
+    token: Vec<NamedToken>,
+}
+
+/// The named tokens of a tokens file (`[[token]]` entries), each checked:
+/// a name of 1 … 64 printable characters and used once, a SHA-256 of 64
+/// hex digits used once, at least one role. Errors name the file and entry.
+pub fn parse_tokens(file: &str, text: &str) -> Result<Vec<NamedToken>, String> {
+    let parsed: TokensFile = toml::from_str(text).map_err(|e| format!("{file}: {e}"))?;
+    let mut names = std::collections::BTreeSet::new();
+    let mut sums = std::collections::BTreeSet::new();
+    for (i, t) in parsed.token.iter().enumerate() {
+        let at = format!("{file}: token {} ('{}')", i + 1, t.name);
+        if t.name.is_empty() || t.name.len() > 64 || t.name.chars().any(|c| c.is_control()) {
+            return Err(format!("{at}: name is not 1 to 64 printable characters"));
+        }
+        if t.sha256.len() != 64 || !t.sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(format!(
+                "{at}: sha256 is not 64 hex digits (printf %s \"$TOKEN\" | sha256sum)"
+            ));
+        }
+        if t.roles.is_empty() {
+            return Err(format!(
+                "{at}: no roles (reader, worker, starter, operator, admin)"
+            ));
+        }
+        if !names.insert(t.name.clone()) {
+            return Err(format!("{at}: the name is given twice"));
+        }
+        if !sums.insert(t.sha256.to_ascii_lowercase()) {
+            return Err(format!("{at}: the same token as an earlier entry"));
+        }
+    }
+    Ok(parsed.token)
+}
+
+/// Who called, as the layer found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    /// The token's name (`admin` for the token of `--token-file`).
+    pub name: String,
+    /// Its roles.
+    pub roles: Vec<Role>,
+}
+
+impl Caller {
+    /// Whether one of its roles grants `p`.
+    pub fn may(&self, p: Permission) -> bool {
+        self.roles.iter().any(|r| r.grants(p))
+    }
+}
+
+/// The tokens a face accepts; none: it is open (loopback only).
+#[derive(Debug, Clone, Default)]
+pub struct Keys(Arc<KeysInner>);
+
+#[derive(Debug, Default)]
+struct KeysInner {
+    admin: Option<String>,
+    named: Vec<([u8; 32], NamedToken)>,
+}
+
+fn unhex(s: &str) -> [u8; 32] {
+    let mut out = [0u8; 32];
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = u8::from_str_radix(s.get(2 * i..2 * i + 2).unwrap_or("00"), 16).unwrap_or(0);
+    }
+    out
+}
+
+impl Keys {
+    /// The admin token, if any, and the named tokens (checked by
+    /// [`parse_tokens`]).
+    pub fn new(admin: Option<String>, named: Vec<NamedToken>) -> Self {
+        let named = named.into_iter().map(|t| (unhex(&t.sha256), t)).collect();
+        Keys(Arc::new(KeysInner { admin, named }))
+    }
+
+    /// Whether no token is configured: every caller may do everything.
+    pub fn is_open(&self) -> bool {
+        self.0.admin.is_none() && self.0.named.is_empty()
+    }
+
+    /// The caller a presented token is, if it is one of the keys: every
+    /// comparison in constant time, every key compared.
+    fn caller(&self, presented: &str) -> Option<Caller> {
+        use subtle::ConstantTimeEq;
+        let mut found = None;
+        if let Some(admin) = &self.0.admin
+            && bool::from(presented.as_bytes().ct_eq(admin.as_bytes()))
+        {
+            found = Some(Caller {
+                name: "admin".into(),
+                roles: vec![Role::Admin],
+            });
+        }
+        let sum: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
+        for (hash, t) in &self.0.named {
+            if bool::from(sum.ct_eq(hash)) && found.is_none() {
+                found = Some(Caller {
+                    name: t.name.clone(),
+                    roles: t.roles.clone(),
+                });
+            }
+        }
+        found
+    }
+}
 
 /// Whether `path` is open without a token.
 fn open(path: &str) -> bool {
     path == "/health/live" || super::console::is_console(path)
 }
 
-/// Whether the request carries `token` as its bearer token.
-fn presents(req: &Request, token: &str) -> bool {
-    use subtle::ConstantTimeEq;
-    req.headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .is_some_and(|t| bool::from(t.as_bytes().ct_eq(token.as_bytes())))
+fn refuse(status: StatusCode, body: serde_json::Value) -> Response {
+    (status, Json(body)).into_response()
 }
 
-/// The middleware: `axum::middleware::from_fn_with_state(token, bearer)`.
-pub async fn bearer(State(token): State<Token>, req: Request, next: Next) -> Response {
-    if let Some(token) = &token
-        && !presents(&req, token)
-        && !open(req.uri().path())
-    {
-        return (
-            StatusCode::UNAUTHORIZED,
-            Json(json!({"error": "a bearer token is required: Authorization: Bearer TOKEN"})),
-        )
-            .into_response();
+/// The middleware: `axum::middleware::from_fn_with_state(keys, bearer)`.
+pub async fn bearer(State(keys): State<Keys>, mut req: Request, next: Next) -> Response {
+    if keys.is_open() || open(req.uri().path()) {
+        return next.run(req).await;
     }
+    let presented = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    let Some(caller) = presented.and_then(|t| keys.caller(t)) else {
+        return refuse(
+            StatusCode::UNAUTHORIZED,
+            json!({"error": "a valid bearer token is required: Authorization: Bearer TOKEN"}),
+        );
+    };
+    let op = super::catalogue::find(req.method(), req.uri().path()).map(|(o, _)| o);
+    let needs = op.map_or(Permission::Read, |o| o.permission);
+    if !caller.may(needs) {
+        let granting: Vec<&str> = Role::ALL
+            .iter()
+            .filter(|r| r.grants(needs))
+            .map(|r| r.name())
+            .collect();
+        let roles: Vec<&str> = caller.roles.iter().map(|r| r.name()).collect();
+        let what = op.map_or_else(|| req.uri().path().to_string(), |o| o.name.to_string());
+        return refuse(
+            StatusCode::FORBIDDEN,
+            json!({
+                "error": format!(
+                    "token '{}' ({}) may not call {what}: it needs permission '{}', which {} grant(s)",
+                    caller.name,
+                    roles.join(", "),
+                    needs.name(),
+                    granting.join(", ")
+                ),
+                "operation": what,
+                "permission": needs.name(),
+            }),
+        );
+    }
+    req.extensions_mut().insert(caller);
     next.run(req).await
 }
 
 /// An HTTP face of postfach (`run`'s API, a gateway): its routes, with the
 /// console and the OpenAPI document beside them, behind this one layer.
-pub(crate) fn face<S>(
-    routes: axum::Router<S>,
-    token: Option<std::sync::Arc<String>>,
-) -> axum::Router<S>
+pub(crate) fn face<S>(routes: axum::Router<S>, keys: Keys) -> axum::Router<S>
 where
     S: Clone + Send + Sync + 'static,
 {
@@ -62,7 +270,7 @@ where
         .route("/", get(super::console::index))
         .route("/console/{*file}", get(super::console::asset))
         .route("/openapi.json", get(super::http::openapi))
-        .layer(axum::middleware::from_fn_with_state(token, bearer))
+        .layer(axum::middleware::from_fn_with_state(keys, bearer))
 }
 
 #[cfg(test)]
@@ -70,15 +278,20 @@ mod tests {
     use super::*;
     use axum::Router;
     use axum::body::Body;
+    use axum::http::Method;
     use axum::routing::get;
     use tower::ServiceExt;
 
-    async fn status(token: Token, path: &str, auth: Option<&str>) -> StatusCode {
+    async fn status(token: Keys, path: &str, auth: Option<&str>) -> StatusCode {
+        call(token, Method::GET, path, auth).await
+    }
+
+    async fn call(token: Keys, method: Method, path: &str, auth: Option<&str>) -> StatusCode {
         let app = Router::new()
             .route("/instances", get(|| async { "data" }))
             .route("/health/live", get(|| async { "live" }))
             .layer(axum::middleware::from_fn_with_state(token, bearer));
-        let mut req = Request::builder().uri(path);
+        let mut req = Request::builder().method(method).uri(path);
         if let Some(a) = auth {
             req = req.header(header::AUTHORIZATION, a);
         }
@@ -90,7 +303,7 @@ mod tests {
 
     #[tokio::test]
     async fn only_the_token_opens_the_api_and_the_probe_is_open() {
-        let t: Token = Some(Arc::new("s3cret".into()));
+        let t = Keys::new(Some("s3cret".into()), vec![]);
         assert_eq!(
             status(t.clone(), "/instances", None).await,
             StatusCode::UNAUTHORIZED
@@ -113,6 +326,125 @@ mod tests {
             StatusCode::OK
         );
         assert_eq!(status(t, "/health/live", None).await, StatusCode::OK);
-        assert_eq!(status(None, "/instances", None).await, StatusCode::OK);
+        assert_eq!(
+            status(Keys::default(), "/instances", None).await,
+            StatusCode::OK
+        );
+    }
+
+    fn named(name: &str, token: &str, roles: &[Role]) -> NamedToken {
+        NamedToken {
+            name: name.into(),
+            sha256: Sha256::digest(token.as_bytes())
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect(),
+            roles: roles.to_vec(),
+        }
+    }
+
+    /// Each role calls what it is granted and is refused the rest with 403,
+    /// before any handler runs (the routes here do not exist: 404 means the
+    /// layer let it through).
+    #[tokio::test]
+    async fn each_role_calls_only_what_it_is_granted() {
+        let keys = Keys::new(
+            None,
+            vec![
+                named("viewer", "r-token", &[Role::Reader]),
+                named("rechnung", "w-token", &[Role::Worker]),
+                named("shop", "s-token", &[Role::Starter]),
+                named("ops", "o-token", &[Role::Operator]),
+                named("root", "a-token", &[Role::Admin]),
+            ],
+        );
+        let cases: &[(&str, Method, &str, &[&str])] = &[
+            (
+                "read instances",
+                Method::GET,
+                "/instances",
+                &["r", "o", "a"],
+            ),
+            ("acquire jobs", Method::POST, "/jobs/acquire", &["w", "a"]),
+            (
+                "complete a job",
+                Method::POST,
+                "/jobs/7/complete",
+                &["w", "a"],
+            ),
+            ("publish", Method::POST, "/messages", &["s", "a"]),
+            ("start", Method::POST, "/instances", &["s", "a"]),
+            (
+                "move a token",
+                Method::POST,
+                "/instances/7/tokens/3/move",
+                &["o", "a"],
+            ),
+            (
+                "discard",
+                Method::POST,
+                "/messages/m-1/discard",
+                &["o", "a"],
+            ),
+            ("deploy", Method::POST, "/deployments", &["a"]),
+            ("back up", Method::POST, "/backups", &["a"]),
+            (
+                "off the catalogue",
+                Method::GET,
+                "/cluster/status",
+                &["r", "o", "a"],
+            ),
+        ];
+        for (what, method, path, allowed) in cases {
+            for who in ["r", "w", "s", "o", "a"] {
+                let auth = format!("Bearer {who}-token");
+                let got = call(keys.clone(), method.clone(), path, Some(&auth)).await;
+                if allowed.contains(&who) {
+                    assert_ne!(got, StatusCode::FORBIDDEN, "{who} may {what}");
+                    assert_ne!(got, StatusCode::UNAUTHORIZED, "{who} may {what}");
+                } else {
+                    assert_eq!(got, StatusCode::FORBIDDEN, "{who} may not {what}");
+                }
+            }
+        }
+        let unknown = call(
+            keys.clone(),
+            Method::GET,
+            "/instances",
+            Some("Bearer x-token"),
+        );
+        assert_eq!(unknown.await, StatusCode::UNAUTHORIZED);
+        assert_eq!(
+            call(keys, Method::GET, "/health/live", None).await,
+            StatusCode::OK
+        );
+    }
+
+    #[test]
+    fn a_tokens_file_is_checked_entry_by_entry() {
+        let sum = "a".repeat(64);
+        let ok = format!(
+            "[[token]]\nname = \"rechnung\"\nsha256 = \"{sum}\"\nroles = [\"worker\", \"reader\"]\n"
+        );
+        let t = parse_tokens("tokens.toml", &ok).unwrap();
+        assert_eq!(t[0].roles, [Role::Worker, Role::Reader]);
+        for (text, says) in [
+            (ok.replace("worker", "king"), "unknown variant"),
+            (ok.replace(&sum, "abc"), "64 hex digits"),
+            (ok.replace("\"worker\", \"reader\"", ""), "no roles"),
+            (ok.replace("rechnung", ""), "1 to 64"),
+            (format!("{ok}{ok}"), "twice"),
+            (
+                format!("{ok}{}", ok.replace("rechnung", "other")),
+                "same token",
+            ),
+            (ok.replace("roles", "rollen"), "unknown field"),
+        ] {
+            let e = parse_tokens("tokens.toml", &text).unwrap_err();
+            assert!(
+                e.contains(says) && e.starts_with("tokens.toml"),
+                "{says}: {e}"
+            );
+        }
     }
 }

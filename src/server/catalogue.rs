@@ -66,14 +66,29 @@ pub enum Permission {
     Open,
     /// Look: lists, details, statistics, metrics, decisions evaluated.
     Read,
-    /// Do a worker's or a sender's part: messages, signals, jobs, tasks.
+    /// Do a worker's part: jobs and user tasks.
     Work,
-    /// Start instances.
+    /// Start instances and send: messages published and correlated,
+    /// signals broadcast.
     Start,
     /// Repair: tokens, parked messages, retried jobs.
     Operate,
     /// Change what runs: deployments, the command line.
     Admin,
+}
+
+impl Permission {
+    /// Its name in refusals and documents.
+    pub fn name(self) -> &'static str {
+        match self {
+            Permission::Open => "open",
+            Permission::Read => "read",
+            Permission::Work => "work",
+            Permission::Start => "start",
+            Permission::Operate => "operate",
+            Permission::Admin => "admin",
+        }
+    }
 }
 
 /// One operation of the API.

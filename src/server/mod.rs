@@ -35,8 +35,13 @@ use std::sync::Arc;
 pub struct Listen {
     /// Address of the HTTP API.
     pub addr: SocketAddr,
-    /// Bearer token the API requires (none: only a loopback address is allowed).
+    /// The admin token the API accepts (none and no named tokens: only a
+    /// loopback address is allowed); the signal forwarder calls the other
+    /// partitions with it.
     pub token: Option<String>,
+    /// The named tokens the API accepts, each with its roles (`[auth]
+    /// tokens_file`).
+    pub tokens: Vec<auth::NamedToken>,
 }
 
 /// Why the server could not start or stopped with an error.
@@ -92,7 +97,7 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
     ready: impl FnOnce(SocketAddr),
 ) -> Result<Report, ServerError> {
-    if !listen.addr.ip().is_loopback() && listen.token.is_none() {
+    if !listen.addr.ip().is_loopback() && listen.token.is_none() && listen.tokens.is_empty() {
         return Err(ServerError::Exposed(listen.addr));
     }
     let limits = config.http.checked().map_err(ServerError::Config)?;
@@ -166,7 +171,7 @@ pub async fn run(
     );
     let app = http::router(
         pf.clone(),
-        listen.token,
+        auth::Keys::new(listen.token, listen.tokens),
         alarms,
         consumers,
         edge.objects(),

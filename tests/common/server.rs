@@ -273,8 +273,13 @@ pub struct Gateway {
 
 impl Gateway {
     pub fn start(partitions: &[String]) -> Gateway {
+        Self::start_with(partitions, &[])
+    }
+
+    /// A gateway with more arguments (`--config`, `--token-file`).
+    pub fn start_with(partitions: &[String], args: &[&str]) -> Gateway {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_postfach"));
-        cmd.args(["gateway", "--listen", "127.0.0.1:0"]);
+        cmd.args(["gateway", "--listen", "127.0.0.1:0"]).args(args);
         for (i, addr) in partitions.iter().enumerate() {
             cmd.arg("--partition-url").arg(format!("{i}=http://{addr}"));
         }

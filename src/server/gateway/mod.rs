@@ -37,14 +37,17 @@ use std::sync::atomic::{AtomicU32, Ordering};
 pub struct GatewayConfig {
     /// The base URL of each partition, by partition number.
     pub partitions: Vec<String>,
-    /// The bearer token callers must present; it is passed on to the partitions.
+    /// The admin token callers may present; a caller's token is passed on
+    /// to the partitions, which require the same ones.
     pub token: Option<String>,
+    /// The named tokens callers may present (`[auth] tokens_file`).
+    pub tokens: Vec<super::auth::NamedToken>,
 }
 
 #[derive(Clone)]
 struct Gw {
     parts: Partitions,
-    token: Option<Arc<String>>,
+    keys: super::auth::Keys,
     /// The partition the next round-robin choice starts at.
     turn: Arc<AtomicU32>,
     /// Signals sent through this gateway that reached no receiver on any
@@ -71,7 +74,7 @@ impl Gw {
 pub fn router(config: GatewayConfig) -> Router {
     let gw = Gw {
         parts: Partitions::new(config.partitions),
-        token: config.token.map(Arc::new),
+        keys: super::auth::Keys::new(config.token, config.tokens),
         turn: Arc::new(AtomicU32::new(0)),
         unreached: Default::default(),
         signals: Default::default(),
@@ -81,7 +84,7 @@ pub fn router(config: GatewayConfig) -> Router {
         .route("/health/ready", get(ready))
         .route("/cluster/status", get(status))
         .fallback(forward);
-    super::auth::face(routes, gw.token.clone()).with_state(gw)
+    super::auth::face(routes, gw.keys.clone()).with_state(gw)
 }
 
 /// Serves the gateway on `addr` until `shutdown` resolves; `ready` is told
@@ -92,7 +95,7 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
     ready: impl FnOnce(SocketAddr),
 ) -> Result<(), ServerError> {
-    if !addr.ip().is_loopback() && config.token.is_none() {
+    if !addr.ip().is_loopback() && config.token.is_none() && config.tokens.is_empty() {
         return Err(ServerError::Exposed(addr));
     }
     if config.partitions.is_empty() {

@@ -9,13 +9,13 @@ use super::*;
 /// The message operations: publish, correlate, list, requeue, discard, and
 /// signals.
 pub(super) const OPERATIONS: &[Operation] = &[
-    op("publish", Method::POST, "/messages", ByKey, Work),
+    op("publish", Method::POST, "/messages", ByKey, P::Start),
     op(
         "correlate",
         Method::POST,
         "/messages/correlate",
         ByKey,
-        Work,
+        P::Start,
     ),
     op(
         "messages",
@@ -38,7 +38,7 @@ pub(super) const OPERATIONS: &[Operation] = &[
         Find,
         Operate,
     ),
-    op("signal", Method::POST, "/signals", Signal, Work),
+    op("signal", Method::POST, "/signals", Signal, P::Start),
 ];
 
 /// The routes of [`OPERATIONS`], with their OpenAPI documentation.

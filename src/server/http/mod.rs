@@ -46,7 +46,7 @@ pub const MAX_MODEL_BODY: usize = 2 * crate::model::MAX_SIZE + 64 * 1024;
 #[derive(Clone)]
 struct AppState {
     pf: Postfach,
-    token: Option<Arc<String>>,
+    keys: super::auth::Keys,
     alarms: Arc<crate::alarms::Alarms>,
     consumers: crate::ingress::Consumers,
     objects: Option<Arc<dyn crate::objects::ObjectStore>>,
@@ -54,13 +54,13 @@ struct AppState {
     backups: Arc<super::backups::Backups>,
 }
 
-/// The API as an axum router. `token`: required bearer token, if any; `alarms`:
+/// The API as an axum router. `keys`: the tokens it accepts (none: open); `alarms`:
 /// configured alarms whose state `/metrics` reports; `consumers`: the Pub/Sub
 /// consumers whose state `/health/ready` and `/metrics` report; `objects`: where claim-check
 /// objects are read (none: `/jobs/{id}/objects/…` answers 501).
 pub fn router(
     pf: Postfach,
-    token: Option<String>,
+    keys: super::auth::Keys,
     alarms: Arc<crate::alarms::Alarms>,
     consumers: crate::ingress::Consumers,
     objects: Option<Arc<dyn crate::objects::ObjectStore>>,
@@ -68,14 +68,14 @@ pub fn router(
 ) -> Router {
     let state = AppState {
         pf,
-        token: token.map(Arc::new),
+        keys,
         alarms,
         consumers,
         objects,
         backups,
     };
     let (api, _) = api().split_for_parts();
-    super::auth::face(Router::new().merge(api), state.token.clone())
+    super::auth::face(Router::new().merge(api), state.keys.clone())
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .with_state(state)
 }

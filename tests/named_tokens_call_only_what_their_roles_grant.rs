@@ -1,0 +1,191 @@
+//! Named tokens with roles (`[auth] tokens_file`, each kept as its SHA-256):
+//! through `postfach run` and through a gateway, each role calls what it is
+//! granted; what it is not is refused with 403 naming the permission it
+//! needs, and nothing changes — a starter deploying, a reader repairing, a
+//! worker publishing. No token and an unknown one are 401; the admin token
+//! of `--token-file` works beside the named ones.
+#![cfg(feature = "server")]
+use crate::common;
+use common::server::{Gateway, Server};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use std::path::Path;
+use std::process::{Command, Output};
+
+const ROLES: [(&str, &str); 5] = [
+    ("reader", "r-3f9a"),
+    ("worker", "w-81c2"),
+    ("starter", "s-77d0"),
+    ("operator", "o-5e11"),
+    ("admin", "a-c0de"),
+];
+
+/// postfach.toml with `[auth] tokens_file`: one token per role, named after it.
+fn config(dir: &Path) -> String {
+    let mut tokens = String::new();
+    for (role, token) in ROLES {
+        let sum: String = Sha256::digest(token.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        tokens.push_str(&format!(
+            "[[token]]\nname = \"{role}-1\"\nsha256 = \"{sum}\"\nroles = [\"{role}\"]\n\n"
+        ));
+    }
+    std::fs::write(dir.join("tokens.toml"), tokens).unwrap();
+    let cfg = dir.join("postfach.toml");
+    let file = dir.join("tokens.toml").display().to_string();
+    std::fs::write(&cfg, format!("[auth]\ntokens_file = {file:?}\n")).unwrap();
+    cfg.display().to_string()
+}
+
+fn as_role(url: &str, token: Option<&str>, args: &[&str]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_postfach"));
+    cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env_remove("POSTFACH_TOKEN")
+        .args(["--json", "--server", url])
+        .args(args);
+    if let Some(t) = token {
+        cmd.env("POSTFACH_TOKEN", t);
+    }
+    cmd.output().unwrap()
+}
+
+fn token(role: &str) -> &'static str {
+    ROLES.iter().find(|(r, _)| *r == role).unwrap().1
+}
+
+fn ok(url: &str, role: &str, args: &[&str]) -> Value {
+    let o = as_role(url, Some(token(role)), args);
+    assert!(
+        o.status.success(),
+        "{role} {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).unwrap_or(Value::Null)
+}
+
+fn refused(url: &str, role: &str, args: &[&str], permission: &str) {
+    let o = as_role(url, Some(token(role)), args);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{role} {args:?}: {e}");
+    assert!(
+        e.contains("403") || e.contains(&format!("needs permission '{permission}'")),
+        "{role} {args:?}: {e}"
+    );
+    assert!(
+        e.contains(&format!("'{permission}'")),
+        "{role} {args:?}: {e}"
+    );
+}
+
+/// What every role may and may not do against `url` (a server or a gateway).
+fn roles_hold(url: &str) {
+    let model = "bpmn/auftrag-ausfuehrung.bpmn";
+    let versions = |url: &str| ok(url, "reader", &["processes"]).to_string();
+    let before = versions(url);
+    let deploy = [
+        "deploy",
+        model,
+        "--correlation-key",
+        "AuftragAbgeschlossen=auftragId",
+    ];
+    refused(url, "starter", &deploy, "admin");
+    refused(url, "reader", &deploy, "admin");
+    assert_eq!(versions(url), before, "nothing was deployed");
+    let started = ok(
+        url,
+        "starter",
+        &["start", "auftrag-ausfuehrung", "--var", "auftragId=7"],
+    );
+    let instance = match &started["instance"] {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    refused(url, "reader", &["start", "auftrag-ausfuehrung"], "start");
+    refused(
+        url,
+        "worker",
+        &[
+            "publish",
+            "AuftragAbgeschlossen",
+            "--key",
+            "7",
+            "--id",
+            "m-1",
+        ],
+        "start",
+    );
+    ok(
+        url,
+        "starter",
+        &[
+            "publish",
+            "AuftragAbgeschlossen",
+            "--key",
+            "9",
+            "--id",
+            "m-9",
+        ],
+    );
+    ok(
+        url,
+        "worker",
+        &["acquire", "rechnungStellen", "--worker", "w"],
+    );
+    refused(url, "reader", &["cancel-token", &instance, "1"], "operate");
+    refused(url, "starter", &["cleanup"], "operate");
+    ok(url, "operator", &["cleanup"]);
+    ok(url, "admin", &deploy);
+    let listed = ok(url, "reader", &["instances"]);
+    assert!(
+        !listed["instances"].as_array().unwrap().is_empty(),
+        "{listed}"
+    );
+    // no token, an unknown one: 401
+    for t in [None, Some("not-a-token")] {
+        let o = as_role(url, t, &["instances"]);
+        assert_eq!(o.status.code(), Some(1));
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("bearer token"),
+            "{o:?}"
+        );
+    }
+}
+
+#[test]
+fn named_tokens_with_roles_through_a_server_and_a_gateway() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path());
+    std::fs::write(dir.path().join("admin-token"), "the-admin").unwrap();
+    let admin_file = dir.path().join("admin-token").display().to_string();
+    let srv = Server::launch(
+        dir.path(),
+        &[
+            "--config".into(),
+            cfg.clone(),
+            "--token-file".into(),
+            admin_file.clone(),
+        ],
+        &[],
+    );
+    let url = format!("http://{}", srv.addr);
+    roles_hold(&url);
+    // the admin token of --token-file beside them
+    let o = as_role(
+        &url,
+        Some("the-admin"),
+        &[
+            "deploy",
+            "bpmn/auftrag-ausfuehrung.bpmn",
+            "--correlation-key",
+            "AuftragAbgeschlossen=auftragId",
+        ],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+
+    let gw = Gateway::start_with(std::slice::from_ref(&srv.addr), &["--config", &cfg]);
+    roles_hold(&format!("http://{}", gw.addr));
+    drop(gw);
+    srv.stop();
+}

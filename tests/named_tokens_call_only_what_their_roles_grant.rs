@@ -3,7 +3,8 @@
 //! granted; what it is not is refused with 403 naming the permission it
 //! needs, and nothing changes — a starter deploying, a reader repairing, a
 //! worker publishing. No token and an unknown one are 401; the admin token
-//! of `--token-file` works beside the named ones.
+//! of `--token-file` works beside the named ones. A worker limited to a
+//! topic (`worker:TOPIC`) works on that topic's jobs only.
 #![cfg(feature = "server")]
 use crate::common;
 use common::server::{Gateway, Server};
@@ -12,13 +13,69 @@ use sha2::{Digest, Sha256};
 use std::path::Path;
 use std::process::{Command, Output};
 
-const ROLES: [(&str, &str); 5] = [
+const ROLES: [(&str, &str); 7] = [
     ("reader", "r-3f9a"),
     ("worker", "w-81c2"),
     ("starter", "s-77d0"),
     ("operator", "o-5e11"),
     ("admin", "a-c0de"),
+    ("worker:versand", "wv-4411"),
+    ("worker:rechnungStellen", "wr-4412"),
 ];
+
+/// A process whose one job is of topic `versand`.
+const VERSAND: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
+<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL" targetNamespace="t">
+  <process id="versand-prozess" isExecutable="true">
+    <startEvent id="s" />
+    <sequenceFlow id="f1" sourceRef="s" targetRef="versand" />
+    <serviceTask id="versand" />
+    <sequenceFlow id="f2" sourceRef="versand" targetRef="e" />
+    <endEvent id="e" />
+  </process>
+</definitions>
+"#;
+
+/// A worker limited to a topic acquires and completes only its topic's
+/// jobs: another topic's worker is refused (403) and the job stays
+/// locked by the one that acquired it.
+fn workers_keep_to_their_topic(url: &str, dir: &Path) {
+    let model = dir.join("versand.bpmn");
+    std::fs::write(&model, VERSAND).unwrap();
+    ok(url, "admin", &["deploy", model.to_str().unwrap()]);
+    ok(url, "starter", &["start", "versand-prozess"]);
+    let other = token("worker:rechnungStellen");
+    let o = as_role(url, Some(other), &["acquire", "versand", "--worker", "w"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("'versand'"),
+        "{o:?}"
+    );
+    let got = ok(
+        url,
+        "worker:versand",
+        &["acquire", "versand", "--worker", "w"],
+    );
+    let job = &got["jobs"][0];
+    let (id, lease) = (job["job"].as_str().unwrap(), job["lease_token"].to_string());
+    for args in [
+        vec!["complete", id, "--lease-token", &lease],
+        vec!["fail", id, "--lease-token", &lease, "--error", "x"],
+        vec!["extend", id, "--lease-token", &lease, "--by", "1min"],
+    ] {
+        let o = as_role(url, Some(other), &args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("topic"),
+            "{o:?}"
+        );
+    }
+    ok(
+        url,
+        "worker:versand",
+        &["complete", id, "--lease-token", &lease],
+    );
+}
 
 /// postfach.toml with `[auth] tokens_file`: one token per role, named after it.
 fn config(dir: &Path) -> String {
@@ -171,6 +228,7 @@ fn named_tokens_with_roles_through_a_server_and_a_gateway() {
     );
     let url = format!("http://{}", srv.addr);
     roles_hold(&url);
+    workers_keep_to_their_topic(&url, dir.path());
     // the admin token of --token-file beside them
     let o = as_role(
         &url,

@@ -80,6 +80,50 @@ impl Role {
     }
 }
 
+/// A role as a token carries it: a worker may be limited to one topic
+/// (`worker:TOPIC`), only the jobs of that topic then.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grant {
+    /// The role.
+    pub role: Role,
+    /// The one topic a worker is limited to; none: no limit.
+    pub scope: Option<String>,
+}
+
+impl Grant {
+    /// `ROLE` or `worker:TOPIC`.
+    pub fn parse(s: &str) -> Result<Grant, String> {
+        let (name, scope) = match s.split_once(':') {
+            Some((n, t)) => (n, Some(t)),
+            None => (s, None),
+        };
+        let role = Role::ALL
+            .into_iter()
+            .find(|r| r.name() == name)
+            .ok_or_else(|| {
+                format!("role '{name}' is not one of reader, worker, starter, operator, admin")
+            })?;
+        match (role, scope) {
+            (_, None) => Ok(Grant { role, scope: None }),
+            (Role::Worker, Some(t)) if !t.is_empty() && t.len() <= 256 => Ok(Grant {
+                role,
+                scope: Some(t.to_string()),
+            }),
+            (Role::Worker, Some(_)) => Err(format!("'{s}': a topic of 1 to 256 characters")),
+            (_, Some(_)) => Err(format!(
+                "'{s}': only a worker is limited, to one topic (worker:TOPIC)"
+            )),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Grant {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Grant::parse(&s).map_err(serde::de::Error::custom)
+    }
+}
+
 /// A named token of `[auth] tokens_file`: its name, the SHA-256 of the
 /// token (lower-case hex; `printf %s "$TOKEN" | sha256sum`) and its roles.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -89,8 +133,8 @@ pub struct NamedToken {
     pub name: String,
     /// The token's SHA-256: the file holds no token itself.
     pub sha256: String,
-    /// What it may do (at least one).
-    pub roles: Vec<Role>,
+    /// What it may do (at least one; `worker:TOPIC` limits a worker).
+    pub roles: Vec<Grant>,
 }
 
 #[derive(Deserialize)]
@@ -138,14 +182,45 @@ pub struct Caller {
     /// The token's name (`admin` for the token of `--token-file`).
     pub name: String,
     /// Its roles.
-    pub roles: Vec<Role>,
+    pub roles: Vec<Grant>,
 }
 
 impl Caller {
     /// Whether one of its roles grants `p`.
     pub fn may(&self, p: Permission) -> bool {
-        self.roles.iter().any(|r| r.grants(p))
+        self.roles.iter().any(|g| g.role.grants(p))
     }
+
+    /// Whether it may work on a job of `topic`: a role that grants `work`
+    /// without a limit, or a worker limited to that topic.
+    pub fn may_work_on(&self, topic: &str) -> bool {
+        self.roles.iter().any(|g| {
+            g.role.grants(Permission::Work) && g.scope.as_deref().is_none_or(|t| t == topic)
+        })
+    }
+}
+
+/// A refusal of `caller` (when there is one: none on an open API) for a job
+/// of `topic` outside its workers' topics, as the layer refuses (403).
+pub fn refuse_topic(caller: Option<&Caller>, topic: &str) -> Option<Response> {
+    let caller = caller.filter(|c| !c.may_work_on(topic))?;
+    let topics: Vec<&str> = caller
+        .roles
+        .iter()
+        .filter_map(|g| g.scope.as_deref())
+        .collect();
+    Some(refuse(
+        StatusCode::FORBIDDEN,
+        json!({
+            "error": format!(
+                "token '{}' works on topic(s) {} only, not on '{topic}'",
+                caller.name,
+                topics.join(", ")
+            ),
+            "topic": topic,
+            "permission": Permission::Work.name(),
+        }),
+    ))
 }
 
 /// The tokens a face accepts; none: it is open (loopback only).
@@ -189,7 +264,10 @@ impl Keys {
         {
             found = Some(Caller {
                 name: "admin".into(),
-                roles: vec![Role::Admin],
+                roles: vec![Grant {
+                    role: Role::Admin,
+                    scope: None,
+                }],
             });
         }
         let sum: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
@@ -238,7 +316,7 @@ pub async fn bearer(State(keys): State<Keys>, mut req: Request, next: Next) -> R
             .filter(|r| r.grants(needs))
             .map(|r| r.name())
             .collect();
-        let roles: Vec<&str> = caller.roles.iter().map(|r| r.name()).collect();
+        let roles: Vec<&str> = caller.roles.iter().map(|g| g.role.name()).collect();
         let what = op.map_or_else(|| req.uri().path().to_string(), |o| o.name.to_string());
         return refuse(
             StatusCode::FORBIDDEN,
@@ -339,7 +417,10 @@ mod tests {
                 .iter()
                 .map(|b| format!("{b:02x}"))
                 .collect(),
-            roles: roles.to_vec(),
+            roles: roles
+                .iter()
+                .map(|&role| Grant { role, scope: None })
+                .collect(),
         }
     }
 
@@ -427,9 +508,14 @@ mod tests {
             "[[token]]\nname = \"rechnung\"\nsha256 = \"{sum}\"\nroles = [\"worker\", \"reader\"]\n"
         );
         let t = parse_tokens("tokens.toml", &ok).unwrap();
-        assert_eq!(t[0].roles, [Role::Worker, Role::Reader]);
+        let roles: Vec<Role> = t[0].roles.iter().map(|g| g.role).collect();
+        assert_eq!(roles, [Role::Worker, Role::Reader]);
+        let scoped = parse_tokens("t", &ok.replace("\"worker\"", "\"worker:versand\"")).unwrap();
+        assert_eq!(scoped[0].roles[0].scope.as_deref(), Some("versand"));
         for (text, says) in [
-            (ok.replace("worker", "king"), "unknown variant"),
+            (ok.replace("worker", "king"), "not one of"),
+            (ok.replace("\"worker\"", "\"reader:x\""), "only a worker"),
+            (ok.replace("\"worker\"", "\"worker:\""), "a topic of"),
             (ok.replace(&sum, "abc"), "64 hex digits"),
             (ok.replace("\"worker\", \"reader\"", ""), "no roles"),
             (ok.replace("rechnung", ""), "1 to 64"),

@@ -5,6 +5,8 @@
 //! lease token it holds.
 
 use super::*;
+use crate::server::auth::{Caller, refuse_topic};
+use axum::Extension;
 
 /// The job operations of workers and operators.
 pub(super) const OPERATIONS: &[Operation] = &[
@@ -99,6 +101,26 @@ pub struct AcquireBody {
     pub fetch_variables: Option<Vec<String>>,
 }
 
+/// The refusal of a caller whose workers are limited to other topics than
+/// job `id`'s (403); a job that is not there goes on to the handler's 404.
+/// Every operation of this family that acts on one job asks it first.
+fn outside_topics(
+    s: &AppState,
+    caller: Option<&Caller>,
+    id: u64,
+) -> Result<Option<Response>, ApiError> {
+    let Some(caller) = caller else {
+        return Ok(None);
+    };
+    let Some(job) = s.pf.reader()?.job(id)? else {
+        return Ok(None);
+    };
+    Ok(refuse_topic(
+        Some(caller),
+        job.topic.as_deref().unwrap_or(""),
+    ))
+}
+
 pub(super) fn one() -> usize {
     1
 }
@@ -106,9 +128,13 @@ pub(super) fn one() -> usize {
 #[utoipa::path(post, path = "/jobs/acquire", request_body = AcquireBody, responses((status = 200, description = "External worker: lock due jobs of a topic under a lease", body = serde_json::Value)))]
 pub(super) async fn acquire(
     State(s): State<AppState>,
+    caller: Option<Extension<Caller>>,
     b: Result<Json<AcquireBody>, JsonRejection>,
 ) -> Result<Response, ApiError> {
     let b = body(b)?;
+    if let Some(no) = refuse_topic(caller.as_deref(), &b.topic) {
+        return Ok(no);
+    }
     crate::limits::LEASE.named("lease_ms").check(b.lease_ms)?;
     let jobs = match b.fetch_variables {
         Some(fetch) => {
@@ -139,9 +165,13 @@ pub struct CompleteBody {
 #[utoipa::path(post, path = "/jobs/{id}/complete", request_body = CompleteBody, params(("id" = u64, Path, description = "instance or job id")), responses((status = 200, description = "Complete a task job (with the lease token of a worker)", body = serde_json::Value)))]
 pub(super) async fn complete(
     State(s): State<AppState>,
+    caller: Option<Extension<Caller>>,
     Path(id): Path<u64>,
     b: Result<Json<CompleteBody>, JsonRejection>,
 ) -> Result<Response, ApiError> {
+    if let Some(no) = outside_topics(&s, caller.as_deref(), id)? {
+        return Ok(no);
+    }
     let b = body(b)?;
     s.pf.complete_job(id, b.lease_token, b.variables).await?;
     Ok(Json(documents::job_completed(id)).into_response())
@@ -160,9 +190,13 @@ pub struct ExtendBody {
 #[utoipa::path(post, path = "/jobs/{id}/extend", request_body = ExtendBody, params(("id" = u64, Path, description = "instance or job id")), responses((status = 200, description = "Extend a worker lease", body = serde_json::Value)))]
 pub(super) async fn extend(
     State(s): State<AppState>,
+    caller: Option<Extension<Caller>>,
     Path(id): Path<u64>,
     b: Result<Json<ExtendBody>, JsonRejection>,
 ) -> Result<Response, ApiError> {
+    if let Some(no) = outside_topics(&s, caller.as_deref(), id)? {
+        return Ok(no);
+    }
     let b = body(b)?;
     crate::limits::LEASE_EXTENSION
         .named("by_ms")
@@ -188,9 +222,13 @@ pub struct FailBody {
 #[utoipa::path(post, path = "/jobs/{id}/fail", request_body = FailBody, params(("id" = u64, Path, description = "instance or job id")), responses((status = 200, description = "Record a failed attempt (retries, delay)", body = serde_json::Value)))]
 pub(super) async fn fail(
     State(s): State<AppState>,
+    caller: Option<Extension<Caller>>,
     Path(id): Path<u64>,
     b: Result<Json<FailBody>, JsonRejection>,
 ) -> Result<Response, ApiError> {
+    if let Some(no) = outside_topics(&s, caller.as_deref(), id)? {
+        return Ok(no);
+    }
     let b = body(b)?;
     if let Some(d) = b.retry_delay_ms {
         crate::limits::RETRY_DELAY
@@ -228,9 +266,13 @@ pub struct BpmnErrorBody {
 #[utoipa::path(post, path = "/jobs/{id}/bpmn-error", request_body = BpmnErrorBody, params(("id" = u64, Path, description = "instance or job id")), responses((status = 200, description = "Throw a BPMN error: the error boundary event takes it, else 409 and an incident", body = serde_json::Value)))]
 pub(super) async fn bpmn_error(
     State(s): State<AppState>,
+    caller: Option<Extension<Caller>>,
     Path(id): Path<u64>,
     b: Result<Json<BpmnErrorBody>, JsonRejection>,
 ) -> Result<Response, ApiError> {
+    if let Some(no) = outside_topics(&s, caller.as_deref(), id)? {
+        return Ok(no);
+    }
     let b = body(b)?;
     let caught =
         s.pf.throw_error(id, b.lease_token, &b.code, &b.message, b.variables)
@@ -253,8 +295,12 @@ pub(super) async fn retry(State(s): State<AppState>, Path(id): Path<u64>) -> Api
 #[utoipa::path(get, path = "/jobs/{id}/objects/{variable}", params(("id" = u64, Path, description = "job id"), ("variable" = String, Path, description = "instance variable holding the claim-check reference")), responses((status = 200, description = "The claim-check object's bytes (application/octet-stream); header x-postfach-object names it"), (status = 404, description = "Unknown job, or the object does not exist: fail the job so it is retried"), (status = 422, description = "The variable holds no reference"), (status = 501, description = "No object store configured ([storage])"), (status = 502, description = "The object store failed")))]
 pub(super) async fn job_object(
     State(s): State<AppState>,
+    caller: Option<Extension<Caller>>,
     Path((id, variable)): Path<(u64, String)>,
 ) -> Result<Response, ApiError> {
+    if let Some(no) = outside_topics(&s, caller.as_deref(), id)? {
+        return Ok(no);
+    }
     use crate::objects::ObjectError as O;
     let reference = match s.pf.reader()?.claim_check(id, &variable)? {
         None => return Err(Error::from(EngineError::UnknownJob(id)).into()),

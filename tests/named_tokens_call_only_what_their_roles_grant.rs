@@ -4,7 +4,8 @@
 //! needs, and nothing changes — a starter deploying, a reader repairing, a
 //! worker publishing. No token and an unknown one are 401; the admin token
 //! of `--token-file` works beside the named ones. A worker limited to a
-//! topic (`worker:TOPIC`) works on that topic's jobs only.
+//! topic (`worker:TOPIC`) works on that topic's jobs only; a person's token
+//! acts on user tasks as that person only.
 #![cfg(feature = "server")]
 use crate::common;
 use common::server::{Gateway, Server};
@@ -22,6 +23,41 @@ const ROLES: [(&str, &str); 7] = [
     ("worker:versand", "wv-4411"),
     ("worker:rechnungStellen", "wr-4412"),
 ];
+
+/// People with a worker's token of their own name.
+const PEOPLE: [(&str, &str); 2] = [("anna", "p-anna-1"), ("ben", "p-ben-2")];
+
+fn as_person(url: &str, name: &str, args: &[&str]) -> Output {
+    let t = PEOPLE.iter().find(|(n, _)| *n == name).unwrap().1;
+    as_role(url, Some(t), args)
+}
+
+/// A named token acts on user tasks as itself: ben cannot claim as anna,
+/// anna cannot complete what ben holds; an admin may act for anyone.
+fn people_act_as_themselves(url: &str) {
+    let deploy = ["deploy", "bpmn/antrag-freigabe.bpmn"];
+    ok(url, "admin", &deploy);
+    let frist = "frist=2026-12-20T00:00:00Z";
+    ok(
+        url,
+        "starter",
+        &["start", "antrag-freigabe", "--var", frist],
+    );
+    let tasks = ok(url, "reader", &["tasks", "--candidate-user", "anna"]);
+    let task = tasks["tasks"][0]["task"].as_str().unwrap().to_string();
+    let o = as_person(url, "ben", &["task", "claim", &task, "--user", "anna"]);
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("not as 'anna'"),
+        "{o:?}"
+    );
+    let o = as_person(url, "ben", &["task", "claim", &task, "--user", "ben"]);
+    assert!(o.status.success(), "{o:?}");
+    let o = as_person(url, "anna", &["task", "complete", &task, "--user", "anna"]);
+    assert_eq!(o.status.code(), Some(1), "ben holds it: {o:?}");
+    let o = as_person(url, "ben", &["task", "complete", &task, "--user", "ben"]);
+    assert!(o.status.success(), "{o:?}");
+}
 
 /// A process whose one job is of topic `versand`.
 const VERSAND: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
@@ -87,6 +123,15 @@ fn config(dir: &Path) -> String {
             .collect();
         tokens.push_str(&format!(
             "[[token]]\nname = \"{role}-1\"\nsha256 = \"{sum}\"\nroles = [\"{role}\"]\n\n"
+        ));
+    }
+    for (name, t) in PEOPLE {
+        let sum: String = Sha256::digest(t.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        tokens.push_str(&format!(
+            "[[token]]\nname = \"{name}\"\nsha256 = \"{sum}\"\nroles = [\"worker\"]\n\n"
         ));
     }
     std::fs::write(dir.join("tokens.toml"), tokens).unwrap();
@@ -229,6 +274,7 @@ fn named_tokens_with_roles_through_a_server_and_a_gateway() {
     let url = format!("http://{}", srv.addr);
     roles_hold(&url);
     workers_keep_to_their_topic(&url, dir.path());
+    people_act_as_themselves(&url);
     // the admin token of --token-file beside them
     let o = as_role(
         &url,

@@ -214,10 +214,24 @@ pub struct TaskBody {
 #[utoipa::path(post, path = "/tasks/{id}/{action}", request_body = TaskBody, params(("id" = u64, Path, description = "task id"), ("action" = String, Path, description = "claim, unclaim, assign or complete")), responses((status = 200, description = "Act on a user task; 409 when someone else holds it", body = serde_json::Value)))]
 pub(super) async fn task_action(
     State(s): State<AppState>,
+    caller: Option<axum::Extension<crate::server::auth::Caller>>,
     Path((id, action)): Path<(u64, String)>,
     b: Result<Json<TaskBody>, JsonRejection>,
-) -> ApiResult {
+) -> Result<Response, ApiError> {
     let b = body(b)?;
+    // a named token acts as itself; an operator may act for anyone
+    if let Some(c) = caller.as_deref()
+        && c.name != b.user
+        && !c.may(crate::server::catalogue::Permission::Operate)
+    {
+        return Ok(problem(
+            StatusCode::FORBIDDEN,
+            format!(
+                "token '{}' acts on user tasks as '{}', not as '{}'",
+                c.name, c.name, b.user
+            ),
+        ));
+    }
     match action.as_str() {
         "claim" => s.pf.claim_task(id, &b.user).await?,
         "unclaim" => s.pf.unclaim_task(id, &b.user).await?,
@@ -234,10 +248,5 @@ pub(super) async fn task_action(
             )));
         }
     }
-    Ok(Json(documents::task_done(
-        id,
-        &action,
-        &b.user,
-        b.to.as_deref(),
-    )))
+    Ok(Json(documents::task_done(id, &action, &b.user, b.to.as_deref())).into_response())
 }

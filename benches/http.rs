@@ -9,8 +9,15 @@
 //! change to the API's edge (routing, catalogue, auth layer) is judged on the
 //! same machine in the same minutes.
 //!
+//! With `POSTFACH_HTTP_TOKENS=1` this commit's binary runs alternately with
+//! and without named tokens (`[auth] tokens_file` of ten entries, the
+//! publishers holding a starter's): what the token layer — SHA-256 of the
+//! presented token, a constant-time look among the entries, the catalogue's
+//! permission — costs a publish (result `http-tokens`).
+//!
 //! cargo bench --bench http
 //! POSTFACH_BENCH_BASELINE=/tmp/postfach-before cargo bench --bench http
+//! POSTFACH_HTTP_TOKENS=1 cargo bench --bench http
 
 #[path = "support/mod.rs"]
 mod support;
@@ -37,10 +44,44 @@ struct Server {
     _dir: tempfile::TempDir,
 }
 
+/// The publishers' token, when the server is given named tokens.
+const TOKEN: &str = "bench-starter-token";
+
+/// postfach.toml with `[auth] tokens_file`: nine other tokens and the
+/// publishers' starter token last (the look goes through every entry).
+fn tokens_config(dir: &std::path::Path) -> std::path::PathBuf {
+    let sum = |t: &str| -> String {
+        use sha2::Digest;
+        sha2::Sha256::digest(t.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    };
+    let mut tokens = String::new();
+    for i in 0..9 {
+        tokens.push_str(&format!(
+            "[[token]]\nname = \"other-{i}\"\nsha256 = \"{}\"\nroles = [\"reader\"]\n\n",
+            sum(&format!("other-token-{i}"))
+        ));
+    }
+    tokens.push_str(&format!(
+        "[[token]]\nname = \"publisher\"\nsha256 = \"{}\"\nroles = [\"starter\"]\n",
+        sum(TOKEN)
+    ));
+    std::fs::write(dir.join("tokens.toml"), tokens).unwrap();
+    let cfg = dir.join("postfach.toml");
+    let file = dir.join("tokens.toml").display().to_string();
+    std::fs::write(&cfg, format!("[auth]\ntokens_file = {file:?}\n")).unwrap();
+    cfg
+}
+
 impl Server {
-    fn start(binary: &str) -> Server {
+    fn start(binary: &str, tokens: bool) -> Server {
         let dir = support::bench_dir();
-        let cmd = support::reference_run(binary, &dir.path().join("run.redb"));
+        let mut cmd = support::reference_run(binary, &dir.path().join("run.redb"));
+        if tokens {
+            cmd.arg("--config").arg(tokens_config(dir.path()));
+        }
         let (child, addr) = support::spawn_listening(cmd);
         Server {
             child,
@@ -59,7 +100,12 @@ impl Drop for Server {
 
 /// One keep-alive connection's share: `n` publishes, each answered before
 /// the next is sent.
-fn publish_on_one_connection(addr: &str, conn: usize, n: usize) {
+fn publish_on_one_connection(addr: &str, conn: usize, n: usize, tokens: bool) {
+    let auth = if tokens {
+        format!("Authorization: Bearer {TOKEN}\r\n")
+    } else {
+        String::new()
+    };
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_nodelay(true).unwrap();
     let mut reader = BufReader::new(s.try_clone().unwrap());
@@ -73,7 +119,7 @@ fn publish_on_one_connection(addr: &str, conn: usize, n: usize) {
         .to_string();
         write!(
             s,
-            "POST /messages HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            "POST /messages HTTP/1.1\r\nHost: bench\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
             body.len()
         )
         .unwrap();
@@ -99,14 +145,14 @@ fn publish_on_one_connection(addr: &str, conn: usize, n: usize) {
 }
 
 /// Messages per second of `total` publishes on [`CONNECTIONS`] connections.
-fn run_once(binary: &str, total: usize) -> f64 {
-    let server = Server::start(binary);
+fn run_once(binary: &str, total: usize, tokens: bool) -> f64 {
+    let server = Server::start(binary, tokens);
     let per = total / CONNECTIONS;
     let started = Instant::now();
     std::thread::scope(|scope| {
         for conn in 0..CONNECTIONS {
             let addr = server.addr.clone();
-            scope.spawn(move || publish_on_one_connection(&addr, conn, per));
+            scope.spawn(move || publish_on_one_connection(&addr, conn, per, tokens));
         }
     });
     (per * CONNECTIONS) as f64 / started.elapsed().as_secs_f64()
@@ -125,15 +171,18 @@ fn main() {
     let total = env_or("POSTFACH_HTTP_N", 20_000) as usize;
     let runs = env_or("POSTFACH_HTTP_RUNS", 3).max(1);
     let current = env!("CARGO_BIN_EXE_postfach").to_string();
+    if std::env::var("POSTFACH_HTTP_TOKENS").is_ok_and(|v| v == "1") {
+        return tokens_against_none(&commit, &current, total, runs);
+    }
     let baseline = std::env::var("POSTFACH_BENCH_BASELINE").ok();
     let mut now = Vec::new();
     let mut before = Vec::new();
     for r in 0..runs {
         if let Some(b) = &baseline {
-            before.push(run_once(b, total));
+            before.push(run_once(b, total, false));
             println!("run {r}: baseline {:.0}/s", before.last().unwrap());
         }
-        now.push(run_once(&current, total));
+        now.push(run_once(&current, total, false));
         println!("run {r}: this commit {:.0}/s", now.last().unwrap());
     }
     let mut md = format!(
@@ -162,4 +211,31 @@ fn main() {
         "baseline_per_s": before,
     });
     support::keep_results("http", &commit, &md, &doc);
+}
+
+/// This commit with named tokens against without, alternately.
+fn tokens_against_none(commit: &str, binary: &str, total: usize, runs: u64) {
+    let (mut with, mut without) = (Vec::new(), Vec::new());
+    for r in 0..runs {
+        without.push(run_once(binary, total, false));
+        println!("run {r}: no tokens {:.0}/s", without.last().unwrap());
+        with.push(run_once(binary, total, true));
+        println!("run {r}: named tokens {:.0}/s", with.last().unwrap());
+    }
+    let (w, wo) = (median(with.clone()), median(without.clone()));
+    let per_request_us = (1.0 / w - 1.0 / wo) * 1e6 * CONNECTIONS as f64;
+    let md = format!(
+        "| server | publishes | connections | runs | median publishes/s |\n| --- | ---: | ---: | ---: | ---: |\n| named tokens (10 entries, a starter's token) | {total} | {CONNECTIONS} | {runs} | {w:.0} |\n| no tokens | {total} | {CONNECTIONS} | {runs} | {wo:.0} |\n\nwith tokens vs without: {:.2}× (target ≥ 0.95×); per request, at {CONNECTIONS} concurrent: {per_request_us:+.1} µs of latency\n",
+        w / wo
+    );
+    println!("\n{md}");
+    let doc = json!({
+        "commit": commit,
+        "publishes": total,
+        "connections": CONNECTIONS,
+        "runs": runs,
+        "with_tokens_per_s": with,
+        "without_per_s": without,
+    });
+    support::keep_results("http-tokens", commit, &md, &doc);
 }

@@ -180,9 +180,9 @@ pub fn parse_tokens(file: &str, text: &str) -> Result<Vec<NamedToken>, String> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Caller {
     /// The token's name (`admin` for the token of `--token-file`).
-    pub name: String,
+    pub name: Arc<str>,
     /// Its roles.
-    pub roles: Vec<Grant>,
+    pub roles: Arc<[Grant]>,
 }
 
 impl Caller {
@@ -230,7 +230,8 @@ pub struct Keys(Arc<KeysInner>);
 #[derive(Debug, Default)]
 struct KeysInner {
     admin: Option<String>,
-    named: Vec<([u8; 32], NamedToken)>,
+    /// Each named token's SHA-256 and the caller it is (built once).
+    named: Vec<([u8; 32], Caller)>,
 }
 
 fn unhex(s: &str) -> [u8; 32] {
@@ -245,7 +246,16 @@ impl Keys {
     /// The admin token, if any, and the named tokens (checked by
     /// [`parse_tokens`]).
     pub fn new(admin: Option<String>, named: Vec<NamedToken>) -> Self {
-        let named = named.into_iter().map(|t| (unhex(&t.sha256), t)).collect();
+        let named = named
+            .into_iter()
+            .map(|t| {
+                let caller = Caller {
+                    name: t.name.as_str().into(),
+                    roles: t.roles.into(),
+                };
+                (unhex(&t.sha256), caller)
+            })
+            .collect();
         Keys(Arc::new(KeysInner { admin, named }))
     }
 
@@ -267,16 +277,14 @@ impl Keys {
                 roles: vec![Grant {
                     role: Role::Admin,
                     scope: None,
-                }],
+                }]
+                .into(),
             });
         }
         let sum: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
-        for (hash, t) in &self.0.named {
+        for (hash, caller) in &self.0.named {
             if bool::from(sum.ct_eq(hash)) && found.is_none() {
-                found = Some(Caller {
-                    name: t.name.clone(),
-                    roles: t.roles.clone(),
-                });
+                found = Some(caller.clone());
             }
         }
         found
@@ -308,7 +316,7 @@ pub async fn bearer(State(keys): State<Keys>, mut req: Request, next: Next) -> R
             json!({"error": "a valid bearer token is required: Authorization: Bearer TOKEN"}),
         );
     };
-    let op = super::catalogue::find(req.method(), req.uri().path()).map(|(o, _)| o);
+    let op = super::catalogue::operation_at(req.method(), req.uri().path());
     let needs = op.map_or(Permission::Read, |o| o.permission);
     if !caller.may(needs) {
         let granting: Vec<&str> = Role::ALL

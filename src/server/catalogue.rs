@@ -144,6 +144,41 @@ pub fn named(name: &str) -> Option<&'static Operation> {
     operations().iter().find(|o| o.name == name)
 }
 
+/// The operation `method` `path` (without the query) calls, without its
+/// parameters' values: what the token layer asks of every request, so it
+/// allocates nothing (the segments of every path are split once).
+pub fn operation_at(method: &Method, path: &str) -> Option<&'static Operation> {
+    static SPLIT: std::sync::OnceLock<Vec<(&'static Operation, Vec<&'static str>, usize)>> =
+        std::sync::OnceLock::new();
+    let split = SPLIT.get_or_init(|| {
+        operations()
+            .iter()
+            .map(|o| {
+                let segments: Vec<&'static str> = o.path[1..].split('/').collect();
+                let params = segments.iter().filter(|s| s.starts_with('{')).count();
+                (o, segments, params)
+            })
+            .collect()
+    });
+    let given = path.strip_prefix('/').unwrap_or(path);
+    let n = given.split('/').count();
+    split
+        .iter()
+        .filter(|(o, segments, _)| o.method == method && segments.len() == n)
+        .filter(|(_, segments, _)| {
+            segments.iter().zip(given.split('/')).all(|(t, g)| {
+                if t.starts_with('{') {
+                    !g.is_empty()
+                } else {
+                    *t == g
+                }
+            })
+        })
+        // a literal segment wins over a parameter (`/jobs/acquire`)
+        .min_by_key(|(_, _, params)| *params)
+        .map(|(o, _, _)| *o)
+}
+
 /// The operation `method` `path` (without the query) calls, and the values
 /// of its path parameters; `None` when the API has no such operation.
 pub fn find(
@@ -178,6 +213,38 @@ pub fn find(
 mod tests {
     use super::*;
     use std::collections::BTreeSet;
+
+    /// The token layer's allocation-free lookup finds what `find` finds,
+    /// for every operation and for paths that are none.
+    #[test]
+    fn the_layers_lookup_is_find() {
+        for o in operations() {
+            let path: String = o
+                .path
+                .split('/')
+                .map(|s| if s.starts_with('{') { "7" } else { s })
+                .collect::<Vec<_>>()
+                .join("/");
+            let found = find(&o.method, &path).map(|(f, _)| f.name);
+            assert_eq!(
+                operation_at(&o.method, &path).map(|f| f.name),
+                found,
+                "{path}"
+            );
+            assert!(found.is_some(), "{path}");
+        }
+        for (m, p) in [
+            (Method::GET, "/nothing"),
+            (Method::POST, "/health/live"),
+            (Method::GET, "/instances//x"),
+            (Method::GET, ""),
+        ] {
+            assert_eq!(
+                operation_at(&m, p).map(|o| o.name),
+                find(&m, p).map(|(o, _)| o.name)
+            );
+        }
+    }
 
     /// The catalogue and the OpenAPI document the router was built with
     /// list the same operations: each (method, path) once, under the same

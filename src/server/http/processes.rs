@@ -221,7 +221,7 @@ pub(super) async fn task_action(
     let b = body(b)?;
     // a named token acts as itself; an operator may act for anyone
     if let Some(c) = caller.as_deref()
-        && c.name != b.user
+        && *c.name != *b.user
         && !c.may(crate::server::catalogue::Permission::Operate)
     {
         return Ok(problem(

@@ -247,6 +247,7 @@ BLOCKS = {
     "ingest": include_md("ingest"),
     "cluster": include_md("cluster"),
     "http": include_md("http"),
+    "http-tokens": include_md("http-tokens"),
     "backup": include_md("backup"),
     "compare": include_md("compare"),
     "vendor-sweep": render_sweep,

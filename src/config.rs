@@ -163,7 +163,7 @@ impl BackupConfig {
     /// schedule without a place.
     pub fn check(&self) -> Result<(), String> {
         if let Some(to) = &self.to {
-            Place::parse(&to.to_string_lossy()).map_err(|e| format!("backup.to: {e}"))?;
+            place_here(&to.to_string_lossy()).map_err(|e| format!("backup.to: {e}"))?;
         }
         self.every_ms()?;
         if let Some(k) = self.keep
@@ -176,7 +176,7 @@ impl BackupConfig {
         }
         match &self.archive {
             Some(a) => {
-                Place::parse(&a.to_string_lossy()).map_err(|e| format!("backup.archive: {e}"))?;
+                place_here(&a.to_string_lossy()).map_err(|e| format!("backup.archive: {e}"))?;
             }
             None if self.archive_every.is_some() => {
                 return Err("backup.archive_every needs backup.archive, the directory".into());
@@ -210,6 +210,18 @@ impl BackupConfig {
             .as_deref()
             .map(|e| crate::limits::BACKUP_EVERY.parse(e))
             .transpose()
+    }
+}
+
+/// A place this build can write: a bucket only with Cloud Storage (the
+/// `pubsub` feature), refused when the file is read rather than at the
+/// first backup.
+fn place_here(s: &str) -> Result<Place, String> {
+    match Place::parse(s)? {
+        Place::Gcs { .. } if !cfg!(feature = "pubsub") => Err(format!(
+            "'{s}' is in Cloud Storage, and this postfach is built without it (the `pubsub` feature)"
+        )),
+        p => Ok(p),
     }
 }
 

@@ -104,7 +104,7 @@ pub fn ship(log: &Path, to: &Path, partition: u32) -> Result<Vec<String>, Backup
                     ),
                 });
             }
-            Err(_) => write_durably(to, &name, &bytes)?,
+            Err(_) => write_durably(to, &format!(".partial-{name}"), &name, &bytes)?,
         }
         std::fs::remove_file(&segment).map_err(io(&segment))?;
         shipped.push(name);
@@ -112,10 +112,10 @@ pub fn ship(log: &Path, to: &Path, partition: u32) -> Result<Vec<String>, Backup
     Ok(shipped)
 }
 
-/// Writes `bytes` as `dir/name` through `dir/.partial-name`, synced and
-/// renamed, the directory synced.
-fn write_durably(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), BackupError> {
-    let partial = dir.join(format!(".partial-{name}"));
+/// Writes `bytes` as `dir/name` through `dir/staging`, synced and renamed,
+/// the directory synced.
+fn write_durably(dir: &Path, staging: &str, name: &str, bytes: &[u8]) -> Result<(), BackupError> {
+    let partial = dir.join(staging);
     let mut f = std::fs::File::create(&partial).map_err(io(&partial))?;
     f.write_all(bytes).map_err(io(&partial))?;
     f.sync_all().map_err(io(&partial))?;
@@ -211,14 +211,7 @@ pub(crate) fn write_log(log: &Path, records: &[Record]) -> Result<(), BackupErro
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let staging = dir.join(format!("{name}.restoring"));
-    let mut f = std::fs::File::create(&staging).map_err(io(&staging))?;
-    f.write_all(&bytes).map_err(io(&staging))?;
-    f.sync_all().map_err(io(&staging))?;
-    std::fs::rename(&staging, log).map_err(io(log))?;
-    std::fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(io(dir))
+    write_durably(dir, &format!("{name}.restoring"), &name, &bytes)
 }
 
 #[cfg(test)]

@@ -130,6 +130,108 @@ pub struct AuthConfig {
     /// (`[[token]] name, sha256, roles`); the admin token of
     /// `--token-file` works beside them.
     pub tokens_file: Option<std::path::PathBuf>,
+    /// The OpenID Connect issuer whose access tokens are accepted: the
+    /// expected `iss`, and where discovery of its keys starts.
+    pub issuer: Option<String>,
+    /// The audience its tokens must carry (`aud`); default `postfach`.
+    pub audience: Option<String>,
+    /// The issuer's keys from this JWK set file instead of discovery.
+    pub jwks_file: Option<std::path::PathBuf>,
+    /// The claim holding the roles (a list, or a space-separated string; a
+    /// dotted path like `realm_access.roles` reaches into objects);
+    /// default `roles`.
+    pub roles_claim: Option<String>,
+    /// The claim holding the caller's groups; default `groups`.
+    pub groups_claim: Option<String>,
+}
+
+impl AuthConfig {
+    /// The issuer's settings, checked; none without `issuer`.
+    pub fn issuer(&self) -> Result<Option<IssuerConfig>, String> {
+        let Some(issuer) = &self.issuer else {
+            for (field, set) in [
+                ("audience", self.audience.is_some()),
+                ("jwks_file", self.jwks_file.is_some()),
+                ("roles_claim", self.roles_claim.is_some()),
+                ("groups_claim", self.groups_claim.is_some()),
+            ] {
+                if set {
+                    return Err(format!(
+                        "[auth] {field} is set but issuer is not: name the issuer whose tokens are accepted"
+                    ));
+                }
+            }
+            return Ok(None);
+        };
+        let c = IssuerConfig {
+            issuer: issuer.clone(),
+            audience: self.audience.clone().unwrap_or_else(|| "postfach".into()),
+            jwks_file: self.jwks_file.clone(),
+            roles_claim: self.roles_claim.clone().unwrap_or_else(|| "roles".into()),
+            groups_claim: self.groups_claim.clone().unwrap_or_else(|| "groups".into()),
+        };
+        c.check()?;
+        Ok(Some(c))
+    }
+}
+
+/// What `[auth]` says about the issuer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IssuerConfig {
+    /// The expected `iss`, and where discovery starts
+    /// (`ISSUER/.well-known/openid-configuration`).
+    pub issuer: String,
+    /// The audience a token must carry in `aud`.
+    pub audience: String,
+    /// Keys from this file (a JWK set) instead of discovery.
+    pub jwks_file: Option<std::path::PathBuf>,
+    /// The claim holding the roles: a list of names, or one space-separated
+    /// string (scopes); a dotted path reaches into objects
+    /// (`realm_access.roles`).
+    pub roles_claim: String,
+    /// The claim holding the caller's groups (for candidate groups of user
+    /// tasks); a leading `/` of a group path is dropped.
+    pub groups_claim: String,
+}
+
+impl IssuerConfig {
+    /// Checks what can be checked before any fetch: an issuer URL over
+    /// https (http only on a loopback host), a non-empty audience and
+    /// claim names.
+    pub fn check(&self) -> Result<(), String> {
+        let url = &self.issuer;
+        let host = url
+            .strip_prefix("https://")
+            .or_else(|| url.strip_prefix("http://"))
+            .ok_or_else(|| format!("[auth] issuer '{url}' is not an https:// URL"))?;
+        let authority = host.split('/').next().unwrap_or("");
+        let host = match authority.strip_prefix('[') {
+            Some(v6) => v6.split(']').next().unwrap_or(""),
+            None => authority.split(':').next().unwrap_or(""),
+        };
+        let loopback = host == "localhost"
+            || host
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback());
+        if url.starts_with("http://") && !loopback && self.jwks_file.is_none() {
+            return Err(format!(
+                "[auth] issuer '{url}' is plain http on another host: its keys could be swapped on the way; use https"
+            ));
+        }
+        if host.is_empty() {
+            return Err(format!("[auth] issuer '{url}' names no host"));
+        }
+        for (field, v) in [
+            ("audience", &self.audience),
+            ("roles_claim", &self.roles_claim),
+            ("groups_claim", &self.groups_claim),
+        ] {
+            if v.is_empty() || v.len() > 256 {
+                return Err(format!("[auth] {field} is not 1 to 256 characters"));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// `[backup]` of postfach.toml.
@@ -348,6 +450,7 @@ impl ConfigFile {
         c.storage.check().map_err(|e| format!("{file}: {e}"))?;
         c.cluster.check().map_err(|e| format!("{file}: {e}"))?;
         c.backup.check().map_err(|e| format!("{file}: {e}"))?;
+        c.auth.issuer().map_err(|e| format!("{file}: {e}"))?;
         c.http.checked().map_err(|e| format!("{file}: {e}"))?;
         for s in &c.subscriptions {
             s.compile().map_err(|e| format!("{file}: {e}"))?;

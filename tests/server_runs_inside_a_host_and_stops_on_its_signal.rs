@@ -61,6 +61,7 @@ async fn the_host_serves_until_its_shutdown_future_resolves() {
                     addr: "127.0.0.1:0".parse().unwrap(),
                     token: None,
                     tokens: Vec::new(),
+                    issuer: None,
                 },
                 async move {
                     let _ = stopped.await;
@@ -131,6 +132,7 @@ async fn an_address_reachable_from_other_machines_needs_a_token() {
             addr: "0.0.0.0:0".parse().unwrap(),
             token: None,
             tokens: Vec::new(),
+            issuer: None,
         },
         async {},
         |_| panic!("must not bind"),

@@ -269,6 +269,7 @@ pub(crate) fn partition_urls(given: &[String]) -> Result<Vec<String>, Failure> {
 pub(super) async fn gateway(args: &GatewayArgs) -> Result<Output, Failure> {
     let file = super::serve::run_config(args.config.as_deref())?;
     let tokens = super::serve::named_tokens(&file)?;
+    let issuer = super::serve::issuer(&file)?;
     let urls = if args.partition_url.is_empty() {
         if file.cluster.partition_urls.is_empty() {
             return Err(usage(
@@ -280,10 +281,10 @@ pub(super) async fn gateway(args: &GatewayArgs) -> Result<Output, Failure> {
         partition_urls(&args.partition_url)?
     };
     let token = server_token(args.token_file.as_deref())?;
-    check_exposure(args.listen, token.as_deref(), &tokens)?;
+    check_exposure(args.listen, token.as_deref(), &tokens, issuer.is_some())?;
     let count = urls.len();
     let router = start_router(&args.route, count as u64, args.config.as_deref()).await?;
-    let served = run_gateway(urls, token, tokens, args.listen).await;
+    let served = run_gateway(urls, token, tokens, issuer, args.listen).await;
     if let Some(r) = router {
         r.stop().await;
     }
@@ -298,6 +299,7 @@ async fn run_gateway(
     urls: Vec<String>,
     token: Option<String>,
     tokens: Vec<postfach::server::auth::NamedToken>,
+    issuer: Option<postfach::server::oidc::Issuer>,
     listen: std::net::SocketAddr,
 ) -> Result<(), Failure> {
     let count = urls.len();
@@ -306,6 +308,7 @@ async fn run_gateway(
             partitions: urls,
             token,
             tokens,
+            issuer,
         },
         listen,
         shutdown_signal(),
@@ -494,7 +497,7 @@ async fn up(args: &UpArgs) -> Result<Output, Failure> {
         return Err(f);
     }
     let token = server_token(None)?;
-    let served = run_gateway(urls, token, Vec::new(), args.listen).await;
+    let served = run_gateway(urls, token, Vec::new(), None, args.listen).await;
     if let Some(r) = router {
         r.stop().await;
     }

@@ -230,10 +230,11 @@ pub(super) fn check_exposure(
     listen: std::net::SocketAddr,
     token: Option<&str>,
     tokens: &[postfach::server::auth::NamedToken],
+    issuer: bool,
 ) -> Result<(), Failure> {
-    if !listen.ip().is_loopback() && token.is_none() && tokens.is_empty() {
+    if !listen.ip().is_loopback() && token.is_none() && tokens.is_empty() && !issuer {
         return Err(usage(format!(
-            "--listen {listen} is reachable from other machines: give a bearer token with --token-file PATH or $POSTFACH_TOKEN, or named tokens in [auth] tokens_file"
+            "--listen {listen} is reachable from other machines: give a bearer token with --token-file PATH or $POSTFACH_TOKEN, named tokens in [auth] tokens_file, or an [auth] issuer"
         )));
     }
     Ok(())
@@ -249,6 +250,27 @@ pub(super) fn named_tokens(
     };
     let text = read_bounded(path, MAX_CONFIG, "tokens file")?;
     postfach::server::auth::parse_tokens(&path.display().to_string(), &text).map_err(usage)
+}
+
+/// The OpenID Connect issuer of `[auth] issuer`, its keys read now: a
+/// `jwks_file` that cannot be read stops the start; an issuer that cannot
+/// be reached is warned about and asked again at the first token.
+pub(super) fn issuer(
+    config: &postfach::server::config::ConfigFile,
+) -> Result<Option<postfach::server::oidc::Issuer>, Failure> {
+    let Some(c) = config.auth.issuer().map_err(usage)? else {
+        return Ok(None);
+    };
+    let name = c.issuer.clone();
+    let (issuer, unreached) =
+        postfach::server::oidc::Issuer::open(c, std::sync::Arc::new(postfach::clock::SystemClock))
+            .map_err(|e| usage(format!("[auth] issuer '{name}': {e}")))?;
+    if let Some(e) = unreached {
+        eprintln!(
+            "postfach: warning: the keys of issuer '{name}' cannot be read yet ({e}); its tokens are refused until they can"
+        );
+    }
+    Ok(Some(issuer))
 }
 
 /// `postfach run`: deploy, executor, HTTP API, until SIGINT/SIGTERM.
@@ -267,7 +289,8 @@ pub(super) async fn serve(
     };
     let token = server_token(token_file.as_deref())?;
     let tokens = named_tokens(&config)?;
-    check_exposure(listen, token.as_deref(), &tokens)?;
+    let issuer = issuer(&config)?;
+    check_exposure(listen, token.as_deref(), &tokens, issuer.is_some())?;
     let xml = read_bounded(&file, postfach::model::MAX_SIZE, "BPMN model")?;
     let deployment = pf
         .deploy_checked(&file.display().to_string(), &xml, config.overrides(), false)
@@ -316,6 +339,7 @@ pub(super) async fn serve(
             addr: listen,
             token,
             tokens,
+            issuer,
         },
         async move {
             let _ = first_rx.await;
@@ -375,7 +399,12 @@ pub(super) fn prepare(
 ) -> Result<Option<postfach::server::shelf::Shelf>, Failure> {
     let token = server_token(args.token_file.as_deref())?;
     let config = run_config(args.config.as_deref())?;
-    check_exposure(args.listen, token.as_deref(), &named_tokens(&config)?)?;
+    check_exposure(
+        args.listen,
+        token.as_deref(),
+        &named_tokens(&config)?,
+        config.auth.issuer.is_some(),
+    )?;
     options.partition = partition_of(args.partitions, args.partition)?;
     // the server decides whether parked messages leave events; the
     // database keeps the setting for the commands run between servers

@@ -790,6 +790,35 @@ impl ElementKind {
     }
 }
 
+impl ElementKind {
+    /// The signal this element catches (a start, a wait, a boundary, an
+    /// event subprocess), if any.
+    pub fn catches_signal(&self) -> Option<&str> {
+        match self {
+            ElementKind::SignalStart { signal }
+            | ElementKind::SignalCatch { signal }
+            | ElementKind::Boundary {
+                trigger: Trigger::Signal { signal },
+                ..
+            }
+            | ElementKind::EventSubProcess {
+                trigger: Trigger::Signal { signal },
+                ..
+            } => Some(signal),
+            _ => None,
+        }
+    }
+
+    /// The message this element catches: a message wait state, or a
+    /// message start event.
+    pub fn catches_message(&self) -> Option<&str> {
+        match self {
+            ElementKind::MessageStart { message } => Some(message),
+            other => other.waits_for_message(),
+        }
+    }
+}
+
 /// The value at `path` (`name` or `a.b.c`) of `vars`.
 pub fn path_value<'v>(path: &str, vars: &'v crate::Vars) -> Option<&'v serde_json::Value> {
     let mut parts = path.split('.');

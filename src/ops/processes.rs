@@ -180,6 +180,26 @@ impl Reader {
         })
     }
 
+    /// Whether an element of any deployed version of `process` satisfies
+    /// `f` (false for a process never deployed).
+    pub fn any_element(
+        &self,
+        process: &str,
+        f: impl Fn(&crate::model::ElementKind) -> bool,
+    ) -> Result<bool, RErr> {
+        let Some(latest) = self.snap.latest_version(process)? else {
+            return Ok(false);
+        };
+        for version in 1..=latest {
+            if let Some(p) = self.process(process, version)?
+                && p.elements.iter().any(|e| f(&e.kind))
+            {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
     /// Event counters (duplicates, parked by reason, signals that reached nobody, ...).
     pub fn counters(&self) -> Result<BTreeMap<String, u64>, RErr> {
         self.snap.counters()

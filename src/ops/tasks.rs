@@ -112,6 +112,29 @@ impl Reader {
             .collect())
     }
 
+    /// Whether `user` (a member of `groups`) may claim or complete open
+    /// task `task`: its holder may; while nobody holds it, a candidate user,
+    /// a member of a candidate group, or anyone when it names no candidates.
+    /// `None`: no such open task.
+    pub fn task_open_to(
+        &self,
+        task: u64,
+        user: &str,
+        groups: &[String],
+    ) -> Result<Option<bool>, RErr> {
+        let Some(t) = self.snap.task(task)? else {
+            return Ok(None);
+        };
+        Ok(Some(match &t.assignee {
+            Some(holder) => holder == user,
+            None => {
+                (t.candidate_users.is_empty() && t.candidate_groups.is_empty())
+                    || t.candidate_users.iter().any(|u| u == user)
+                    || t.candidate_groups.iter().any(|g| groups.contains(g))
+            }
+        }))
+    }
+
     /// Open user tasks per element: how many, and since when the oldest is
     /// open (from a gauge and an index head per element, not the tasks).
     pub fn open_tasks_summary(&self) -> Result<Vec<(String, u64, Millis)>, RErr> {

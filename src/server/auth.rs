@@ -81,17 +81,20 @@ impl Role {
 }
 
 /// A role as a token carries it: a worker may be limited to one topic
-/// (`worker:TOPIC`), only the jobs of that topic then.
+/// (`worker:TOPIC`), only the jobs of that topic then; a starter to one
+/// process (`starter:PROCESS`), starting it and sending only the messages
+/// and signals its definitions catch.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Grant {
     /// The role.
     pub role: Role,
-    /// The one topic a worker is limited to; none: no limit.
+    /// The one topic a worker, or process a starter, is limited to; none:
+    /// no limit.
     pub scope: Option<String>,
 }
 
 impl Grant {
-    /// `ROLE` or `worker:TOPIC`.
+    /// `ROLE`, `worker:TOPIC` or `starter:PROCESS`.
     pub fn parse(s: &str) -> Result<Grant, String> {
         let (name, scope) = match s.split_once(':') {
             Some((n, t)) => (n, Some(t)),
@@ -105,13 +108,16 @@ impl Grant {
             })?;
         match (role, scope) {
             (_, None) => Ok(Grant { role, scope: None }),
-            (Role::Worker, Some(t)) if !t.is_empty() && t.len() <= 256 => Ok(Grant {
-                role,
-                scope: Some(t.to_string()),
-            }),
+            (Role::Worker | Role::Starter, Some(t)) if !t.is_empty() && t.len() <= 256 => {
+                Ok(Grant {
+                    role,
+                    scope: Some(t.to_string()),
+                })
+            }
             (Role::Worker, Some(_)) => Err(format!("'{s}': a topic of 1 to 256 characters")),
+            (Role::Starter, Some(_)) => Err(format!("'{s}': a process id of 1 to 256 characters")),
             (_, Some(_)) => Err(format!(
-                "'{s}': only a worker is limited, to one topic (worker:TOPIC)"
+                "'{s}': only a worker (worker:TOPIC) or a starter (starter:PROCESS) is limited"
             )),
         }
     }
@@ -183,6 +189,8 @@ pub struct Caller {
     pub name: Arc<str>,
     /// Its roles.
     pub roles: Arc<[Grant]>,
+    /// Its groups (from an issuer's token; a named token has none).
+    pub groups: Arc<[String]>,
 }
 
 impl Caller {
@@ -200,6 +208,72 @@ impl Caller {
     }
 }
 
+impl Caller {
+    /// The processes its starts and sends are limited to: none when one of
+    /// its roles grants `start` without a limit (a plain starter, an
+    /// admin).
+    pub fn started_processes(&self) -> Option<Vec<&str>> {
+        let mut scoped = Vec::new();
+        for g in self
+            .roles
+            .iter()
+            .filter(|g| g.role.grants(Permission::Start))
+        {
+            match &g.scope {
+                None => return None,
+                Some(p) => scoped.push(p.as_str()),
+            }
+        }
+        Some(scoped)
+    }
+}
+
+/// What a starter sends or starts, for its limit to processes.
+#[derive(Debug, Clone, Copy)]
+pub enum Sent<'a> {
+    /// An instance of this process.
+    Start(&'a str),
+    /// A message of this name.
+    Message(&'a str),
+    /// A signal of this name.
+    Signal(&'a str),
+}
+
+/// A refusal (403) of `caller` for `what`, when its starters are limited
+/// to processes none of which `catches` it (a start: is that process).
+pub fn refuse_sent(
+    caller: Option<&Caller>,
+    what: Sent<'_>,
+    mut catches: impl FnMut(&str) -> bool,
+) -> Option<Response> {
+    let caller = caller?;
+    let processes = caller.started_processes()?;
+    let allowed = match what {
+        Sent::Start(p) => processes.contains(&p),
+        Sent::Message(_) | Sent::Signal(_) => processes.iter().any(|p| catches(p)),
+    };
+    if allowed {
+        return None;
+    }
+    let (kind, name) = match what {
+        Sent::Start(p) => ("start process", p),
+        Sent::Message(m) => ("send message", m),
+        Sent::Signal(s) => ("broadcast signal", s),
+    };
+    Some(refuse(
+        StatusCode::FORBIDDEN,
+        json!({
+            "error": format!(
+                "token '{}' starts and sends for process(es) {} only: it may not {kind} '{name}', which none of them {}",
+                caller.name,
+                processes.join(", "),
+                if matches!(what, Sent::Start(_)) { "is" } else { "catches" }
+            ),
+            "permission": Permission::Start.name(),
+        }),
+    ))
+}
+
 /// A refusal of `caller` (when there is one: none on an open API) for a job
 /// of `topic` outside its workers' topics, as the layer refuses (403).
 pub fn refuse_topic(caller: Option<&Caller>, topic: &str) -> Option<Response> {
@@ -207,6 +281,7 @@ pub fn refuse_topic(caller: Option<&Caller>, topic: &str) -> Option<Response> {
     let topics: Vec<&str> = caller
         .roles
         .iter()
+        .filter(|g| g.role == Role::Worker)
         .filter_map(|g| g.scope.as_deref())
         .collect();
     Some(refuse(
@@ -230,6 +305,8 @@ pub struct Keys(Arc<KeysInner>);
 #[derive(Debug, Default)]
 struct KeysInner {
     admin: Option<String>,
+    /// The OpenID Connect issuer whose tokens are accepted.
+    issuer: Option<super::oidc::Issuer>,
     /// Each named token's SHA-256 and the caller it is (built once).
     named: Vec<([u8; 32], Caller)>,
 }
@@ -246,22 +323,54 @@ impl Keys {
     /// The admin token, if any, and the named tokens (checked by
     /// [`parse_tokens`]).
     pub fn new(admin: Option<String>, named: Vec<NamedToken>) -> Self {
+        Self::with_issuer(admin, named, None)
+    }
+
+    /// As [`Keys::new`], and the tokens of an OpenID Connect issuer.
+    pub fn with_issuer(
+        admin: Option<String>,
+        named: Vec<NamedToken>,
+        issuer: Option<super::oidc::Issuer>,
+    ) -> Self {
         let named = named
             .into_iter()
             .map(|t| {
                 let caller = Caller {
                     name: t.name.as_str().into(),
                     roles: t.roles.into(),
+                    groups: Arc::new([]),
                 };
                 (unhex(&t.sha256), caller)
             })
             .collect();
-        Keys(Arc::new(KeysInner { admin, named }))
+        Keys(Arc::new(KeysInner {
+            admin,
+            issuer,
+            named,
+        }))
     }
 
     /// Whether no token is configured: every caller may do everything.
     pub fn is_open(&self) -> bool {
-        self.0.admin.is_none() && self.0.named.is_empty()
+        self.0.admin.is_none() && self.0.named.is_empty() && self.0.issuer.is_none()
+    }
+
+    /// The caller a presented token is: an issuer's JWT (three parts, when
+    /// an issuer is configured) verified against its keys, else one of the
+    /// static tokens. The error says why a JWT was refused.
+    async fn who(&self, presented: &str) -> Result<Caller, String> {
+        if let Some(issuer) = &self.0.issuer
+            && presented.bytes().filter(|b| *b == b'.').count() == 2
+            && self.caller(presented).is_none()
+        {
+            return issuer
+                .verify(presented)
+                .await
+                .map(super::oidc::Issuer::caller)
+                .map_err(|e| e.to_string());
+        }
+        self.caller(presented)
+            .ok_or_else(|| "a valid bearer token is required: Authorization: Bearer TOKEN".into())
     }
 
     /// The caller a presented token is, if it is one of the keys: every
@@ -279,6 +388,7 @@ impl Keys {
                     scope: None,
                 }]
                 .into(),
+                groups: Arc::new([]),
             });
         }
         let sum: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
@@ -310,11 +420,20 @@ pub async fn bearer(State(keys): State<Keys>, mut req: Request, next: Next) -> R
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "));
-    let Some(caller) = presented.and_then(|t| keys.caller(t)) else {
-        return refuse(
-            StatusCode::UNAUTHORIZED,
-            json!({"error": "a valid bearer token is required: Authorization: Bearer TOKEN"}),
-        );
+    let found = match presented {
+        Some(t) => keys.who(t).await,
+        None => Err("a valid bearer token is required: Authorization: Bearer TOKEN".into()),
+    };
+    let caller = match found {
+        Ok(c) => c,
+        Err(why) => {
+            let mut r = refuse(StatusCode::UNAUTHORIZED, json!({ "error": why }));
+            r.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                header::HeaderValue::from_static("Bearer"),
+            );
+            return r;
+        }
     };
     let op = super::catalogue::operation_at(req.method(), req.uri().path());
     let needs = op.map_or(Permission::Read, |o| o.permission);
@@ -523,6 +642,7 @@ mod tests {
         for (text, says) in [
             (ok.replace("worker", "king"), "not one of"),
             (ok.replace("\"worker\"", "\"reader:x\""), "only a worker"),
+            (ok.replace("\"worker\"", "\"starter:\""), "a process id"),
             (ok.replace("\"worker\"", "\"worker:\""), "a topic of"),
             (ok.replace(&sum, "abc"), "64 hex digits"),
             (ok.replace("\"worker\", \"reader\"", ""), "no roles"),

@@ -20,6 +20,7 @@ pub mod documents;
 pub mod gateway;
 pub mod http;
 pub mod metrics;
+pub mod oidc;
 #[cfg(feature = "otlp")]
 pub mod otlp;
 pub mod shelf;
@@ -42,6 +43,9 @@ pub struct Listen {
     /// The named tokens the API accepts, each with its roles (`[auth]
     /// tokens_file`).
     pub tokens: Vec<auth::NamedToken>,
+    /// The OpenID Connect issuer whose access tokens the API accepts
+    /// (`[auth] issuer`).
+    pub issuer: Option<oidc::Issuer>,
 }
 
 /// Why the server could not start or stopped with an error.
@@ -97,7 +101,11 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
     ready: impl FnOnce(SocketAddr),
 ) -> Result<Report, ServerError> {
-    if !listen.addr.ip().is_loopback() && listen.token.is_none() && listen.tokens.is_empty() {
+    if !listen.addr.ip().is_loopback()
+        && listen.token.is_none()
+        && listen.tokens.is_empty()
+        && listen.issuer.is_none()
+    {
         return Err(ServerError::Exposed(listen.addr));
     }
     let limits = config.http.checked().map_err(ServerError::Config)?;
@@ -171,7 +179,7 @@ pub async fn run(
     );
     let app = http::router(
         pf.clone(),
-        auth::Keys::new(listen.token, listen.tokens),
+        auth::Keys::with_issuer(listen.token, listen.tokens, listen.issuer),
         alarms,
         consumers,
         edge.objects(),

@@ -534,6 +534,11 @@ impl Snapshot {
         self.all(JOBS)
     }
 
+    /// An open user task.
+    pub fn task(&self, id: u64) -> Result<Option<TaskRecord>, StoreError> {
+        get_record(&self.table(TASKS)?, id)
+    }
+
     /// Every open user task, by id.
     pub fn tasks(&self) -> Result<Vec<TaskRecord>, StoreError> {
         self.all(TASKS)

@@ -7,6 +7,8 @@ pub mod bpmn;
 pub mod browser;
 #[cfg(feature = "pubsub")]
 pub mod gcs;
+#[cfg(feature = "server")]
+pub mod keycloak;
 pub mod proxy;
 #[cfg(feature = "pubsub")]
 pub mod pubsub;

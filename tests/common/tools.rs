@@ -110,7 +110,7 @@ fn cached_program(
 /// `DIR/path` under postfach's cache (`$XDG_CACHE_HOME` or `~/.cache`,
 /// `postfach/NAME`), installed there once by `install(DIR)` under a lock
 /// shared by every test process.
-fn cached(
+pub fn cached(
     name: &str,
     path: &str,
     install: impl FnOnce(&std::path::Path) -> std::process::Output,

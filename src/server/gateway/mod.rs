@@ -42,6 +42,9 @@ pub struct GatewayConfig {
     pub token: Option<String>,
     /// The named tokens callers may present (`[auth] tokens_file`).
     pub tokens: Vec<super::auth::NamedToken>,
+    /// The OpenID Connect issuer whose access tokens callers may present
+    /// (the partitions check them again).
+    pub issuer: Option<super::oidc::Issuer>,
 }
 
 #[derive(Clone)]
@@ -74,7 +77,7 @@ impl Gw {
 pub fn router(config: GatewayConfig) -> Router {
     let gw = Gw {
         parts: Partitions::new(config.partitions),
-        keys: super::auth::Keys::new(config.token, config.tokens),
+        keys: super::auth::Keys::with_issuer(config.token, config.tokens, config.issuer),
         turn: Arc::new(AtomicU32::new(0)),
         unreached: Default::default(),
         signals: Default::default(),
@@ -95,7 +98,11 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
     ready: impl FnOnce(SocketAddr),
 ) -> Result<(), ServerError> {
-    if !addr.ip().is_loopback() && config.token.is_none() && config.tokens.is_empty() {
+    if !addr.ip().is_loopback()
+        && config.token.is_none()
+        && config.tokens.is_empty()
+        && config.issuer.is_none()
+    {
         return Err(ServerError::Exposed(addr));
     }
     if config.partitions.is_empty() {

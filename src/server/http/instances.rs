@@ -134,9 +134,14 @@ pub struct StartBody {
 #[utoipa::path(post, path = "/instances", request_body = StartBody, responses((status = 201, description = "Start an instance; answers with the instance id", body = serde_json::Value)))]
 pub(super) async fn start(
     State(s): State<AppState>,
+    caller: Option<axum::Extension<crate::server::auth::Caller>>,
     b: Result<Json<StartBody>, JsonRejection>,
 ) -> Result<Response, ApiError> {
     let b = body(b)?;
+    let what = crate::server::auth::Sent::Start(&b.process);
+    if let Some(no) = outside_processes(&s, caller.as_deref(), what)? {
+        return Ok(no);
+    }
     let id = s.pf.start(&b.process, b.variables, b.business_key).await?;
     Ok((
         StatusCode::CREATED,

@@ -5,6 +5,7 @@
 //! the message is durable.
 
 use super::*;
+use crate::server::auth::{Caller, Sent};
 
 /// The message operations: publish, correlate, list, requeue, discard, and
 /// signals.
@@ -94,9 +95,13 @@ impl MessageBody {
 #[utoipa::path(post, path = "/messages", request_body = MessageBody, responses((status = 200, description = "Publish (buffered path): correlated, buffered, duplicate or parked", body = serde_json::Value)))]
 pub(super) async fn publish(
     State(s): State<AppState>,
+    caller: Option<axum::Extension<Caller>>,
     b: Result<Json<MessageBody>, JsonRejection>,
 ) -> Result<Response, ApiError> {
     let p = body(b)?.into_publish()?;
+    if let Some(no) = outside_processes(&s, caller.as_deref(), Sent::Message(&p.name))? {
+        return Ok(no);
+    }
     let d = s.pf.publish(p).await?;
     Ok(Json(crate::contract::delivery_json(&d)).into_response())
 }
@@ -104,9 +109,13 @@ pub(super) async fn publish(
 #[utoipa::path(post, path = "/messages/correlate", request_body = MessageBody, responses((status = 200, description = "Correlate synchronously; 409 with the reason when rejected", body = serde_json::Value)))]
 pub(super) async fn correlate(
     State(s): State<AppState>,
+    caller: Option<axum::Extension<Caller>>,
     b: Result<Json<MessageBody>, JsonRejection>,
 ) -> Result<Response, ApiError> {
     let p = body(b)?.into_publish()?;
+    if let Some(no) = outside_processes(&s, caller.as_deref(), Sent::Message(&p.name))? {
+        return Ok(no);
+    }
     let id = p.message_id.clone().unwrap_or_default();
     match s.pf.correlate(p).await {
         Ok(d) => Ok(Json(crate::contract::delivery_json(&d)).into_response()),
@@ -227,9 +236,13 @@ pub struct SignalBody {
 #[utoipa::path(post, path = "/signals", request_body = SignalBody, responses((status = 200, description = "Broadcast a signal; returns how many subscriptions it reached (with an id: applied once, a repeat answers what the first reached)", body = serde_json::Value)))]
 pub(super) async fn signal(
     State(s): State<AppState>,
+    caller: Option<axum::Extension<Caller>>,
     b: Result<Json<SignalBody>, JsonRejection>,
 ) -> Result<Response, ApiError> {
     let b = body(b)?;
+    if let Some(no) = outside_processes(&s, caller.as_deref(), Sent::Signal(&b.name))? {
+        return Ok(no);
+    }
     let n = match &b.id {
         Some(id) => s.pf.signal_once(id, &b.name, b.variables).await?,
         None => s.pf.signal(&b.name, b.variables).await?,

@@ -209,6 +209,36 @@ fn status_of(e: &Error) -> StatusCode {
 type ApiResult = Result<Json<Value>, ApiError>;
 
 /// Unwraps a JSON body or answers 400 naming what is wrong.
+/// The refusal of a starter limited to processes for `what` (403), asked
+/// by start, publish, correlate and signal before they act.
+fn outside_processes(
+    s: &AppState,
+    caller: Option<&super::auth::Caller>,
+    what: super::auth::Sent<'_>,
+) -> Result<Option<Response>, ApiError> {
+    use super::auth::Sent;
+    if caller.and_then(|c| c.started_processes()).is_none() {
+        return Ok(None);
+    }
+    let reader = s.pf.reader()?;
+    let mut failed = None;
+    let refusal = super::auth::refuse_sent(caller, what, |process| {
+        let caught = reader.any_element(process, |k| match what {
+            Sent::Message(m) => k.catches_message() == Some(m),
+            Sent::Signal(n) => k.catches_signal() == Some(n),
+            Sent::Start(_) => false,
+        });
+        caught.unwrap_or_else(|e| {
+            failed = Some(e);
+            false
+        })
+    });
+    match failed {
+        Some(e) => Err(ApiError::from(Error::from(e))),
+        None => Ok(refusal),
+    }
+}
+
 fn body<T>(b: Result<Json<T>, JsonRejection>) -> Result<T, ApiError> {
     b.map(|Json(v)| v).map_err(|r| {
         let text = format!("request body: {}", r.body_text());

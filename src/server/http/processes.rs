@@ -201,7 +201,9 @@ pub(super) async fn tasks(State(s): State<AppState>, Query(q): Query<TasksQuery>
 #[derive(serde::Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TaskBody {
-    /// Who acts (authorization is not modelled: the caller says who it is).
+    /// Who acts. With tokens configured a caller acts as the name its
+    /// token carries (an operator may act for anyone); on an open loopback
+    /// API the caller says who it is.
     pub user: String,
     /// `assign`: the new holder.
     pub to: Option<String>,
@@ -209,6 +211,43 @@ pub struct TaskBody {
     #[serde(default)]
     #[schema(value_type = Object)]
     pub variables: Vars,
+}
+
+/// Why a caller known by its token may not take `action` on task `id` as
+/// `user` (403), if it may not: it acts as itself unless it may operate;
+/// assigning is an operator's; claiming and completing need the caller to
+/// hold the task, or — unassigned — to be a candidate user or a member of a
+/// candidate group (or the task names none).
+fn task_refusal(
+    s: &AppState,
+    c: &crate::server::auth::Caller,
+    id: u64,
+    action: &str,
+    user: &str,
+) -> Result<Option<Response>, ApiError> {
+    if c.may(P::Operate) {
+        return Ok(None);
+    }
+    let refuse = |m: String| Ok(Some(problem(StatusCode::FORBIDDEN, m)));
+    if *c.name != *user {
+        return refuse(format!(
+            "token '{}' acts on user tasks as '{}', not as '{user}'",
+            c.name, c.name
+        ));
+    }
+    match action {
+        "assign" => refuse(format!(
+            "token '{}' may not assign user tasks: assigning is an operator's (permission 'operate')",
+            c.name
+        )),
+        "claim" | "complete" => match s.pf.reader()?.task_open_to(id, user, &c.groups)? {
+            Some(false) => refuse(format!(
+                "'{user}' may not {action} task {id}: someone else holds it, or '{user}' is neither a candidate user nor in a candidate group"
+            )),
+            Some(true) | None => Ok(None),
+        },
+        _ => Ok(None),
+    }
 }
 
 #[utoipa::path(post, path = "/tasks/{id}/{action}", request_body = TaskBody, params(("id" = u64, Path, description = "task id"), ("action" = String, Path, description = "claim, unclaim, assign or complete")), responses((status = 200, description = "Act on a user task; 409 when someone else holds it", body = serde_json::Value)))]
@@ -219,18 +258,10 @@ pub(super) async fn task_action(
     b: Result<Json<TaskBody>, JsonRejection>,
 ) -> Result<Response, ApiError> {
     let b = body(b)?;
-    // a named token acts as itself; an operator may act for anyone
     if let Some(c) = caller.as_deref()
-        && *c.name != *b.user
-        && !c.may(crate::server::catalogue::Permission::Operate)
+        && let Some(no) = task_refusal(&s, c, id, &action, &b.user)?
     {
-        return Ok(problem(
-            StatusCode::FORBIDDEN,
-            format!(
-                "token '{}' acts on user tasks as '{}', not as '{}'",
-                c.name, c.name, b.user
-            ),
-        ));
+        return Ok(no);
     }
     match action.as_str() {
         "claim" => s.pf.claim_task(id, &b.user).await?,

@@ -13,11 +13,16 @@
 //! and without named tokens (`[auth] tokens_file` of ten entries, the
 //! publishers holding a starter's): what the token layer — SHA-256 of the
 //! presented token, a constant-time look among the entries, the catalogue's
-//! permission — costs a publish (result `http-tokens`).
+//! permission — costs a publish (result `http-tokens`). With
+//! `POSTFACH_HTTP_TOKENS=jwt` the other side holds an OpenID Connect
+//! issuer's access token instead (`[auth] issuer` with a `jwks_file`, RS256
+//! signed with the test fixture's key): what verifying a signature with
+//! cached keys costs (result `http-jwt`).
 //!
 //! cargo bench --bench http
 //! POSTFACH_BENCH_BASELINE=/tmp/postfach-before cargo bench --bench http
 //! POSTFACH_HTTP_TOKENS=1 cargo bench --bench http
+//! POSTFACH_HTTP_TOKENS=jwt cargo bench --bench http
 
 #[path = "support/mod.rs"]
 mod support;
@@ -75,12 +80,74 @@ fn tokens_config(dir: &std::path::Path) -> std::path::PathBuf {
     cfg
 }
 
+/// How the publishers authenticate.
+#[derive(Clone, Copy, PartialEq)]
+enum Auth {
+    /// An open loopback API.
+    None,
+    /// A named token of ten.
+    Named,
+    /// An issuer's RS256 access token.
+    Jwt,
+}
+
+const ISSUER: &str = "https://id.example/realms/shop";
+
+fn fixture_key() -> jsonwebtoken::EncodingKey {
+    let pem = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/oidc/rsa-1.pem"
+    ))
+    .unwrap();
+    jsonwebtoken::EncodingKey::from_rsa_pem(&pem).unwrap()
+}
+
+/// postfach.toml with `[auth] issuer` and its keys in a file.
+fn issuer_config(dir: &std::path::Path) -> std::path::PathBuf {
+    let alg = jsonwebtoken::Algorithm::RS256;
+    let mut jwk = jsonwebtoken::jwk::Jwk::from_encoding_key(&fixture_key(), alg).unwrap();
+    jwk.common.key_id = Some("r1".into());
+    let set = dir.join("jwks.json");
+    std::fs::write(&set, json!({ "keys": [jwk] }).to_string()).unwrap();
+    let cfg = dir.join("postfach.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[auth]\nissuer = {ISSUER:?}\njwks_file = {:?}\n",
+            set.display().to_string()
+        ),
+    )
+    .unwrap();
+    cfg
+}
+
+/// A starter's access token of the issuer, valid for an hour.
+fn access_token() -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let mut h = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::RS256);
+    h.kid = Some("r1".into());
+    let claims = json!({
+        "iss": ISSUER, "aud": "postfach", "exp": now + 3600, "iat": now,
+        "preferred_username": "publisher", "roles": ["starter"],
+    });
+    jsonwebtoken::encode(&h, &claims, &fixture_key()).unwrap()
+}
+
 impl Server {
-    fn start(binary: &str, tokens: bool) -> Server {
+    fn start(binary: &str, auth: Auth) -> Server {
         let dir = support::bench_dir();
         let mut cmd = support::reference_run(binary, &dir.path().join("run.redb"));
-        if tokens {
-            cmd.arg("--config").arg(tokens_config(dir.path()));
+        match auth {
+            Auth::None => {}
+            Auth::Named => {
+                cmd.arg("--config").arg(tokens_config(dir.path()));
+            }
+            Auth::Jwt => {
+                cmd.arg("--config").arg(issuer_config(dir.path()));
+            }
         }
         let (child, addr) = support::spawn_listening(cmd);
         Server {
@@ -100,11 +167,11 @@ impl Drop for Server {
 
 /// One keep-alive connection's share: `n` publishes, each answered before
 /// the next is sent.
-fn publish_on_one_connection(addr: &str, conn: usize, n: usize, tokens: bool) {
-    let auth = if tokens {
-        format!("Authorization: Bearer {TOKEN}\r\n")
-    } else {
-        String::new()
+fn publish_on_one_connection(addr: &str, conn: usize, n: usize, auth: Auth) {
+    let auth = match auth {
+        Auth::None => String::new(),
+        Auth::Named => format!("Authorization: Bearer {TOKEN}\r\n"),
+        Auth::Jwt => format!("Authorization: Bearer {}\r\n", access_token()),
     };
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_nodelay(true).unwrap();
@@ -145,14 +212,14 @@ fn publish_on_one_connection(addr: &str, conn: usize, n: usize, tokens: bool) {
 }
 
 /// Messages per second of `total` publishes on [`CONNECTIONS`] connections.
-fn run_once(binary: &str, total: usize, tokens: bool) -> f64 {
-    let server = Server::start(binary, tokens);
+fn run_once(binary: &str, total: usize, auth: Auth) -> f64 {
+    let server = Server::start(binary, auth);
     let per = total / CONNECTIONS;
     let started = Instant::now();
     std::thread::scope(|scope| {
         for conn in 0..CONNECTIONS {
             let addr = server.addr.clone();
-            scope.spawn(move || publish_on_one_connection(&addr, conn, per, tokens));
+            scope.spawn(move || publish_on_one_connection(&addr, conn, per, auth));
         }
     });
     (per * CONNECTIONS) as f64 / started.elapsed().as_secs_f64()
@@ -171,18 +238,20 @@ fn main() {
     let total = env_or("POSTFACH_HTTP_N", 20_000) as usize;
     let runs = env_or("POSTFACH_HTTP_RUNS", 3).max(1);
     let current = env!("CARGO_BIN_EXE_postfach").to_string();
-    if std::env::var("POSTFACH_HTTP_TOKENS").is_ok_and(|v| v == "1") {
-        return tokens_against_none(&commit, &current, total, runs);
+    match std::env::var("POSTFACH_HTTP_TOKENS").as_deref() {
+        Ok("1") => return tokens_against_none(&commit, &current, total, runs, Auth::Named),
+        Ok("jwt") => return tokens_against_none(&commit, &current, total, runs, Auth::Jwt),
+        _ => {}
     }
     let baseline = std::env::var("POSTFACH_BENCH_BASELINE").ok();
     let mut now = Vec::new();
     let mut before = Vec::new();
     for r in 0..runs {
         if let Some(b) = &baseline {
-            before.push(run_once(b, total, false));
+            before.push(run_once(b, total, Auth::None));
             println!("run {r}: baseline {:.0}/s", before.last().unwrap());
         }
-        now.push(run_once(&current, total, false));
+        now.push(run_once(&current, total, Auth::None));
         println!("run {r}: this commit {:.0}/s", now.last().unwrap());
     }
     let mut md = format!(
@@ -213,19 +282,26 @@ fn main() {
     support::keep_results("http", &commit, &md, &doc);
 }
 
-/// This commit with named tokens against without, alternately.
-fn tokens_against_none(commit: &str, binary: &str, total: usize, runs: u64) {
+/// This commit with tokens (`auth`) against without, alternately.
+fn tokens_against_none(commit: &str, binary: &str, total: usize, runs: u64, auth: Auth) {
     let (mut with, mut without) = (Vec::new(), Vec::new());
+    let (label, result) = match auth {
+        Auth::Jwt => ("an issuer's RS256 access token, keys cached", "http-jwt"),
+        _ => (
+            "named tokens (10 entries, a starter's token)",
+            "http-tokens",
+        ),
+    };
     for r in 0..runs {
-        without.push(run_once(binary, total, false));
+        without.push(run_once(binary, total, Auth::None));
         println!("run {r}: no tokens {:.0}/s", without.last().unwrap());
-        with.push(run_once(binary, total, true));
-        println!("run {r}: named tokens {:.0}/s", with.last().unwrap());
+        with.push(run_once(binary, total, auth));
+        println!("run {r}: {label} {:.0}/s", with.last().unwrap());
     }
     let (w, wo) = (median(with.clone()), median(without.clone()));
     let per_request_us = (1.0 / w - 1.0 / wo) * 1e6 * CONNECTIONS as f64;
     let md = format!(
-        "| server | publishes | connections | runs | median publishes/s |\n| --- | ---: | ---: | ---: | ---: |\n| named tokens (10 entries, a starter's token) | {total} | {CONNECTIONS} | {runs} | {w:.0} |\n| no tokens | {total} | {CONNECTIONS} | {runs} | {wo:.0} |\n\nwith tokens vs without: {:.2}× (target ≥ 0.95×); per request, at {CONNECTIONS} concurrent: {per_request_us:+.1} µs of latency\n",
+        "| server | publishes | connections | runs | median publishes/s |\n| --- | ---: | ---: | ---: | ---: |\n| {label} | {total} | {CONNECTIONS} | {runs} | {w:.0} |\n| no tokens | {total} | {CONNECTIONS} | {runs} | {wo:.0} |\n\nwith tokens vs without: {:.2}× (target ≥ 0.95×); per request, at {CONNECTIONS} concurrent: {per_request_us:+.1} µs of latency\n",
         w / wo
     );
     println!("\n{md}");
@@ -237,5 +313,5 @@ fn tokens_against_none(commit: &str, binary: &str, total: usize, runs: u64) {
         "with_tokens_per_s": with,
         "without_per_s": without,
     });
-    support::keep_results("http-tokens", commit, &md, &doc);
+    support::keep_results(result, commit, &md, &doc);
 }

@@ -363,11 +363,7 @@ impl Keys {
             && presented.bytes().filter(|b| *b == b'.').count() == 2
             && self.caller(presented).is_none()
         {
-            return issuer
-                .verify(presented)
-                .await
-                .map(super::oidc::Issuer::caller)
-                .map_err(|e| e.to_string());
+            return issuer.caller_of(presented).await.map_err(|e| e.to_string());
         }
         self.caller(presented)
             .ok_or_else(|| "a valid bearer token is required: Authorization: Bearer TOKEN".into())

@@ -29,6 +29,8 @@ pub const MAX_AGE: Millis = 5 * 60_000;
 pub const REFETCH_EVERY: Millis = 10_000;
 /// The largest discovery document or key set read.
 const MAX_DOCUMENT: u64 = 1 << 20;
+/// How many verified tokens are remembered (the set is emptied when full).
+const VERIFIED: usize = 10_000;
 /// How long a fetch from the issuer may take.
 const FETCH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
@@ -75,6 +77,16 @@ struct Ring {
     keys: Vec<Key>,
     /// When the set was read (0: never).
     fetched_at: Millis,
+    /// Which set this is: a token verified against another is verified again.
+    generation: u64,
+}
+
+/// A token verified before: who it is, its time window, the key set.
+struct Verified {
+    caller: Caller,
+    exp: Millis,
+    nbf: Millis,
+    generation: u64,
 }
 
 /// A verifier of one issuer's tokens; clones share the keys.
@@ -91,6 +103,9 @@ struct Inner {
     fetching: tokio::sync::Mutex<()>,
     /// How many times the keys were fetched (a test reads it).
     fetches: std::sync::atomic::AtomicU64,
+    /// Tokens verified, by their SHA-256: a client presents the same token
+    /// until it expires, and its signature is checked once per key set.
+    verified: std::sync::Mutex<std::collections::HashMap<[u8; 32], Verified>>,
 }
 
 impl std::fmt::Debug for Issuer {
@@ -321,10 +336,12 @@ impl Issuer {
             ring: RwLock::new(Arc::new(Ring {
                 keys: Vec::new(),
                 fetched_at: 0,
+                generation: 0,
             })),
             tried_at: Default::default(),
             fetching: tokio::sync::Mutex::new(()),
             fetches: Default::default(),
+            verified: Default::default(),
         }));
         let first = fetch(&issuer.0.config);
         let now = issuer.0.clock.now();
@@ -363,9 +380,11 @@ impl Issuer {
     }
 
     fn store(&self, keys: Vec<Key>, now: Millis) {
+        let generation = self.ring().generation + 1;
         let ring = Arc::new(Ring {
             keys,
             fetched_at: now,
+            generation,
         });
         match self.0.ring.write() {
             Ok(mut r) => *r = ring,
@@ -409,13 +428,72 @@ impl Issuer {
         }
     }
 
-    /// The identity a token proves, or why it proves none.
-    pub async fn verify(&self, token: &str) -> Result<Identity, Refused> {
-        let (alg, kid) = header_algorithm(token)?;
+    /// The caller a token proves, or why it proves none: a token verified
+    /// against the current key set before is looked up (its time window is
+    /// checked again), any other is verified.
+    pub async fn caller_of(&self, token: &str) -> Result<Caller, Refused> {
+        use sha2::Digest;
         let now = self.0.clock.now();
         if now.saturating_sub(self.ring().fetched_at) >= MAX_AGE {
             let _ = self.refetch().await;
         }
+        let sum: [u8; 32] = sha2::Sha256::digest(token.as_bytes()).into();
+        let generation = self.ring().generation;
+        if let Some(hit) = self.remembered(&sum, generation, now) {
+            return hit;
+        }
+        let (identity, exp, nbf) = self.verified(token, now).await?;
+        let caller = Issuer::caller(identity);
+        let mut cache = self.0.verified.lock().unwrap_or_else(|p| p.into_inner());
+        if cache.len() >= VERIFIED {
+            cache.clear();
+        }
+        cache.insert(
+            sum,
+            Verified {
+                caller: caller.clone(),
+                exp,
+                nbf,
+                generation: self.ring().generation,
+            },
+        );
+        Ok(caller)
+    }
+
+    fn remembered(
+        &self,
+        sum: &[u8; 32],
+        generation: u64,
+        now: Millis,
+    ) -> Option<Result<Caller, Refused>> {
+        let cache = self.0.verified.lock().unwrap_or_else(|p| p.into_inner());
+        let v = cache.get(sum).filter(|v| v.generation == generation)?;
+        Some(if now > v.exp.saturating_add(LEEWAY) {
+            Err(Refused::Expired(v.exp / 1000))
+        } else if now.saturating_add(LEEWAY) < v.nbf {
+            Err(Refused::NotYet(v.nbf / 1000))
+        } else {
+            Ok(v.caller.clone())
+        })
+    }
+
+    /// The identity a token proves, or why it proves none (always checked
+    /// against the keys).
+    pub async fn verify(&self, token: &str) -> Result<Identity, Refused> {
+        let now = self.0.clock.now();
+        if now.saturating_sub(self.ring().fetched_at) >= MAX_AGE {
+            let _ = self.refetch().await;
+        }
+        self.verified(token, now).await.map(|(id, _, _)| id)
+    }
+
+    /// The identity and time window (`exp`, `nbf` in ms) a token proves.
+    async fn verified(
+        &self,
+        token: &str,
+        now: Millis,
+    ) -> Result<(Identity, Millis, Millis), Refused> {
+        let (alg, kid) = header_algorithm(token)?;
         let found = |ring: &Ring| -> Option<DecodingKey> {
             let fits = |k: &&Key| k.algorithms.contains(&alg);
             match &kid {
@@ -463,7 +541,7 @@ impl Issuer {
         alg: Algorithm,
         key: &DecodingKey,
         now: Millis,
-    ) -> Result<Identity, Refused> {
+    ) -> Result<(Identity, Millis, Millis), Refused> {
         let mut v = Validation::new(alg);
         v.set_issuer(&[&self.0.config.issuer]);
         v.set_audience(&[&self.0.config.audience]);
@@ -479,14 +557,14 @@ impl Issuer {
         if now > exp.saturating_mul(1000).saturating_add(LEEWAY) {
             return Err(Refused::Expired(exp));
         }
-        if let Some(nbf) = secs("nbf")
-            && now.saturating_add(LEEWAY) < nbf.saturating_mul(1000)
-        {
+        let nbf = secs("nbf").unwrap_or(0);
+        if now.saturating_add(LEEWAY) < nbf.saturating_mul(1000) {
             return Err(Refused::NotYet(nbf));
         }
-        identity(&self.0.config, &claims).ok_or_else(|| {
+        let id = identity(&self.0.config, &claims).ok_or_else(|| {
             Refused::Invalid("it names nobody: no preferred_username, client_id or sub".into())
-        })
+        })?;
+        Ok((id, exp.saturating_mul(1000), nbf.saturating_mul(1000)))
     }
 
     /// The caller an identity is.

@@ -317,3 +317,32 @@ fn an_issuer_over_plain_http_is_refused_unless_on_this_host() {
     empty.audience.clear();
     assert!(empty.check().unwrap_err().contains("audience"));
 }
+
+#[tokio::test]
+async fn a_remembered_token_still_expires_and_is_forgotten_with_its_key_set() {
+    let f = fixture(vec![public("rsa-1.pem", Algorithm::RS256, "r1")]);
+    let token = sign("rsa-1.pem", Algorithm::RS256, "r1", &claims(NOW));
+    let first = f.issuer.caller_of(&token).await.unwrap();
+    assert_eq!(&*first.name, "anna");
+    assert_eq!(f.issuer.caller_of(&token).await.unwrap(), first);
+    // a tampered copy is another token: verified, and refused
+    let mut forged = token.clone();
+    forged.pop();
+    forged.push(if token.ends_with('A') { 'B' } else { 'A' });
+    assert!(f.issuer.caller_of(&forged).await.is_err());
+    // the issuer rotates r1 out: once the new set is read, the remembered
+    // token is verified again, and refused
+    write_set(&f.set, vec![public("rsa-2.pem", Algorithm::RS256, "r2")]);
+    let new = sign("rsa-2.pem", Algorithm::RS256, "r2", &claims(NOW));
+    assert!(f.issuer.caller_of(&new).await.is_ok());
+    assert_eq!(
+        f.issuer.caller_of(&token).await.unwrap_err(),
+        Refused::UnknownKey("r1".into())
+    );
+    // a remembered token expires on the clock
+    f.clock.set(NOW + 300_000 + LEEWAY + 1);
+    assert!(matches!(
+        f.issuer.caller_of(&new).await,
+        Err(Refused::Expired(_))
+    ));
+}

@@ -248,6 +248,7 @@ BLOCKS = {
     "cluster": include_md("cluster"),
     "http": include_md("http"),
     "http-tokens": include_md("http-tokens"),
+    "http-jwt": include_md("http-jwt"),
     "backup": include_md("backup"),
     "compare": include_md("compare"),
     "vendor-sweep": render_sweep,

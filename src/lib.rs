@@ -53,6 +53,7 @@
 
 #[cfg(feature = "server")]
 pub mod alarms;
+pub mod audit;
 pub mod backup;
 pub mod clock;
 mod codec;

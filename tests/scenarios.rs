@@ -111,6 +111,7 @@ mod signals_reach_every_partition_once;
 mod slow_http_clients_are_cut_off;
 mod statistics_per_version_come_from_gauges;
 mod terminate_end_withdraws_every_other_token;
+mod the_audit_trail_names_who_changed_what;
 mod the_book_builds_and_its_links_resolve;
 mod the_books_shell_examples_run_as_written;
 mod the_container_image_runs_the_binary_as_the_manifests_name_it;

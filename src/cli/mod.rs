@@ -11,6 +11,7 @@
 //! [`remote`] sends a command to a server as its operation of the API
 //! (`--server`), [`show`] renders a command's text from its document.
 
+mod audit;
 mod backups;
 mod cluster;
 mod failure;
@@ -181,6 +182,11 @@ pub enum Command {
     ///
     /// Example: postfach tasks --candidate-group sachbearbeitung --due-before 2026-12-31T00:00:00Z
     Tasks(tasks::TasksArgs),
+    /// The audit trail, newest first: who deployed, repaired, requeued,
+    /// discarded, retried, cleaned up or acted on a user task, and when.
+    ///
+    /// Example: postfach audit --who anna --since 2026-12-01T00:00:00Z
+    Audit(audit::AuditArgs),
     /// Act on a user task as a person: claim, unclaim, assign or complete it.
     ///
     /// Example: postfach task claim 7 --user anna
@@ -373,6 +379,7 @@ pub async fn run(cli: Cli) -> Result<Output, Failure> {
             | Command::Jobs(_)
             | Command::Statistics(_)
             | Command::Tasks(_)
+            | Command::Audit(_)
     );
     let pf = if looks_only {
         Postfach::open_read_only(&cli.db, options)?
@@ -430,6 +437,7 @@ async fn execute(pf: &Postfach, command: Command) -> Result<Output, Failure> {
         Command::Requeue(args) => messages::requeue(pf, args).await,
         Command::Discard(args) => messages::discard(pf, args).await,
         Command::Tasks(args) => tasks::tasks(pf, args).await,
+        Command::Audit(args) => audit::audit(pf, args),
         Command::Task(args) => tasks::task(pf, args).await,
         Command::Statistics(args) => instances::statistics(pf, args).await,
         Command::Jobs(args) => jobs::jobs(pf, args).await,

@@ -519,6 +519,10 @@ async fn send_more(c: &Client, command: Command) -> Result<Output, Failure> {
             let doc = c.list(call, &["tasks"]).await?;
             Ok(shown(doc, tasks::tasks_text))
         }
+        Command::Audit(a) => {
+            let call = Call::to("audit")?.query(&super::audit::audit_query(a))?;
+            Ok(shown(c.call(&call).await?, super::audit::audit_text))
+        }
         Command::Task(a) => {
             let (task, action, b) = tasks::task_request(a.action)?;
             let call = Call::to("task_action")?.at(task).at(action).body(&b);

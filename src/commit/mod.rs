@@ -19,6 +19,7 @@
 //! migration; `tests/fixtures/format-v1.redb` and the golden frame in this
 //! module's tests keep opening.
 
+mod audited;
 pub(crate) mod wal;
 
 use crate::Vars;
@@ -178,12 +179,20 @@ pub(crate) enum Command {
         token: u64,
         activate: Option<String>,
     },
+    /// A command done by a principal: applied with its audit entry.
+    By {
+        by: String,
+        command: Box<Command>,
+    },
 }
 
 impl Command {
     /// Whether committing this command can make new work due for the executor.
     /// The executor's own polling commands do not, so it never wakes itself.
     fn wakes_executor(&self) -> bool {
+        if let Command::By { command, .. } = self {
+            return command.wakes_executor();
+        }
         !matches!(
             self,
             Command::RunContinuations { .. }
@@ -397,6 +406,16 @@ fn apply(
             token,
             activate,
         } => Reply::Triggered(e.ad_hoc(*instance, *token, activate.as_deref())?),
+        Command::By { by, command } => {
+            e.acting_as(Some(by));
+            let reply = apply(e, command, parsed);
+            e.acting_as(None);
+            let reply = reply?;
+            if let Some((operation, target)) = command.audited() {
+                e.audit(by, operation, &target)?;
+            }
+            reply
+        }
     })
 }
 

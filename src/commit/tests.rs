@@ -61,7 +61,7 @@ fn the_fetching_lock_command_is_pinned() {
 }
 
 /// How many variants `Command` has; [`variant_index`] numbers them.
-const VARIANTS: usize = 29;
+const VARIANTS: usize = 30;
 
 /// The position of `c`'s variant in the enum (its tag in the log). The
 /// match has no wildcard arm: a new variant does not compile until it is
@@ -97,6 +97,7 @@ fn variant_index(c: &Command) -> usize {
         Command::SignalsForwarded { .. } => 26,
         Command::StartByConditions { .. } => 27,
         Command::AdHoc { .. } => 28,
+        Command::By { .. } => 29,
     }
 }
 
@@ -226,6 +227,13 @@ fn every_variant() -> Vec<Command> {
             token: 2,
             activate: Some("pruefen".into()),
         },
+        Command::By {
+            by: "anna".into(),
+            command: Box::new(Command::CancelToken {
+                instance: 1,
+                token: 2,
+            }),
+        },
     ]
 }
 
@@ -262,6 +270,7 @@ const GOLDEN_EACH: [&str; VARIANTS] = [
     "011a020200fb2c0101",
     "011b0101700e7b22626574726167223a3530307d",
     "011c010201077072756566656e",
+    "011d04616e6e61110102",
 ];
 
 #[test]

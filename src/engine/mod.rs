@@ -24,6 +24,7 @@ pub use error::{EngineError, JobRefusal};
 pub use tasks::{TaskAction, TaskRefusal};
 
 mod ad_hoc;
+mod audit;
 mod calls;
 mod catch;
 mod compensation;
@@ -393,6 +394,9 @@ pub struct Engine<'a, 't> {
     dirty: BTreeMap<u64, Dirty>,
     queue: VecDeque<Step>,
     jobs_created: Vec<u64>,
+    /// Who the command being applied is done by (an audited command's
+    /// principal): its repairs' history entries name it.
+    actor: Option<String>,
 }
 
 type R<T> = Result<T, EngineError>;
@@ -418,6 +422,7 @@ impl<'a, 't> Engine<'a, 't> {
             dirty: BTreeMap::new(),
             queue: VecDeque::new(),
             jobs_created: Vec::new(),
+            actor: None,
         }
     }
 

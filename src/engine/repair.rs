@@ -20,15 +20,12 @@ impl<'a, 't> Engine<'a, 't> {
         }
         let scope = self.repair_scope(inst, idx, None)?;
         let token = self.new_token(inst, element, scope);
-        self.history(
-            inst,
-            element,
-            if force {
-                "token_added_forced"
-            } else {
-                "token_added"
-            },
-        );
+        let what = if force {
+            "token_added_forced"
+        } else {
+            "token_added"
+        };
+        self.history(inst, element, &format!("{what}{}", self.by_actor()));
         self.place(inst, token, idx)
     }
 
@@ -55,7 +52,8 @@ impl<'a, 't> Engine<'a, 't> {
             }
             t.scope = scope;
         }
-        self.history(inst, &from, &format!("token_moved_to {element}"));
+        let by = self.by_actor();
+        self.history(inst, &from, &format!("token_moved_to {element}{by}"));
         if left != scope {
             self.withdraw_empty_scopes(inst, left)?;
         }
@@ -68,7 +66,7 @@ impl<'a, 't> Engine<'a, 't> {
         let at = self.existing_token(inst, token)?;
         let scope = self.scope_of(inst, token);
         self.interrupt(inst, token)?;
-        self.history(inst, &at, "token_cancelled");
+        self.history(inst, &at, &format!("token_cancelled{}", self.by_actor()));
         self.withdraw_empty_scopes(inst, scope)?;
         if self.scope_done(inst, 0)? {
             self.close_listeners(inst, 0)?;

@@ -61,6 +61,9 @@ impl<'a, 't> Engine<'a, 't> {
         self.t.set_cursor("retention_cursor_instances", next_inst)?;
         // the ids of signals applied here, once past the dedup window too
         self.t.forget_signals_before(cutoff, limit)?;
+        // the audit trail is kept as long as completed instances
+        self.t
+            .forget_audit_before(self.now.saturating_sub(self.cfg.retention), limit)?;
         if !old_instances.is_empty() || !old_messages.is_empty() {
             self.t.bump(
                 Counter::RetentionInstancesRemoved,

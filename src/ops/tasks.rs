@@ -135,6 +135,14 @@ impl Reader {
         }))
     }
 
+    /// The audit trail's entries that pass `filter`, newest first.
+    pub fn audit(
+        &self,
+        filter: &crate::audit::AuditFilter,
+    ) -> Result<Vec<crate::audit::AuditEntry>, RErr> {
+        self.snap.audit(filter)
+    }
+
     /// Open user tasks per element: how many, and since when the oldest is
     /// open (from a gauge and an index head per element, not the tasks).
     pub fn open_tasks_summary(&self) -> Result<Vec<(String, u64, Millis)>, RErr> {

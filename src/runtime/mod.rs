@@ -330,6 +330,8 @@ impl Postfach {
         parsed: Option<Parsed>,
     ) -> Result<oneshot::Receiver<Result<Reply, Error>>, Error> {
         let (reply, rx) = oneshot::channel();
+        // a principal's audited command travels with it (crate::audit)
+        let cmd = cmd.by_actor();
         let guard = self.inner.tx.lock().map_err(|_| StoreError::Closed)?;
         if self.inner.read_only {
             return Err(StoreError::ReadOnly.into());

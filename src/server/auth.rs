@@ -456,8 +456,9 @@ pub async fn bearer(State(keys): State<Keys>, mut req: Request, next: Next) -> R
             }),
         );
     }
+    let who = caller.name.clone();
     req.extensions_mut().insert(caller);
-    next.run(req).await
+    crate::audit::acting(who, next.run(req)).await
 }
 
 /// An HTTP face of postfach (`run`'s API, a gateway): its routes, with the

@@ -34,6 +34,24 @@ pub fn tasks(list: &[crate::ops::TaskView]) -> Value {
     json!({ "tasks": list })
 }
 
+/// The audit trail: `{"audit": [{seq, at, who, operation, target}]}`,
+/// newest first, `at` in RFC 3339.
+pub fn audit(list: &[crate::audit::AuditEntry]) -> Value {
+    let entries: Vec<Value> = list
+        .iter()
+        .map(|e| {
+            json!({
+                "seq": e.seq.to_string(),
+                "at": crate::clock::rfc3339(e.at),
+                "who": e.who,
+                "operation": e.operation,
+                "target": e.target,
+            })
+        })
+        .collect();
+    json!({ "audit": entries })
+}
+
 /// What a user task action did: `{"task", "done"}`, `done` saying what was
 /// done and by whom — "claimed by anna", "given back by anna", "assigned to
 /// ben by anna", "completed by anna".

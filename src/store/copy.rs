@@ -38,6 +38,7 @@ pub(crate) fn unknown_tables(r: &ReadTransaction) -> Result<Vec<String>, StoreEr
 /// The names of the tables the copy knows.
 const TABLES: &[&str] = &[
     "meta",
+    "audit",
     "version_tokens",
     "definitions",
     "definition_extras",
@@ -163,6 +164,7 @@ fn copy_tables(r: &ReadTransaction, w: &WriteTransaction) -> Result<(), StoreErr
         COMPENSATIONS,
         DECISIONS,
         DECISION_LATEST,
+        AUDIT,
     );
     copy_multimap(r, w, SUBSCRIPTIONS)?;
     copy_multimap(r, w, EXPECT)?;

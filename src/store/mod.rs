@@ -44,6 +44,8 @@
 //!   process → latest version; `message_catalog`: (message, process) → what starts or waits for it
 //! - `decisions`: (decision, version) → [`DecisionRecord`] (with the DMN XML it was deployed
 //!   from); `decision_latest`: decision → latest version
+//! - `audit`: seq → [`crate::audit::AuditEntry`] — who made an audited change,
+//!   written with the change, removed by retention
 //!
 //! A test (`the_key_layout_names_every_table`) holds this list to the table definitions below.
 
@@ -210,6 +212,8 @@ pub(crate) const SIGNALS_OUT: TableDefinition<u64, &[u8]> = TableDefinition::new
 pub(crate) const COMPENSATIONS: TableDefinition<(u64, u64), &[u8]> =
     TableDefinition::new("compensations");
 /// (decision id, version) → a [`DecisionRecord`]: a deployed DMN decision.
+/// The audit trail: sequence → entry (`crate::audit::AuditEntry`).
+pub(crate) const AUDIT: TableDefinition<u64, &[u8]> = TableDefinition::new("audit");
 pub(crate) const DECISIONS: TableDefinition<(&str, u32), &[u8]> = TableDefinition::new("decisions");
 /// Decision id → its latest version.
 pub(crate) const DECISION_LATEST: TableDefinition<&str, u32> =

@@ -534,6 +534,38 @@ impl Snapshot {
         self.all(JOBS)
     }
 
+    /// Audit entries that pass `filter`, newest first.
+    pub fn audit(
+        &self,
+        filter: &crate::audit::AuditFilter,
+    ) -> Result<Vec<crate::audit::AuditEntry>, StoreError> {
+        let t = match self.tx.open_table(AUDIT) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+            Err(e) => return Err(redb::Error::from(e).into()),
+        };
+        let limit = filter
+            .limit
+            .unwrap_or(crate::audit::AUDIT_PAGE)
+            .clamp(1, crate::audit::AUDIT_PAGE);
+        let mut out = Vec::new();
+        for row in t.iter()?.rev() {
+            let (_, v) = row?;
+            let e: crate::audit::AuditEntry = codec::decode(v.value())?;
+            if filter.since.is_some_and(|s| e.at < s) {
+                break;
+            }
+            if filter.who.as_ref().is_some_and(|w| *w != e.who) {
+                continue;
+            }
+            out.push(e);
+            if out.len() >= limit {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
     /// An open user task.
     pub fn task(&self, id: u64) -> Result<Option<TaskRecord>, StoreError> {
         get_record(&self.table(TASKS)?, id)

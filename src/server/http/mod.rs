@@ -353,8 +353,46 @@ async fn backup(
     }
 }
 
+/// The query of `audit`.
+#[derive(serde::Serialize, Deserialize, Default, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct AuditQuery {
+    /// Only entries at or after this instant (RFC 3339).
+    pub since: Option<String>,
+    /// Only this principal's entries.
+    pub who: Option<String>,
+    /// At most this many, newest first (1 … 1000, default 1000).
+    pub limit: Option<usize>,
+}
+
+impl AuditQuery {
+    /// The filter it asks for; what is wrong names the field.
+    pub fn filter(self) -> Result<crate::audit::AuditFilter, String> {
+        if let Some(n) = self.limit
+            && !(1..=crate::audit::AUDIT_PAGE).contains(&n)
+        {
+            return Err(format!(
+                "limit: {n} is not 1 to {}",
+                crate::audit::AUDIT_PAGE
+            ));
+        }
+        Ok(crate::audit::AuditFilter {
+            since: instant("since", self.since)?,
+            who: self.who,
+            limit: self.limit,
+        })
+    }
+}
+
+#[utoipa::path(get, path = "/audit", params(AuditQuery), responses((status = 200, description = "The audit trail, newest first: who deployed, repaired, requeued, discarded, retried, cleaned up or acted on a user task, when, on what (`{\"audit\": [{seq, at, who, operation, target}]}`)", body = serde_json::Value)))]
+async fn audit(State(s): State<AppState>, Query(q): Query<AuditQuery>) -> ApiResult {
+    let filter = q.filter().map_err(ApiError::BadRequest)?;
+    Ok(Json(documents::audit(&s.pf.reader()?.audit(&filter)?)))
+}
+
 /// The server's own operations: health, metrics, this partition,
-/// retention, a pass of the executor and a backup.
+/// retention, a pass of the executor, a backup and the audit trail.
 const OPERATIONS: &[Operation] = &[
     op("live", Method::GET, "/health/live", Local, Open),
     op("ready", Method::GET, "/health/ready", Local, Open),
@@ -363,6 +401,7 @@ const OPERATIONS: &[Operation] = &[
     op("cleanup", Method::POST, "/cleanup", Summed, Operate),
     op("work", Method::POST, "/work", Summed, Operate),
     op("backup", Method::POST, "/backups", BackupSet, Admin),
+    op("audit", Method::GET, "/audit", Summed, Read),
 ];
 
 /// The catalogue's families (`super::catalogue`), each beside its handlers.
@@ -386,6 +425,7 @@ fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(cleanup))
         .routes(routes!(work))
         .routes(routes!(backup))
+        .routes(routes!(audit))
         .merge(instances::routes())
         .merge(messages::routes())
         .merge(jobs::routes())
@@ -432,7 +472,6 @@ pub(super) async fn openapi() -> Response {
 /// one type per request for the handler that reads it and the client that
 /// writes it.
 pub mod requests {
-    pub use super::BackupBody;
     pub use super::instances::{
         ActivateBody, ConditionsBody, DeployBody, InstancesQuery, StartBody, TokenBody, TriggerBody,
     };
@@ -441,4 +480,5 @@ pub mod requests {
     };
     pub use super::messages::{DiscardBody, MessageBody, MessagesQuery, SignalBody};
     pub use super::processes::{EvaluateBody, StatisticsQuery, TaskBody, TasksQuery};
+    pub use super::{AuditQuery, BackupBody};
 }

@@ -15,6 +15,7 @@
 use super::*;
 use redb::{MultimapTable, ReadableMultimapTable, ReadableTable, Table, WriteTransaction};
 
+mod audit;
 mod compensations;
 mod decisions;
 mod definitions;
@@ -95,6 +96,7 @@ pub(crate) struct Tables<'t> {
     compensations: Table<'t, (u64, u64), &'static [u8]>,
     decisions: Table<'t, (&'static str, u32), &'static [u8]>,
     decision_latest: Table<'t, &'static str, u32>,
+    audit: Table<'t, u64, &'static [u8]>,
 }
 
 /// The partition stamped in `meta`, if any (a damaged stamp is refused).
@@ -170,6 +172,7 @@ impl<'t> Tables<'t> {
             compensations: tx.open_table(COMPENSATIONS)?,
             decisions: tx.open_table(DECISIONS)?,
             decision_latest: tx.open_table(DECISION_LATEST)?,
+            audit: tx.open_table(AUDIT)?,
         })
     }
 

@@ -7,8 +7,9 @@
 # and the reference model are inside, a database directory the user owns.
 #
 #   docker build -t postfach:0.1.0 .
-#   docker run --rm -p 7820:7820 postfach:0.1.0 \
-#     run /etc/postfach/model/auftrag-ausfuehrung.bpmn --listen 0.0.0.0:7820
+#   docker run --rm -p 7820:7820 -e POSTFACH_TOKEN=change-me postfach:0.1.0 \
+#     run /etc/postfach/model/auftrag-ausfuehrung.bpmn --listen 0.0.0.0:7820 \
+#     --insecure-plaintext
 
 FROM rust:1.95-bookworm AS build
 WORKDIR /src

@@ -331,7 +331,8 @@ fn place_here(s: &str) -> Result<Place, String> {
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct ClusterConfig {
-    /// The API of partition 0, 1, … (`http://HOST:PORT`): a gateway routes to
+    /// The API of partition 0, 1, … (`http://HOST:PORT`, or `https://` for a
+    /// partition serving TLS): a gateway routes to
     /// them, and a partition hands the signals its processes throw to the
     /// others. As `--partition-url I=URL` on the command line.
     #[serde(default)]
@@ -339,19 +340,20 @@ pub struct ClusterConfig {
 }
 
 impl ClusterConfig {
-    /// Refuses a URL that is not `http://HOST:PORT` (partitions talk plain
-    /// HTTP inside the cluster), naming it.
+    /// Refuses a URL that is not `http://HOST:PORT` or `https://HOST:PORT`,
+    /// naming it.
     pub fn check(&self) -> Result<(), String> {
         for (i, u) in self.partition_urls.iter().enumerate() {
             let ok = u
                 .strip_prefix("http://")
+                .or_else(|| u.strip_prefix("https://"))
                 .and_then(|rest| rest.trim_end_matches('/').rsplit_once(':'))
                 .is_some_and(|(host, port)| {
                     !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0)
                 });
             if !ok {
                 return Err(format!(
-                    "cluster.partition_urls[{i}]: '{u}' is not http://HOST:PORT"
+                    "cluster.partition_urls[{i}]: '{u}' is not http://HOST:PORT or https://HOST:PORT"
                 ));
             }
         }

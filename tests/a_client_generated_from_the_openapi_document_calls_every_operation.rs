@@ -20,7 +20,7 @@ const CALLS: &str = r#"
 import json, sys
 from gen.client import Client
 from gen.api.default import (
-    acquire, activate, add_token, alarm_states, backup, bpmn_error, cancel_token, cleanup,
+    acquire, activate, add_token, alarm_states, audit, backup, bpmn_error, cancel_token, cleanup,
     complete, complete_ad_hoc, conditions, correlate, decisions, deploy, discard,
     evaluate, extend, fail, instance, instances, job_object, jobs, live, messages,
     metrics, move_token, partition, process_xml, processes, publish, ready, requeue,
@@ -77,6 +77,7 @@ calls = [
     ("cleanup", lambda: cleanup.sync_detailed(client=c)),
     ("backup", lambda: backup.sync_detailed(client=c, body=BackupBody())),
     ("work", lambda: work.sync_detailed(client=c)),
+    ("audit", lambda: audit.sync_detailed(client=c, limit=10)),
 ]
 for name, call in calls:
     r = call()
@@ -201,6 +202,7 @@ fn a_client_generated_from_the_openapi_document_calls_every_operation_correctly(
         "tasks",
         "cleanup",
         "work",
+        "audit",
         "instance",
     ] {
         ok(name);

@@ -52,6 +52,7 @@ fn walk(instance: &str) -> Vec<(Vec<String>, &'static [i32])> {
         w("retry 999999", refused),
         w("object 999999 protokoll", refused),
         w("tasks", ok),
+        w("audit --limit 10", ok),
         w("task claim 999999 --user walker", refused),
         w("add-token INSTANCE auftragUebergeben", refused),
         w("move-token INSTANCE 999999 auftragUebergeben", refused),

@@ -120,6 +120,7 @@ mod the_readme_tour_runs_as_written;
 mod timer_start_events_start_each_due_time_once;
 mod timers_fire_under_an_injected_clock;
 mod timers_read_their_time_from_a_variable;
+mod tls_guards_the_api_and_the_gateways_calls;
 mod tokens_of_a_keycloak_realm_call_what_their_roles_grant;
 mod transactions_cancel_by_compensating_their_work;
 mod ttl_expiry_parks_message;

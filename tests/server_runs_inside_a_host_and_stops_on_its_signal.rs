@@ -62,6 +62,8 @@ async fn the_host_serves_until_its_shutdown_future_resolves() {
                     token: None,
                     tokens: Vec::new(),
                     issuer: None,
+                    tls: None,
+                    insecure_plaintext: false,
                 },
                 async move {
                     let _ = stopped.await;
@@ -133,6 +135,8 @@ async fn an_address_reachable_from_other_machines_needs_a_token() {
             token: None,
             tokens: Vec::new(),
             issuer: None,
+            tls: None,
+            insecure_plaintext: false,
         },
         async {},
         |_| panic!("must not bind"),

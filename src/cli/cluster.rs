@@ -39,6 +39,12 @@ pub(crate) struct GatewayArgs {
     pub(crate) token_file: Option<PathBuf>,
     #[command(flatten)]
     pub(crate) route: RouteArgs,
+    #[command(flatten)]
+    pub(crate) tls: super::serve::TlsArgs,
+    /// PEM CA certificate(s) an https:// partition's certificate must chain
+    /// to (default: the public roots).
+    #[arg(long, value_name = "PATH")]
+    pub(crate) tls_ca: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -253,9 +259,9 @@ pub(crate) fn partition_urls(given: &[String]) -> Result<Vec<String>, Failure> {
             )));
         }
         let url = super::values::parse_server_url(url).map_err(bad)?;
-        if !url.starts_with("http://") {
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
             return Err(bad(
-                "a partition is reached over http:// inside the cluster".into(),
+                "a partition is reached over http:// or https:// (with --tls-ca)".into(),
             ));
         }
         if urls[i].replace(url).is_some() {
@@ -282,9 +288,15 @@ pub(super) async fn gateway(args: &GatewayArgs) -> Result<Output, Failure> {
     };
     let token = server_token(args.token_file.as_deref())?;
     check_exposure(args.listen, token.as_deref(), &tokens, issuer.is_some())?;
+    super::serve::check_plaintext(args.listen, &args.tls)?;
     let count = urls.len();
     let router = start_router(&args.route, count as u64, args.config.as_deref()).await?;
-    let served = run_gateway(urls, token, tokens, issuer, args.listen).await;
+    let served = run_gateway(
+        urls,
+        (token, tokens, issuer),
+        (args.listen, args.tls.clone(), args.tls_ca.clone()),
+    )
+    .await;
     if let Some(r) = router {
         r.stop().await;
     }
@@ -295,24 +307,33 @@ pub(super) async fn gateway(args: &GatewayArgs) -> Result<Output, Failure> {
     ))
 }
 
+/// Who may call a gateway: the admin token, named tokens, an issuer.
+type Callers = (
+    Option<String>,
+    Vec<postfach::server::auth::NamedToken>,
+    Option<postfach::server::oidc::Issuer>,
+);
+
 async fn run_gateway(
     urls: Vec<String>,
-    token: Option<String>,
-    tokens: Vec<postfach::server::auth::NamedToken>,
-    issuer: Option<postfach::server::oidc::Issuer>,
-    listen: std::net::SocketAddr,
+    (token, tokens, issuer): Callers,
+    (listen, tls, ca): (std::net::SocketAddr, super::serve::TlsArgs, Option<PathBuf>),
 ) -> Result<(), Failure> {
     let count = urls.len();
+    let scheme = tls.scheme();
     postfach::server::gateway::run(
         GatewayConfig {
             partitions: urls,
             token,
             tokens,
             issuer,
+            tls: tls.files(),
+            insecure_plaintext: tls.insecure_plaintext,
+            partitions_ca: ca,
         },
         listen,
         shutdown_signal(),
-        |bound| eprintln!("postfach: gateway of {count} partitions on http://{bound}"),
+        |bound| eprintln!("postfach: gateway of {count} partitions on {scheme}://{bound}"),
     )
     .await
     .map_err(|e| Failure {
@@ -497,7 +518,12 @@ async fn up(args: &UpArgs) -> Result<Output, Failure> {
         return Err(f);
     }
     let token = server_token(None)?;
-    let served = run_gateway(urls, token, Vec::new(), None, args.listen).await;
+    let served = run_gateway(
+        urls,
+        (token, Vec::new(), None),
+        (args.listen, Default::default(), None),
+    )
+    .await;
     if let Some(r) = router {
         r.stop().await;
     }
@@ -620,14 +646,13 @@ mod tests {
 
     #[test]
     fn partition_urls_name_every_partition_once() {
-        let ok = partition_urls(&s(&["1=http://b:2", "0=http://a:1"])).unwrap();
-        assert_eq!(ok, vec!["http://a:1", "http://b:2"]);
+        let ok = partition_urls(&s(&["1=https://b:2", "0=http://a:1"])).unwrap();
+        assert_eq!(ok, vec!["http://a:1", "https://b:2"]);
         for bad in [
             vec!["0=http://a:1", "0=http://b:2"],
             vec!["0=http://a:1", "2=http://b:2"],
             vec!["x=http://a:1"],
             vec!["http://a:1"],
-            vec!["0=https://a:1"],
             vec!["0=ftp://a:1"],
         ] {
             let e = partition_urls(&s(&bad)).unwrap_err();

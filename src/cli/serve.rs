@@ -55,6 +55,52 @@ impl SubscriptionArgs {
     }
 }
 
+/// TLS of a listener (`run`, `gateway`).
+#[derive(Debug, Args, Clone, Default)]
+pub(crate) struct TlsArgs {
+    /// PEM certificate chain to serve TLS with (with --tls-key); read again
+    /// when the file changes.
+    #[arg(long, value_name = "PATH", requires = "tls_key")]
+    pub(crate) tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert.
+    #[arg(long, value_name = "PATH", requires = "tls_cert")]
+    pub(crate) tls_key: Option<PathBuf>,
+    /// Serve plain HTTP on a non-loopback --listen, because a proxy in front
+    /// terminates TLS.
+    #[arg(long, conflicts_with = "tls_cert")]
+    pub(crate) insecure_plaintext: bool,
+}
+
+impl TlsArgs {
+    /// The files to serve TLS with, if given.
+    pub(crate) fn files(&self) -> Option<postfach::server::tls::TlsFiles> {
+        Some(postfach::server::tls::TlsFiles {
+            cert: self.tls_cert.clone()?,
+            key: self.tls_key.clone()?,
+        })
+    }
+
+    /// The scheme the listener speaks.
+    pub(crate) fn scheme(&self) -> &'static str {
+        if self.tls_cert.is_some() {
+            "https"
+        } else {
+            "http"
+        }
+    }
+}
+
+/// A listener reachable from other machines speaks TLS, unless plain HTTP
+/// is asked for.
+pub(super) fn check_plaintext(listen: std::net::SocketAddr, tls: &TlsArgs) -> Result<(), Failure> {
+    if !listen.ip().is_loopback() && tls.tls_cert.is_none() && !tls.insecure_plaintext {
+        return Err(usage(format!(
+            "--listen {listen} is reachable from other machines and would speak plain HTTP: give --tls-cert PATH --tls-key PATH, or --insecure-plaintext when a proxy in front terminates TLS"
+        )));
+    }
+    Ok(())
+}
+
 // The arguments of `postfach run`.
 #[derive(Debug, Args)]
 pub(crate) struct RunArgs {
@@ -97,6 +143,8 @@ pub(crate) struct RunArgs {
     /// processes throw reach the others through them ([cluster] in --config).
     #[arg(long = "partition-url", value_name = "I=URL", requires = "partitions")]
     pub(crate) partition_url: Vec<String>,
+    #[command(flatten)]
+    pub(crate) tls: TlsArgs,
 }
 
 /// `postfach run` against the open database.
@@ -114,6 +162,7 @@ pub(super) async fn run(pf: &Postfach, args: RunArgs) -> Result<Output, Failure>
         partitions: _,
         partition: _,
         partition_url,
+        tls,
     } = args;
     let mut config = run_config(config.as_deref())?;
     config
@@ -128,6 +177,7 @@ pub(super) async fn run(pf: &Postfach, args: RunArgs) -> Result<Output, Failure>
         s.compile().map_err(usage)?;
         config.subscriptions.push(s);
     }
+    let listen = (listen, tls);
     serve(pf, file, listen, token_file, invoice_ledger, config).await
 }
 
@@ -277,7 +327,7 @@ pub(super) fn issuer(
 pub(super) async fn serve(
     pf: &Postfach,
     file: PathBuf,
-    listen: std::net::SocketAddr,
+    (listen, tls): (std::net::SocketAddr, TlsArgs),
     token_file: Option<PathBuf>,
     invoice_ledger: Option<PathBuf>,
     config: postfach::server::config::ConfigFile,
@@ -291,6 +341,7 @@ pub(super) async fn serve(
     let tokens = named_tokens(&config)?;
     let issuer = issuer(&config)?;
     check_exposure(listen, token.as_deref(), &tokens, issuer.is_some())?;
+    check_plaintext(listen, &tls)?;
     let xml = read_bounded(&file, postfach::model::MAX_SIZE, "BPMN model")?;
     let deployment = pf
         .deploy_checked(&file.display().to_string(), &xml, config.overrides(), false)
@@ -332,6 +383,7 @@ pub(super) async fn serve(
         std::process::exit(130);
     });
     let db = pf.path().display().to_string();
+    let scheme = tls.scheme();
     let report = postfach::server::run(
         pf,
         config,
@@ -340,11 +392,13 @@ pub(super) async fn serve(
             token,
             tokens,
             issuer,
+            tls: tls.files(),
+            insecure_plaintext: tls.insecure_plaintext,
         },
         async move {
             let _ = first_rx.await;
         },
-        |bound| eprintln!("postfach: HTTP API on http://{bound} (database {db})"),
+        |bound| eprintln!("postfach: HTTP API on {scheme}://{bound} (database {db})"),
     )
     .await
     .map_err(|e| match e {
@@ -405,6 +459,7 @@ pub(super) fn prepare(
         &named_tokens(&config)?,
         config.auth.issuer.is_some(),
     )?;
+    check_plaintext(args.listen, &args.tls)?;
     options.partition = partition_of(args.partitions, args.partition)?;
     // the server decides whether parked messages leave events; the
     // database keeps the setting for the commands run between servers

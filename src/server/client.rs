@@ -73,10 +73,11 @@ pub enum Failed {
     Exchange(String),
 }
 
-/// A pooled client with a connect and an answer timeout.
+/// A pooled client with a connect and an answer timeout; `https://` URLs
+/// over TLS (the public roots, or the CA of [`Http::with_tls`]).
 #[derive(Clone)]
 pub struct Http {
-    client: Client<HttpConnector, Full<Bytes>>,
+    client: Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>,
     connect: Duration,
     answer: Duration,
     limit: usize,
@@ -86,9 +87,30 @@ impl Http {
     /// A client that waits `connect` for a connection and `answer` for the
     /// whole answer once connected.
     pub fn new(connect: Duration, answer: Duration) -> Self {
+        let public = super::tls::client_config(None).unwrap_or_else(|_| {
+            rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+                rustls::crypto::aws_lc_rs::default_provider(),
+            ))
+            .with_safe_default_protocol_versions()
+            .expect("aws-lc-rs supports the default protocol versions")
+            .with_root_certificates(rustls::RootCertStore::empty())
+            .with_no_client_auth()
+        });
+        Self::with_tls(connect, answer, public)
+    }
+
+    /// A client whose `https://` peers are checked with `tls`.
+    pub fn with_tls(connect: Duration, answer: Duration, tls: rustls::ClientConfig) -> Self {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
         connector.set_connect_timeout(Some(connect));
+        // plain http:// stays plain; https:// is TLS
+        connector.enforce_http(false);
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(connector);
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(30))
             .build(connector);

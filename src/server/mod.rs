@@ -25,6 +25,7 @@ pub mod oidc;
 pub mod otlp;
 pub mod shelf;
 mod signals;
+pub mod tls;
 
 use crate::runtime::{Error, Postfach};
 use std::future::Future;
@@ -46,6 +47,11 @@ pub struct Listen {
     /// The OpenID Connect issuer whose access tokens the API accepts
     /// (`[auth] issuer`).
     pub issuer: Option<oidc::Issuer>,
+    /// The certificate and key the API serves TLS with (none: plain HTTP).
+    pub tls: Option<tls::TlsFiles>,
+    /// Plain HTTP on an address reachable from other machines, because a
+    /// proxy in front terminates TLS (`--insecure-plaintext`).
+    pub insecure_plaintext: bool,
 }
 
 /// Why the server could not start or stopped with an error.
@@ -55,6 +61,9 @@ pub enum ServerError {
     /// A non-loopback address without a token.
     #[error("{0} is reachable from other machines and no bearer token was given")]
     Exposed(SocketAddr),
+    /// A non-loopback address without TLS, and plain HTTP not asked for.
+    #[error("{0} is reachable from other machines and would speak plain HTTP")]
+    Plaintext(SocketAddr),
     /// The address could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
@@ -108,6 +117,7 @@ pub async fn run(
     {
         return Err(ServerError::Exposed(listen.addr));
     }
+    let acceptor = tls_of(listen.addr, listen.tls.as_ref(), listen.insecure_plaintext)?;
     let limits = config.http.checked().map_err(ServerError::Config)?;
     let peers = cluster_peers(pf, &config.cluster)?;
     let listener = tokio::net::TcpListener::bind(listen.addr)
@@ -194,6 +204,7 @@ pub async fn run(
         app,
         std::time::Duration::from_millis(header_ms),
         max_connections,
+        acceptor,
         async move {
             let _ = stop_http.changed().await;
         },
@@ -250,11 +261,28 @@ fn cluster_peers(
 /// connections finish. A client gets `header_timeout` to send a request's
 /// headers (then its connection is closed); at most `max_connections` are
 /// served at once, further ones wait in the listen queue.
+/// The TLS acceptor of a listener on `addr`: its files read now; none for
+/// plain HTTP, which a non-loopback address gets only when asked for.
+fn tls_of(
+    addr: SocketAddr,
+    files: Option<&tls::TlsFiles>,
+    insecure_plaintext: bool,
+) -> Result<Option<tokio_rustls::TlsAcceptor>, ServerError> {
+    match files {
+        Some(f) => tls::acceptor(f).map(Some).map_err(ServerError::Config),
+        None if !addr.ip().is_loopback() && !insecure_plaintext => {
+            Err(ServerError::Plaintext(addr))
+        }
+        None => Ok(None),
+    }
+}
+
 async fn serve(
     listener: tokio::net::TcpListener,
     app: axum::Router,
     header_timeout: std::time::Duration,
     max_connections: usize,
+    tls: Option<tokio_rustls::TlsAcceptor>,
     stop: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
     use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -287,12 +315,29 @@ async fn serve(
             () = &mut stop => break,
         };
         let service = hyper_util::service::TowerToHyperService::new(app.clone());
-        let conn = builder
-            .serve_connection_with_upgrades(TokioIo::new(stream), service)
-            .into_owned();
-        let conn = graceful.watch(conn);
+        let watcher = graceful.watcher();
+        let builder = builder.clone();
+        let tls = tls.clone();
         tokio::spawn(async move {
-            let _ = conn.await;
+            match tls {
+                None => {
+                    let conn =
+                        builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+                    let _ = watcher.watch(conn.into_owned()).await;
+                }
+                Some(acceptor) => {
+                    // the handshake is bounded like a request's header
+                    let shaken =
+                        tokio::time::timeout(header_timeout, acceptor.accept(stream)).await;
+                    let Ok(Ok(stream)) = shaken else {
+                        drop(permit);
+                        return;
+                    };
+                    let conn =
+                        builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+                    let _ = watcher.watch(conn.into_owned()).await;
+                }
+            }
             drop(permit);
         });
     }

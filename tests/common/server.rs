@@ -21,6 +21,10 @@ impl Server {
     pub fn start(listen: &str, token: Option<&str>) -> Server {
         let dir = tempfile::tempdir().unwrap();
         let mut args: Vec<String> = vec!["--listen".into(), listen.into()];
+        if !listen.starts_with("127.") {
+            // plain HTTP beyond loopback is asked for, as behind a proxy
+            args.push("--insecure-plaintext".into());
+        }
         if let Some(t) = token {
             let p = dir.path().join("token");
             std::fs::write(&p, t).unwrap();
@@ -67,8 +71,9 @@ impl Server {
                     seen.join("\n")
                 );
             };
-            if let Some(rest) = line.split("HTTP API on http://").nth(1) {
-                break rest.split_whitespace().next().unwrap().to_string();
+            if let Some(rest) = line.split("HTTP API on ").nth(1) {
+                let url = rest.split_whitespace().next().unwrap();
+                break url.split("://").nth(1).unwrap_or(url).to_string();
             }
             seen.push(line);
         };
@@ -294,7 +299,11 @@ impl Gateway {
                 .next()
                 .expect("the gateway ended before it listened")
                 .unwrap();
-            if let Some(rest) = line.split(" on http://").nth(1) {
+            if let Some(rest) = line
+                .split(" on http://")
+                .nth(1)
+                .or_else(|| line.split(" on https://").nth(1))
+            {
                 break rest.trim().to_string();
             }
         };

@@ -43,6 +43,16 @@ impl Partitions {
         }
     }
 
+    /// As [`Partitions::new`], an `https://` partition's certificate
+    /// checked against the CA file `ca`.
+    pub fn with_ca(urls: Vec<String>, ca: &std::path::Path) -> Result<Self, String> {
+        let tls = crate::server::tls::client_config(Some(ca))?;
+        Ok(Partitions {
+            urls: std::sync::Arc::new(urls),
+            client: Http::with_tls(Duration::from_secs(2), TIMEOUT, tls),
+        })
+    }
+
     /// How many partitions the cluster has.
     pub fn count(&self) -> u32 {
         self.urls.len() as u32

@@ -45,6 +45,13 @@ pub struct GatewayConfig {
     /// The OpenID Connect issuer whose access tokens callers may present
     /// (the partitions check them again).
     pub issuer: Option<super::oidc::Issuer>,
+    /// The certificate and key the gateway serves TLS with (none: plain).
+    pub tls: Option<super::tls::TlsFiles>,
+    /// Plain HTTP on a non-loopback address (`--insecure-plaintext`).
+    pub insecure_plaintext: bool,
+    /// The CA an `https://` partition's certificate must chain to (none:
+    /// the public roots).
+    pub partitions_ca: Option<std::path::PathBuf>,
 }
 
 #[derive(Clone)]
@@ -76,7 +83,13 @@ impl Gw {
 /// The gateway as an axum router over `config`'s partitions.
 pub fn router(config: GatewayConfig) -> Router {
     let gw = Gw {
-        parts: Partitions::new(config.partitions),
+        // `run` read the CA file before: a file gone since leaves the public
+        // roots, which no partition's private certificate chains to
+        parts: match &config.partitions_ca {
+            Some(ca) => Partitions::with_ca(config.partitions.clone(), ca)
+                .unwrap_or_else(|_| Partitions::new(config.partitions)),
+            None => Partitions::new(config.partitions),
+        },
         keys: super::auth::Keys::with_issuer(config.token, config.tokens, config.issuer),
         turn: Arc::new(AtomicU32::new(0)),
         unreached: Default::default(),
@@ -105,6 +118,10 @@ pub async fn run(
     {
         return Err(ServerError::Exposed(addr));
     }
+    let acceptor = super::tls_of(addr, config.tls.as_ref(), config.insecure_plaintext)?;
+    if let Some(ca) = &config.partitions_ca {
+        super::tls::client_config(Some(ca)).map_err(ServerError::Config)?;
+    }
     if config.partitions.is_empty() {
         return Err(ServerError::Config(
             "a gateway needs the URL of every partition".into(),
@@ -126,6 +143,7 @@ pub async fn run(
         app,
         std::time::Duration::from_millis(limits.0),
         limits.2,
+        acceptor,
         shutdown,
     )
     .await

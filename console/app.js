@@ -1,5 +1,5 @@
 // The postfach console: which view the hash names (overview, instances, one
-// instance, messages, incidents, tasks), the process and version picked, and
+// instance, messages, incidents, tasks, audit), the process and version picked, and
 // one refresh path that renders the current view every few seconds and
 // records its outcome. Polling, not server-sent events: every view reads a
 // snapshot in one request, so a page left open costs one small request per
@@ -12,9 +12,10 @@ import { renderMessages } from './messages.js';
 import { renderInstance, renderInstances } from './instances.js';
 import { renderJobs } from './jobs.js';
 import { renderTasks } from './tasks.js';
+import { renderAudit } from './audit.js';
 
 const REFRESH_MS = 5000;
-const VIEWS = ['overview', 'instances', 'instance', 'messages', 'jobs', 'tasks', 'cluster'];
+const VIEWS = ['overview', 'instances', 'instance', 'messages', 'jobs', 'tasks', 'audit', 'cluster'];
 const state = { process: null, version: null };
 
 function view() {
@@ -38,6 +39,7 @@ async function refresh() {
       case 'messages': await renderMessages(refresh); break;
       case 'jobs': await renderJobs(refresh); break;
       case 'tasks': await renderTasks(); break;
+      case 'audit': await renderAudit(); break;
       case 'cluster': await renderCluster(); break;
     }
     await renderAlarms();
@@ -96,6 +98,7 @@ async function start() {
       refresh();
     };
     window.onhashchange = refresh;
+    $('audit-who').onchange = () => refresh();
     await refresh();
     if (!state.timer) state.timer = setInterval(refresh, REFRESH_MS);
   } catch (err) {

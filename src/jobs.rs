@@ -136,8 +136,58 @@ async fn run_executor(
     let owner = owner();
     let mut report = WorkReport::default();
     let mut running: tokio::task::JoinSet<Result<bool, Error>> = tokio::task::JoinSet::new();
-    let concurrency = config.concurrency.max(1);
+    let mut backoff = RETRY_FIRST;
     while !stopping.load(Ordering::SeqCst) {
+        let pass = Pass {
+            pf: &pf,
+            config: &config,
+            owner: &owner,
+            stop: &stop,
+        };
+        match pass.run(&mut running, &mut report).await {
+            Ok(()) => backoff = RETRY_FIRST,
+            // the database is closing: nothing more can be done
+            Err(e @ Error::Store(crate::StoreError::Closed)) => return Err(e),
+            Err(e) => {
+                // a failed pass must not stop the executor: due jobs would
+                // wait for a restart while the rest of the server runs on
+                tracing::error!(error = %e, retry_in_ms = backoff.as_millis() as u64, "a pass of the job executor failed; it tries again");
+                tokio::select! {
+                    _ = tokio::time::sleep(backoff) => {}
+                    _ = stop.notified() => {}
+                }
+                backoff = (backoff * 2).min(RETRY_MOST);
+            }
+        }
+    }
+    while let Some(done) = running.join_next().await {
+        count(&mut report, done)?;
+    }
+    Ok(report)
+}
+
+/// The first and the longest wait after a failed pass of the executor.
+const RETRY_FIRST: std::time::Duration = std::time::Duration::from_millis(100);
+const RETRY_MOST: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// One pass of the executor: continuations, jobs locked for free handler
+/// slots, then a wait for a commit, a due time, a finished handler or the
+/// stop.
+struct Pass<'a> {
+    pf: &'a Postfach,
+    config: &'a ExecutorConfig,
+    owner: &'a str,
+    stop: &'a tokio::sync::Notify,
+}
+
+impl Pass<'_> {
+    async fn run(
+        &self,
+        running: &mut tokio::task::JoinSet<Result<bool, Error>>,
+        report: &mut WorkReport,
+    ) -> Result<(), Error> {
+        let pf = self.pf;
+        let concurrency = self.config.concurrency.max(1);
         // async continuations run inside the engine: no handler, no lease
         loop {
             let n = pf.run_continuations(1024).await?;
@@ -156,7 +206,7 @@ async fn run_executor(
                 continue;
             };
             for job in pf
-                .lock_in_process(topic, free, &owner, config.lease_ms)
+                .lock_in_process(topic, free, self.owner, self.config.lease_ms)
                 .await?
             {
                 running.spawn(run_handler(pf.clone(), handler.clone(), job));
@@ -168,25 +218,22 @@ async fn run_executor(
         } else {
             let now = pf.now();
             match pf.reader()?.next_due(&topics)? {
-                Some(t) if t <= now => continue,
+                Some(t) if t <= now => return Ok(()),
                 Some(t) => Some(std::time::Duration::from_millis((t - now).min(3_600_000))),
                 None => Some(std::time::Duration::from_secs(3600)),
             }
         };
         tokio::select! {
             _ = pf.committed().notified() => {}
-            _ = stop.notified() => {}
+            _ = self.stop.notified() => {}
             _ = tokio::time::sleep(sleep.unwrap_or_default()), if sleep.is_some() => {
                 // due work (a retry, an expired lease) is swept in by a batch
                 pf.tick().await?;
             }
-            Some(done) = running.join_next(), if !running.is_empty() => count(&mut report, done)?,
+            Some(done) = running.join_next(), if !running.is_empty() => count(report, done)?,
         }
+        Ok(())
     }
-    while let Some(done) = running.join_next().await {
-        count(&mut report, done)?;
-    }
-    Ok(report)
 }
 
 fn count(

@@ -110,10 +110,31 @@ async fn every_message_is_accounted_for_across_two_kills() {
         if now > seen {
             (seen, since) = (now, std::time::Instant::now());
         }
-        assert!(
-            since.elapsed() < Duration::from_secs(120),
-            "invoicing stopped at {seen} of {ORDERS} orders"
-        );
+        if since.elapsed() >= Duration::from_secs(120) {
+            // what the server says about itself, to tell a stall from a loss
+            let figures: Vec<String> = server
+                .metrics()
+                .lines()
+                .filter(|l| {
+                    !l.starts_with('#')
+                        && ["pubsub", "messages", "jobs", "outbox", "tokens", "commit"]
+                            .iter()
+                            .any(|k| l.contains(k))
+                })
+                .map(str::to_string)
+                .collect();
+            let log: Vec<String> = server
+                .log_so_far()
+                .into_iter()
+                .filter(|l| !l.contains("parked as malformed"))
+                .collect();
+            let tail = &log[log.len().saturating_sub(40)..];
+            panic!(
+                "invoicing stopped at {seen} of {ORDERS} orders\n{}\n--- server log ---\n{}",
+                figures.join("\n"),
+                tail.join("\n")
+            );
+        }
     }
     wait(
         "every undecodable message is parked",

@@ -45,6 +45,7 @@ mod console_runs_an_ad_hoc_subprocess;
 mod console_shows_inner_instances_with_their_items;
 mod console_shows_the_cluster_and_the_partitions_it_misses;
 mod console_shows_the_diagram_with_its_waiting_orders;
+mod console_shows_who_changed_what;
 mod damaged_log_refuses_to_open_until_recovered;
 mod deploy_reports_what_it_does_not_run;
 mod dmn_tck_cases_decide_as_the_tck_expects;

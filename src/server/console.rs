@@ -58,6 +58,11 @@ const ASSETS: &[(&str, &str, &[u8])] = &[
         include_bytes!("../../console/cluster.js"),
     ),
     (
+        "audit.js",
+        "text/javascript; charset=utf-8",
+        include_bytes!("../../console/audit.js"),
+    ),
+    (
         "favicon.svg",
         "image/svg+xml",
         include_bytes!("../../console/favicon.svg"),

@@ -7,7 +7,6 @@ use crate::common;
 
 use common::browser::Driver;
 use common::server::Server;
-use sha2::{Digest, Sha256};
 use std::process::Command;
 
 const TOKENS: [(&str, &str, &str); 3] = [
@@ -15,24 +14,6 @@ const TOKENS: [(&str, &str, &str); 3] = [
     ("root", "t-root", "admin"),
     ("viewer", "t-view", "reader"),
 ];
-
-fn config(dir: &std::path::Path) -> String {
-    let mut file = String::new();
-    for (name, t, role) in TOKENS {
-        let sum: String = Sha256::digest(t.as_bytes())
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        file.push_str(&format!(
-            "[[token]]\nname = \"{name}\"\nsha256 = \"{sum}\"\nroles = [\"{role}\"]\n\n"
-        ));
-    }
-    std::fs::write(dir.join("tokens.toml"), file).unwrap();
-    let cfg = dir.join("postfach.toml");
-    let tokens = dir.join("tokens.toml").display().to_string();
-    std::fs::write(&cfg, format!("[auth]\ntokens_file = {tokens:?}\n")).unwrap();
-    cfg.display().to_string()
-}
 
 fn cli(url: &str, token: &str, args: &[&str]) {
     let o = Command::new(env!("CARGO_BIN_EXE_postfach"))
@@ -52,7 +33,7 @@ fn cli(url: &str, token: &str, args: &[&str]) {
 #[test]
 fn the_console_lists_who_changed_what() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = config(dir.path());
+    let cfg = common::server::tokens_config(dir.path(), &TOKENS);
     let srv = Server::launch(dir.path(), &["--config".into(), cfg], &[]);
     let url = format!("http://{}", srv.addr);
     cli(

@@ -10,7 +10,6 @@
 use crate::common;
 use common::server::{Gateway, Server};
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -113,32 +112,17 @@ fn workers_keep_to_their_topic(url: &str, dir: &Path) {
     );
 }
 
-/// postfach.toml with `[auth] tokens_file`: one token per role, named after it.
+/// postfach.toml with `[auth] tokens_file`: one token per role, named after
+/// it, and the people's workers' tokens.
 fn config(dir: &Path) -> String {
-    let mut tokens = String::new();
-    for (role, token) in ROLES {
-        let sum: String = Sha256::digest(token.as_bytes())
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        tokens.push_str(&format!(
-            "[[token]]\nname = \"{role}-1\"\nsha256 = \"{sum}\"\nroles = [\"{role}\"]\n\n"
-        ));
-    }
-    for (name, t) in PEOPLE {
-        let sum: String = Sha256::digest(t.as_bytes())
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        tokens.push_str(&format!(
-            "[[token]]\nname = \"{name}\"\nsha256 = \"{sum}\"\nroles = [\"worker\"]\n\n"
-        ));
-    }
-    std::fs::write(dir.join("tokens.toml"), tokens).unwrap();
-    let cfg = dir.join("postfach.toml");
-    let file = dir.join("tokens.toml").display().to_string();
-    std::fs::write(&cfg, format!("[auth]\ntokens_file = {file:?}\n")).unwrap();
-    cfg.display().to_string()
+    let names: Vec<String> = ROLES.iter().map(|(role, _)| format!("{role}-1")).collect();
+    let mut tokens: Vec<(&str, &str, &str)> = ROLES
+        .iter()
+        .zip(&names)
+        .map(|((role, token), name)| (name.as_str(), *token, *role))
+        .collect();
+    tokens.extend(PEOPLE.iter().map(|(name, token)| (*name, *token, "worker")));
+    common::server::tokens_config(dir, &tokens)
 }
 
 fn as_role(url: &str, token: Option<&str>, args: &[&str]) -> Output {

@@ -69,7 +69,6 @@ async fn a_hosts_principal_is_recorded_with_its_change_and_retention_forgets_it(
 mod over_http {
     use super::common::server::{Gateway, Server};
     use serde_json::Value;
-    use sha2::{Digest, Sha256};
     use std::process::Command;
 
     const TOKENS: [(&str, &str, &str); 4] = [
@@ -100,21 +99,7 @@ mod over_http {
     }
 
     fn config(dir: &std::path::Path) -> String {
-        let mut file = String::new();
-        for (name, t, role) in TOKENS {
-            let sum: String = Sha256::digest(t.as_bytes())
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect();
-            file.push_str(&format!(
-                "[[token]]\nname = \"{name}\"\nsha256 = \"{sum}\"\nroles = [\"{role}\"]\n\n"
-            ));
-        }
-        std::fs::write(dir.join("tokens.toml"), file).unwrap();
-        let cfg = dir.join("postfach.toml");
-        let tokens = dir.join("tokens.toml").display().to_string();
-        std::fs::write(&cfg, format!("[auth]\ntokens_file = {tokens:?}\n")).unwrap();
-        cfg.display().to_string()
+        super::common::server::tokens_config(dir, &TOKENS)
     }
 
     fn trail(url: &str, args: &[&str]) -> Vec<(String, String, String)> {

@@ -346,3 +346,25 @@ pub fn free_ports(n: u16) -> u16 {
         }
     }
 }
+
+/// `dir/postfach.toml` with `[auth] tokens_file` naming `dir/tokens.toml`,
+/// which holds one named token per `(name, token, role)`, kept as its
+/// SHA-256; returns the configuration's path.
+pub fn tokens_config(dir: &std::path::Path, tokens: &[(&str, &str, &str)]) -> String {
+    use sha2::Digest;
+    let mut file = String::new();
+    for (name, token, role) in tokens {
+        let sum: String = sha2::Sha256::digest(token.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        file.push_str(&format!(
+            "[[token]]\nname = \"{name}\"\nsha256 = \"{sum}\"\nroles = [\"{role}\"]\n\n"
+        ));
+    }
+    std::fs::write(dir.join("tokens.toml"), file).unwrap();
+    let cfg = dir.join("postfach.toml");
+    let path = dir.join("tokens.toml").display().to_string();
+    std::fs::write(&cfg, format!("[auth]\ntokens_file = {path:?}\n")).unwrap();
+    cfg.display().to_string()
+}

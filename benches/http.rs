@@ -165,14 +165,19 @@ impl Drop for Server {
     }
 }
 
-/// One keep-alive connection's share: `n` publishes, each answered before
-/// the next is sent.
-fn publish_on_one_connection(addr: &str, conn: usize, n: usize, auth: Auth) {
-    let auth = match auth {
+/// The header the publishers send (the access token signed once, before
+/// the clock starts: a client fetches its token once, not per connection).
+fn auth_header(auth: Auth) -> String {
+    match auth {
         Auth::None => String::new(),
         Auth::Named => format!("Authorization: Bearer {TOKEN}\r\n"),
         Auth::Jwt => format!("Authorization: Bearer {}\r\n", access_token()),
-    };
+    }
+}
+
+/// One keep-alive connection's share: `n` publishes, each answered before
+/// the next is sent.
+fn publish_on_one_connection(addr: &str, conn: usize, n: usize, auth: &str) {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_nodelay(true).unwrap();
     let mut reader = BufReader::new(s.try_clone().unwrap());
@@ -215,11 +220,13 @@ fn publish_on_one_connection(addr: &str, conn: usize, n: usize, auth: Auth) {
 fn run_once(binary: &str, total: usize, auth: Auth) -> f64 {
     let server = Server::start(binary, auth);
     let per = total / CONNECTIONS;
+    let header = auth_header(auth);
     let started = Instant::now();
     std::thread::scope(|scope| {
         for conn in 0..CONNECTIONS {
             let addr = server.addr.clone();
-            scope.spawn(move || publish_on_one_connection(&addr, conn, per, auth));
+            let header = &header;
+            scope.spawn(move || publish_on_one_connection(&addr, conn, per, header));
         }
     });
     (per * CONNECTIONS) as f64 / started.elapsed().as_secs_f64()
@@ -282,6 +289,59 @@ fn main() {
     support::keep_results("http", &commit, &md, &doc);
 }
 
+/// What verifying an access token with cached keys costs in process, in
+/// µs per token: (every token new, its RS256 signature checked; the same
+/// token again, remembered from its first check).
+fn verify_cost() -> (f64, f64) {
+    use postfach::server::oidc::{Issuer, IssuerConfig};
+    let dir = tempfile::tempdir().unwrap();
+    issuer_config(dir.path());
+    let config = IssuerConfig {
+        issuer: ISSUER.into(),
+        audience: "postfach".into(),
+        jwks_file: Some(dir.path().join("jwks.json")),
+        roles_claim: "roles".into(),
+        groups_claim: "groups".into(),
+        console_client: None,
+    };
+    let (issuer, _) =
+        Issuer::open(config, std::sync::Arc::new(postfach::clock::SystemClock)).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let n = 2_000;
+    let tokens: Vec<String> = (0..n)
+        .map(|i| {
+            let mut h = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::RS256);
+            h.kid = Some("r1".into());
+            let claims = json!({
+                "iss": ISSUER, "aud": "postfach", "exp": now + 3600, "iat": now,
+                "preferred_username": format!("publisher-{i}"), "roles": ["starter"],
+            });
+            jsonwebtoken::encode(&h, &claims, &fixture_key()).unwrap()
+        })
+        .collect();
+    rt.block_on(async {
+        let t = Instant::now();
+        for token in &tokens {
+            issuer.caller_of(token).await.unwrap();
+        }
+        let fresh = t.elapsed().as_secs_f64() * 1e6 / n as f64;
+        let t = Instant::now();
+        for _ in 0..10 {
+            for token in &tokens {
+                issuer.caller_of(token).await.unwrap();
+            }
+        }
+        let remembered = t.elapsed().as_secs_f64() * 1e6 / (10 * n) as f64;
+        (fresh, remembered)
+    })
+}
+
 /// This commit with tokens (`auth`) against without, alternately.
 fn tokens_against_none(commit: &str, binary: &str, total: usize, runs: u64, auth: Auth) {
     let (mut with, mut without) = (Vec::new(), Vec::new());
@@ -300,10 +360,16 @@ fn tokens_against_none(commit: &str, binary: &str, total: usize, runs: u64, auth
     }
     let (w, wo) = (median(with.clone()), median(without.clone()));
     let per_request_us = (1.0 / w - 1.0 / wo) * 1e6 * CONNECTIONS as f64;
-    let md = format!(
+    let verify = (auth == Auth::Jwt).then(verify_cost);
+    let mut md = format!(
         "| server | publishes | connections | runs | median publishes/s |\n| --- | ---: | ---: | ---: | ---: |\n| {label} | {total} | {CONNECTIONS} | {runs} | {w:.0} |\n| no tokens | {total} | {CONNECTIONS} | {runs} | {wo:.0} |\n\nwith tokens vs without: {:.2}× (target ≥ 0.95×); per request, at {CONNECTIONS} concurrent: {per_request_us:+.1} µs of latency\n",
         w / wo
     );
+    if let Some((fresh, remembered)) = verify {
+        md.push_str(&format!(
+            "\nverifying one access token in process, keys cached: {fresh:.1} µs with its signature checked (a token seen first), {remembered:.2} µs remembered (the same token again) — target ≤ 50 µs\n"
+        ));
+    }
     println!("\n{md}");
     let doc = json!({
         "commit": commit,
@@ -312,6 +378,7 @@ fn tokens_against_none(commit: &str, binary: &str, total: usize, runs: u64, auth
         "runs": runs,
         "with_tokens_per_s": with,
         "without_per_s": without,
+        "verify_us": verify.map(|(f, r)| json!({"signature_checked": f, "remembered": r})),
     });
     support::keep_results(result, commit, &md, &doc);
 }

@@ -5,7 +5,8 @@
 // snapshot in one request, so a page left open costs one small request per
 // view every five seconds and needs no connection held open through proxies.
 
-import { $, h, json, missing, problem, route } from './lib.js';
+import { $, askForToken, h, json, missing, problem, route } from './lib.js';
+import { loadSession, may, session, setToken, signIn, signOut } from './session.js';
 import { isCluster, renderCluster } from './cluster.js';
 import { renderOverview } from './overview.js';
 import { renderMessages } from './messages.js';
@@ -65,15 +66,42 @@ function fillVersions(p) {
   select.value = String(state.version);
 }
 
+/** Who the tab's token is, beside the way out; or the way in. */
+function showSession() {
+  const c = session.caller;
+  $('signed-in').hidden = !c;
+  if (c) {
+    const roles = c.roles.length ? c.roles.join(', ') : 'no role';
+    $('who-am-i').textContent = `${c.name} (${roles})`;
+    $('who-am-i').dataset.may = c.may.join(' ');
+  }
+  if (!c && session.auth !== 'none') {
+    askForToken();
+    problem(session.auth === 'issuer'
+      ? 'sign in to see this server (the button above)'
+      : 'this server wants a bearer token: enter it above');
+  }
+  if (session.refused) problem(`the token was not accepted: ${session.refused}`);
+}
+
 async function start() {
   $('who').value = sessionStorage.getItem('postfach-who') || '';
   $('token-form').onsubmit = (ev) => {
     ev.preventDefault();
-    sessionStorage.setItem('postfach-token', $('token').value.trim());
+    setToken($('token').value.trim());
     $('token-form').hidden = true;
     start();
   };
+  $('sign-in').onclick = () => signIn().catch((err) => problem(err.message));
+  $('sign-out').onclick = () => signOut();
   try {
+    await loadSession();
+    showSession();
+    if (!session.caller && session.auth !== 'none') return;
+    if (!may('read')) {
+      problem(`signed in as ${session.caller.name}: these roles grant no view of this server (reader, operator or admin do)`);
+      return;
+    }
     $('cluster-link').hidden = !(await isCluster());
     const { processes } = await json('/processes');
     if (processes.length === 0) {

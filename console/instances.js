@@ -6,6 +6,7 @@
 // shows the subscription it would have duplicated, as the API's 409 names it.
 
 import { $, ApiError, cell, h, instanceLink, json, problem, route } from './lib.js';
+import { may } from './session.js';
 import { draw, drawn, obstacles, place } from './diagram.js';
 
 const FILTERS = ['waiting_at', 'state', 'key', 'variable', 'value', 'started_from', 'started_before', 'has_incident', 'order'];
@@ -238,7 +239,7 @@ function tokenRow(id, t, tokens, adHoc) {
     cell(t.element),
     waitsFor(t, tokens, id),
     cell(t.since),
-    h('td', {},
+    !may('operate') ? cell('') : h('td', {},
       h('button', { class: 'cancel-token', onclick: () => repair(`/instances/${id}/tokens/${t.token}/cancel`, {}) }, 'Cancel'),
       ' ', target, ' ',
       h('button', {
@@ -257,7 +258,7 @@ function jobRow(j) {
     cell(j.attempts, 'num'),
     cell(j.history.map((a) => `${a.at}: ${a.error}`).join('\n'), 'attempts'),
     cell(j.due_at),
-    h('td', {}, j.state === 'incident'
+    h('td', {}, j.state === 'incident' && may('operate')
       ? h('button', { class: 'retry', onclick: () => retry(j.job) }, 'Retry')
       : ''));
 }
@@ -322,7 +323,7 @@ export async function renderInstance(forced) {
         if (at) repair(`/instances/${d.instance}/tokens`, { element: at });
       },
     }, 'Add'));
-  $('add-token').hidden = d.state === 'completed' || d.state === 'cancelled';
+  $('add-token').hidden = d.state === 'completed' || d.state === 'cancelled' || !may('operate');
   fill('subscriptions', d.subscriptions.map((s) => h('tr', { dataset: { name: s.name, key: s.key || '' } },
     cell(s.kind), cell(s.name), cell(s.key || ''), cell(s.element), cell(s.token, 'num'))));
   $('no-subscriptions').hidden = d.subscriptions.length > 0;

@@ -3,6 +3,7 @@
 // list costs the same however many jobs are waiting to run.
 
 import { $, cell, h, instanceLink, json, problem } from './lib.js';
+import { may } from './session.js';
 
 async function retry(job, after) {
   try {
@@ -23,7 +24,7 @@ export async function renderJobs(after) {
     cell(j.kind + (j.topic ? ` (${j.topic})` : '')),
     cell(j.attempts, 'num'),
     cell(j.history.map((a) => `${a.at}: ${a.error}`).join('\n'), 'attempts'),
-    h('td', {}, h('button', { class: 'retry', onclick: () => retry(j.job, after) }, 'Retry')),
+    h('td', {}, may('operate') ? h('button', { class: 'retry', onclick: () => retry(j.job, after) }, 'Retry') : ''),
   )));
   $('no-incidents').hidden = jobs.length > 0;
 }

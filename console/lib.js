@@ -2,14 +2,17 @@
 // this tab's sessionStorage, in a header — never a cookie), safe element
 // building (every value becomes a text node, never HTML), and formatting.
 
+import { renew, session, token } from './session.js';
+
 export const $ = (id) => document.getElementById(id);
 
-export function token() {
-  return sessionStorage.getItem('postfach-token');
+/** Shows how to get a token: the issuer's sign-in, or the field to paste one. */
+export function askForToken() {
+  $('sign-in').hidden = session.auth !== 'issuer';
+  $('token-form').hidden = session.auth !== 'token';
 }
 
-/** A request to the API of this server; a POST when `body` is given. */
-export async function api(path, body) {
+function send(path, body) {
   const headers = {};
   if (token()) headers.Authorization = `Bearer ${token()}`;
   const init = { headers };
@@ -18,10 +21,19 @@ export async function api(path, body) {
     headers['Content-Type'] = 'application/json';
     init.body = JSON.stringify(body);
   }
-  const r = await fetch(path, init);
+  return fetch(path, init);
+}
+
+/** A request to the API of this server; a POST when `body` is given. An
+ * expired sign-in is renewed once with its refresh token. */
+export async function api(path, body) {
+  let r = await send(path, body);
+  if (r.status === 401 && await renew()) r = await send(path, body);
   if (r.status === 401) {
-    $('token-form').hidden = false;
-    throw new Error('this server wants a bearer token: enter it above');
+    askForToken();
+    throw new Error(session.auth === 'issuer'
+      ? 'sign in to see this server (the button above)'
+      : 'this server wants a bearer token: enter it above');
   }
   return r;
 }

@@ -5,6 +5,7 @@
 // by page from the API's cursor.
 
 import { $, cell, h, hexLines, instanceLink, json, problem } from './lib.js';
+import { may, signedInAs } from './session.js';
 
 const buffered = { cursor: null, next: null };
 const parkedPage = { cursor: null, next: null };
@@ -57,6 +58,7 @@ async function act(path, body, after) {
 
 /** Requeue, or discard with a reason and who: the API records both. */
 function actions(m, after) {
+  if (!may('operate')) return cell('');
   const id = encodeURIComponent(`${m.name}/${m.message_id}`);
   const why = h('input', { class: 'why', placeholder: 'why discard?' });
   return h('td', {},
@@ -65,7 +67,7 @@ function actions(m, after) {
     h('button', {
       class: 'discard',
       onclick: () => {
-        const by = $('who').value.trim();
+        const by = signedInAs() || $('who').value.trim();
         if (!why.value.trim() || !by) {
           problem('a discard needs a reason and who you are (the field "You" above)');
           return;
@@ -127,6 +129,7 @@ async function renderBuffered() {
 
 /** Both lists; `after` re-renders the page once an action is done. */
 export async function renderMessages(after) {
+  $('who').parentNode.hidden = Boolean(signedInAs()) || !may('operate');
   $('parked-next').onclick = () => { parkedPage.cursor = parkedPage.next; renderParked(after).catch((e) => problem(e.message)); };
   $('parked-first').onclick = () => { parkedPage.cursor = null; renderParked(after).catch((e) => problem(e.message)); };
   $('buffered-next').onclick = () => { buffered.cursor = buffered.next; renderBuffered().catch((e) => problem(e.message)); };

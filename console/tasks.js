@@ -5,11 +5,13 @@
 // task, 409) is shown as it answered. While a person types, the rows stay.
 
 import { $, age, cell, h, instanceLink, json, problem } from './lib.js';
+import { may, signedInAs } from './session.js';
 
 const editing = { dirty: false };
 
+/** Who acts: the name the token gives, else the one typed (no identity). */
 function who() {
-  return $('task-who').value.trim();
+  return signedInAs() || $('task-who').value.trim();
 }
 
 async function act(task, action, body, after) {
@@ -41,6 +43,7 @@ function variables(text) {
 }
 
 function actions(t, after) {
+  if (!may('work')) return cell('');
   const vars = h('textarea', {
     class: 'variables',
     rows: 2,
@@ -78,6 +81,7 @@ function actions(t, after) {
 
 /** The open tasks; `force` redraws even while a person is typing. */
 export async function renderTasks(force) {
+  $('task-who').parentNode.hidden = Boolean(signedInAs()) || !may('work');
   if (!$('task-who').value) $('task-who').value = sessionStorage.getItem('postfach-who') || '';
   if (!force && (editing.dirty || $('task-list').contains(document.activeElement))) return;
   const { tasks } = await json('/tasks');

@@ -143,6 +143,9 @@ pub struct AuthConfig {
     pub roles_claim: Option<String>,
     /// The claim holding the caller's groups; default `groups`.
     pub groups_claim: Option<String>,
+    /// The public client the console signs in with (authorization code
+    /// with PKCE at the issuer); none: the console asks for a token.
+    pub console_client: Option<String>,
 }
 
 impl AuthConfig {
@@ -154,6 +157,7 @@ impl AuthConfig {
                 ("jwks_file", self.jwks_file.is_some()),
                 ("roles_claim", self.roles_claim.is_some()),
                 ("groups_claim", self.groups_claim.is_some()),
+                ("console_client", self.console_client.is_some()),
             ] {
                 if set {
                     return Err(format!(
@@ -169,6 +173,7 @@ impl AuthConfig {
             jwks_file: self.jwks_file.clone(),
             roles_claim: self.roles_claim.clone().unwrap_or_else(|| "roles".into()),
             groups_claim: self.groups_claim.clone().unwrap_or_else(|| "groups".into()),
+            console_client: self.console_client.clone(),
         };
         c.check()?;
         Ok(Some(c))
@@ -192,6 +197,9 @@ pub struct IssuerConfig {
     /// The claim holding the caller's groups (for candidate groups of user
     /// tasks); a leading `/` of a group path is dropped.
     pub groups_claim: String,
+    /// The public client id the console signs in with (authorization code
+    /// with PKCE); none: the console asks for a token to paste.
+    pub console_client: Option<String>,
 }
 
 impl IssuerConfig {
@@ -229,6 +237,17 @@ impl IssuerConfig {
             if v.is_empty() || v.len() > 256 {
                 return Err(format!("[auth] {field} is not 1 to 256 characters"));
             }
+        }
+        if let Some(c) = &self.console_client
+            && (c.is_empty()
+                || c.len() > 256
+                || !c
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-._:".contains(&b)))
+        {
+            return Err(format!(
+                "[auth] console_client '{c}' is not 1 to 256 letters, digits, '-', '.', '_' or ':'"
+            ));
         }
         Ok(())
     }

@@ -135,15 +135,18 @@ async fn run_executor(
 ) -> Result<WorkReport, Error> {
     let owner = owner();
     let mut report = WorkReport::default();
-    let mut running: tokio::task::JoinSet<Result<bool, Error>> = tokio::task::JoinSet::new();
+    let mut running = Running::default();
     let mut backoff = RETRY_FIRST;
+    let mut turn = 0usize;
     while !stopping.load(Ordering::SeqCst) {
         let pass = Pass {
             pf: &pf,
             config: &config,
             owner: &owner,
             stop: &stop,
+            turn,
         };
+        turn = turn.wrapping_add(1);
         match pass.run(&mut running, &mut report).await {
             Ok(()) => backoff = RETRY_FIRST,
             // the database is closing: nothing more can be done
@@ -173,19 +176,22 @@ const RETRY_MOST: std::time::Duration = std::time::Duration::from_secs(5);
 /// One pass of the executor: continuations, jobs locked for free handler
 /// slots, then a wait for a commit, a due time, a finished handler or the
 /// stop.
+///
+/// The free slots are shared among the topics: each pass asks them in turn
+/// from another first topic, and each for at most its share of what is
+/// still free — so a topic whose handlers are slow (a broker that answers
+/// late) cannot hold every slot while another topic's jobs wait.
 struct Pass<'a> {
     pf: &'a Postfach,
     config: &'a ExecutorConfig,
     owner: &'a str,
     stop: &'a tokio::sync::Notify,
+    /// Which topic is asked first this pass (counted up pass by pass).
+    turn: usize,
 }
 
 impl Pass<'_> {
-    async fn run(
-        &self,
-        running: &mut tokio::task::JoinSet<Result<bool, Error>>,
-        report: &mut WorkReport,
-    ) -> Result<(), Error> {
+    async fn run(&self, running: &mut Running, report: &mut WorkReport) -> Result<(), Error> {
         let pf = self.pf;
         let concurrency = self.config.concurrency.max(1);
         // async continuations run inside the engine: no handler, no lease
@@ -197,7 +203,11 @@ impl Pass<'_> {
             }
         }
         let topics = pf.handlers().topics();
-        for topic in &topics {
+        let n = topics.len();
+        // every other topic keeps a slot, however slow one topic is
+        let most = concurrency.saturating_sub(n.saturating_sub(1)).max(1);
+        let in_turn = topics.iter().cycle().skip(self.turn % n.max(1)).take(n);
+        for (asked, topic) in in_turn.enumerate() {
             let free = concurrency.saturating_sub(running.len());
             if free == 0 {
                 break;
@@ -205,19 +215,31 @@ impl Pass<'_> {
             let Some(handler) = pf.handlers().get(topic) else {
                 continue;
             };
+            let room = most.saturating_sub(running.of(topic));
+            let share = free.div_ceil(n - asked).min(room);
+            if share == 0 {
+                continue;
+            }
             for job in pf
-                .lock_in_process(topic, free, self.owner, self.config.lease_ms)
+                .lock_in_process(topic, share, self.owner, self.config.lease_ms)
                 .await?
             {
-                running.spawn(run_handler(pf.clone(), handler.clone(), job));
+                running.spawn(pf, handler.clone(), job);
             }
         }
-        // with every handler slot busy, only a finishing handler can make progress
-        let sleep = if running.len() >= concurrency {
+        // only the topics that may take another job can make progress now;
+        // with none (every slot busy, or each topic at its most), only a
+        // finishing handler can
+        let open: Vec<String> = topics
+            .iter()
+            .filter(|t| running.len() < concurrency && running.of(t) < most)
+            .cloned()
+            .collect();
+        let sleep = if open.is_empty() {
             None
         } else {
             let now = pf.now();
-            match pf.reader()?.next_due(&topics)? {
+            match pf.reader()?.next_due(&open)? {
                 Some(t) if t <= now => return Ok(()),
                 Some(t) => Some(std::time::Duration::from_millis((t - now).min(3_600_000))),
                 None => Some(std::time::Duration::from_secs(3600)),
@@ -233,6 +255,52 @@ impl Pass<'_> {
             Some(done) = running.join_next(), if !running.is_empty() => count(report, done)?,
         }
         Ok(())
+    }
+}
+
+/// The handlers running now, counted by topic.
+#[derive(Default)]
+struct Running {
+    set: tokio::task::JoinSet<Result<bool, Error>>,
+    topic_of: std::collections::HashMap<tokio::task::Id, String>,
+    by_topic: std::collections::HashMap<String, usize>,
+}
+
+impl Running {
+    fn len(&self) -> usize {
+        self.set.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.set.is_empty()
+    }
+
+    /// How many jobs of `topic` run now.
+    fn of(&self, topic: &str) -> usize {
+        self.by_topic.get(topic).copied().unwrap_or(0)
+    }
+
+    fn spawn(&mut self, pf: &Postfach, handler: Arc<dyn Handler>, job: crate::LockedJob) {
+        let topic = job.task.topic.clone();
+        *self.by_topic.entry(topic.clone()).or_default() += 1;
+        let id = self.set.spawn(run_handler(pf.clone(), handler, job)).id();
+        self.topic_of.insert(id, topic);
+    }
+
+    /// The next handler to end, its topic counted down (also when its task
+    /// failed).
+    async fn join_next(&mut self) -> Option<Result<Result<bool, Error>, tokio::task::JoinError>> {
+        let done = self.set.join_next_with_id().await?;
+        let id = match &done {
+            Ok((id, _)) => *id,
+            Err(e) => e.id(),
+        };
+        if let Some(topic) = self.topic_of.remove(&id)
+            && let Some(n) = self.by_topic.get_mut(&topic)
+        {
+            *n = n.saturating_sub(1);
+        }
+        Some(done.map(|(_, r)| r))
     }
 }
 

@@ -20,7 +20,8 @@ const CALLS: &str = r#"
 import json, sys
 from gen.client import Client
 from gen.api.default import (
-    acquire, activate, add_token, alarm_states, audit, backup, bpmn_error, cancel_token, cleanup,
+    acquire, activate, add_token, alarm_states, audit, backup, bpmn_error, cancel_instance,
+    cancel_token, cleanup, set_variables,
     complete, complete_ad_hoc, conditions, correlate, decisions, deploy, discard,
     evaluate, extend, fail, instance, instances, job_object, jobs, live, messages,
     metrics, move_token, partition, process_xml, processes, publish, ready, requeue,
@@ -29,7 +30,7 @@ from gen.api.default import (
 from gen.models import (
     AcquireBody, ActivateBody, BackupBody, BpmnErrorBody, CompleteBody, ConditionsBody,
     DeployBody, DiscardBody, EvaluateBody, ExtendBody, FailBody, MessageBody,
-    SignalBody, StartBody, TaskBody, TokenBody, TriggerBody,
+    SignalBody, StartBody, TaskBody, TokenBody, TriggerBody, VariablesBody,
 )
 
 c = Client(base_url=sys.argv[1], timeout=30.0)
@@ -50,6 +51,8 @@ calls = [
     ("move_token", lambda: move_token.sync_detailed(i, none, client=c, body=TokenBody(element="auftragUebergeben"))),
     ("cancel_token", lambda: cancel_token.sync_detailed(i, none, client=c)),
     ("trigger", lambda: trigger.sync_detailed(i, none, client=c, body=TriggerBody())),
+    ("set_variables", lambda: set_variables.sync_detailed(i, client=c, body=VariablesBody.from_dict({"variables": {"gepflegt": True}}))),
+    ("cancel_instance", lambda: cancel_instance.sync_detailed(none, client=c)),
     ("activate", lambda: activate.sync_detailed(i, none, client=c, body=ActivateBody(element="rueckfrage"))),
     ("complete_ad_hoc", lambda: complete_ad_hoc.sync_detailed(i, none, client=c)),
     ("publish", lambda: publish.sync_detailed(client=c, body=MessageBody(name="AuftragAbgeschlossen", key="gen", id="gen/1"))),

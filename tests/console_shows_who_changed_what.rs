@@ -7,7 +7,6 @@ use crate::common;
 
 use common::browser::Driver;
 use common::server::Server;
-use std::process::Command;
 
 const TOKENS: [(&str, &str, &str); 3] = [
     ("ops-1", "t-ops", "operator"),
@@ -16,18 +15,7 @@ const TOKENS: [(&str, &str, &str); 3] = [
 ];
 
 fn cli(url: &str, token: &str, args: &[&str]) {
-    let o = Command::new(env!("CARGO_BIN_EXE_postfach"))
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .env("POSTFACH_TOKEN", token)
-        .args(["--json", "--server", url])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    common::server::cli_ok(url, Some(token), args);
 }
 
 #[test]

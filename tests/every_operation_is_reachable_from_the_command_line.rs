@@ -58,6 +58,12 @@ fn walk(instance: &str) -> Vec<(Vec<String>, &'static [i32])> {
         w("move-token INSTANCE 999999 auftragUebergeben", refused),
         w("cancel-token INSTANCE 999999", refused),
         w("trigger INSTANCE 999999", refused),
+        w("set-variables INSTANCE --var gepflegt=true", ok),
+        w(
+            "set-variables INSTANCE --token 999999 --local --var x=1",
+            refused,
+        ),
+        w("cancel 999999", refused),
         w("ad-hoc INSTANCE 999999 --activate rueckfrage", refused),
         w("ad-hoc INSTANCE 999999 --complete", refused),
         w("cleanup", ok),

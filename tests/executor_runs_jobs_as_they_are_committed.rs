@@ -213,3 +213,58 @@ async fn a_handler_returns_a_bpmn_error_and_the_error_boundary_takes_it() {
     let view = pf.reader().unwrap().instance(id).unwrap().unwrap();
     assert_eq!(view.waiting_at, vec!["nachbessern"]);
 }
+
+/// Two topics due at once, one of them in parallel with the other.
+const TWO_TOPICS: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
+<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL" xmlns:camunda="http://camunda.org/schema/1.0/bpmn" targetNamespace="t">
+  <process id="zwei" isExecutable="true">
+    <startEvent id="s" />
+    <sequenceFlow id="f0" sourceRef="s" targetRef="split" />
+    <parallelGateway id="split" />
+    <sequenceFlow id="f1" sourceRef="split" targetRef="langsam" />
+    <sequenceFlow id="f2" sourceRef="split" targetRef="schnell" />
+    <serviceTask id="langsam" camunda:type="external" camunda:topic="langsam" />
+    <serviceTask id="schnell" camunda:type="external" camunda:topic="schnell" />
+    <sequenceFlow id="f3" sourceRef="langsam" targetRef="e1" />
+    <sequenceFlow id="f4" sourceRef="schnell" targetRef="e2" />
+    <endEvent id="e1" />
+    <endEvent id="e2" />
+  </process>
+</definitions>
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_topic_whose_handlers_hang_does_not_starve_another() {
+    let dir = tempfile::tempdir().unwrap();
+    let pf = Postfach::open(dir.path().join("x.redb")).unwrap();
+    pf.deploy("zwei.bpmn", TWO_TOPICS, Default::default())
+        .await
+        .unwrap();
+    // every handler hangs until the test lets it go, counting that it began:
+    // whichever topic is asked first has enough jobs to fill every slot
+    let release = Arc::new(tokio::sync::Notify::new());
+    let begun: Vec<Arc<AtomicU32>> = (0..2).map(|_| Arc::new(AtomicU32::new(0))).collect();
+    for (topic, count) in ["langsam", "schnell"].into_iter().zip(&begun) {
+        let (r, c) = (release.clone(), count.clone());
+        pf.register_handler(topic, move |_job: JobContext| {
+            let (r, c) = (r.clone(), c.clone());
+            async move {
+                c.fetch_add(1, Ordering::SeqCst);
+                r.notified().await;
+                Ok(Vars::new())
+            }
+        });
+    }
+    for _ in 0..10 {
+        pf.start("zwei", Vars::new(), None).await.unwrap();
+    }
+    let exec = pf.start_executor(ExecutorConfig {
+        concurrency: 4,
+        ..ExecutorConfig::default()
+    });
+    for count in &begun {
+        until(count, 1).await;
+    }
+    release.notify_waiters();
+    drop(exec);
+}

@@ -262,3 +262,41 @@ async fn an_external_workers_lease_survives_an_engine_restart() {
         .await
         .unwrap();
 }
+
+/// Zeebe's `taskDefinition retries` is the number of attempts; an
+/// expression there is refused naming it.
+#[tokio::test]
+async fn zeebe_task_definition_retries_sets_the_attempts() {
+    let model = |retries: &str| {
+        format!(
+            r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL" xmlns:zeebe="http://camunda.org/schema/zeebe/1.0">
+  <process id="z" isExecutable="true">
+    <startEvent id="s"/>
+    <sequenceFlow id="f1" sourceRef="s" targetRef="call"/>
+    <serviceTask id="call">
+      <extensionElements><zeebe:taskDefinition type="drucken" retries="{retries}"/></extensionElements>
+    </serviceTask>
+    <sequenceFlow id="f2" sourceRef="call" targetRef="e"/>
+    <endEvent id="e"/>
+  </process>
+</definitions>"#
+        )
+    };
+    let env = Env::new();
+    env.deploy(&model("2")).await;
+    env.pf.start("z", Vars::new(), None).await.unwrap();
+    let mut states = Vec::new();
+    for _ in 0..2 {
+        let l = env.lock("drucken", 1, "w", 60_000).await.remove(0);
+        states.push(
+            env.pf
+                .fail_job(l.task.job, Some(l.lease_token), "no")
+                .await
+                .unwrap(),
+        );
+        env.advance(Duration::from_secs(600));
+    }
+    assert_eq!(states, vec![JobState::Ready, JobState::Incident]);
+    let refused = env.refusal(&model("=anzahl")).await;
+    assert!(refused.contains("retries=\"=anzahl\""), "{refused}");
+}

@@ -64,11 +64,13 @@ async fn the_host_serves_until_its_shutdown_future_resolves() {
                     issuer: None,
                     tls: None,
                     insecure_plaintext: false,
+                    zeebe: None,
+                    zeebe_if_free: false,
                 },
                 async move {
                     let _ = stopped.await;
                 },
-                move |addr| bound_tx.send(addr).unwrap(),
+                move |bound| bound_tx.send(bound.http).unwrap(),
             )
             .await
         })
@@ -137,6 +139,8 @@ async fn an_address_reachable_from_other_machines_needs_a_token() {
             issuer: None,
             tls: None,
             insecure_plaintext: false,
+            zeebe: None,
+            zeebe_if_free: false,
         },
         async {},
         |_| panic!("must not bind"),

@@ -69,7 +69,6 @@ async fn a_hosts_principal_is_recorded_with_its_change_and_retention_forgets_it(
 mod over_http {
     use super::common::server::{Gateway, Server};
     use serde_json::Value;
-    use std::process::Command;
 
     const TOKENS: [(&str, &str, &str); 4] = [
         ("root", "t-root", "admin"),
@@ -83,19 +82,7 @@ mod over_http {
     }
 
     fn cli(url: &str, who: &str, args: &[&str]) -> Value {
-        let o = Command::new(env!("CARGO_BIN_EXE_postfach"))
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .env("POSTFACH_TOKEN", token(who))
-            .args(["--json", "--server", url])
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            o.status.success(),
-            "{who} {args:?}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        serde_json::from_slice(&o.stdout).unwrap_or(Value::Null)
+        super::common::server::cli_ok(url, Some(token(who)), args)
     }
 
     fn config(dir: &std::path::Path) -> String {

@@ -16,19 +16,6 @@ use common::server::{Gateway, Server};
 use serde_json::Value;
 use std::process::{Command, Output};
 
-/// A user task for the purchasing group.
-const FREIGABE: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
-<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL" xmlns:camunda="http://camunda.org/schema/1.0/bpmn" targetNamespace="t">
-  <process id="einkauf-freigabe" isExecutable="true">
-    <startEvent id="s" />
-    <sequenceFlow id="f1" sourceRef="s" targetRef="freigeben" />
-    <userTask id="freigeben" camunda:candidateGroups="einkauf" />
-    <sequenceFlow id="f2" sourceRef="freigeben" targetRef="e" />
-    <endEvent id="e" />
-  </process>
-</definitions>
-"#;
-
 fn cli(url: &str, token: &str, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_postfach"))
         .current_dir(env!("CARGO_MANIFEST_DIR"))
@@ -211,7 +198,7 @@ fn tokens_of_a_keycloak_realm_call_what_their_roles_grant() {
         ],
     );
     let model = dir.path().join("freigabe.bpmn");
-    std::fs::write(&model, FREIGABE).unwrap();
+    std::fs::write(&model, common::keycloak::FREIGABE).unwrap();
     ok(&url, "the-admin", &["deploy", model.to_str().unwrap()]);
     services_keep_to_their_roles(&url, &kc);
     people_act_on_their_tasks(&url, &kc, "the-admin");

@@ -8,7 +8,7 @@
 
 use super::failure::{Failure, out, usage};
 use super::remote::client_of;
-use super::serve::{check_exposure, server_token, shutdown_signal};
+use super::serve::{Signals, check_exposure, server_token};
 use super::values::correlation_keys;
 use super::{Cli, Output};
 use clap::{Args, Subcommand};
@@ -45,6 +45,16 @@ pub(crate) struct GatewayArgs {
     /// to (default: the public roots).
     #[arg(long, value_name = "PATH")]
     pub(crate) tls_ca: Option<PathBuf>,
+    /// Where partition I serves Zeebe's gateway protocol: I=HOST:PORT, once
+    /// for every partition; with them the gateway serves it too, on
+    /// --zeebe-listen.
+    #[arg(long = "partition-zeebe", value_name = "I=HOST:PORT")]
+    pub(crate) partition_zeebe: Vec<String>,
+    /// Serve Zeebe's gateway protocol for the cluster here, or `none`
+    /// (default 127.0.0.1:26500 when --partition-zeebe is given, skipped
+    /// with a warning when taken).
+    #[arg(long, value_name = "ADDR|none")]
+    pub(crate) zeebe_listen: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -203,10 +213,11 @@ pub(super) async fn router(args: &RouterArgs) -> Result<Output, Failure> {
                 .into(),
         ));
     }
+    let mut signals = Signals::listen();
     let Some(r) = start_router(&args.route, args.partitions, args.config.as_deref()).await? else {
         return Err(usage("router: no subscription to route".into()));
     };
-    shutdown_signal().await;
+    signals.next().await;
     eprintln!("postfach: router stopping (forwards in flight finish)");
     r.stop().await;
     Ok(out(json!({"stopped": true}), "router stopped".to_string()))
@@ -271,6 +282,60 @@ pub(crate) fn partition_urls(given: &[String]) -> Result<Vec<String>, Failure> {
     Ok(urls.into_iter().map(Option::unwrap_or_default).collect())
 }
 
+/// `--partition-zeebe I=HOST:PORT`, once for each of `count` partitions, in
+/// partition order.
+fn partition_zeebe(given: &[String], count: usize) -> Result<Vec<String>, Failure> {
+    let mut addrs: Vec<Option<String>> = vec![None; count];
+    for g in given {
+        let bad = |why: String| usage(format!("--partition-zeebe {g}: {why}"));
+        let (i, addr) = g
+            .split_once('=')
+            .ok_or_else(|| bad("expected I=HOST:PORT (0=10.0.0.5:26500)".into()))?;
+        let i: usize = i
+            .trim()
+            .parse()
+            .map_err(|_| bad(format!("'{i}' is not a partition number")))?;
+        if i >= count {
+            return Err(bad(format!("partition {i} of a cluster of {count}")));
+        }
+        let addr = addr.trim();
+        if addr.contains("://")
+            || addr
+                .rsplit_once(':')
+                .is_none_or(|(_, p)| p.parse::<u16>().is_err())
+        {
+            return Err(bad("expected HOST:PORT (plaintext gRPC)".into()));
+        }
+        if addrs[i].replace(addr.to_string()).is_some() {
+            return Err(bad(format!("partition {i} is given twice")));
+        }
+    }
+    addrs
+        .into_iter()
+        .enumerate()
+        .map(|(i, a)| a.ok_or_else(|| usage(format!("--partition-zeebe: partition {i} is missing (one for each of the {count} partitions)"))))
+        .collect()
+}
+
+/// Where the gateway serves Zeebe's gateway protocol, and whether that is
+/// only the default address; none without --partition-zeebe.
+fn gateway_zeebe(
+    args: &GatewayArgs,
+    count: usize,
+) -> Result<(Option<std::net::SocketAddr>, bool, Vec<String>), Failure> {
+    if args.partition_zeebe.is_empty() {
+        return match args.zeebe_listen.as_deref() {
+            None | Some("none") => Ok((None, false, Vec::new())),
+            Some(a) => Err(usage(format!(
+                "--zeebe-listen {a}: the gateway forwards Zeebe's gateway protocol to the partitions: give --partition-zeebe I=HOST:PORT for each"
+            ))),
+        };
+    }
+    let addrs = partition_zeebe(&args.partition_zeebe, count)?;
+    let listen = super::serve::zeebe_addr(args.zeebe_listen.as_deref(), &args.tls)?;
+    Ok((listen, args.zeebe_listen.is_none(), addrs))
+}
+
 /// `postfach gateway`: serves until SIGINT/SIGTERM.
 pub(super) async fn gateway(args: &GatewayArgs) -> Result<Output, Failure> {
     let file = super::serve::run_config(args.config.as_deref())?;
@@ -290,11 +355,13 @@ pub(super) async fn gateway(args: &GatewayArgs) -> Result<Output, Failure> {
     check_exposure(args.listen, token.as_deref(), &tokens, issuer.is_some())?;
     super::serve::check_plaintext(args.listen, &args.tls)?;
     let count = urls.len();
+    let zeebe = gateway_zeebe(args, count)?;
     let router = start_router(&args.route, count as u64, args.config.as_deref()).await?;
     let served = run_gateway(
         urls,
         (token, tokens, issuer),
         (args.listen, args.tls.clone(), args.tls_ca.clone()),
+        zeebe,
     )
     .await;
     if let Some(r) = router {
@@ -318,9 +385,15 @@ async fn run_gateway(
     urls: Vec<String>,
     (token, tokens, issuer): Callers,
     (listen, tls, ca): (std::net::SocketAddr, super::serve::TlsArgs, Option<PathBuf>),
+    (zeebe_listen, zeebe_if_free, partition_zeebe): (
+        Option<std::net::SocketAddr>,
+        bool,
+        Vec<String>,
+    ),
 ) -> Result<(), Failure> {
     let count = urls.len();
     let scheme = tls.scheme();
+    let mut signals = Signals::listen();
     postfach::server::gateway::run(
         GatewayConfig {
             partitions: urls,
@@ -330,9 +403,12 @@ async fn run_gateway(
             tls: tls.files(),
             insecure_plaintext: tls.insecure_plaintext,
             partitions_ca: ca,
+            zeebe_listen,
+            zeebe_if_free,
+            partition_zeebe,
         },
         listen,
-        shutdown_signal(),
+        async move { signals.next().await },
         |bound| eprintln!("postfach: gateway of {count} partitions on {scheme}://{bound}"),
     )
     .await
@@ -472,7 +548,9 @@ async fn up(args: &UpArgs) -> Result<Output, Failure> {
             .arg(&args.file)
             .args(["--listen", &addr.to_string()])
             .args(["--partitions", &args.partitions.to_string()])
-            .args(["--partition", &i.to_string()]);
+            .args(["--partition", &i.to_string()])
+            // Zeebe's port is the cluster's to give (a gateway with --partition-zeebe)
+            .args(["--zeebe-listen", "none"]);
         for k in &args.correlation_key {
             cmd.args(["--correlation-key", k]);
         }
@@ -522,6 +600,7 @@ async fn up(args: &UpArgs) -> Result<Output, Failure> {
         urls,
         (token, Vec::new(), None),
         (args.listen, Default::default(), None),
+        (None, false, Vec::new()),
     )
     .await;
     if let Some(r) = router {

@@ -6,7 +6,6 @@
 
 use super::failure::{Failure, out, usage};
 use super::remote::Client;
-use super::serve::shutdown_signal;
 use super::show::{each, s, shown};
 use super::values::{
     VarArgs, parse_configured, parse_fetch, parse_lease, parse_lease_extension, parse_max,
@@ -365,8 +364,9 @@ pub(super) async fn work(pf: &Postfach, args: WorkArgs) -> Result<Output, Failur
     let doc = if until_idle {
         postfach::contract::work_pass(pf).await?
     } else {
+        let mut signals = super::serve::Signals::listen();
         let exec = pf.start_executor(postfach::jobs::ExecutorConfig::default());
-        shutdown_signal().await;
+        signals.next().await;
         let total = exec.stop().await?;
         postfach::contract::worked_json(pf, &total)?
     };

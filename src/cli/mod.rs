@@ -268,6 +268,17 @@ pub enum Command {
     ///
     /// Example: postfach cancel-token 17 3
     CancelToken(repair::CancelTokenArgs),
+    /// End a running instance as cancelled with everything inside it (jobs,
+    /// timers, subscriptions, user tasks, called instances).
+    ///
+    /// Example: postfach cancel 17
+    Cancel(repair::CancelArgs),
+    /// Set variables of a running instance (as a token writes them with
+    /// --token, on the token itself with --local); waiting conditions that
+    /// read them are asked.
+    ///
+    /// Example: postfach set-variables 17 --var freigabe=true
+    SetVariables(repair::SetVariablesArgs),
     /// Move a token on from its wait state (a receive task or catch event
     /// without an event definition), by token id or by the element it waits at.
     ///
@@ -452,6 +463,8 @@ async fn execute(pf: &Postfach, command: Command) -> Result<Output, Failure> {
         Command::MoveToken(args) => repair::move_token(pf, args).await,
         Command::CancelToken(args) => repair::cancel_token(pf, args).await,
         Command::Trigger(args) => repair::trigger(pf, args).await,
+        Command::Cancel(args) => repair::cancel(pf, args).await,
+        Command::SetVariables(args) => repair::set_variables(pf, args).await,
         Command::AdHoc(args) => repair::ad_hoc(pf, args).await,
     }
 }

@@ -552,6 +552,16 @@ async fn send_repair(c: &Client, command: Command) -> Result<Output, Failure> {
             Call::to("cancel_token")?.at(a.instance).at(a.token),
             "cancelled",
         ),
+        Command::Cancel(a) => {
+            let doc = c.call(&Call::to("cancel_instance")?.at(a.instance)).await?;
+            return Ok(shown(doc, repair::cancelled_text));
+        }
+        Command::SetVariables(a) => {
+            let b = repair::variables_request(&a)?;
+            let call = Call::to("set_variables")?.at(a.instance).body(&b);
+            let doc = c.call(&call).await?;
+            return Ok(shown(doc, repair::variables_text));
+        }
         Command::Trigger(a) => {
             let b = repair::trigger_request(&a.vars)?;
             let token = token_at(c, a.instance, &a.token).await?;

@@ -1,5 +1,5 @@
 //! Repairs of an instance by hand: `add-token`, `move-token`,
-//! `cancel-token`, `trigger`.
+//! `cancel-token`, `trigger`, `cancel`, `set-variables`.
 //!
 //! Invariant: each command owns its arguments, its human text and its JSON;
 //! a repair's answer names what it changed.
@@ -29,6 +29,26 @@ pub(crate) struct MoveTokenArgs {
 pub(crate) struct CancelTokenArgs {
     pub(crate) instance: u64,
     pub(crate) token: u64,
+}
+
+// The arguments of `postfach cancel`.
+#[derive(Debug, Args)]
+pub(crate) struct CancelArgs {
+    pub(crate) instance: u64,
+}
+
+// The arguments of `postfach set-variables`.
+#[derive(Debug, Args)]
+pub(crate) struct SetVariablesArgs {
+    pub(crate) instance: u64,
+    /// Set them as this token writes them (default: in the instance).
+    #[arg(long)]
+    pub(crate) token: Option<u64>,
+    /// Set them on the token itself (needs --token).
+    #[arg(long, requires = "token")]
+    pub(crate) local: bool,
+    #[command(flatten)]
+    pub(crate) vars: VarArgs,
 }
 
 // The arguments of `postfach trigger`.
@@ -104,6 +124,61 @@ pub(super) async fn cancel_token(pf: &Postfach, args: CancelTokenArgs) -> Result
     Ok(shown(repair_json(instance, &r), |d| {
         repair_text(d, "cancelled")
     }))
+}
+
+/// `postfach cancel` against the open database.
+pub(super) async fn cancel(pf: &Postfach, args: CancelArgs) -> Result<Output, Failure> {
+    pf.cancel_instance(args.instance).await?;
+    Ok(shown(
+        json!({"instance": args.instance.to_string(), "state": "cancelled"}),
+        cancelled_text,
+    ))
+}
+
+/// The human text of `cancel`.
+pub(super) fn cancelled_text(d: &Value) -> String {
+    format!("instance {} cancelled", s(&d["instance"]))
+}
+
+/// The request of `postfach set-variables`.
+pub(super) fn variables_request(
+    args: &SetVariablesArgs,
+) -> Result<requests::VariablesBody, Failure> {
+    let variables = parse_vars(&args.vars.var).map_err(usage)?;
+    if variables.is_empty() {
+        return Err(usage(
+            "set-variables: give at least one --var NAME=VALUE".into(),
+        ));
+    }
+    Ok(requests::VariablesBody {
+        variables,
+        token: args.token,
+        local: args.local,
+    })
+}
+
+/// `postfach set-variables` against the open database.
+pub(super) async fn set_variables(
+    pf: &Postfach,
+    args: SetVariablesArgs,
+) -> Result<Output, Failure> {
+    let b = variables_request(&args)?;
+    let names: Vec<String> = b.variables.keys().cloned().collect();
+    pf.set_variables(args.instance, b.token.unwrap_or(0), b.local, b.variables)
+        .await?;
+    Ok(shown(
+        json!({"instance": args.instance.to_string(), "token": b.token, "variables": names}),
+        variables_text,
+    ))
+}
+
+/// The human text of `set-variables`.
+pub(super) fn variables_text(d: &Value) -> String {
+    format!(
+        "instance {}: set {}",
+        s(&d["instance"]),
+        joined(&d["variables"])
+    )
 }
 
 /// The request of `postfach trigger`.

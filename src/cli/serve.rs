@@ -145,6 +145,37 @@ pub(crate) struct RunArgs {
     pub(crate) partition_url: Vec<String>,
     #[command(flatten)]
     pub(crate) tls: TlsArgs,
+    /// Serve Zeebe's gateway protocol (gRPC) for Camunda 8's clients and
+    /// workers here, or `none` (default 127.0.0.1:26500, skipped with a
+    /// warning when that port is taken).
+    #[arg(long, value_name = "ADDR|none")]
+    pub(crate) zeebe_listen: Option<String>,
+}
+
+/// The default address of Zeebe's gateway protocol, Zeebe's own port.
+const ZEEBE_DEFAULT: &str = "127.0.0.1:26500";
+
+/// Where `--zeebe-listen` asks for Zeebe's gateway protocol: an address,
+/// `none`, or by default Zeebe's port when it is free (a build without the
+/// feature serves it only when asked, and then refuses to start).
+pub(super) fn zeebe_addr(
+    arg: Option<&str>,
+    tls: &TlsArgs,
+) -> Result<Option<std::net::SocketAddr>, Failure> {
+    let addr: std::net::SocketAddr = match arg {
+        Some("none") => return Ok(None),
+        Some(a) => a
+            .parse()
+            .map_err(|e| usage(format!("--zeebe-listen '{a}': {e} (HOST:PORT or none)")))?,
+        None if !cfg!(feature = "zeebe") => return Ok(None),
+        None => ZEEBE_DEFAULT.parse().expect("a socket address"),
+    };
+    if !addr.ip().is_loopback() && tls.tls_cert.is_none() && !tls.insecure_plaintext {
+        return Err(usage(format!(
+            "--zeebe-listen {addr} is reachable from other machines and would speak plain gRPC: give --tls-cert PATH --tls-key PATH (both listeners use them), or --insecure-plaintext when a proxy in front terminates TLS"
+        )));
+    }
+    Ok(Some(addr))
 }
 
 /// `postfach run` against the open database.
@@ -163,6 +194,7 @@ pub(super) async fn run(pf: &Postfach, args: RunArgs) -> Result<Output, Failure>
         partition: _,
         partition_url,
         tls,
+        zeebe_listen,
     } = args;
     let mut config = run_config(config.as_deref())?;
     config
@@ -177,7 +209,8 @@ pub(super) async fn run(pf: &Postfach, args: RunArgs) -> Result<Output, Failure>
         s.compile().map_err(usage)?;
         config.subscriptions.push(s);
     }
-    let listen = (listen, tls);
+    let zeebe = zeebe_addr(zeebe_listen.as_deref(), &tls)?;
+    let listen = (listen, tls, (zeebe, zeebe_listen.is_none()));
     serve(pf, file, listen, token_file, invoice_ledger, config).await
 }
 
@@ -327,7 +360,11 @@ pub(super) fn issuer(
 pub(super) async fn serve(
     pf: &Postfach,
     file: PathBuf,
-    (listen, tls): (std::net::SocketAddr, TlsArgs),
+    (listen, tls, (zeebe, zeebe_listen_default)): (
+        std::net::SocketAddr,
+        TlsArgs,
+        (Option<std::net::SocketAddr>, bool),
+    ),
     token_file: Option<PathBuf>,
     invoice_ledger: Option<PathBuf>,
     config: postfach::server::config::ConfigFile,
@@ -342,6 +379,9 @@ pub(super) async fn serve(
     let issuer = issuer(&config)?;
     check_exposure(listen, token.as_deref(), &tokens, issuer.is_some())?;
     check_plaintext(listen, &tls)?;
+    if let Some(z) = zeebe {
+        check_exposure(z, token.as_deref(), &tokens, issuer.is_some())?;
+    }
     let xml = read_bounded(&file, postfach::model::MAX_SIZE, "BPMN model")?;
     let deployment = pf
         .deploy_checked(&file.display().to_string(), &xml, config.overrides(), false)
@@ -374,11 +414,12 @@ pub(super) async fn serve(
     // then ack), stop the API and the executor; a second one exits at once
     // (Pub/Sub redelivers whatever was not acked)
     let (first_tx, first_rx) = tokio::sync::oneshot::channel::<()>();
+    let mut signals = Signals::listen();
     tokio::spawn(async move {
-        shutdown_signal().await;
+        signals.next().await;
         eprintln!("postfach: stopping (a second signal exits at once)");
         let _ = first_tx.send(());
-        shutdown_signal().await;
+        signals.next().await;
         eprintln!("postfach: second signal, exiting now");
         std::process::exit(130);
     });
@@ -394,11 +435,22 @@ pub(super) async fn serve(
             issuer,
             tls: tls.files(),
             insecure_plaintext: tls.insecure_plaintext,
+            zeebe,
+            zeebe_if_free: zeebe_listen_default,
         },
         async move {
             let _ = first_rx.await;
         },
-        |bound| eprintln!("postfach: HTTP API on {scheme}://{bound} (database {db})"),
+        |bound| {
+            if let Some(z) = bound.zeebe {
+                let over = if scheme == "https" { " over TLS" } else { "" };
+                eprintln!("postfach: Zeebe gateway protocol (gRPC{over}) on {z}");
+            }
+            eprintln!(
+                "postfach: HTTP API on {scheme}://{} (database {db})",
+                bound.http
+            )
+        },
     )
     .await
     .map_err(|e| match e {
@@ -421,26 +473,57 @@ pub(super) async fn serve(
     ))
 }
 
-/// Resolves on Ctrl-C or SIGTERM.
-pub(super) async fn shutdown_signal() {
+/// SIGINT and SIGTERM, caught from the moment this is made: made before a
+/// server says it listens, so a signal sent right after that line never
+/// meets the default action (which would end the process without a
+/// graceful stop).
+pub(super) struct Signals {
     #[cfg(unix)]
-    {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(_) => {
-                    let _ = tokio::signal::ctrl_c().await;
-                    return;
-                }
-            };
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
+    term: Option<tokio::signal::unix::Signal>,
+    #[cfg(unix)]
+    int: Option<tokio::signal::unix::Signal>,
+}
+
+impl Signals {
+    /// Installs the handlers now (inside a runtime).
+    pub(super) fn listen() -> Signals {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            Signals {
+                term: signal(SignalKind::terminate()).ok(),
+                int: signal(SignalKind::interrupt()).ok(),
+            }
         }
+        #[cfg(not(unix))]
+        Signals {}
     }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
+
+    /// The next SIGINT or SIGTERM.
+    pub(super) async fn next(&mut self) {
+        #[cfg(unix)]
+        {
+            async fn one(s: &mut Option<tokio::signal::unix::Signal>) {
+                match s {
+                    Some(s) => {
+                        s.recv().await;
+                    }
+                    None => std::future::pending().await,
+                }
+            }
+            if self.term.is_none() && self.int.is_none() {
+                let _ = tokio::signal::ctrl_c().await;
+                return;
+            }
+            tokio::select! {
+                _ = one(&mut self.term) => {}
+                _ = one(&mut self.int) => {}
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }
 

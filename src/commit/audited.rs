@@ -59,6 +59,26 @@ impl Command {
                     None => format!("instance {instance} token {token}: complete"),
                 },
             ),
+            Command::CancelInstance { instance } => {
+                ("cancel-instance", format!("instance {instance}"))
+            }
+            Command::SetVariables {
+                instance,
+                token,
+                vars,
+                ..
+            } => (
+                "set-variables",
+                format!(
+                    "instance {instance}{}: {}",
+                    if *token == 0 {
+                        String::new()
+                    } else {
+                        format!(" token {token}")
+                    },
+                    vars.keys().cloned().collect::<Vec<_>>().join(", ")
+                ),
+            ),
             Command::By { command, .. } => return command.audited(),
             Command::Start { .. }
             | Command::Publish(_)

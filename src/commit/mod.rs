@@ -184,6 +184,19 @@ pub(crate) enum Command {
         by: String,
         command: Box<Command>,
     },
+    /// A caller ends a running instance as cancelled.
+    CancelInstance {
+        instance: u64,
+    },
+    /// A caller sets variables of a running instance, as `token` writes
+    /// them (0: the instance), or on the token itself (`local`).
+    SetVariables {
+        instance: u64,
+        token: u64,
+        local: bool,
+        #[serde(with = "crate::codec::json_text")]
+        vars: Vars,
+    },
 }
 
 impl Command {
@@ -406,6 +419,19 @@ fn apply(
             token,
             activate,
         } => Reply::Triggered(e.ad_hoc(*instance, *token, activate.as_deref())?),
+        Command::CancelInstance { instance } => {
+            e.cancel_instance(*instance)?;
+            Reply::Done
+        }
+        Command::SetVariables {
+            instance,
+            token,
+            local,
+            vars,
+        } => {
+            e.set_variables(*instance, *token, *local, vars)?;
+            Reply::Done
+        }
         Command::By { by, command } => {
             e.acting_as(Some(by));
             let reply = apply(e, command, parsed);

@@ -61,7 +61,7 @@ fn the_fetching_lock_command_is_pinned() {
 }
 
 /// How many variants `Command` has; [`variant_index`] numbers them.
-const VARIANTS: usize = 30;
+const VARIANTS: usize = 32;
 
 /// The position of `c`'s variant in the enum (its tag in the log). The
 /// match has no wildcard arm: a new variant does not compile until it is
@@ -98,6 +98,8 @@ fn variant_index(c: &Command) -> usize {
         Command::StartByConditions { .. } => 27,
         Command::AdHoc { .. } => 28,
         Command::By { .. } => 29,
+        Command::CancelInstance { .. } => 30,
+        Command::SetVariables { .. } => 31,
     }
 }
 
@@ -234,6 +236,13 @@ fn every_variant() -> Vec<Command> {
                 token: 2,
             }),
         },
+        Command::CancelInstance { instance: 1 },
+        Command::SetVariables {
+            instance: 1,
+            token: 2,
+            local: true,
+            vars: crate::vars([("ok", true.into())]),
+        },
     ]
 }
 
@@ -271,6 +280,8 @@ const GOLDEN_EACH: [&str; VARIANTS] = [
     "011b0101700e7b22626574726167223a3530307d",
     "011c010201077072756566656e",
     "011d04616e6e61110102",
+    "011e01",
+    "011f0102010b7b226f6b223a747275657d",
 ];
 
 #[test]

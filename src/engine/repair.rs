@@ -1,4 +1,5 @@
-//! Guarded token repair: add, move and cancel tokens.
+//! Guarded token repair: add, move and cancel tokens; cancel an instance;
+//! set its variables.
 //!
 //! Invariant: a repair that would make a second token wait for (or reach) a
 //! (message, key) already waited for is refused unless forced; a token placed
@@ -81,6 +82,63 @@ impl<'a, 't> Engine<'a, 't> {
             jobs_created: Vec::new(),
             waiting_at: self.waiting(inst)?,
         })
+    }
+
+    /// Ends running instance `inst` as cancelled with everything inside it:
+    /// its tokens' waits go with them (jobs, timers, subscriptions, user
+    /// tasks, called instances, listening event subprocesses). A caller's
+    /// call activity that waited for it stops at an incident, as when its
+    /// last token is cancelled.
+    pub fn cancel_instance(&mut self, inst: u64) -> R<()> {
+        self.load_active(inst)?;
+        let top: Vec<u64> = self
+            .inst(inst)
+            .tokens
+            .iter()
+            .filter(|t| t.scope == 0)
+            .map(|t| t.id)
+            .collect();
+        for t in top {
+            self.interrupt(inst, t)?; // a scope takes its members along
+        }
+        self.inst(inst).tokens.clear();
+        self.queue.retain(|s| s.instance() != inst);
+        self.close_listeners(inst, 0)?;
+        let process = self.inst(inst).process.clone();
+        self.history(
+            inst,
+            &process,
+            &format!("instance_cancelled{}", self.by_actor()),
+        );
+        self.inst(inst).cancelled = true;
+        self.complete_instance(inst)?;
+        self.flush()
+    }
+
+    /// Sets `vars` in running instance `inst` as token `token` writes them
+    /// (a variable local to a scope around it changes there, any other in
+    /// the instance); `token` 0 is the instance itself. `local` sets them
+    /// on the token itself, visible to it and what runs inside it. Conditions
+    /// that read them are asked.
+    pub fn set_variables(&mut self, inst: u64, token: u64, local: bool, vars: &Vars) -> R<()> {
+        self.load_active(inst)?;
+        let at = if token == 0 {
+            self.inst(inst).process.clone()
+        } else {
+            self.existing_token(inst, token)?
+        };
+        if local && token != 0 {
+            if let Some(t) = self.inst(inst).tokens.get_mut(token) {
+                for (k, v) in vars {
+                    t.locals.insert(k.clone(), v.clone());
+                }
+            }
+            self.conditions_due(inst);
+        } else {
+            self.merge_vars(inst, token, vars);
+        }
+        self.history(inst, &at, &format!("variables_set{}", self.by_actor()));
+        self.run()
     }
 
     /// The scope a token placed at `idx` runs in: 0 at the process level, else

@@ -77,6 +77,10 @@ pub struct Extras {
     /// Stored in the tail of the extras record (see `store::extras_of`).
     #[serde(skip)]
     pub multi: Option<MultiInstance>,
+    /// `zeebe:taskHeaders`: (key, value) pairs a worker's job carries, in
+    /// the model's order. Stored in the tail of the extras record.
+    #[serde(skip)]
+    pub headers: Vec<(String, String)>,
 }
 
 /// How a multi-instance activity runs: a body that starts one inner instance

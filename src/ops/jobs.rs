@@ -8,6 +8,9 @@ use crate::clock::{Millis, rfc3339};
 use crate::store::*;
 use serde::Serialize;
 
+/// A job's topic and the token of its lease ([`Reader::job_lease`]).
+pub type JobLease = (Option<String>, Option<u64>);
+
 /// A job or incident.
 #[derive(Debug, Clone, Serialize)]
 pub struct JobView {
@@ -16,6 +19,9 @@ pub struct JobView {
     /// Instance id; `None` for the schedule of a timer start event, which
     /// belongs to no instance (it starts them).
     pub instance: Option<String>,
+    /// The token of the instance the job runs for (0 for a timer start's
+    /// schedule).
+    pub token: u64,
     /// Element the job runs for.
     pub element: String,
     /// `continuation`, `task` or `timer`.
@@ -53,6 +59,27 @@ impl Reader {
     /// One job, while it exists (a job that ran is gone).
     pub fn job(&self, id: u64) -> Result<Option<JobView>, RErr> {
         Ok(self.snap.job(id)?.as_ref().map(job_view))
+    }
+
+    /// The fencing token of the lease a job is held under, if it is held
+    /// (a face without lease tokens, Zeebe's, completes with it).
+    pub fn lease_token(&self, id: u64) -> Result<Option<u64>, RErr> {
+        Ok(self.snap.job(id)?.and_then(|j| j.lease.map(|l| l.token)))
+    }
+
+    /// A job's topic (none for a job of no worker) and the token of the
+    /// lease it is held under, in one read; `None` for no such job.
+    pub fn job_lease(&self, id: u64) -> Result<Option<JobLease>, RErr> {
+        Ok(self.snap.job(id)?.map(|j| {
+            let topic = match j.kind {
+                JobKind::Task { topic } => Some(topic),
+                JobKind::Continue
+                | JobKind::ContinueAfter
+                | JobKind::Timer { .. }
+                | JobKind::StartTimer { .. } => None,
+            };
+            (topic, j.lease.map(|l| l.token))
+        }))
     }
 
     /// Jobs, or only incidents.
@@ -119,6 +146,7 @@ pub(super) fn job_view(j: &JobRecord) -> JobView {
     JobView {
         job: j.id.to_string(),
         instance: (!matches!(j.kind, JobKind::StartTimer { .. })).then(|| j.instance.to_string()),
+        token: j.token,
         element: j.element.clone(),
         kind: match j.kind {
             JobKind::Continue => "async_continuation",

@@ -147,4 +147,37 @@ impl Postfach {
             .await?
             .repair()
     }
+
+    /// Ends running instance `instance` as cancelled with everything inside
+    /// it (jobs, timers, subscriptions, user tasks, called instances); a
+    /// caller waiting for it stops at an incident. Refused for an unknown or
+    /// ended instance.
+    pub async fn cancel_instance(&self, instance: u64) -> Result<(), Error> {
+        self.submit(Command::CancelInstance { instance }).await?;
+        Ok(())
+    }
+
+    /// Sets `vars` in running instance `instance` as token `token` writes
+    /// them (a variable local to a scope around it changes there, any other
+    /// in the instance; `token` 0 is the instance), or with `local` on the
+    /// token itself. Refused for an unknown token or an ended instance.
+    pub async fn set_variables(
+        &self,
+        instance: u64,
+        token: u64,
+        local: bool,
+        vars: Vars,
+    ) -> Result<(), Error> {
+        for name in vars.keys() {
+            crate::limits::check_name("variable name", name)?;
+        }
+        self.submit(Command::SetVariables {
+            instance,
+            token,
+            local,
+            vars,
+        })
+        .await?;
+        Ok(())
+    }
 }

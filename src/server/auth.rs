@@ -350,6 +350,11 @@ impl Keys {
         }))
     }
 
+    /// The OpenID Connect issuer whose tokens are accepted, if any.
+    pub fn issuer(&self) -> Option<&super::oidc::Issuer> {
+        self.0.issuer.as_ref()
+    }
+
     /// Whether no token is configured: every caller may do everything.
     pub fn is_open(&self) -> bool {
         self.0.admin.is_none() && self.0.named.is_empty() && self.0.issuer.is_none()
@@ -358,7 +363,7 @@ impl Keys {
     /// The caller a presented token is: an issuer's JWT (three parts, when
     /// an issuer is configured) verified against its keys, else one of the
     /// static tokens. The error says why a JWT was refused.
-    async fn who(&self, presented: &str) -> Result<Caller, String> {
+    pub(crate) async fn who(&self, presented: &str) -> Result<Caller, String> {
         if let Some(issuer) = &self.0.issuer
             && presented.bytes().filter(|b| *b == b'.').count() == 2
             && self.caller(presented).is_none()
@@ -468,8 +473,16 @@ where
     S: Clone + Send + Sync + 'static,
 {
     use axum::routing::get;
+    let policy = super::console::content_security_policy(&keys);
+    let session = keys.clone();
     routes
-        .route("/", get(super::console::index))
+        .route("/", get(move || super::console::index(policy.clone())))
+        .route(
+            "/console/session",
+            get(move |headers: axum::http::HeaderMap| {
+                super::console::session(session.clone(), headers)
+            }),
+        )
         .route("/console/{*file}", get(super::console::asset))
         .route("/openapi.json", get(super::http::openapi))
         .layer(axum::middleware::from_fn_with_state(keys, bearer))

@@ -78,6 +78,16 @@ pub enum Permission {
 }
 
 impl Permission {
+    /// Every permission, in order.
+    pub const ALL: [Permission; 6] = [
+        Permission::Open,
+        Permission::Read,
+        Permission::Work,
+        Permission::Start,
+        Permission::Operate,
+        Permission::Admin,
+    ];
+
     /// Its name in refusals and documents.
     pub fn name(self) -> &'static str {
         match self {

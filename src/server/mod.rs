@@ -26,6 +26,8 @@ pub mod otlp;
 pub mod shelf;
 mod signals;
 pub mod tls;
+#[cfg(feature = "zeebe")]
+pub mod zeebe;
 
 use crate::runtime::{Error, Postfach};
 use std::future::Future;
@@ -52,6 +54,21 @@ pub struct Listen {
     /// Plain HTTP on an address reachable from other machines, because a
     /// proxy in front terminates TLS (`--insecure-plaintext`).
     pub insecure_plaintext: bool,
+    /// Where Zeebe's gateway protocol is served for Camunda 8's clients
+    /// (feature `zeebe`), under the same tokens; none: not served.
+    pub zeebe: Option<SocketAddr>,
+    /// `zeebe` is only the default address: when it is taken, the server
+    /// warns and serves without the Zeebe face instead of refusing to start.
+    pub zeebe_if_free: bool,
+}
+
+/// Where the server listens once it does: handed to `run`'s `ready`.
+#[derive(Clone, Copy, Debug)]
+pub struct Bound {
+    /// The HTTP API's address (its real port when port 0 was asked for).
+    pub http: SocketAddr,
+    /// Where Zeebe's gateway protocol is served, if it is.
+    pub zeebe: Option<SocketAddr>,
 }
 
 /// Why the server could not start or stopped with an error.
@@ -108,7 +125,7 @@ pub async fn run(
     config: config::ConfigFile,
     listen: Listen,
     shutdown: impl Future<Output = ()> + Send + 'static,
-    ready: impl FnOnce(SocketAddr),
+    ready: impl FnOnce(Bound),
 ) -> Result<Report, ServerError> {
     if !listen.addr.ip().is_loopback()
         && listen.token.is_none()
@@ -127,6 +144,8 @@ pub async fn run(
             source,
         })?;
     let bound = listener.local_addr().map_err(ServerError::Http)?;
+    let zeebe = zeebe_listener(listen.zeebe, listen.zeebe_if_free).await?;
+    let zeebe_bound = zeebe_addr(zeebe.as_ref());
     let consumers = crate::ingress::Consumers::default();
     #[cfg(feature = "pubsub")]
     let edge = crate::pubsub::Edge::start(pf, &config, &consumers)
@@ -170,7 +189,8 @@ pub async fn run(
     };
     // one shutdown for both: the API stops accepting, the edge stops pulling
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let (mut stop_http, mut stop_edge) = (stop_rx.clone(), stop_rx);
+    let (mut stop_http, mut stop_edge) = (stop_rx.clone(), stop_rx.clone());
+    let stop_zeebe = stop_rx;
     tokio::spawn(async move {
         shutdown.await;
         let _ = stop_tx.send(true);
@@ -187,18 +207,33 @@ pub async fn run(
         crate::commit::wal::Wal::path_for(pf.path()),
         pf.partition().index(),
     );
-    let app = http::router(
+    let keys = auth::Keys::with_issuer(listen.token, listen.tokens, listen.issuer);
+    let zeebe = match zeebe {
+        Some(listener) => Some(serve_zeebe(
+            listener,
+            pf,
+            &keys,
+            listen.tls.as_ref(),
+            stop_zeebe,
+        )?),
+        None => None,
+    };
+    #[cfg(feature = "zeebe")]
+    let rest = zeebe::rest::routes(zeebe::Face::new(
         pf.clone(),
-        auth::Keys::with_issuer(listen.token, listen.tokens, listen.issuer),
-        alarms,
-        consumers,
-        edge.objects(),
-        backups,
-    )
-    .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
+        keys.clone(),
+        zeebe_bound.unwrap_or(bound),
+    ));
+    let app = http::router(pf.clone(), keys, alarms, consumers, edge.objects(), backups);
+    #[cfg(feature = "zeebe")]
+    let app = app.merge(rest);
+    let app = app.layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
         std::time::Duration::from_millis(body_ms),
     ));
-    ready(bound);
+    ready(Bound {
+        http: bound,
+        zeebe: zeebe_bound,
+    });
     let server = serve(
         listener,
         app,
@@ -214,6 +249,9 @@ pub async fn run(
         edge.stop().await;
     });
     watcher.abort();
+    if let Some(z) = zeebe {
+        let _ = z.await; // it stopped with the API
+    }
     for task in [schedule, archiver].into_iter().flatten() {
         task.abort(); // closed segments wait beside the log for the next start
     }
@@ -225,6 +263,94 @@ pub async fn run(
     Ok(Report {
         tasks_completed: report.tasks_completed,
     })
+}
+
+/// The listener of Zeebe's gateway protocol at `addr`, if asked for; the
+/// default address (`if_free`) taken is a warning, and then none.
+#[cfg(feature = "zeebe")]
+async fn zeebe_listener(
+    addr: Option<SocketAddr>,
+    if_free: bool,
+) -> Result<Option<tokio::net::TcpListener>, ServerError> {
+    let Some(addr) = addr else {
+        return Ok(None);
+    };
+    match tokio::net::TcpListener::bind(addr).await {
+        Ok(l) => Ok(Some(l)),
+        Err(source) if if_free => {
+            tracing::warn!(%addr, error = %source, "Zeebe's port is taken: its gateway protocol is not served");
+            eprintln!(
+                "postfach: warning: {addr} is taken ({source}): Zeebe's gateway protocol is not served; give --zeebe-listen ADDR, or none"
+            );
+            Ok(None)
+        }
+        Err(source) => Err(ServerError::Bind { addr, source }),
+    }
+}
+
+#[cfg(not(feature = "zeebe"))]
+async fn zeebe_listener(
+    addr: Option<SocketAddr>,
+    _: bool,
+) -> Result<Option<std::convert::Infallible>, ServerError> {
+    match addr {
+        None => Ok(None),
+        Some(addr) => Err(ServerError::Config(format!(
+            "Zeebe's gateway protocol on {addr} is asked for, but this build has no feature zeebe"
+        ))),
+    }
+}
+
+#[cfg(feature = "zeebe")]
+fn zeebe_addr(l: Option<&tokio::net::TcpListener>) -> Option<SocketAddr> {
+    l.and_then(|l| l.local_addr().ok())
+}
+
+#[cfg(not(feature = "zeebe"))]
+fn zeebe_addr(l: Option<&std::convert::Infallible>) -> Option<SocketAddr> {
+    l.map(|never| match *never {})
+}
+
+/// Serves Zeebe's gateway protocol until `stop` turns true; a failure is
+/// logged (the HTTP API serves on).
+#[cfg(feature = "zeebe")]
+fn serve_zeebe(
+    listener: tokio::net::TcpListener,
+    pf: &Postfach,
+    keys: &auth::Keys,
+    tls: Option<&tls::TlsFiles>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) -> Result<tokio::task::JoinHandle<()>, ServerError> {
+    let tls = tls
+        .map(|files| tls::acceptor_for(files, b"h2"))
+        .transpose()
+        .map_err(ServerError::Config)?;
+    let addr = listener.local_addr().ok();
+    let face = zeebe::Face::new(
+        pf.clone(),
+        keys.clone(),
+        addr.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 26500))),
+    );
+    tracing::info!(addr = ?addr, tls = tls.is_some(), "Zeebe gateway protocol served");
+    Ok(tokio::spawn(async move {
+        let stopped = async move {
+            let _ = stop.changed().await;
+        };
+        if let Err(e) = zeebe::serve(listener, face, tls, stopped).await {
+            tracing::error!(error = %e, "Zeebe gateway protocol stopped");
+        }
+    }))
+}
+
+#[cfg(not(feature = "zeebe"))]
+fn serve_zeebe(
+    listener: std::convert::Infallible,
+    _: &Postfach,
+    _: &auth::Keys,
+    _: Option<&tls::TlsFiles>,
+    _: tokio::sync::watch::Receiver<bool>,
+) -> Result<tokio::task::JoinHandle<()>, ServerError> {
+    match listener {}
 }
 
 /// The other partitions' URLs of a partition of a cluster (`[cluster]

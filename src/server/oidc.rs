@@ -106,6 +106,8 @@ struct Inner {
     /// Tokens verified, by their SHA-256: a client presents the same token
     /// until it expires, and its signature is checked once per key set.
     verified: std::sync::Mutex<std::collections::HashMap<[u8; 32], Verified>>,
+    /// The console's sign-in, from the last discovery document read.
+    sign_in: RwLock<Option<SignIn>>,
 }
 
 impl std::fmt::Debug for Issuer {
@@ -120,6 +122,36 @@ impl std::fmt::Debug for Issuer {
 struct Discovery {
     issuer: String,
     jwks_uri: String,
+    authorization_endpoint: Option<String>,
+    token_endpoint: Option<String>,
+    end_session_endpoint: Option<String>,
+}
+
+/// Where a browser signs in with the issuer: what the console needs for
+/// the authorization code flow with PKCE, from the discovery document.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct SignIn {
+    /// The issuer.
+    pub issuer: String,
+    /// The console's public client id (`[auth] console_client`).
+    pub client_id: String,
+    /// Where the browser is sent to sign in.
+    pub authorization_endpoint: String,
+    /// Where the console trades the code (and later a refresh token) for
+    /// an access token; on the issuer's origin, which the page's content
+    /// security policy lets it reach.
+    pub token_endpoint: String,
+    /// Where the browser is sent to sign out, if the issuer has one.
+    pub end_session_endpoint: Option<String>,
+}
+
+/// The origin (`scheme://host[:port]`) of a URL, if it has one.
+pub fn origin(url: &str) -> Option<&str> {
+    let rest = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"))?;
+    let host_len = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    (host_len > 0).then(|| &url[..url.len() - rest.len() + host_len])
 }
 
 fn agent() -> ureq::Agent {
@@ -148,11 +180,14 @@ fn get_json<T: serde::de::DeserializeOwned>(agent: &ureq::Agent, url: &str) -> R
     serde_json::from_str(&text).map_err(|e| format!("GET {url}: {e}"))
 }
 
-/// Reads the key set where the configuration says (blocking).
-fn fetch(config: &IssuerConfig) -> Result<JwkSet, String> {
+/// Reads the key set where the configuration says (blocking), and the
+/// discovery document when it came from one.
+fn fetch(config: &IssuerConfig) -> Result<(JwkSet, Option<Discovery>), String> {
     if let Some(path) = &config.jwks_file {
         let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        return serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()));
+        return serde_json::from_str(&text)
+            .map(|set| (set, None))
+            .map_err(|e| format!("{}: {e}", path.display()));
     }
     let agent = agent();
     let base = config.issuer.trim_end_matches('/');
@@ -163,7 +198,8 @@ fn fetch(config: &IssuerConfig) -> Result<JwkSet, String> {
             doc.issuer, config.issuer
         ));
     }
-    get_json(&agent, &doc.jwks_uri)
+    let set = get_json(&agent, &doc.jwks_uri)?;
+    Ok((set, Some(doc)))
 }
 
 /// The algorithms a key of this type verifies (its own `alg` when given).
@@ -342,6 +378,7 @@ impl Issuer {
             fetching: tokio::sync::Mutex::new(()),
             fetches: Default::default(),
             verified: Default::default(),
+            sign_in: RwLock::new(None),
         }));
         let first = fetch(&issuer.0.config);
         let now = issuer.0.clock.now();
@@ -352,8 +389,8 @@ impl Issuer {
         // the start's fetch does not count against REFETCH_EVERY: a key
         // rotated in just after the start is found at once
         match first {
-            Ok(set) => {
-                issuer.store(keys_of(&set), now);
+            Ok((set, doc)) => {
+                issuer.store(keys_of(&set), doc.as_ref(), now);
                 Ok((issuer, None))
             }
             Err(e) if issuer.0.config.jwks_file.is_some() => Err(e),
@@ -379,7 +416,50 @@ impl Issuer {
             .unwrap_or_else(|p| p.into_inner().clone())
     }
 
-    fn store(&self, keys: Vec<Key>, now: Millis) {
+    /// Where the console signs in: known once a discovery document named
+    /// both endpoints, the token endpoint on the issuer's origin, and a
+    /// `console_client` is configured.
+    pub fn sign_in(&self) -> Option<SignIn> {
+        self.0
+            .sign_in
+            .read()
+            .map(|s| s.clone())
+            .unwrap_or_else(|p| p.into_inner().clone())
+    }
+
+    /// [`Issuer::sign_in`], reading the discovery document once more
+    /// (rate-limited as for unknown keys) when it is not known yet.
+    pub async fn sign_in_now(&self) -> Option<SignIn> {
+        if self.0.config.console_client.is_none() || self.0.config.jwks_file.is_some() {
+            return None;
+        }
+        if self.sign_in().is_none() {
+            let _ = self.refetch().await;
+        }
+        self.sign_in()
+    }
+
+    fn store(&self, keys: Vec<Key>, doc: Option<&Discovery>, now: Millis) {
+        if let (Some(doc), Some(client)) = (doc, &self.0.config.console_client) {
+            let same_origin = |url: &str| origin(url) == origin(&self.0.config.issuer);
+            let sign_in = match (&doc.authorization_endpoint, &doc.token_endpoint) {
+                (Some(auth), Some(token)) if same_origin(token) => Some(SignIn {
+                    issuer: self.0.config.issuer.clone(),
+                    client_id: client.clone(),
+                    authorization_endpoint: auth.clone(),
+                    token_endpoint: token.clone(),
+                    end_session_endpoint: doc.end_session_endpoint.clone(),
+                }),
+                _ => {
+                    tracing::warn!(issuer = %self.0.config.issuer, "the discovery document names no authorization and token endpoint on the issuer's origin: the console cannot sign in with it and asks for a token");
+                    None
+                }
+            };
+            match self.0.sign_in.write() {
+                Ok(mut s) => *s = sign_in,
+                Err(p) => *p.into_inner() = sign_in,
+            }
+        }
         let generation = self.ring().generation + 1;
         let ring = Arc::new(Ring {
             keys,
@@ -417,8 +497,8 @@ impl Issuer {
             .await
             .map_err(|e| e.to_string())?;
         match got {
-            Ok(set) => {
-                self.store(keys_of(&set), now);
+            Ok((set, doc)) => {
+                self.store(keys_of(&set), doc.as_ref(), now);
                 Ok(())
             }
             Err(e) => {

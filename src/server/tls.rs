@@ -82,6 +82,12 @@ impl rustls::server::ResolvesServerCert for Reloading {
 /// The acceptor of a listener serving `files`; the pair is read now, so a
 /// bad file stops the start.
 pub fn acceptor(files: &TlsFiles) -> Result<tokio_rustls::TlsAcceptor, String> {
+    acceptor_for(files, b"http/1.1")
+}
+
+/// As [`acceptor`], offering the application protocol `alpn` (`h2` for
+/// gRPC, whose clients insist on it).
+pub fn acceptor_for(files: &TlsFiles, alpn: &[u8]) -> Result<tokio_rustls::TlsAcceptor, String> {
     let stamps = (modified(&files.cert), modified(&files.key));
     let pair = load(files)?;
     let resolver = Reloading {
@@ -93,7 +99,7 @@ pub fn acceptor(files: &TlsFiles) -> Result<tokio_rustls::TlsAcceptor, String> {
         .map_err(|e| e.to_string())?
         .with_no_client_auth()
         .with_cert_resolver(Arc::new(resolver));
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    config.alpn_protocols = vec![alpn.to_vec()];
     Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
 }
 

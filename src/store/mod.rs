@@ -828,6 +828,13 @@ pub(crate) fn with_extras(
                         }
                     }
                 }
+                ExtraField::Headers(headers) => {
+                    for (idx, h) in headers {
+                        if let Some(el) = rec.process.elements.get_mut(idx as usize) {
+                            el.extras.headers = h;
+                        }
+                    }
+                }
             }
         }
     }
@@ -841,6 +848,9 @@ pub(crate) fn with_extras(
 enum ExtraField {
     /// The multi-instance characteristics of elements: (element index, them).
     Multi(Vec<(u32, crate::model::MultiInstance)>),
+    /// The task headers of elements (`zeebe:taskHeaders`): (element index,
+    /// its (key, value) pairs).
+    Headers(Vec<(u32, Vec<(String, String)>)>),
 }
 
 /// The element extras of a definition to store beside it (`None`: nothing set).
@@ -863,7 +873,22 @@ pub(crate) fn extras_of(rec: &DefinitionRecord) -> Result<Option<Vec<u8>>, Store
         .enumerate()
         .filter_map(|(i, e)| Some((i as u32, e.extras.multi.as_ref()?)))
         .collect();
-    let tail = (!multi.is_empty()).then(|| vec![ExtraFieldRef::Multi(multi)]);
+    let headers: Vec<(u32, &Vec<(String, String)>)> = rec
+        .process
+        .elements
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| !e.extras.headers.is_empty())
+        .map(|(i, e)| (i as u32, &e.extras.headers))
+        .collect();
+    let mut tail = Vec::new();
+    if !multi.is_empty() {
+        tail.push(ExtraFieldRef::Multi(multi));
+    }
+    if !headers.is_empty() {
+        tail.push(ExtraFieldRef::Headers(headers));
+    }
+    let tail = (!tail.is_empty()).then_some(tail);
     Ok(Some(codec::encode_tailed(&pairs, tail.as_ref())?))
 }
 
@@ -871,6 +896,7 @@ pub(crate) fn extras_of(rec: &DefinitionRecord) -> Result<Option<Vec<u8>>, Store
 #[derive(Serialize)]
 enum ExtraFieldRef<'a> {
     Multi(Vec<(u32, &'a crate::model::MultiInstance)>),
+    Headers(Vec<(u32, &'a Vec<(String, String)>)>),
 }
 
 #[cfg(test)]
@@ -902,5 +928,57 @@ mod layout_tests {
             "tables missing from the key layout: {missing:?}"
         );
         assert!(defined.len() >= 33, "{defined:?}");
+    }
+}
+
+#[cfg(test)]
+mod extras_tests {
+    use super::*;
+
+    /// Task headers and multi-instance characteristics travel in the tail
+    /// of the extras record and come back to the elements they belong to.
+    #[test]
+    fn task_headers_and_loops_survive_the_extras_record() {
+        let xml = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL" xmlns:zeebe="http://camunda.org/schema/zeebe/1.0">
+  <process id="p" isExecutable="true">
+    <startEvent id="s"/>
+    <sequenceFlow id="f1" sourceRef="s" targetRef="t"/>
+    <serviceTask id="t">
+      <extensionElements>
+        <zeebe:taskDefinition type="druck"/>
+        <zeebe:taskHeaders><zeebe:header key="vorlage" value="v2"/><zeebe:header key="farbe" value=""/></zeebe:taskHeaders>
+      </extensionElements>
+      <multiInstanceLoopCharacteristics><loopCardinality>2</loopCardinality></multiInstanceLoopCharacteristics>
+    </serviceTask>
+    <sequenceFlow id="f2" sourceRef="t" targetRef="e"/>
+    <endEvent id="e"/>
+  </process>
+</definitions>"#;
+        let process = crate::model::parse("p.bpmn", xml, &Default::default())
+            .unwrap()
+            .remove(0);
+        let rec = DefinitionRecord {
+            process,
+            version: 1,
+            deployed_at: 0,
+            file: "p.bpmn".into(),
+            fingerprint: 0,
+        };
+        let bytes = extras_of(&rec).unwrap().expect("extras to store");
+        let mut bare = rec.clone();
+        for el in &mut bare.process.elements {
+            el.extras = Default::default();
+        }
+        let back = with_extras(bare, Some(&bytes)).unwrap();
+        let t = back.process.index_of("t").unwrap();
+        assert_eq!(
+            back.process.at(t).extras.headers,
+            vec![
+                ("vorlage".to_string(), "v2".to_string()),
+                ("farbe".to_string(), String::new())
+            ]
+        );
+        assert!(back.process.at(t).extras.multi.is_some());
+        assert_eq!(back.process.elements.len(), rec.process.elements.len());
     }
 }

@@ -4,11 +4,25 @@
 //! mode with an in-memory database and the realm of
 //! `tests/fixtures/keycloak/shop-realm.json` (clients with service
 //! accounts for the client-credentials flow, people with passwords and
-//! groups, roles in the `roles` claim, audience `postfach`).
+//! groups, roles in the `roles` claim, audience `postfach`, and the
+//! console's public client).
 use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+/// A user task for the realm's purchasing group (`einkauf`).
+pub const FREIGABE: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
+<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL" xmlns:camunda="http://camunda.org/schema/1.0/bpmn" targetNamespace="t">
+  <process id="einkauf-freigabe" isExecutable="true">
+    <startEvent id="s" />
+    <sequenceFlow id="f1" sourceRef="s" targetRef="freigeben" />
+    <userTask id="freigeben" camunda:candidateGroups="einkauf" />
+    <sequenceFlow id="f2" sourceRef="freigeben" targetRef="e" />
+    <endEvent id="e" />
+  </process>
+</definitions>
+"#;
 
 const VERSION: &str = "26.5.6";
 
@@ -39,15 +53,27 @@ fn home() -> std::path::PathBuf {
 impl Keycloak {
     /// Starts Keycloak on a free port and waits until the realm answers.
     pub fn start() -> Keycloak {
+        Keycloak::start_for_console(1)
+    }
+
+    /// As [`Keycloak::start`], the `postfach-console` client redirecting
+    /// to a console on `http://127.0.0.1:CONSOLE_PORT/`.
+    pub fn start_for_console(console_port: u16) -> Keycloak {
         let home = home();
         let import = home.join("data/import");
         std::fs::create_dir_all(&import).unwrap();
-        std::fs::copy(
-            concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/tests/fixtures/keycloak/shop-realm.json"
-            ),
+        // one Keycloak at a time reads the realm file: another test's
+        // realm (another console port) must not be imported here
+        let importing = std::fs::File::create(home.join("data/.import.lock")).unwrap();
+        importing.lock().unwrap();
+        let realm = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/keycloak/shop-realm.json"
+        ))
+        .unwrap();
+        std::fs::write(
             import.join("shop-realm.json"),
+            realm.replace("CONSOLE_PORT", &console_port.to_string()),
         )
         .unwrap();
         let port = super::server::free_ports(2);
@@ -83,6 +109,7 @@ impl Keycloak {
             );
             std::thread::sleep(Duration::from_millis(500));
         }
+        drop(importing);
         kc
     }
 

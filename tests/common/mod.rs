@@ -16,6 +16,8 @@ pub mod server;
 #[cfg(feature = "server")]
 pub mod session;
 pub mod tools;
+#[cfg(feature = "zeebe")]
+pub mod zeebe;
 
 use postfach::{ManualClock, Options, Postfach, Publish, Vars};
 use std::sync::Arc;

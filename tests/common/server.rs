@@ -58,6 +58,10 @@ impl Server {
         if !args.iter().any(|a| a == "--listen") {
             cmd.args(["--listen", "127.0.0.1:0"]);
         }
+        if !args.iter().any(|a| a == "--zeebe-listen") {
+            // parallel tests would race for Zeebe's port 26500
+            cmd.args(["--zeebe-listen", "none"]);
+        }
         for (k, v) in env {
             cmd.env(k, v);
         }
@@ -335,7 +339,11 @@ impl Drop for Gateway {
 /// `n` consecutive free ports on loopback (bound once and released), for
 /// processes that must know each other's address before they start.
 pub fn free_ports(n: u16) -> u16 {
-    let mut seed = std::process::id() as u64 * 7919 + n as u64;
+    // every call of this process starts elsewhere: two ports asked for
+    // before either is bound must not be the same
+    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mut seed = std::process::id() as u64 * 7919 + n as u64 + call * 104_729;
     loop {
         seed = seed
             .wrapping_mul(6364136223846793005)
@@ -367,4 +375,44 @@ pub fn tokens_config(dir: &std::path::Path, tokens: &[(&str, &str, &str)]) -> St
     let path = dir.join("tokens.toml").display().to_string();
     std::fs::write(&cfg, format!("[auth]\ntokens_file = {path:?}\n")).unwrap();
     cfg.display().to_string()
+}
+
+/// `postfach --json --server URL ARGS`, holding `token` when given, which
+/// must succeed: its JSON answer (null when it printed none).
+pub fn cli_ok(url: &str, token: Option<&str>, args: &[&str]) -> serde_json::Value {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_postfach"));
+    cmd.current_dir(env!("CARGO_MANIFEST_DIR"));
+    if let Some(t) = token {
+        cmd.env("POSTFACH_TOKEN", t);
+    }
+    let o = cmd
+        .args(["--json", "--server", url])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).unwrap_or(serde_json::Value::Null)
+}
+
+/// The completed instances of `process`, asked until there are `expected`
+/// of them or 30 s have passed: a client may count its last job done when
+/// the answer to its completion is still on the way.
+pub fn completed(url: &str, token: Option<&str>, process: &str, expected: usize) -> usize {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let done = cli_ok(
+            url,
+            token,
+            &["instances", "--state", "completed", "--process", process],
+        );
+        let n = done["instances"].as_array().map_or(0, |a| a.len());
+        if n >= expected || std::time::Instant::now() > deadline {
+            return n;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
 }

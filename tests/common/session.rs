@@ -188,6 +188,13 @@ impl Session {
                 }));
                 self.spawn(&what, cmd, port);
             }
+            #[cfg(feature = "zeebe")]
+            "zbctl" => {
+                let args: Vec<String> = args[1..].iter().map(|a| self.ported(a)).collect();
+                let mut cmd = Command::new(super::zeebe::zbctl_program());
+                cmd.args(&args);
+                self.foreground(&what, cmd, comment);
+            }
             other => {
                 panic!("{what}: no runner for `{other}`; the book shows only what its tests run")
             }
@@ -231,6 +238,10 @@ impl Session {
             cmd.arg("--json");
         }
         if sub_name == "run" {
+            if let Some(at) = args.iter().position(|a| a == "--zeebe-listen") {
+                let shown = args[at + 1].rsplit(':').next().unwrap().to_string();
+                args[at + 1] = format!("127.0.0.1:{}", self.port(&shown));
+            }
             let port = match args.iter().position(|a| a == "--listen") {
                 Some(at) => {
                     let shown = args[at + 1].rsplit(':').next().unwrap().to_string();

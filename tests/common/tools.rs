@@ -185,6 +185,12 @@ fn python_package(name: &str, module: &str, spec: &str) -> std::path::PathBuf {
     package.parent().unwrap().to_path_buf()
 }
 
+/// pyzeebe, Camunda 8's community Python client (gRPC): the directory to
+/// put on `PYTHONPATH`.
+pub fn pyzeebe() -> std::path::PathBuf {
+    python_package("pyzeebe-4.7.0", "pyzeebe", "pyzeebe==4.7.0")
+}
+
 /// openapi-spec-validator, which checks an OpenAPI document against the
 /// specification's schema: the directory to put on `PYTHONPATH` for
 /// `python3 -m openapi_spec_validator`.

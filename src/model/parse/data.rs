@@ -75,6 +75,19 @@ pub(super) fn extras_of(n: &Node) -> (crate::model::Extras, Vec<String>, Vec<Str
     let Some(ext) = n.child("extensionElements") else {
         return (x, skipped, refused);
     };
+    for c in ext.children.iter().filter(|c| c.name == "taskHeaders") {
+        for h in c.children.iter().filter(|h| h.name == "header") {
+            match h.attr("key").map(str::trim).filter(|k| !k.is_empty()) {
+                Some(key) => x
+                    .headers
+                    .push((key.to_string(), h.attr("value").unwrap_or("").to_string())),
+                None => skipped.push(format!(
+                    "zeebe:header without a key (line {}) is not delivered",
+                    h.line
+                )),
+            }
+        }
+    }
     for c in &ext.children {
         let params = c.children.iter().filter_map(|p| {
             let (inputs, source) = match (c.name.as_str(), p.name.as_str()) {

@@ -298,8 +298,8 @@ pub(super) fn topic_of(n: &Node) -> String {
 }
 
 /// `flowable:failedJobRetryTimeCycle` / `camunda:failedJobRetryTimeCycle`
-/// (`R5/PT10S`: 5 retries 10 s apart) or `postfach:retries="N"` (N attempts,
-/// engine backoff).
+/// (`R5/PT10S`: 5 retries 10 s apart), `postfach:retries="N"` or Zeebe's
+/// `zeebe:taskDefinition retries="N"` (N attempts, engine backoff).
 pub(super) fn retry_policy(n: &Node) -> Result<Option<crate::model::Retry>, String> {
     let cycle = n
         .child("extensionElements")
@@ -319,8 +319,11 @@ pub(super) fn retry_policy(n: &Node) -> Result<Option<crate::model::Retry>, Stri
             delay: Some(delay),
         }));
     }
-    match n.attr("retries") {
-        Some(r) => match r.trim().parse::<u32>() {
+    // postfach:retries, else Zeebe's taskDefinition retries (a literal count,
+    // with or without FEEL's '=')
+    let zeebe = extension(n, "taskDefinition").and_then(|t| t.attr("retries"));
+    match n.attr("retries").or(zeebe) {
+        Some(r) => match r.trim().trim_start_matches('=').trim().parse::<u32>() {
             Ok(attempts) if attempts > 0 => Ok(Some(crate::model::Retry {
                 attempts,
                 delay: None,

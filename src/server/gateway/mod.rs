@@ -52,6 +52,15 @@ pub struct GatewayConfig {
     /// The CA an `https://` partition's certificate must chain to (none:
     /// the public roots).
     pub partitions_ca: Option<std::path::PathBuf>,
+    /// Where Zeebe's gateway protocol is served for the cluster (feature
+    /// `zeebe`), forwarding to `partition_zeebe`; none: not served.
+    pub zeebe_listen: Option<SocketAddr>,
+    /// `zeebe_listen` is only the default address: taken, it is skipped
+    /// with a warning.
+    pub zeebe_if_free: bool,
+    /// Where each partition serves Zeebe's gateway protocol (`HOST:PORT`,
+    /// plaintext), in partition order.
+    pub partition_zeebe: Vec<String>,
 }
 
 #[derive(Clone)]
@@ -134,20 +143,96 @@ pub async fn run(
     let limits = crate::config::HttpConfig::default()
         .checked()
         .map_err(ServerError::Config)?;
+    let zeebe = zeebe_face(&config).await?;
     let app = router(config).layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
         std::time::Duration::from_millis(limits.1),
     ));
     ready(bound);
-    super::serve(
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let zeebe = zeebe.map(|serve| serve(stop_rx.clone()));
+    let mut stop_http = stop_rx;
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = stop_tx.send(true);
+    });
+    let served = super::serve(
         listener,
         app,
         std::time::Duration::from_millis(limits.0),
         limits.2,
         acceptor,
-        shutdown,
+        async move {
+            let _ = stop_http.changed().await;
+        },
     )
     .await
-    .map_err(ServerError::Http)
+    .map_err(ServerError::Http);
+    if let Some(z) = zeebe {
+        let _ = z.await; // it stopped with the API
+    }
+    served
+}
+
+/// Starts the Zeebe face when it is asked for: a task that serves until
+/// its stop channel turns.
+type ZeebeStart =
+    Box<dyn FnOnce(tokio::sync::watch::Receiver<bool>) -> tokio::task::JoinHandle<()> + Send>;
+
+/// The Zeebe face of the gateway, bound, ready to serve (none: not asked
+/// for, or the default address taken).
+#[cfg(feature = "zeebe")]
+async fn zeebe_face(config: &GatewayConfig) -> Result<Option<ZeebeStart>, ServerError> {
+    let Some(addr) = config.zeebe_listen else {
+        return Ok(None);
+    };
+    if config.partition_zeebe.len() != config.partitions.len() {
+        return Err(ServerError::Config(format!(
+            "the Zeebe face of a gateway of {} partitions needs --partition-zeebe I=HOST:PORT for each ({} given)",
+            config.partitions.len(),
+            config.partition_zeebe.len()
+        )));
+    }
+    let face = super::zeebe::Forward::new(&config.partition_zeebe).map_err(ServerError::Config)?;
+    let tls = config
+        .tls
+        .as_ref()
+        .map(|files| super::tls::acceptor_for(files, b"h2"))
+        .transpose()
+        .map_err(ServerError::Config)?;
+    let listener = match tokio::net::TcpListener::bind(addr).await {
+        Ok(l) => l,
+        Err(source) if config.zeebe_if_free => {
+            eprintln!(
+                "postfach: warning: {addr} is taken ({source}): Zeebe's gateway protocol is not served; give --zeebe-listen ADDR, or none"
+            );
+            return Ok(None);
+        }
+        Err(source) => return Err(ServerError::Bind { addr, source }),
+    };
+    eprintln!(
+        "postfach: Zeebe gateway protocol (gRPC) on {addr}, for {} partitions",
+        config.partition_zeebe.len()
+    );
+    Ok(Some(Box::new(move |mut stop| {
+        tokio::spawn(async move {
+            let stopped = async move {
+                let _ = stop.changed().await;
+            };
+            if let Err(e) = super::zeebe::serve(listener, face, tls, stopped).await {
+                tracing::error!(error = %e, "Zeebe gateway protocol stopped");
+            }
+        })
+    })))
+}
+
+#[cfg(not(feature = "zeebe"))]
+async fn zeebe_face(config: &GatewayConfig) -> Result<Option<ZeebeStart>, ServerError> {
+    match config.zeebe_listen {
+        None => Ok(None),
+        Some(addr) => Err(ServerError::Config(format!(
+            "Zeebe's gateway protocol on {addr} is asked for, but this build has no feature zeebe"
+        ))),
+    }
 }
 
 fn problem(status: StatusCode, message: String) -> Response {

@@ -47,6 +47,20 @@ pub(super) const OPERATIONS: &[Operation] = &[
         Operate,
     ),
     op(
+        "cancel_instance",
+        Method::POST,
+        "/instances/{id}/cancel",
+        ById("id"),
+        Operate,
+    ),
+    op(
+        "set_variables",
+        Method::PUT,
+        "/instances/{id}/variables",
+        ById("id"),
+        Operate,
+    ),
+    op(
         "trigger",
         Method::POST,
         "/instances/{id}/tokens/{token}/trigger",
@@ -79,6 +93,8 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(add_token))
         .routes(routes!(move_token))
         .routes(routes!(cancel_token))
+        .routes(routes!(cancel_instance))
+        .routes(routes!(set_variables))
         .routes(routes!(trigger))
         .routes(routes!(activate))
         .routes(routes!(complete_ad_hoc))
@@ -355,6 +371,52 @@ pub(super) async fn cancel_token(
 ) -> ApiResult {
     let r = s.pf.cancel_token(id, token).await?;
     Ok(Json(crate::contract::repair_json(id, &r)))
+}
+
+#[utoipa::path(post, path = "/instances/{id}/cancel", params(("id" = u64, Path, description = "instance id")), responses((status = 200, description = "End a running instance as cancelled with everything inside it (jobs, timers, subscriptions, user tasks, called instances); 409 when it has ended", body = serde_json::Value)))]
+pub(super) async fn cancel_instance(State(s): State<AppState>, Path(id): Path<u64>) -> ApiResult {
+    s.pf.cancel_instance(id).await?;
+    Ok(Json(
+        json!({"instance": id.to_string(), "state": "cancelled"}),
+    ))
+}
+
+/// The body of `set_variables`.
+#[derive(serde::Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VariablesBody {
+    /// The variables to set.
+    #[schema(value_type = Object)]
+    pub variables: Vars,
+    /// Set them as this token writes them (a variable local to a scope
+    /// around it changes there); none: in the instance.
+    #[serde(default)]
+    pub token: Option<u64>,
+    /// Set them on the token itself.
+    #[serde(default)]
+    pub local: bool,
+}
+
+#[utoipa::path(put, path = "/instances/{id}/variables", request_body = VariablesBody, params(("id" = u64, Path, description = "instance id")), responses((status = 200, description = "Set variables of a running instance (conditions that read them are asked); 404 for an unknown token, 409 when the instance has ended", body = serde_json::Value)))]
+pub(super) async fn set_variables(
+    State(s): State<AppState>,
+    Path(id): Path<u64>,
+    b: Result<Json<VariablesBody>, JsonRejection>,
+) -> ApiResult {
+    let b = body(b)?;
+    if b.local && b.token.is_none() {
+        return Err(ApiError::BadRequest(
+            "local: set variables locally on a token: give its id in token".into(),
+        ));
+    }
+    let names: Vec<String> = b.variables.keys().cloned().collect();
+    let token = b.token.unwrap_or(0);
+    s.pf.set_variables(id, token, b.local, b.variables).await?;
+    Ok(Json(json!({
+        "instance": id.to_string(),
+        "token": b.token,
+        "variables": names,
+    })))
 }
 
 /// The body of `activate`.

@@ -156,7 +156,7 @@ impl IntoResponse for ApiError {
 /// The status of an error, by kind. Exhaustive, so a new kind of error gets a
 /// status deliberately: 400 bad input, 404 unknown, 409 refused in the state the
 /// engine is in, 503 not serving now, 500 a fault.
-fn status_of(e: &Error) -> StatusCode {
+pub(crate) fn status_of(e: &Error) -> StatusCode {
     use crate::store::StoreError as S;
     use EngineError as E;
     let store = |s: &S| match s {
@@ -473,7 +473,8 @@ pub(super) async fn openapi() -> Response {
 /// writes it.
 pub mod requests {
     pub use super::instances::{
-        ActivateBody, ConditionsBody, DeployBody, InstancesQuery, StartBody, TokenBody, TriggerBody,
+        ActivateBody, ConditionsBody, DeployBody, InstancesQuery, StartBody, TokenBody,
+        TriggerBody, VariablesBody,
     };
     pub use super::jobs::{
         AcquireBody, BpmnErrorBody, CompleteBody, ExtendBody, FailBody, JobsQuery,

@@ -74,6 +74,7 @@ fn fixture(keys: Vec<Jwk>) -> Fixture {
             jwks_file: Some(set.clone()),
             roles_claim: "roles".into(),
             groups_claim: "groups".into(),
+            console_client: None,
         },
         clock.clone(),
     )
@@ -276,6 +277,7 @@ fn roles_come_from_a_list_a_scope_string_or_a_dotted_path() {
         jwks_file: None,
         roles_claim: "scope".into(),
         groups_claim: "groups".into(),
+        console_client: None,
     };
     let claims = json!({
         "client_id": "shop-backend",
@@ -304,6 +306,7 @@ fn an_issuer_over_plain_http_is_refused_unless_on_this_host() {
         jwks_file: None,
         roles_claim: "roles".into(),
         groups_claim: "groups".into(),
+        console_client: None,
     };
     assert!(c("https://id.example/realms/shop").check().is_ok());
     assert!(c("http://127.0.0.1:8080/realms/shop").check().is_ok());
@@ -345,4 +348,23 @@ async fn a_remembered_token_still_expires_and_is_forgotten_with_its_key_set() {
         f.issuer.caller_of(&new).await,
         Err(Refused::Expired(_))
     ));
+}
+
+#[test]
+fn the_origin_of_an_issuer_is_its_scheme_host_and_port() {
+    use super::origin;
+    assert_eq!(
+        origin("https://login.example/realms/shop/protocol/openid-connect/token"),
+        Some("https://login.example")
+    );
+    assert_eq!(
+        origin("http://127.0.0.1:8080/realms/shop"),
+        Some("http://127.0.0.1:8080")
+    );
+    assert_eq!(
+        origin("https://login.example"),
+        Some("https://login.example")
+    );
+    assert_eq!(origin("https:///path"), None);
+    assert_eq!(origin("ftp://x/"), None);
 }

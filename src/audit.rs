@@ -4,7 +4,7 @@
 //! Invariant: a command that changes what runs or repairs it — a deploy, a
 //! token added, moved or cancelled, a message requeued or discarded, a job
 //! retried, a cleanup, a user task action, a wait state triggered, an
-//! ad-hoc activity — submitted inside [`acting`] travels as one logged
+//! ad-hoc activity, a backup taken — submitted inside [`acting`] travels as one logged
 //! command with its principal and is applied together with its audit entry,
 //! in the same transaction: the change and the record of who made it are
 //! durable together or not at all. The process's own traffic (publishes,

@@ -160,12 +160,12 @@ pub fn decode_tailed<T: DeserializeOwned, X: DeserializeOwned + Default>(
 pub mod json_text {
     use serde::{Deserialize, Deserializer, Serializer};
 
-    pub fn serialize<S: Serializer>(value: &crate::Vars, s: S) -> Result<S::Ok, S::Error> {
+    pub fn serialize<S: Serializer>(value: &crate::model::Vars, s: S) -> Result<S::Ok, S::Error> {
         let text = serde_json::to_string(value).map_err(serde::ser::Error::custom)?;
         s.serialize_str(&text)
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<crate::Vars, D::Error> {
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<crate::model::Vars, D::Error> {
         let text = String::deserialize(d)?;
         serde_json::from_str(&text).map_err(serde::de::Error::custom)
     }
@@ -180,12 +180,12 @@ mod tests {
         a: u64,
         b: String,
         #[serde(with = "json_text")]
-        vars: crate::Vars,
+        vars: crate::model::Vars,
     }
 
     #[test]
     fn round_trip_keeps_json_variables() {
-        let mut vars = crate::Vars::new();
+        let mut vars = crate::model::Vars::new();
         vars.insert("auftragId".into(), serde_json::json!({"x": [1, 2.5, null]}));
         let rec = Rec {
             a: 7,

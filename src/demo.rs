@@ -197,7 +197,7 @@ pub async fn run(args: &DemoArgs, json_out: bool) -> Result<crate::contract::Out
     // the hand-over (an unbound send task waits as a job for its worker): the
     // simulated provider takes the order; its completions are published below
     pf.register_handler("auftragUebergeben", |_job: crate::JobContext| async move {
-        Ok(crate::Vars::new())
+        Ok(crate::model::Vars::new())
     });
 
     progress(json_out, &format!("starting {n} orders"));

@@ -5,8 +5,8 @@
 //!
 //! Invariant: plain types; nothing here runs a job or touches the database.
 
-use crate::Vars;
 use crate::engine::JobContext;
+use crate::model::Vars;
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;

@@ -97,6 +97,7 @@ pub use engine::{
     ParkedEvent, Publish, Repair, TaskAction, TaskRefusal, Triggered, backoff,
 };
 pub use jobs::{HandlerError, JobContext};
+pub use model::{Vars, vars};
 pub use runtime::{
     Archive, CommitStats, Deployment, Error, Options, Postfach, Recovery, WorkReport,
 };
@@ -108,11 +109,3 @@ pub use store::{FileCheck, JobState, MessageState, ParkedEvents, Reason, StoreEr
 #[cfg(all(doctest, feature = "server"))]
 #[doc = include_str!("../docs/src/embedding.md")]
 mod book_embedding {}
-
-/// Process variables: a JSON object.
-pub type Vars = serde_json::Map<String, serde_json::Value>;
-
-/// Builds variables from pairs: `vars([("auftragId", "4711".into())])`.
-pub fn vars<const N: usize>(pairs: [(&str, serde_json::Value); N]) -> Vars {
-    pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
-}

@@ -204,7 +204,7 @@ impl From<ObjectError> for HandlerError {
 /// when it is missing or not a reference.
 pub fn reference_in(
     job: u64,
-    variables: &crate::Vars,
+    variables: &crate::model::Vars,
     variable: &str,
 ) -> Result<ObjectRef, ObjectError> {
     let no = |reason: String| ObjectError::NoReference {

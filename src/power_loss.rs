@@ -425,7 +425,7 @@ fn feel_and_decisions_reading_the_clock_replay_to_the_same_value() {
             .await
             .expect("deploys");
         let id = pf
-            .start("stamp", crate::Vars::new(), None)
+            .start("stamp", crate::model::Vars::new(), None)
             .await
             .expect("starts");
         let before = pf.reader().unwrap().instance(id).unwrap().unwrap();
@@ -498,7 +498,7 @@ async fn throw_and_forward(disk: &Disk) -> (Option<String>, u64) {
             .await
             .map_err(|_| ())?;
         for _ in 0..2 {
-            pf.start("wirft", crate::Vars::new(), None)
+            pf.start("wirft", crate::model::Vars::new(), None)
                 .await
                 .map_err(|_| ())?;
         }

@@ -24,6 +24,13 @@ async fn a_hosts_principal_is_recorded_with_its_change_and_retention_forgets_it(
     acting("ben".into(), env.pf.cancel_token(id, token))
         .await
         .unwrap();
+    // a backup changes nothing but is a principal's act: recorded by name;
+    // the schedule's (outside `acting`) leaves no entry
+    let shelf = tempfile::tempdir().unwrap();
+    let taken = acting("carla".into(), env.pf.backup(shelf.path()))
+        .await
+        .unwrap();
+    env.pf.backup(shelf.path().join("plain")).await.unwrap();
     let all = env
         .pf
         .reader()
@@ -34,8 +41,16 @@ async fn a_hosts_principal_is_recorded_with_its_change_and_retention_forgets_it(
         .iter()
         .map(|e| (e.who.as_str(), e.operation.as_str()))
         .collect();
-    assert_eq!(seen, [("ben", "cancel-token"), ("anna", "deploy")]);
-    assert_eq!(all[0].target, format!("instance {id} token {token}"));
+    assert_eq!(
+        seen,
+        [
+            ("carla", "backup"),
+            ("ben", "cancel-token"),
+            ("anna", "deploy")
+        ]
+    );
+    assert_eq!(all[0].target, format!("backup {}", taken.id));
+    assert_eq!(all[1].target, format!("instance {id} token {token}"));
     // the instance's history names who repaired it
     let after = env.pf.reader().unwrap().instance(id).unwrap().unwrap();
     assert!(
@@ -46,7 +61,7 @@ async fn a_hosts_principal_is_recorded_with_its_change_and_retention_forgets_it(
         "{:?}",
         after.history
     );
-    assert_eq!(all[1].target, "file auftrag-ausfuehrung.bpmn");
+    assert_eq!(all[2].target, "file auftrag-ausfuehrung.bpmn");
     let bens = AuditFilter {
         who: Some("ben".into()),
         ..Default::default()
@@ -111,6 +126,13 @@ mod over_http {
     fn the_trail_names_each_callers_token_on_a_server_and_through_a_gateway() {
         let dir = tempfile::tempdir().unwrap();
         let cfg = config(dir.path());
+        let shelf = dir.path().join("backups");
+        let mut text = std::fs::read_to_string(&cfg).unwrap();
+        text.push_str(&format!(
+            "\n[backup]\nto = {:?}\n",
+            shelf.display().to_string()
+        ));
+        std::fs::write(&cfg, text).unwrap();
         let srv = Server::launch(dir.path(), &["--config".into(), cfg.clone()], &[]);
         let url = format!("http://{}", srv.addr);
         cli(
@@ -172,6 +194,15 @@ mod over_http {
         cli(&gurl, "ops-1", &["cleanup"]);
         let via = trail(&gurl, &["--who", "ops-1"]);
         assert_eq!(via.len(), 3, "{via:?}");
+        // a cluster's backup set: each partition records who took it
+        let set = cli(&gurl, "root", &["backup", "--id", "nightly"]);
+        let id = set["backups"][0]["id"].as_str().unwrap().to_string();
+        let roots = trail(&gurl, &["--who", "root"]);
+        assert_eq!(
+            (roots[0].1.as_str(), roots[0].2.clone()),
+            ("backup", format!("backup {id}")),
+            "{roots:?}"
+        );
         drop(gw);
         srv.stop();
     }

@@ -79,6 +79,7 @@ impl Command {
                     vars.keys().cloned().collect::<Vec<_>>().join(", ")
                 ),
             ),
+            Command::BackupTaken { id } => ("backup", format!("backup {id}")),
             Command::By { command, .. } => return command.audited(),
             Command::Start { .. }
             | Command::Publish(_)

@@ -22,13 +22,13 @@
 mod audited;
 pub(crate) mod wal;
 
-use crate::Vars;
 use crate::clock::{Clock, Millis};
 use crate::engine::{
     Config, DefCache, Delivery, Deployed, Engine, EngineError, LockedJob, Malformed, Publish,
     Repair,
 };
 use crate::error::Error;
+use crate::model::Vars;
 use crate::options::Options;
 use crate::store::{self, JobState, StoreError, Tables, WAL_BATCH};
 use std::collections::BTreeMap;
@@ -196,6 +196,11 @@ pub(crate) enum Command {
         local: bool,
         #[serde(with = "crate::codec::json_text")]
         vars: Vars,
+    },
+    /// A principal took backup `id` of this partition: changes nothing but
+    /// the audit trail (the copy itself is not a command).
+    BackupTaken {
+        id: String,
     },
 }
 
@@ -432,6 +437,7 @@ fn apply(
             e.set_variables(*instance, *token, *local, vars)?;
             Reply::Done
         }
+        Command::BackupTaken { .. } => Reply::Done,
         Command::By { by, command } => {
             e.acting_as(Some(by));
             let reply = apply(e, command, parsed);

@@ -9,13 +9,13 @@ fn golden_commands() -> Vec<Command> {
             name: "AuftragAbgeschlossen".into(),
             key: "4711".into(),
             message_id: Some("evt-1".into()),
-            variables: crate::vars([("erledigtePositionen", 1200.into())]),
+            variables: crate::model::vars([("erledigtePositionen", 1200.into())]),
             ttl: Some(86_400_000),
             attributes: vec![("pubsub.message_id".into(), "42".into())],
         }),
         Command::Start {
             process: "auftrag-ausfuehrung".into(),
-            vars: crate::vars([("auftragId", "4711".into())]),
+            vars: crate::model::vars([("auftragId", "4711".into())]),
             business_key: None,
         },
         Command::Malformed(Malformed {
@@ -61,7 +61,7 @@ fn the_fetching_lock_command_is_pinned() {
 }
 
 /// How many variants `Command` has; [`variant_index`] numbers them.
-const VARIANTS: usize = 32;
+const VARIANTS: usize = 33;
 
 /// The position of `c`'s variant in the enum (its tag in the log). The
 /// match has no wildcard arm: a new variant does not compile until it is
@@ -100,6 +100,7 @@ fn variant_index(c: &Command) -> usize {
         Command::By { .. } => 29,
         Command::CancelInstance { .. } => 30,
         Command::SetVariables { .. } => 31,
+        Command::BackupTaken { .. } => 32,
     }
 }
 
@@ -109,7 +110,7 @@ fn every_variant() -> Vec<Command> {
         name: "AuftragAbgeschlossen".into(),
         key: "4711".into(),
         message_id: Some("evt-1".into()),
-        variables: crate::vars([("ok", true.into())]),
+        variables: crate::model::vars([("ok", true.into())]),
         ttl: Some(60_000),
         attributes: Vec::new(),
     };
@@ -121,7 +122,7 @@ fn every_variant() -> Vec<Command> {
         },
         Command::Start {
             process: "p".into(),
-            vars: crate::vars([("k", "4711".into())]),
+            vars: crate::model::vars([("k", "4711".into())]),
             business_key: Some("B-1".into()),
         },
         Command::Publish(publish.clone()),
@@ -135,7 +136,7 @@ fn every_variant() -> Vec<Command> {
         }),
         Command::Signal {
             name: "Alarm".into(),
-            vars: crate::vars([("stufe", 2.into())]),
+            vars: crate::model::vars([("stufe", 2.into())]),
         },
         Command::RunContinuations { limit: 100 },
         Command::LockJobs {
@@ -148,7 +149,7 @@ fn every_variant() -> Vec<Command> {
         Command::CompleteJob {
             job: 7,
             lease: Some(3),
-            vars: crate::vars([("r", 1.into())]),
+            vars: crate::model::vars([("r", 1.into())]),
         },
         Command::FailJob {
             job: 7,
@@ -209,20 +210,20 @@ fn every_variant() -> Vec<Command> {
         Command::Trigger {
             instance: 1,
             token: 2,
-            vars: crate::vars([("ok", true.into())]),
+            vars: crate::model::vars([("ok", true.into())]),
         },
         Command::ParkedEventsSent { ids: vec![1, 300] },
         Command::SignalOnce {
             id: "p1-s2".into(),
             name: "Alarm".into(),
-            vars: crate::vars([("stufe", 2.into())]),
+            vars: crate::model::vars([("stufe", 2.into())]),
         },
         Command::SignalsForwarded {
             done: vec![(2, false), (300, true)],
         },
         Command::StartByConditions {
             process: Some("p".into()),
-            vars: crate::vars([("betrag", 500.into())]),
+            vars: crate::model::vars([("betrag", 500.into())]),
         },
         Command::AdHoc {
             instance: 1,
@@ -241,7 +242,10 @@ fn every_variant() -> Vec<Command> {
             instance: 1,
             token: 2,
             local: true,
-            vars: crate::vars([("ok", true.into())]),
+            vars: crate::model::vars([("ok", true.into())]),
+        },
+        Command::BackupTaken {
+            id: "20261206T150000Z-p0".into(),
         },
     ]
 }
@@ -282,6 +286,7 @@ const GOLDEN_EACH: [&str; VARIANTS] = [
     "011d04616e6e61110102",
     "011e01",
     "011f0102010b7b226f6b223a747275657d",
+    "0120133230323631323036543135303030305a2d7030",
 ];
 
 #[test]

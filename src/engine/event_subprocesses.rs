@@ -82,25 +82,10 @@ impl<'a, 't> Engine<'a, 't> {
                 self.set_token(inst, token, &el.id, wait);
                 self.take_buffered_while(inst, token, message, &key, |_| true)?;
             }
-            Trigger::Timer(def) => {
-                let def = match self.timer_for(inst, token, &el.id, def)? {
-                    Ok(def) => def,
-                    Err(error) => {
-                        self.incident(inst, token, &el.id, error);
-                        return Ok(());
-                    }
-                };
-                let job = self.create_job_at(
-                    inst,
-                    token,
-                    &el.id,
-                    JobKind::Timer {
-                        repetitions_left: def.repetitions(),
-                    },
-                    def.first_due(self.now),
-                )?;
-                self.set_token(inst, token, &el.id, Wait::Timer { job });
-            }
+            Trigger::Timer(def) => match self.open_timer(inst, token, &el.id, def, true)? {
+                Ok(job) => self.set_token(inst, token, &el.id, Wait::Timer { job }),
+                Err(error) => self.incident(inst, token, &el.id, error),
+            },
             Trigger::Signal { signal } => self.wait_for_signal(inst, token, &el.id, signal)?,
             Trigger::Condition { .. } => {
                 self.set_token(inst, token, &el.id, Wait::Condition);

@@ -343,24 +343,13 @@ impl<'a, 't> Engine<'a, 't> {
                 self.history(inst, &el.id, "waiting");
             }
             ElementKind::TimerCatch { timer } => {
-                let timer = match self.timer_for(inst, token, &el.id, timer)? {
-                    Ok(timer) => timer,
-                    Err(error) => {
-                        self.incident(inst, token, &el.id, error);
-                        return Ok(());
+                match self.open_timer(inst, token, &el.id, timer, false)? {
+                    Ok(job) => {
+                        self.set_token(inst, token, &el.id, Wait::Timer { job });
+                        self.history(inst, &el.id, "waiting");
                     }
-                };
-                let job = self.create_job_at(
-                    inst,
-                    token,
-                    &el.id,
-                    JobKind::Timer {
-                        repetitions_left: None,
-                    },
-                    timer.first_due(self.now),
-                )?;
-                self.set_token(inst, token, &el.id, Wait::Timer { job });
-                self.history(inst, &el.id, "waiting");
+                    Err(error) => self.incident(inst, token, &el.id, error),
+                }
             }
             ElementKind::EventGateway => self.open_event_gateway(inst, token, idx)?,
             ElementKind::Boundary { .. } => {

@@ -12,9 +12,9 @@
 //!   message after a command: opening a subscription consumes the oldest buffered one.
 //! - Every accepted message has exactly one record in `messages`, in exactly one state.
 
-use crate::Vars;
 use crate::clock::Millis;
 use crate::codec;
+use crate::model::Vars;
 use crate::model::{self, ElementKind, Process, Trigger};
 use crate::store::*;
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -47,6 +47,7 @@ mod tasks;
 #[cfg(test)]
 mod tests;
 mod throws;
+mod timers;
 mod waits;
 
 /// Engine settings.

@@ -171,18 +171,9 @@ impl<'a, 't> Engine<'a, 't> {
             match trigger {
                 Trigger::Timer(def) => {
                     // a variable timer's value was read by `boundary_key_problem` before
-                    let Ok(def) = self.timer_for(inst, token, &p.at(b).id, def)? else {
-                        continue;
-                    };
-                    let repetitions_left = def.repetitions();
-                    let job = self.create_job_at(
-                        inst,
-                        token,
-                        &p.at(b).id,
-                        JobKind::Timer { repetitions_left },
-                        def.first_due(self.now),
-                    )?;
-                    if let Some(t) = self.inst(inst).tokens.get_mut(token) {
+                    if let Ok(job) = self.open_timer(inst, token, &p.at(b).id, def, true)?
+                        && let Some(t) = self.inst(inst).tokens.get_mut(token)
+                    {
                         t.timers.push(job);
                     }
                 }
@@ -245,31 +236,6 @@ impl<'a, 't> Engine<'a, 't> {
             }
         }
         Ok(None)
-    }
-
-    /// `def` as it runs for token `token` of `inst`: a variable timer reads
-    /// its value now. `Err` is the incident text, naming `element` and the
-    /// variable.
-    pub(super) fn timer_for<'d>(
-        &mut self,
-        inst: u64,
-        token: u64,
-        element: &str,
-        def: &'d model::TimerDef,
-    ) -> R<Result<std::borrow::Cow<'d, model::TimerDef>, String>> {
-        if !matches!(def, model::TimerDef::Variable { .. }) {
-            return Ok(Ok(std::borrow::Cow::Borrowed(def)));
-        }
-        let vars = self.vars_all(inst, token)?;
-        let from = match def {
-            model::TimerDef::Variable { path, .. } if !model::is_path(path) => "an expression",
-            _ => "a variable",
-        };
-        Ok(def.resolve(&vars, self.now).map(std::borrow::Cow::Owned).map_err(|why| {
-            format!(
-                "timer '{element}' reads its time from {from}, and {why}: set it, then move this token here again"
-            )
-        }))
     }
 
     /// Once the activity waits: a message buffered for one of its message
@@ -514,17 +480,16 @@ impl<'a, 't> Engine<'a, 't> {
             match &p.at(t).kind {
                 ElementKind::SignalCatch { signal } => signals.push(signal.clone()),
                 ElementKind::TimerCatch { timer } => {
+                    // read above: a variable timer's value is at hand
                     let timer = timer_defs.get(&t).map_or(timer, |d| d.as_ref());
                     let target = p.at(t).id.clone();
-                    timers.push(self.create_job_at(
-                        inst,
-                        token,
-                        &target,
-                        JobKind::Timer {
-                            repetitions_left: None,
-                        },
-                        timer.first_due(self.now),
-                    )?);
+                    match self.open_timer(inst, token, &target, timer, false)? {
+                        Ok(job) => timers.push(job),
+                        Err(error) => {
+                            self.incident(inst, token, &target, error);
+                            return Ok(());
+                        }
+                    }
                 }
                 // message branches were registered above
                 ElementKind::MessageCatch { .. } | ElementKind::ReceiveTask { .. } => {}

@@ -100,7 +100,7 @@ impl DecisionModel {
     pub fn decide(
         &self,
         id: &str,
-        vars: &crate::Vars,
+        vars: &crate::model::Vars,
         now: crate::clock::Millis,
     ) -> Result<Decided, String> {
         let Some(d) = self.decision(id) else {

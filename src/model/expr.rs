@@ -369,7 +369,11 @@ impl Parser {
 }
 
 /// Evaluates a condition to a boolean; the error names what is missing or mistyped.
-pub fn eval_bool(e: &Expr, vars: &crate::Vars, now: crate::clock::Millis) -> Result<bool, String> {
+pub fn eval_bool(
+    e: &Expr,
+    vars: &crate::model::Vars,
+    now: crate::clock::Millis,
+) -> Result<bool, String> {
     if let Expr::Feel(f) = e {
         return f.eval_bool(vars, now);
     }
@@ -385,13 +389,13 @@ pub fn eval_bool(e: &Expr, vars: &crate::Vars, now: crate::clock::Millis) -> Res
 /// number, a string …); the error names what is missing or mistyped.
 pub fn eval_value(
     e: &Expr,
-    vars: &crate::Vars,
+    vars: &crate::model::Vars,
     now: crate::clock::Millis,
 ) -> Result<Value, String> {
     eval(e, vars, now)
 }
 
-fn eval(e: &Expr, vars: &crate::Vars, now: crate::clock::Millis) -> Result<Value, String> {
+fn eval(e: &Expr, vars: &crate::model::Vars, now: crate::clock::Millis) -> Result<Value, String> {
     Ok(match e {
         Expr::Lit(Lit::Num(n)) => {
             serde_json::Number::from_f64(*n).map_or(Value::Null, Value::Number)

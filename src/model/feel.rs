@@ -84,7 +84,7 @@ impl Feel {
     /// computed.
     pub fn eval(
         &self,
-        vars: &crate::Vars,
+        vars: &crate::model::Vars,
         now: crate::clock::Millis,
     ) -> Result<serde_json::Value, String> {
         #[cfg(feature = "feel")]
@@ -103,7 +103,11 @@ impl Feel {
 
 impl Feel {
     /// Its value as a condition: `Err` unless it is true or false.
-    pub fn eval_bool(&self, vars: &crate::Vars, now: crate::clock::Millis) -> Result<bool, String> {
+    pub fn eval_bool(
+        &self,
+        vars: &crate::model::Vars,
+        now: crate::clock::Millis,
+    ) -> Result<bool, String> {
         #[cfg(feature = "feel")]
         {
             imp::eval(&self.compiled, vars, now)
@@ -160,7 +164,7 @@ pub fn body(text: &str) -> Option<&str> {
 /// parsed once per process and cached, as deploy already parsed it.
 pub fn eval_text(
     source: &str,
-    vars: &crate::Vars,
+    vars: &crate::model::Vars,
     now: crate::clock::Millis,
 ) -> Result<serde_json::Value, String> {
     cached(source)?.eval(vars, now)

@@ -14,9 +14,12 @@ pub mod iso;
 mod parse;
 mod process;
 mod timer;
+mod vars;
 
 pub use process::{Process, key_names, key_string};
 pub use timer::{TimerDef, TimerField};
+
+pub use vars::{Vars, vars};
 
 pub use expr::{ArithOp, CmpOp, Expr, Lit, eval_bool, eval_value, parse as parse_condition};
 pub use parse::{
@@ -155,7 +158,7 @@ impl Source {
     /// null); `Err` when a FEEL expression cannot be computed.
     pub fn value(
         &self,
-        vars: &crate::Vars,
+        vars: &crate::model::Vars,
         now: crate::clock::Millis,
     ) -> Result<serde_json::Value, String> {
         Ok(match self {
@@ -190,9 +193,9 @@ impl Source {
 /// value; `Err` names the mapping whose FEEL expression failed.
 pub fn mapped(
     mappings: &[Mapping],
-    from: &crate::Vars,
+    from: &crate::model::Vars,
     now: crate::clock::Millis,
-) -> Result<crate::Vars, String> {
+) -> Result<crate::model::Vars, String> {
     mappings
         .iter()
         .map(|m| {
@@ -523,13 +526,13 @@ impl VarPass {
     /// mapping whose FEEL expression failed.
     pub fn apply(
         &self,
-        from: &crate::Vars,
+        from: &crate::model::Vars,
         now: crate::clock::Millis,
-    ) -> Result<crate::Vars, String> {
+    ) -> Result<crate::model::Vars, String> {
         let mut out = if self.all {
             from.clone()
         } else {
-            crate::Vars::new()
+            crate::model::Vars::new()
         };
         out.extend(mapped(&self.mappings, from, now)?);
         Ok(out)
@@ -582,7 +585,7 @@ impl UserTaskSpec {
     /// cannot be computed.
     pub fn resolve(
         raw: Option<&str>,
-        vars: &crate::Vars,
+        vars: &crate::model::Vars,
         now: crate::clock::Millis,
     ) -> Result<Option<String>, String> {
         let Some(raw) = raw.map(str::trim) else {
@@ -594,7 +597,7 @@ impl UserTaskSpec {
         Ok(Self::resolve_paths(raw, vars))
     }
 
-    fn resolve_paths(raw: &str, vars: &crate::Vars) -> Option<String> {
+    fn resolve_paths(raw: &str, vars: &crate::model::Vars) -> Option<String> {
         let whole = raw
             .strip_prefix("${")
             .or_else(|| raw.strip_prefix("#{"))
@@ -824,7 +827,7 @@ impl ElementKind {
 }
 
 /// The value at `path` (`name` or `a.b.c`) of `vars`.
-pub fn path_value<'v>(path: &str, vars: &'v crate::Vars) -> Option<&'v serde_json::Value> {
+pub fn path_value<'v>(path: &str, vars: &'v crate::model::Vars) -> Option<&'v serde_json::Value> {
     let mut parts = path.split('.');
     let mut value = vars.get(parts.next()?)?;
     for part in parts {

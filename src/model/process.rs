@@ -443,7 +443,7 @@ impl Process {
     pub fn correlation_key<'p>(
         &'p self,
         message: &str,
-        vars: &crate::Vars,
+        vars: &crate::model::Vars,
     ) -> Result<String, &'p str> {
         let var = self
             .correlation_keys
@@ -456,7 +456,7 @@ impl Process {
     /// Every (message, key) that `vars` hold a correlation key for.
     pub fn correlation_pairs<'p>(
         &'p self,
-        vars: &'p crate::Vars,
+        vars: &'p crate::model::Vars,
     ) -> impl Iterator<Item = (&'p str, String)> + 'p {
         self.correlation_keys
             .iter()
@@ -580,7 +580,7 @@ pub fn key_names(spec: &str) -> Vec<String> {
     }
 }
 
-fn key_of(spec: &str, vars: &crate::Vars) -> Option<String> {
+fn key_of(spec: &str, vars: &crate::model::Vars) -> Option<String> {
     if let Some(expr) = spec.strip_prefix('=') {
         // FEEL (deploy parsed it and refused a clock in it); a key that
         // cannot be computed is no key

@@ -4,7 +4,7 @@ use super::*;
 
 #[test]
 fn user_task_attributes_read_variables_paths_and_composite_text() {
-    let vars = crate::vars([
+    let vars = crate::model::vars([
         ("pruefer", "anna".into()),
         ("loopCounter", 2.into()),
         ("gruppen", serde_json::json!(["a", "b"])),

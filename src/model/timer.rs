@@ -65,7 +65,7 @@ impl TimerDef {
     /// variable holds and why it is no timer value.
     pub fn resolve(
         &self,
-        vars: &crate::Vars,
+        vars: &crate::model::Vars,
         now: crate::clock::Millis,
     ) -> Result<TimerDef, String> {
         let TimerDef::Variable { field, path } = self else {

@@ -61,7 +61,7 @@ impl Reader {
         &self,
         id: &str,
         version: Option<u32>,
-        vars: &crate::Vars,
+        vars: &crate::model::Vars,
     ) -> Result<Decision, EngineError> {
         let rec = self
             .snap

@@ -7,8 +7,8 @@
 use super::jobs::job_view;
 use super::messages::message_view;
 use super::*;
-use crate::Vars;
 use crate::clock::{Millis, rfc3339};
+use crate::model::Vars;
 use crate::store::*;
 use serde::Serialize;
 

@@ -65,7 +65,9 @@ pub(super) async fn check(
     drop(r);
     // a signal's id is remembered with what its first broadcast reached
     for (id, reached) in &got.signals {
-        let again = pf.signal_once(id, "Freigabe", crate::Vars::new()).await;
+        let again = pf
+            .signal_once(id, "Freigabe", crate::model::Vars::new())
+            .await;
         if !matches!(&again, Ok(n) if n == reached) {
             problems.push(format!(
                 "signal {id} reached {reached}; sent again it answers {again:?}"

@@ -339,7 +339,7 @@ async fn apply_orders(pf: &Postfach, op: &Op, got: &mut Answered) -> Result<bool
     let reader = || pf.reader().map_err(|_| ());
     match op {
         Op::Start(k) => {
-            let vars = crate::vars([("auftragId", format!("A-{k}").into())]);
+            let vars = crate::model::vars([("auftragId", format!("A-{k}").into())]);
             let id = pf
                 .start("auftrag-ausfuehrung", vars, None)
                 .await
@@ -367,7 +367,7 @@ async fn apply_orders(pf: &Postfach, op: &Op, got: &mut Answered) -> Result<bool
                 .map_err(|_| ())?;
             for j in jobs {
                 let done = pf
-                    .complete_job(j.task.job, Some(j.lease_token), crate::Vars::new())
+                    .complete_job(j.task.job, Some(j.lease_token), crate::model::Vars::new())
                     .await;
                 if answer_about(done, &mut got.job_last, j.task.job)?.is_none() {
                     continue;
@@ -443,7 +443,7 @@ async fn apply_reviews(pf: &Postfach, op: &Op, got: &mut Answered) -> Result<boo
     let reader = || pf.reader().map_err(|_| ());
     match op {
         Op::Review(k) => {
-            let vars = crate::vars([("betrag", (u64::from(*k) * 40).into())]);
+            let vars = crate::model::vars([("betrag", (u64::from(*k) * 40).into())]);
             let id = pf.start("pruefung", vars, None).await.map_err(|_| ())?;
             got.started.push(id);
         }
@@ -451,7 +451,9 @@ async fn apply_reviews(pf: &Postfach, op: &Op, got: &mut Answered) -> Result<boo
             let Some(task) = claim_oldest_task(pf, got).await? else {
                 return Ok(false);
             };
-            let done = pf.complete_task(task, "anna", crate::Vars::new()).await;
+            let done = pf
+                .complete_task(task, "anna", crate::model::Vars::new())
+                .await;
             if answer_about(done, &mut got.task_last, task)?.is_none() {
                 return Ok(false);
             }
@@ -485,7 +487,7 @@ async fn apply_reviews(pf: &Postfach, op: &Op, got: &mut Answered) -> Result<boo
             }) else {
                 return Ok(false);
             };
-            if answer(pf.trigger(id, token, crate::Vars::new()).await)?.is_none() {
+            if answer(pf.trigger(id, token, crate::model::Vars::new()).await)?.is_none() {
                 return Ok(false);
             }
             got.triggered.push(id);
@@ -508,7 +510,7 @@ async fn apply_reviews(pf: &Postfach, op: &Op, got: &mut Answered) -> Result<boo
         Op::Signal(n) => {
             let id = format!("sig-{n}");
             let reached = pf
-                .signal_once(&id, "Freigabe", crate::Vars::new())
+                .signal_once(&id, "Freigabe", crate::model::Vars::new())
                 .await
                 .map_err(|_| ())?;
             if !got.signals.iter().any(|(s, _)| *s == id) {
@@ -596,7 +598,7 @@ fn waiting_at(pf: &Postfach, element: &str) -> Result<Option<(u64, u64)>, ()> {
 async fn apply_work(pf: &Postfach, op: &Op, got: &mut Answered) -> Result<bool, ()> {
     match op {
         Op::Conditions(k) => {
-            let vars = crate::vars([("betrag", (u64::from(*k) * 60).into())]);
+            let vars = crate::model::vars([("betrag", (u64::from(*k) * 60).into())]);
             let Some(started) = answer(pf.start_by_conditions(Some("klaerung"), vars).await)?
             else {
                 return Ok(false);
@@ -614,7 +616,7 @@ async fn apply_work(pf: &Postfach, op: &Op, got: &mut Answered) -> Result<bool, 
             let (job, lease) = (j.task.job, Some(j.lease_token));
             if matches!(op, Op::ThrowError) {
                 let thrown = pf
-                    .throw_error(job, lease, "FEHLT", "drawn", crate::Vars::new())
+                    .throw_error(job, lease, "FEHLT", "drawn", crate::model::Vars::new())
                     .await;
                 if answer_about(thrown, &mut got.job_last, job)?.is_none() {
                     return Ok(false);
@@ -622,7 +624,7 @@ async fn apply_work(pf: &Postfach, op: &Op, got: &mut Answered) -> Result<bool, 
                 got.job_last.insert(job, "thrown");
                 got.caught.push(j.task.instance);
             } else {
-                let done = pf.complete_job(job, lease, crate::Vars::new()).await;
+                let done = pf.complete_job(job, lease, crate::model::Vars::new()).await;
                 if answer_about(done, &mut got.job_last, job)?.is_none() {
                     return Ok(false);
                 }
@@ -678,7 +680,7 @@ async fn apply_work(pf: &Postfach, op: &Op, got: &mut Answered) -> Result<bool, 
                 .map_err(|_| ())?
                 .instances(&filter)
                 .map_err(|_| ())?;
-            pf.signal("Freigabe", crate::Vars::new())
+            pf.signal("Freigabe", crate::model::Vars::new())
                 .await
                 .map_err(|_| ())?;
             let ids = waiting

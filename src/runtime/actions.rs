@@ -7,10 +7,10 @@
 //! command's batch is durable.
 
 use super::Postfach;
-use crate::Vars;
 use crate::commit::Command;
 use crate::engine::{Repair, TaskAction};
 use crate::error::Error;
+use crate::model::Vars;
 
 impl Postfach {
     /// Evaluates the latest version of DMN decision `id` against `vars`,

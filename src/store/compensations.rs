@@ -6,9 +6,9 @@
 //! it is removed when its compensation starts, when the scope it belongs to
 //! is cancelled, or when the instance ends.
 
-use crate::Vars;
 use crate::clock::Millis;
 use crate::codec::json_text;
+use crate::model::Vars;
 use serde::{Deserialize, Serialize};
 
 /// One completion of an activity that can be compensated.

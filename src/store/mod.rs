@@ -59,10 +59,10 @@ pub use tokens::{BodyItem, Tokens};
 pub(crate) use tokens::{decode_token, encode_token};
 pub use variables::{Variables, names_of};
 
-use crate::Vars;
 use crate::clock::Millis;
 use crate::codec::{self, CodecError, json_text};
 use crate::model::Process;
+use crate::model::Vars;
 use redb::{MultimapTableDefinition, ReadableDatabase, ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
 

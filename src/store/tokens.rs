@@ -19,8 +19,8 @@
 //! differences the set holds, never by counting rows.
 
 use super::{Token, Wait};
-use crate::Vars;
 use crate::codec::{self, CodecError};
+use crate::model::Vars;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -323,7 +323,7 @@ mod tests {
             since: 1,
             timers: Vec::new(),
             scope,
-            locals: crate::vars([("i", 3.into())]),
+            locals: crate::model::vars([("i", 3.into())]),
             boundary_messages: vec![("m".into(), "k".into())],
             boundary_signals: Vec::new(),
         }

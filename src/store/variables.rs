@@ -15,7 +15,7 @@
 //! derefs to the whole map only when it holds every variable (debug builds
 //! assert it), and answers a single name only when that name was read.
 
-use crate::Vars;
+use crate::model::Vars;
 use serde_json::Value;
 use std::collections::BTreeMap;
 

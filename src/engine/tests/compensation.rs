@@ -131,7 +131,7 @@ proptest! {
         for op in ops {
             match op {
                 CompOp::Start(k) => {
-                    let vars = crate::vars([("auftragId", k.to_string().into())]);
+                    let vars = crate::model::vars([("auftragId", k.to_string().into())]);
                     started.push(h.step(|e| e.start("komp", vars, None)).unwrap());
                 }
                 CompOp::Work(topic, ok) => {
@@ -152,7 +152,7 @@ proptest! {
                         let rec = h.db.write(|t| t.instance_full(inst).unwrap().unwrap());
                         let waiting = rec.tokens.iter().find(|t| t.element == "entscheiden" && t.wait == Wait::Trigger).map(|t| t.id);
                         if let Some(t) = waiting {
-                            let vars = crate::vars([("ok", ok.into())]);
+                            let vars = crate::model::vars([("ok", ok.into())]);
                             h.step(|e| e.trigger(inst, t, &vars)).unwrap();
                         }
                     }
@@ -188,7 +188,7 @@ fn a_cancelled_transaction_is_compensated_then_left_by_its_cancel_boundary() {
     let keys = [("Storno".to_string(), "auftragId".to_string())].into();
     h.step(|e| e.deploy("komp.bpmn", &compensation_model(true), &keys, None))
         .unwrap();
-    let vars = crate::vars([("auftragId", "1".into())]);
+    let vars = crate::model::vars([("auftragId", "1".into())]);
     let inst = h.step(|e| e.start("komp", vars, None)).unwrap();
     for j in h
         .step(|e| e.lock_jobs("hotel", 10, "w", 30_000, false, None))
@@ -204,7 +204,7 @@ fn a_cancelled_transaction_is_compensated_then_left_by_its_cancel_boundary() {
         .find(|t| t.element == "entscheiden")
         .unwrap()
         .id;
-    h.step(|e| e.trigger(inst, t, &crate::vars([("ok", 2.into())])))
+    h.step(|e| e.trigger(inst, t, &crate::model::vars([("ok", 2.into())])))
         .unwrap();
     h.check_invariants();
     // two hotel bookings (one per inner instance) and the seat are undone
@@ -321,7 +321,7 @@ proptest! {
                     for topic in ["pruefen", "zurueck"] {
                         let jobs = h.step(|e| e.lock_jobs(topic, 10, "w", 30_000, false, None)).unwrap();
                         for j in jobs {
-                            let vars = crate::vars([("fertig", fertig.into())]);
+                            let vars = crate::model::vars([("fertig", fertig.into())]);
                             let done = h.step(|e| e.complete_job(j.task.job, Some(j.lease_token), &vars));
                             prop_assert!(matches!(done, Ok(()) | Err(EngineError::UnknownJob(_))), "{done:?}");
                         }
@@ -331,7 +331,7 @@ proptest! {
                     if let Some(&inst) = started.get(usize::from(i))
                         && let Some(t) = token_at(&mut h, inst, "warten")
                     {
-                        let vars = crate::vars([("fertig", fertig.into())]);
+                        let vars = crate::model::vars([("fertig", fertig.into())]);
                         let _ = h.step(|e| e.trigger(inst, t, &vars));
                     }
                 }

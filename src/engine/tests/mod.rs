@@ -49,7 +49,7 @@ impl Harness {
         self.step(|e| {
             e.start(
                 "auftrag-ausfuehrung",
-                crate::vars([("auftragId", key.into())]),
+                crate::model::vars([("auftragId", key.into())]),
                 None,
             )
         })
@@ -261,7 +261,7 @@ fn a_user_task_record_lives_exactly_as_long_as_its_waiting_token() {
     h.step(|e| e.deploy("ut.bpmn", USER_TASK, &BTreeMap::new(), None))
         .unwrap();
     let start = |h: &mut Harness| {
-        h.step(|e| e.start("ut", crate::vars([("team", "a, b".into())]), None))
+        h.step(|e| e.start("ut", crate::model::vars([("team", "a, b".into())]), None))
             .unwrap()
     };
     let (done, late) = (start(&mut h), start(&mut h));
@@ -375,7 +375,7 @@ proptest! {
         for op in ops {
             match op {
                 StornoOp::Start(k) => {
-                    h.step(|e| e.start("storno", crate::vars([("auftragId", k.to_string().into())]), None))
+                    h.step(|e| e.start("storno", crate::model::vars([("auftragId", k.to_string().into())]), None))
                         .unwrap();
                 }
                 StornoOp::Publish(k, id) => {
@@ -403,7 +403,7 @@ proptest! {
                 }
                 StornoOp::Rekey(k) => {
                     let jobs = h.step(|e| e.lock_jobs("aendern", 1, "w", 30_000, false, None)).unwrap();
-                    let to = crate::vars([("auftragId", format!("neu-{k}").into())]);
+                    let to = crate::model::vars([("auftragId", format!("neu-{k}").into())]);
                     for j in jobs {
                         h.step(|e| e.complete_job(j.task.job, Some(j.lease_token), &to)).unwrap();
                     }
@@ -612,7 +612,7 @@ proptest! {
             match op {
                 ScopeOp::Start(k) => {
                     let positionen: Vec<String> = (0..3).map(|i| ((k + i) % 3).to_string()).collect();
-                    let vars = crate::vars([
+                    let vars = crate::model::vars([
                         ("auftragId", k.to_string().into()),
                         ("positionen", positionen.into()),
                     ]);
@@ -626,7 +626,7 @@ proptest! {
                         name: name.into(),
                         key: k.to_string(),
                         message_id: Some(id.clone()),
-                        variables: crate::vars([("menge", k.into())]),
+                        variables: crate::model::vars([("menge", k.into())]),
                         ..Default::default()
                     };
                     h.step(|e| e.publish(&msg)).unwrap();

@@ -96,7 +96,7 @@ fn table_matcher(
 /// its name declares, and postfach's functions bound to `now`.
 fn input(
     outline: &DmnOutline,
-    vars: &crate::Vars,
+    vars: &crate::model::Vars,
     now: crate::clock::Millis,
 ) -> Result<FeelContext, String> {
     let mut ctx = FeelContext::default();
@@ -180,7 +180,7 @@ pub(super) fn decide(
     b: &Built,
     outline: &DmnOutline,
     d: &DecisionOutline,
-    vars: &crate::Vars,
+    vars: &crate::model::Vars,
     now: crate::clock::Millis,
 ) -> Result<Decided, String> {
     let ctx = input(outline, vars, now)?;

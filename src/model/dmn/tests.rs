@@ -7,7 +7,7 @@ use serde_json::json;
 /// 2026-12-05T12:00:00Z, a Saturday.
 const NOON: crate::clock::Millis = 1_796_472_000_000;
 
-fn vars(v: serde_json::Value) -> crate::Vars {
+fn vars(v: serde_json::Value) -> crate::model::Vars {
     v.as_object().unwrap().clone()
 }
 

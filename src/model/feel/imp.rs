@@ -391,7 +391,7 @@ pub(crate) fn parse_scope(text: &str, declared: &[String]) -> Result<FeelScope, 
 /// The FEEL value of `c` against `vars` at `now`.
 pub(super) fn eval(
     c: &Compiled,
-    vars: &crate::Vars,
+    vars: &crate::model::Vars,
     now: crate::clock::Millis,
 ) -> Result<Value, String> {
     let mut ctx = FeelContext::default();

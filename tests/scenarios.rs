@@ -84,6 +84,7 @@ mod opens_a_database_of_format_v1;
 mod opens_a_database_of_format_v2;
 mod opens_a_database_of_format_v3;
 mod opens_a_database_of_format_v4;
+mod opens_a_database_of_format_v5;
 mod parked_messages_leave_one_event_each;
 mod parser_refuses_what_it_cannot_run;
 mod partitions_own_their_keys_and_ids;

@@ -5,9 +5,7 @@
 //! Invariant: each command owns its arguments, its human text and its JSON;
 //! the file and a server answer the same document.
 
-use super::Output;
-use super::failure::{Failure, usage};
-use super::show::{each, s, shown};
+use super::prelude::*;
 use super::values::parse_instant;
 use clap::Args;
 use postfach::Postfach;

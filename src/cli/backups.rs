@@ -5,9 +5,7 @@
 //! Invariant: each command owns its arguments and its human text, rendered
 //! from its document; a restore never replaces a database unless told to.
 
-use super::Output;
-use super::failure::Failure;
-use super::show::{each, s, shown};
+use super::prelude::*;
 use clap::Args;
 use postfach::backup::{BackupError, Place};
 use postfach::server::shelf::{self, Shelf};

@@ -6,11 +6,11 @@
 //! Invariant: a gateway is given every partition exactly once; a local
 //! cluster's children are stopped when it stops.
 
-use super::failure::{Failure, out, usage};
+use super::Cli;
+use super::prelude::*;
 use super::remote::client_of;
 use super::serve::{Signals, check_exposure, server_token};
 use super::values::correlation_keys;
-use super::{Cli, Output};
 use clap::{Args, Subcommand};
 use postfach::server::gateway::GatewayConfig;
 use serde_json::{Value, json};

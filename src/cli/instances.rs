@@ -4,9 +4,7 @@
 //! Invariant: each command owns its arguments, its human text and its JSON;
 //! the JSON is what docs/cli.md documents.
 
-use super::Output;
-use super::failure::{Failure, usage};
-use super::show::{each, items, joined, s, shown};
+use super::prelude::*;
 use super::values::{
     VarArgs, age, correlation_keys, parse_instant, parse_variable_filter, parse_vars, read_bounded,
     send_topics,

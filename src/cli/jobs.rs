@@ -4,14 +4,13 @@
 //! Invariant: each command owns its arguments, its human text and its JSON;
 //! a worker's call carries the lease token it holds.
 
-use super::failure::{Failure, out, usage};
+use super::Cli;
+use super::prelude::*;
 use super::remote::Client;
-use super::show::{each, s, shown};
 use super::values::{
     VarArgs, parse_configured, parse_fetch, parse_lease, parse_lease_extension, parse_max,
     parse_retry_delay, parse_vars, parse_worker,
 };
-use super::{Cli, Output};
 use clap::Args;
 use postfach::contract::locked_job_json;
 use postfach::server::http::requests;

@@ -4,9 +4,7 @@
 //! Invariant: each command owns its arguments, its human text and its JSON;
 //! `import` answers every line, in memory bounded whatever the input.
 
-use super::Output;
-use super::failure::{Failure, out, usage};
-use super::show::{each, items, joined, s, shown};
+use super::prelude::*;
 use super::values::{MAX_LINE, VarArgs, parse_ttl, parse_vars};
 use clap::Args;
 use postfach::contract::delivery_json;

@@ -19,6 +19,7 @@ mod instances;
 mod jobs;
 mod messages;
 mod offline;
+mod prelude;
 mod remote;
 mod repair;
 mod serve;

@@ -4,9 +4,8 @@
 //! Invariant: recover never discards a record without keeping a copy of the
 //! log it came from.
 
-use super::failure::{Failure, out, usage};
-use super::show::{s, shown};
-use super::{Cli, Output};
+use super::Cli;
+use super::prelude::*;
 use clap::Args;
 use postfach::Postfach;
 use serde_json::{Value, json};

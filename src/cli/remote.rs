@@ -9,10 +9,9 @@
 //! size (postfach's one HTTP client); a command no operation serves is
 //! refused with the reason, never approximated.
 
-use super::failure::{Failure, usage};
+use super::prelude::*;
 use super::serve::checked_token;
-use super::show::{each, s, shown};
-use super::{Cli, Command, Output, instances, jobs, messages, offline, repair, tasks, views};
+use super::{Cli, Command, instances, jobs, messages, offline, repair, tasks, views};
 use axum::body::Bytes;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use postfach::server::catalogue::{self, Operation};

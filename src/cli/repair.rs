@@ -4,9 +4,7 @@
 //! Invariant: each command owns its arguments, its human text and its JSON;
 //! a repair's answer names what it changed.
 
-use super::Output;
-use super::failure::{Failure, usage};
-use super::show::{each, items, joined, s, shown};
+use super::prelude::*;
 use super::values::{VarArgs, parse_vars};
 use clap::Args;
 use postfach::contract::repair_json;

@@ -4,8 +4,7 @@
 //! Invariant: everything that can refuse a start (token, exposure,
 //! configuration, partition) is checked before the database is written.
 
-use super::Output;
-use super::failure::{Failure, out, usage};
+use super::prelude::*;
 use super::values::{MAX_CONFIG, MAX_TOKEN, correlation_keys, read_bounded, send_topics};
 use clap::Args;
 use postfach::Postfach;

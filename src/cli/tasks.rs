@@ -2,9 +2,7 @@
 //!
 //! Invariant: each command owns its arguments, its human text and its JSON.
 
-use super::Output;
-use super::failure::{Failure, usage};
-use super::show::{each, joined, s, shown};
+use super::prelude::*;
 use super::values::{VarArgs, parse_instant, parse_to, parse_user, parse_vars};
 use clap::{Args, Subcommand};
 use postfach::Postfach;

@@ -4,7 +4,7 @@
 //! Invariant: every value from outside is range-checked here before a
 //! command sees it; a file is never read past its cap.
 
-use super::failure::{Failure, usage};
+use super::prelude::*;
 use clap::Args;
 use postfach::{Vars, limits};
 use serde_json::Value;

@@ -6,10 +6,8 @@
 //! a running server is refused without `--server` instead of being made up
 //! from the file.
 
-use super::Output;
-use super::failure::{Failure, usage};
+use super::prelude::*;
 use super::remote::{Call, Client};
-use super::show::{each, s, shown};
 use clap::Args;
 use postfach::Postfach;
 use postfach::server::http::requests;

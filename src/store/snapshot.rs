@@ -30,6 +30,20 @@ impl Snapshot {
         Ok(self.tx.open_table(def).map_err(redb::Error::from)?)
     }
 
+    /// A table a database of an earlier release may not have yet (it is
+    /// created on the first writable open): `None` then — the one place a
+    /// read decides what a missing table means is its caller's `else`.
+    fn optional<K: redb::Key + 'static, V: redb::Value + 'static>(
+        &self,
+        def: TableDefinition<K, V>,
+    ) -> Result<Option<ReadOnlyTable<K, V>>, StoreError> {
+        match self.tx.open_table(def) {
+            Ok(t) => Ok(Some(t)),
+            Err(redb::TableError::TableDoesNotExist(_)) => Ok(None),
+            Err(e) => Err(redb::Error::from(e).into()),
+        }
+    }
+
     /// Every record of a u64-keyed table, in key order.
     fn all<T: super::Record>(
         &self,
@@ -216,19 +230,15 @@ impl Snapshot {
     /// Per element: open user tasks and since when the oldest is open, from
     /// the open-task gauges and the first `tasks_at` row of each element.
     pub fn open_tasks_summary(&self) -> Result<Vec<(String, u64, Millis)>, StoreError> {
-        let t = match self.tx.open_table(TASKS_AT) {
-            Ok(t) => t,
+        let Some(t) = self.optional(TASKS_AT)? else {
             // a database of an earlier release opened read-only: read the tasks
-            Err(redb::TableError::TableDoesNotExist(_)) => {
-                let mut by: std::collections::BTreeMap<String, (u64, Millis)> = Default::default();
-                for task in self.tasks()? {
-                    let e = by.entry(task.element).or_insert((0, task.created_at));
-                    e.0 += 1;
-                    e.1 = e.1.min(task.created_at);
-                }
-                return Ok(by.into_iter().map(|(e, (n, o))| (e, n, o)).collect());
+            let mut by: std::collections::BTreeMap<String, (u64, Millis)> = Default::default();
+            for task in self.tasks()? {
+                let e = by.entry(task.element).or_insert((0, task.created_at));
+                e.0 += 1;
+                e.1 = e.1.min(task.created_at);
             }
-            Err(e) => return Err(redb::Error::from(e).into()),
+            return Ok(by.into_iter().map(|(e, (n, o))| (e, n, o)).collect());
         };
         let mut out = Vec::new();
         for (element, n) in self.gauges(OPEN_TASKS)? {
@@ -283,10 +293,8 @@ impl Snapshot {
     /// first, and how many wait in all.
     pub fn parked_events(&self, limit: usize) -> Result<(Vec<EventRow>, u64), StoreError> {
         // a database of an earlier release opened read-only may not have the table
-        let t = match self.tx.open_table(PARKED_EVENTS) {
-            Ok(t) => t,
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok((Vec::new(), 0)),
-            Err(e) => return Err(redb::Error::from(e).into()),
+        let Some(t) = self.optional(PARKED_EVENTS)? else {
+            return Ok((Vec::new(), 0));
         };
         let mut out = Vec::new();
         for row in t.iter()?.take(limit) {
@@ -303,10 +311,8 @@ impl Snapshot {
         &self,
         inst: u64,
     ) -> Result<Vec<super::compensations::Compensable>, StoreError> {
-        let t = match self.tx.open_table(COMPENSATIONS) {
-            Ok(t) => t,
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
-            Err(e) => return Err(redb::Error::from(e).into()),
+        let Some(t) = self.optional(COMPENSATIONS)? else {
+            return Ok(Vec::new());
         };
         let mut out = Vec::new();
         for row in t.range((inst, 0)..=(inst, u64::MAX))? {
@@ -320,10 +326,8 @@ impl Snapshot {
     /// Up to `limit` signals thrown here that not every other partition took
     /// yet, oldest first.
     pub fn signals_out(&self, limit: usize) -> Result<Vec<EventRow>, StoreError> {
-        let t = match self.tx.open_table(SIGNALS_OUT) {
-            Ok(t) => t,
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
-            Err(e) => return Err(redb::Error::from(e).into()),
+        let Some(t) = self.optional(SIGNALS_OUT)? else {
+            return Ok(Vec::new());
         };
         let mut out = Vec::new();
         for row in t.iter()?.take(limit) {
@@ -387,10 +391,8 @@ impl Snapshot {
     /// name it as a candidate, by sequence (none on a database opened
     /// read-only before the index existed).
     pub fn messages_of_instance(&self, id: u64) -> Result<Vec<MessageRecord>, StoreError> {
-        let t = match self.tx.open_table(INSTANCE_MESSAGES) {
-            Ok(t) => t,
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
-            Err(e) => return Err(redb::Error::from(e).into()),
+        let Some(t) = self.optional(INSTANCE_MESSAGES)? else {
+            return Ok(Vec::new());
         };
         let mut seqs = Vec::new();
         for row in t.range((id, 0u64)..=(id, u64::MAX))? {
@@ -465,14 +467,10 @@ impl Snapshot {
     /// The jobs in an incident, by id, from `incident_jobs` (a database
     /// opened read-only before the index existed: every job is read).
     pub fn incident_jobs(&self) -> Result<Vec<JobRecord>, StoreError> {
-        let t = match self.tx.open_table(INCIDENT_JOBS) {
-            Ok(t) => t,
-            Err(redb::TableError::TableDoesNotExist(_)) => {
-                let mut all: Vec<JobRecord> = self.all(JOBS)?;
-                all.retain(|j| j.state == JobState::Incident);
-                return Ok(all);
-            }
-            Err(e) => return Err(redb::Error::from(e).into()),
+        let Some(t) = self.optional(INCIDENT_JOBS)? else {
+            let mut all: Vec<JobRecord> = self.all(JOBS)?;
+            all.retain(|j| j.state == JobState::Incident);
+            return Ok(all);
         };
         let jobs = self.table(JOBS)?;
         let mut out = Vec::new();
@@ -500,15 +498,11 @@ impl Snapshot {
         let jobs = self.table(JOBS)?;
         let mut out = Vec::new();
         if incidents_only {
-            let t = match self.tx.open_table(INCIDENT_JOBS) {
-                Ok(t) => t,
-                Err(redb::TableError::TableDoesNotExist(_)) => {
-                    let mut all = self.incident_jobs()?;
-                    all.retain(|j| j.id >= from);
-                    all.truncate(limit);
-                    return Ok(all);
-                }
-                Err(e) => return Err(redb::Error::from(e).into()),
+            let Some(t) = self.optional(INCIDENT_JOBS)? else {
+                let mut all = self.incident_jobs()?;
+                all.retain(|j| j.id >= from);
+                all.truncate(limit);
+                return Ok(all);
             };
             for row in t.range(from..)? {
                 if out.len() == limit {
@@ -539,10 +533,8 @@ impl Snapshot {
         &self,
         filter: &crate::audit::AuditFilter,
     ) -> Result<Vec<crate::audit::AuditEntry>, StoreError> {
-        let t = match self.tx.open_table(AUDIT) {
-            Ok(t) => t,
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
-            Err(e) => return Err(redb::Error::from(e).into()),
+        let Some(t) = self.optional(AUDIT)? else {
+            return Ok(Vec::new());
         };
         let limit = filter
             .limit
@@ -617,10 +609,8 @@ impl Snapshot {
         element: &str,
     ) -> Result<Option<Millis>, StoreError> {
         // a database of an earlier release opened read-only may not have the table
-        let t = match self.tx.open_table(VERSION_TOKENS) {
-            Ok(t) => t,
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
-            Err(e) => return Err(redb::Error::from(e).into()),
+        let Some(t) = self.optional(VERSION_TOKENS)? else {
+            return Ok(None);
         };
         let mut range = t.range(
             (process, version, element, 0u64, 0u64, 0u64)
@@ -667,10 +657,8 @@ impl Snapshot {
         process: &str,
         version: u32,
     ) -> Result<Option<String>, StoreError> {
-        let t = match self.tx.open_table(DEFINITION_SOURCES) {
-            Ok(t) => t,
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
-            Err(e) => return Err(redb::Error::from(e).into()),
+        let Some(t) = self.optional(DEFINITION_SOURCES)? else {
+            return Ok(None);
         };
         Ok(t.get((process, version))?
             .map(|g| String::from_utf8_lossy(g.value()).into_owned()))
@@ -712,10 +700,9 @@ impl Snapshot {
         };
         let rec: DefinitionRecord = codec::decode(g.value())?;
         // a database of an earlier release opened read-only may not have the table
-        let extras = match self.tx.open_table(DEFINITION_EXTRAS) {
-            Ok(t) => t.get((process, version))?.map(|g| g.value().to_vec()),
-            Err(redb::TableError::TableDoesNotExist(_)) => None,
-            Err(e) => return Err(redb::Error::from(e).into()),
+        let extras = match self.optional(DEFINITION_EXTRAS)? {
+            Some(t) => t.get((process, version))?.map(|g| g.value().to_vec()),
+            None => None,
         };
         Ok(Some(super::with_extras(rec, extras.as_deref())?))
     }
@@ -730,19 +717,16 @@ impl Snapshot {
     ) -> Result<Option<DecisionRecord>, StoreError> {
         let version = match version {
             Some(v) => v,
-            None => match self.tx.open_table(DECISION_LATEST) {
-                Ok(t) => match t.get(id)? {
+            None => match self.optional(DECISION_LATEST)? {
+                Some(t) => match t.get(id)? {
                     Some(g) => g.value(),
                     None => return Ok(None),
                 },
-                Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
-                Err(e) => return Err(redb::Error::from(e).into()),
+                None => return Ok(None),
             },
         };
-        let t = match self.tx.open_table(DECISIONS) {
-            Ok(t) => t,
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
-            Err(e) => return Err(redb::Error::from(e).into()),
+        let Some(t) = self.optional(DECISIONS)? else {
+            return Ok(None);
         };
         match t.get((id, version))? {
             Some(g) => Ok(Some(codec::decode(g.value())?)),
@@ -752,10 +736,8 @@ impl Snapshot {
 
     /// Every deployed decision with its latest version, by id.
     pub fn decisions(&self) -> Result<Vec<(String, u32)>, StoreError> {
-        let t = match self.tx.open_table(DECISION_LATEST) {
-            Ok(t) => t,
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
-            Err(e) => return Err(redb::Error::from(e).into()),
+        let Some(t) = self.optional(DECISION_LATEST)? else {
+            return Ok(Vec::new());
         };
         let mut out = Vec::new();
         for row in t.iter()? {

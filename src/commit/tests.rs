@@ -1,6 +1,8 @@
 //! Tests of `commit`.
 
 use super::*;
+use crate::engine::{Malformed, Publish};
+use crate::model::Vars;
 
 /// Commands whose encoding is the log format (see the module doc).
 fn golden_commands() -> Vec<Command> {

@@ -170,6 +170,9 @@ pub(super) fn store_step(e: &postfach::StoreError) -> Option<String> {
         S::NewerFormat { .. } => Some(
             "open it with the release that wrote it (or a newer one); a file is never converted back to an older format".into(),
         ),
+        S::UnreadableDefinition { .. } => Some(
+            "open the database with the release that deployed that version, or deploy the process again and move its instances to the new version".into(),
+        ),
         S::Open { .. } | S::Redb(_) | S::Codec(_) | S::Closed | S::Aborted(_) | S::Io(_) => None,
     }
 }

@@ -35,7 +35,7 @@ impl<'a, 't> Engine<'a, 't> {
             let latest = self.t.latest_version(&p.id)?;
             if latest > 0
                 && let Some(prev) = self.t.definition(&p.id, latest)?
-                && prev.fingerprint == fingerprint
+                && prev.fingerprint() == fingerprint
             {
                 out.push(Deployed {
                     process: p.id.clone(),
@@ -46,15 +46,14 @@ impl<'a, 't> Engine<'a, 't> {
                 continue;
             }
             let version = latest + 1;
-            let rec = DefinitionRecord {
-                process: p.clone(),
-                version,
+            let head = DefinitionHead {
                 deployed_at: self.now,
                 file: file.to_string(),
                 fingerprint,
+                overrides: overrides.clone(),
+                parser: model::PARSER_LEVEL,
             };
-            self.t.put_definition(&rec)?;
-            self.t.put_definition_source(&p.id, version, xml)?;
+            self.t.put_definition(&p.id, version, &head, xml)?;
             // a timer start fires on partition 0 of a cluster only
             if self.cfg.partition.index() == 0 {
                 self.schedule_start_timers(&p, version)?;

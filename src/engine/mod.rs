@@ -323,16 +323,15 @@ pub(crate) fn load_def(
     cache: &DefCache,
     process: &str,
     version: u32,
-    fetch: impl FnOnce() -> Result<Option<DefinitionRecord>, StoreError>,
+    fetch: impl FnOnce() -> Result<Option<StoredDefinition>, StoreError>,
 ) -> Result<Option<Arc<Process>>, StoreError> {
     if let Some(p) = cache.get(process, version) {
         return Ok(Some(p));
     }
-    let Some(mut rec) = fetch()? else {
+    let Some(stored) = fetch()? else {
         return Ok(None);
     };
-    rec.process.build_index();
-    let p = Arc::new(rec.process);
+    let p = Arc::new(stored.load(process, version)?.process);
     cache.put(process, version, p.clone());
     Ok(Some(p))
 }

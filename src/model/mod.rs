@@ -23,14 +23,15 @@ pub use vars::{Vars, vars};
 
 pub use expr::{ArithOp, CmpOp, Expr, Lit, eval_bool, eval_value, parse as parse_condition};
 pub use parse::{
-    Issue, MAX_DEPTH, MAX_SIZE, ParseError, Parsed, Unsupported, Warning, parse, parse_report,
+    Issue, MAX_DEPTH, MAX_SIZE, PARSER_LEVEL, ParseError, Parsed, Unsupported, Warning, parse,
+    parse_report,
 };
 
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 
 /// A flow node.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Element {
     /// The BPMN id.
     pub id: String,
@@ -51,17 +52,12 @@ pub struct Element {
     pub retry: Option<Retry>,
     /// Boundary events attached to this element (indices into [`Process::elements`]).
     pub boundaries: Vec<usize>,
-    /// asyncAfter and variable mappings. Not part of the stored definition
-    /// record (whose layout is the format of version 1): the store keeps them
-    /// beside it and fills them in when it reads the definition.
-    #[serde(skip)]
+    /// asyncAfter, variable mappings, loops and task headers.
     pub extras: Extras,
 }
 
-/// What a model says about an element beyond its kind: kept by the store beside
-/// the definition record, so definitions stored before these existed read as
-/// "none".
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// What a model says about an element beyond its kind.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Extras {
     /// `camunda:asyncAfter` / `flowable:asyncAfter`: a durable job between the
     /// element's completion and its outgoing flows.
@@ -77,12 +73,9 @@ pub struct Extras {
     pub outputs: Vec<Mapping>,
     /// `multiInstanceLoopCharacteristics`: the element runs once per item
     /// (or `loopCardinality` times), in parallel or one after the other.
-    /// Stored in the tail of the extras record (see `store::extras_of`).
-    #[serde(skip)]
     pub multi: Option<MultiInstance>,
     /// `zeebe:taskHeaders`: (key, value) pairs a worker's job carries, in
-    /// the model's order. Stored in the tail of the extras record.
-    #[serde(skip)]
+    /// the model's order.
     pub headers: Vec<(String, String)>,
 }
 
@@ -217,7 +210,7 @@ pub struct Retry {
 }
 
 /// What a flow node does.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum ElementKind {
     /// A start event without trigger: `start` begins here.
     NoneStart,
@@ -900,7 +893,7 @@ impl Trigger {
 }
 
 /// A sequence flow.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Flow {
     /// The BPMN id (generated when the file gives none).
     pub id: String,

@@ -8,7 +8,7 @@
 use super::*;
 
 /// One executable process of a BPMN file.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone)]
 pub struct Process {
     /// The BPMN process id (the definition key).
     pub id: String,
@@ -21,28 +21,21 @@ pub struct Process {
     /// Correlation key variable per message name caught in this process, and
     /// per start message that has a key (the started instance gets that variable).
     pub correlation_keys: BTreeMap<String, String>,
-    #[serde(skip)]
     pub(super) index: HashMap<String, usize>,
     /// Per element: message names waited for there or anywhere downstream
     /// (sorted; elements of one cycle, and a chain without catch points, share one set).
-    #[serde(skip)]
     pub(super) reach: Vec<std::sync::Arc<[String]>>,
     /// Per element: the embedded subprocess it is directly inside, if any.
-    #[serde(skip)]
     pub(super) parent: Vec<Option<usize>>,
     /// Per subprocess: message names its boundary events (and what follows
     /// them) wait for; empty for every other element.
-    #[serde(skip)]
     pub(super) boundary_reach: Vec<std::sync::Arc<[String]>>,
     /// The event subprocesses of the process level.
-    #[serde(skip)]
     pub(super) event_subprocesses: Vec<usize>,
     /// Whether anything in it can be compensated (a compensation boundary
     /// event or a compensation event subprocess).
-    #[serde(skip)]
     pub(super) compensates: bool,
     /// Whether it has an ad-hoc subprocess.
-    #[serde(skip)]
     pub(super) ad_hoc: bool,
 }
 
@@ -70,6 +63,16 @@ impl Process {
         };
         p.build_index();
         p
+    }
+
+    /// Whether `other` is the same model: the same elements, flows and
+    /// correlation keys (what is derived from them aside).
+    pub fn same_model(&self, other: &Process) -> bool {
+        self.id == other.id
+            && self.name == other.name
+            && self.elements == other.elements
+            && self.flows == other.flows
+            && self.correlation_keys == other.correlation_keys
     }
 
     /// Rebuilds the derived indexes; call after deserialising.

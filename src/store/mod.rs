@@ -25,6 +25,7 @@ use crate::model::Process;
 use crate::model::Vars;
 use redb::{ReadableDatabase, ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// What an event about a parked message carries (see
 /// [`crate::Options::parked_events`]).
@@ -92,6 +93,16 @@ pub enum StoreError {
         path: String,
         /// What redb said.
         source: redb::DatabaseError,
+    },
+    /// A stored process version cannot be made into a model again.
+    #[error("version {version} of process '{process}' cannot be loaded: {reason}")]
+    UnreadableDefinition {
+        /// The process id.
+        process: String,
+        /// The version.
+        version: u32,
+        /// Why.
+        reason: String,
     },
     /// A read or write of the database failed.
     #[error("storage error: {0}")]
@@ -177,6 +188,7 @@ pub(crate) mod copy;
 mod instance;
 mod open;
 mod overlay;
+mod pinned;
 #[cfg(test)]
 mod sim;
 mod snapshot;
@@ -204,15 +216,99 @@ pub(crate) use verify::MemoryStore;
 
 // ---------- records ----------
 
-/// A deployed process version.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// A deployed process version, as the engine runs it.
+#[derive(Debug, Clone)]
 pub struct DefinitionRecord {
     pub process: Process,
-    pub version: u32,
     pub deployed_at: Millis,
     pub file: String,
     /// Hash of source and key overrides; an identical redeploy keeps the version.
     pub fingerprint: u64,
+}
+
+/// How a process version was deployed: besides its source, what it takes to
+/// parse it again into the same model (`definition_heads`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DefinitionHead {
+    /// When it was deployed.
+    pub deployed_at: Millis,
+    /// The file name it was deployed from.
+    pub file: String,
+    /// Hash of source and key overrides; an identical redeploy keeps the version.
+    pub fingerprint: u64,
+    /// The correlation keys and send-task topics given at deploy time.
+    pub overrides: BTreeMap<String, String>,
+    /// The parser's level when it was deployed ([`crate::model::PARSER_LEVEL`]).
+    pub parser: u32,
+}
+
+/// A process version as the store keeps it: its source with how it was
+/// deployed, or (a version of database format 4 whose source does not give
+/// it again) its model as that format stored it.
+#[derive(Debug, Clone)]
+pub enum StoredDefinition {
+    /// The source it was deployed from.
+    Source {
+        /// How it was deployed.
+        head: DefinitionHead,
+        /// The BPMN XML.
+        xml: String,
+    },
+    /// A format-4 row, read through its frozen layout.
+    Pinned(Box<DefinitionRecord>),
+}
+
+impl StoredDefinition {
+    /// The hash of its source and overrides.
+    pub fn fingerprint(&self) -> u64 {
+        match self {
+            Self::Source { head, .. } => head.fingerprint,
+            Self::Pinned(rec) => rec.fingerprint,
+        }
+    }
+
+    /// When it was deployed, and from which file.
+    pub fn deployed(&self) -> (Millis, &str) {
+        match self {
+            Self::Source { head, .. } => (head.deployed_at, &head.file),
+            Self::Pinned(rec) => (rec.deployed_at, &rec.file),
+        }
+    }
+
+    /// The version as the engine runs it: its source parsed as it was
+    /// deployed (process `process` of the file), or the pinned model.
+    pub fn load(self, process: &str, version: u32) -> Result<DefinitionRecord, StoreError> {
+        let (head, xml) = match self {
+            Self::Pinned(rec) => return Ok(*rec),
+            Self::Source { head, xml } => (head, xml),
+        };
+        let unreadable = |reason: String| StoreError::UnreadableDefinition {
+            process: process.to_string(),
+            version,
+            reason,
+        };
+        if head.parser > crate::model::PARSER_LEVEL {
+            return Err(unreadable(format!(
+                "it was deployed by a parser of level {}, this build's is {}",
+                head.parser,
+                crate::model::PARSER_LEVEL
+            )));
+        }
+        let parsed = crate::model::parse(&head.file, &xml, &head.overrides)
+            .map_err(|e| unreadable(e.to_string()))?;
+        let Some(p) = parsed.into_iter().find(|p| p.id == process) else {
+            return Err(unreadable(format!(
+                "its source {} no longer holds an executable process of that id",
+                head.file
+            )));
+        };
+        Ok(DefinitionRecord {
+            process: p,
+            deployed_at: head.deployed_at,
+            file: head.file,
+            fingerprint: head.fingerprint,
+        })
+    }
 }
 
 /// A deployed DMN decision: one version of it, with the file it came from
@@ -613,99 +709,6 @@ pub(crate) fn seqs_by_id(
     Ok(out)
 }
 
-/// Fills the element extras stored beside a definition into its record.
-pub(crate) fn with_extras(
-    mut rec: DefinitionRecord,
-    extras: Option<&[u8]>,
-) -> Result<DefinitionRecord, StoreError> {
-    if let Some(bytes) = extras {
-        let (pairs, tail): (Vec<(u32, crate::model::Extras)>, Vec<ExtraField>) =
-            codec::decode_tailed(bytes)?;
-        for (idx, x) in pairs {
-            if let Some(el) = rec.process.elements.get_mut(idx as usize) {
-                el.extras = x;
-            }
-        }
-        for field in tail {
-            match field {
-                ExtraField::Multi(multi) => {
-                    for (idx, m) in multi {
-                        if let Some(el) = rec.process.elements.get_mut(idx as usize) {
-                            el.extras.multi = Some(m);
-                        }
-                    }
-                }
-                ExtraField::Headers(headers) => {
-                    for (idx, h) in headers {
-                        if let Some(el) = rec.process.elements.get_mut(idx as usize) {
-                            el.extras.headers = h;
-                        }
-                    }
-                }
-            }
-        }
-    }
-    Ok(rec)
-}
-
-/// What the extras record of a definition carries after its format-1 body
-/// (the element extras added since). Variants are encoded by position: new
-/// ones go last, and a build that does not know one refuses the record.
-#[derive(Debug, Serialize, Deserialize)]
-enum ExtraField {
-    /// The multi-instance characteristics of elements: (element index, them).
-    Multi(Vec<(u32, crate::model::MultiInstance)>),
-    /// The task headers of elements (`zeebe:taskHeaders`): (element index,
-    /// its (key, value) pairs).
-    Headers(Vec<(u32, Vec<(String, String)>)>),
-}
-
-/// The element extras of a definition to store beside it (`None`: nothing set).
-pub(crate) fn extras_of(rec: &DefinitionRecord) -> Result<Option<Vec<u8>>, StoreError> {
-    let pairs: Vec<(u32, &crate::model::Extras)> = rec
-        .process
-        .elements
-        .iter()
-        .enumerate()
-        .filter(|(_, e)| !e.extras.is_empty())
-        .map(|(i, e)| (i as u32, &e.extras))
-        .collect();
-    if pairs.is_empty() {
-        return Ok(None);
-    }
-    let multi: Vec<(u32, &crate::model::MultiInstance)> = rec
-        .process
-        .elements
-        .iter()
-        .enumerate()
-        .filter_map(|(i, e)| Some((i as u32, e.extras.multi.as_ref()?)))
-        .collect();
-    let headers: Vec<(u32, &Vec<(String, String)>)> = rec
-        .process
-        .elements
-        .iter()
-        .enumerate()
-        .filter(|(_, e)| !e.extras.headers.is_empty())
-        .map(|(i, e)| (i as u32, &e.extras.headers))
-        .collect();
-    let mut tail = Vec::new();
-    if !multi.is_empty() {
-        tail.push(ExtraFieldRef::Multi(multi));
-    }
-    if !headers.is_empty() {
-        tail.push(ExtraFieldRef::Headers(headers));
-    }
-    let tail = (!tail.is_empty()).then_some(tail);
-    Ok(Some(codec::encode_tailed(&pairs, tail.as_ref())?))
-}
-
-/// [`ExtraField`] as written (borrowing what it carries).
-#[derive(Serialize)]
-enum ExtraFieldRef<'a> {
-    Multi(Vec<(u32, &'a crate::model::MultiInstance)>),
-    Headers(Vec<(u32, &'a Vec<(String, String)>)>),
-}
-
 #[cfg(test)]
 mod layout_tests {
     /// The key layout in the module doc names every table this module
@@ -735,57 +738,5 @@ mod layout_tests {
             "tables missing from the key layout: {missing:?}"
         );
         assert!(defined.len() >= 33, "{defined:?}");
-    }
-}
-
-#[cfg(test)]
-mod extras_tests {
-    use super::*;
-
-    /// Task headers and multi-instance characteristics travel in the tail
-    /// of the extras record and come back to the elements they belong to.
-    #[test]
-    fn task_headers_and_loops_survive_the_extras_record() {
-        let xml = r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL" xmlns:zeebe="http://camunda.org/schema/zeebe/1.0">
-  <process id="p" isExecutable="true">
-    <startEvent id="s"/>
-    <sequenceFlow id="f1" sourceRef="s" targetRef="t"/>
-    <serviceTask id="t">
-      <extensionElements>
-        <zeebe:taskDefinition type="druck"/>
-        <zeebe:taskHeaders><zeebe:header key="vorlage" value="v2"/><zeebe:header key="farbe" value=""/></zeebe:taskHeaders>
-      </extensionElements>
-      <multiInstanceLoopCharacteristics><loopCardinality>2</loopCardinality></multiInstanceLoopCharacteristics>
-    </serviceTask>
-    <sequenceFlow id="f2" sourceRef="t" targetRef="e"/>
-    <endEvent id="e"/>
-  </process>
-</definitions>"#;
-        let process = crate::model::parse("p.bpmn", xml, &Default::default())
-            .unwrap()
-            .remove(0);
-        let rec = DefinitionRecord {
-            process,
-            version: 1,
-            deployed_at: 0,
-            file: "p.bpmn".into(),
-            fingerprint: 0,
-        };
-        let bytes = extras_of(&rec).unwrap().expect("extras to store");
-        let mut bare = rec.clone();
-        for el in &mut bare.process.elements {
-            el.extras = Default::default();
-        }
-        let back = with_extras(bare, Some(&bytes)).unwrap();
-        let t = back.process.index_of("t").unwrap();
-        assert_eq!(
-            back.process.at(t).extras.headers,
-            vec![
-                ("vorlage".to_string(), "v2".to_string()),
-                ("farbe".to_string(), String::new())
-            ]
-        );
-        assert!(back.process.at(t).extras.multi.is_some());
-        assert_eq!(back.process.elements.len(), rec.process.elements.len());
     }
 }

@@ -39,8 +39,10 @@
 //!   until every other partition took them (`[cluster]`); written with the throw
 //! - `compensations`: (instance, seq) → [`compensations::Compensable`] — completed
 //!   activities that can still be compensated, in order of completion
-//! - `definitions`: (process, version) → [`DefinitionRecord`]; `definition_extras`: (process, version) →
-//!   element extras; `definition_sources`: (process, version) → the BPMN XML; `definition_latest`:
+//! - `definition_heads`: (process, version) → [`DefinitionHead`] (how it was deployed);
+//!   `definition_sources`: (process, version) → the BPMN XML it is parsed from;
+//!   `definitions`, `definition_extras`: (process, version) → a format-4 model row kept
+//!   where its source does not give it again (`store::pinned`); `definition_latest`:
 //!   process → latest version; `message_catalog`: (message, process) → what starts or waits for it
 //! - `decisions`: (decision, version) → [`DecisionRecord`] (with the DMN XML it was deployed
 //!   from); `decision_latest`: decision → latest version
@@ -69,9 +71,10 @@ pub(crate) const FORMAT_KEY: &str = "format_version";
 /// `history` rows, 3 an instance's tokens and multi-instance items in rows of
 /// their own (`tokens`, `body_items`), 4 every boundary subscription with its
 /// token (the `subscriptions` and `signal_subs` rows derive from the token
-/// rows); a database of an earlier format is migrated when it opens, one of a
+/// rows), 5 a definition as its source (`definition_heads`) instead of its
+/// model; a database of an earlier format is migrated when it opens, one of a
 /// later format is refused.
-pub(crate) const DB_FORMAT: u64 = 4;
+pub(crate) const DB_FORMAT: u64 = 5;
 /// `meta` keys of the partition a database is (absent: unpartitioned).
 pub(crate) const PARTITION_COUNT_KEY: &str = "partition_count";
 pub(crate) const PARTITION_INDEX_KEY: &str = "partition_index";
@@ -107,18 +110,24 @@ pub(crate) fn stat_key(kind: &str, process: &str, version: u32, element: &str) -
 /// row of its range.
 pub(crate) const VERSION_TOKENS: TableDefinition<(&str, u32, &str, u64, u64, u64), ()> =
     TableDefinition::new("version_tokens");
+/// (process, version) → a model of format 4 (`store::pinned`): only rows
+/// whose source was not kept or parses to another model now.
 pub(crate) const DEFINITIONS: TableDefinition<(&str, u32), &[u8]> =
     TableDefinition::new("definitions");
-/// (process, version) → the [`crate::model::Extras`] of its elements, as
-/// (element index, extras) pairs; a row only where some element has any. Kept
-/// beside the definition record because that record's layout is format 1.
+/// (process, version) → the element extras of a [`DEFINITIONS`] row, as
+/// (element index, extras) pairs; a row only where some element has any.
 pub(crate) const DEFINITION_EXTRAS: TableDefinition<(&str, u32), &[u8]> =
     TableDefinition::new("definition_extras");
 pub(crate) const LATEST: TableDefinition<&str, u32> = TableDefinition::new("definition_latest");
-/// (process, version) → the BPMN XML it was deployed from, for the console's
-/// diagram (versions deployed before this table existed have no row).
+/// (process, version) → the BPMN XML it was deployed from: parsed when the
+/// version is loaded, drawn by the console (versions deployed before this
+/// table existed have no row).
 pub(crate) const DEFINITION_SOURCES: TableDefinition<(&str, u32), &[u8]> =
     TableDefinition::new("definition_sources");
+/// (process, version) → its [`DefinitionHead`]: a version deployed since
+/// format 5 (or migrated to it) is its source and this.
+pub(crate) const DEFINITION_HEADS: TableDefinition<(&str, u32), &[u8]> =
+    TableDefinition::new("definition_heads");
 pub(crate) const CATALOG: TableDefinition<(&str, &str), &[u8]> =
     TableDefinition::new("message_catalog");
 pub(crate) const INSTANCES: TableDefinition<u64, &[u8]> = TableDefinition::new("instances");

@@ -666,19 +666,31 @@ impl Snapshot {
 
     /// Every deployed process with its versions, by id.
     pub fn deployed(&self) -> Result<Vec<(String, Vec<DeployedVersion>)>, StoreError> {
-        let mut out: Vec<(String, Vec<DeployedVersion>)> = Vec::new();
+        let mut all: BTreeMap<(String, u32), (Millis, String)> = BTreeMap::new();
+        if let Some(t) = self.optional(DEFINITION_HEADS)? {
+            for row in t.iter()? {
+                let (k, v) = row?;
+                let (process, version) = k.value();
+                let head: DefinitionHead = codec::decode(v.value())?;
+                all.insert(
+                    (process.to_string(), version),
+                    (head.deployed_at, head.file),
+                );
+            }
+        }
         for row in self.table(DEFINITIONS)?.iter()? {
-            let (k, v) = row?;
+            let (k, _) = row?;
             let (process, version) = k.value();
-            let rec: DefinitionRecord = codec::decode(v.value())?;
+            if let Some(stored) = self.definition(process, version)? {
+                let (at, file) = stored.deployed();
+                all.insert((process.to_string(), version), (at, file.to_string()));
+            }
+        }
+        let mut out: Vec<(String, Vec<DeployedVersion>)> = Vec::new();
+        for ((process, version), (at, file)) in all {
             match out.last_mut() {
-                Some((p, versions)) if p == process => {
-                    versions.push((version, rec.deployed_at, rec.file))
-                }
-                _ => out.push((
-                    process.to_string(),
-                    vec![(version, rec.deployed_at, rec.file)],
-                )),
+                Some((p, versions)) if *p == process => versions.push((version, at, file)),
+                _ => out.push((process, vec![(version, at, file)])),
             }
         }
         Ok(out)
@@ -694,17 +706,16 @@ impl Snapshot {
         &self,
         process: &str,
         version: u32,
-    ) -> Result<Option<DefinitionRecord>, StoreError> {
-        let Some(g) = self.table(DEFINITIONS)?.get((process, version))? else {
-            return Ok(None);
-        };
-        let rec: DefinitionRecord = codec::decode(g.value())?;
-        // a database of an earlier release opened read-only may not have the table
-        let extras = match self.optional(DEFINITION_EXTRAS)? {
-            Some(t) => t.get((process, version))?.map(|g| g.value().to_vec()),
-            None => None,
-        };
-        Ok(Some(super::with_extras(rec, extras.as_deref())?))
+    ) -> Result<Option<StoredDefinition>, StoreError> {
+        // a database of an earlier release opened read-only may lack a table
+        super::tables::read_definition(
+            self.optional(DEFINITION_HEADS)?.as_ref(),
+            self.optional(DEFINITION_SOURCES)?.as_ref(),
+            self.optional(DEFINITIONS)?.as_ref(),
+            self.optional(DEFINITION_EXTRAS)?.as_ref(),
+            process,
+            version,
+        )
     }
 }
 

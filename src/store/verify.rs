@@ -263,7 +263,10 @@ fn check_against_models(
 ) -> Result<BTreeSet<(u64, u64, u64)>, StoreError> {
     let mut models: std::collections::HashMap<(String, u32), Option<crate::model::Process>> =
         Default::default();
-    let definitions = r.open_table(DEFINITIONS)?;
+    let heads = r.open_table(DEFINITION_HEADS)?;
+    let sources = r.open_table(DEFINITION_SOURCES)?;
+    let pinned = r.open_table(DEFINITIONS)?;
+    let pinned_extras = r.open_table(DEFINITION_EXTRAS)?;
     // (job, instance, token) of every job a live token holds
     let mut owned_jobs: BTreeSet<(u64, u64, u64)> = BTreeSet::new();
     for row in r.open_table(INSTANCES)?.iter()? {
@@ -274,12 +277,16 @@ fn check_against_models(
         )?;
         let key = (i.process.clone(), i.version);
         if !models.contains_key(&key) {
-            let process = match definitions.get((i.process.as_str(), i.version))? {
-                Some(g) => {
-                    let mut p = codec::decode::<DefinitionRecord>(g.value())?.process;
-                    p.build_index();
-                    Some(p)
-                }
+            let stored = super::tables::read_definition(
+                Some(&heads),
+                Some(&sources),
+                Some(&pinned),
+                Some(&pinned_extras),
+                &i.process,
+                i.version,
+            )?;
+            let process = match stored {
+                Some(stored) => Some(stored.load(&i.process, i.version)?.process),
                 None => None,
             };
             models.insert(key.clone(), process);

@@ -35,6 +35,14 @@ pub(crate) use scopes::runs_multi_instance as runs_as_activity;
 use std::collections::BTreeMap;
 use xml::Node;
 
+/// The level of what this parser makes of a file. A stored process version
+/// is its source, parsed again whenever it is loaded: a change to the model a
+/// given file parses into (a kind, a default, a mapping) must raise this level
+/// and keep the reading of the lower levels for sources deployed at them, so a
+/// deployed version keeps its meaning. A source of a higher level than this
+/// build's is refused when it is loaded.
+pub const PARSER_LEVEL: u32 = 1;
+
 /// Largest BPMN file accepted (bytes).
 pub const MAX_SIZE: usize = 16 * 1024 * 1024;
 /// Deepest element nesting accepted.

@@ -169,6 +169,7 @@ pub(crate) fn status_of(e: &Error) -> StatusCode {
         | S::LogDamaged { .. }
         | S::NewerFormat { .. }
         | S::OtherPartition { .. }
+        | S::UnreadableDefinition { .. }
         | S::Damaged { .. } => StatusCode::INTERNAL_SERVER_ERROR,
     };
     match e {

@@ -1,11 +1,63 @@
-//! Definitions (`definitions`, `definition_sources`, `latest`) and the
-//! message catalog (`catalog`): what each deployed version is and which
-//! versions catch or start with a message.
+//! Definitions (`definition_heads`, `definition_sources`, the pinned
+//! format-4 rows of `definitions`, `latest`) and the message catalog
+//! (`catalog`): what each deployed version is and which versions catch or
+//! start with a message.
 //!
-//! Invariant: a version, once written, is never changed; `latest` only
-//! grows.
+//! Invariant: a version, once written, is never changed (a format-4 row
+//! migrated to its source is the same version, parsed to the same model);
+//! `latest` only grows. [`read_definition`] is the one read of a version, for
+//! the write transaction and a read snapshot alike.
 
 use super::*;
+
+/// The (process, version) → bytes tables a definition is read from.
+pub(crate) trait DefinitionTable: ReadableTable<(&'static str, u32), &'static [u8]> {}
+impl<T: ReadableTable<(&'static str, u32), &'static [u8]>> DefinitionTable for T {}
+
+/// A stored process version from its tables (a table missing in a database
+/// of an earlier release opened read-only is `None`): its head and source
+/// when it has a head, else its pinned format-4 row.
+pub(crate) fn read_definition(
+    heads: Option<&impl DefinitionTable>,
+    sources: Option<&impl DefinitionTable>,
+    pinned: Option<&impl DefinitionTable>,
+    pinned_extras: Option<&impl DefinitionTable>,
+    process: &str,
+    version: u32,
+) -> Result<Option<StoredDefinition>, StoreError> {
+    if let Some(head) = heads
+        .map(|t| t.get((process, version)))
+        .transpose()?
+        .flatten()
+    {
+        let head: DefinitionHead = codec::decode(head.value())?;
+        let xml = sources
+            .map(|t| t.get((process, version)))
+            .transpose()?
+            .flatten()
+            .map(|g| String::from_utf8_lossy(g.value()).into_owned())
+            .ok_or_else(|| StoreError::UnreadableDefinition {
+                process: process.to_string(),
+                version,
+                reason: "its source row is missing: the database file may be damaged".into(),
+            })?;
+        return Ok(Some(StoredDefinition::Source { head, xml }));
+    }
+    let Some(row) = pinned
+        .map(|t| t.get((process, version)))
+        .transpose()?
+        .flatten()
+    else {
+        return Ok(None);
+    };
+    let extras = pinned_extras
+        .map(|t| t.get((process, version)))
+        .transpose()?
+        .flatten();
+    Ok(Some(StoredDefinition::Pinned(Box::new(
+        super::super::pinned::read(row.value(), extras.as_ref().map(|g| g.value()))?,
+    ))))
+}
 
 impl Tables<'_> {
     /// A stored process version.
@@ -13,16 +65,15 @@ impl Tables<'_> {
         &self,
         process: &str,
         version: u32,
-    ) -> Result<Option<DefinitionRecord>, StoreError> {
-        let Some(g) = self.definitions.get((process, version))? else {
-            return Ok(None);
-        };
-        let rec: DefinitionRecord = codec::decode(g.value())?;
-        let extras = self.definition_extras.get((process, version))?;
-        Ok(Some(super::with_extras(
-            rec,
-            extras.as_ref().map(|g| g.value()),
-        )?))
+    ) -> Result<Option<StoredDefinition>, StoreError> {
+        read_definition(
+            Some(&self.definition_heads),
+            Some(&self.definition_sources),
+            Some(&self.definitions),
+            Some(&self.definition_extras),
+            process,
+            version,
+        )
     }
 
     /// Every deployed process with its latest version, by process id.
@@ -40,28 +91,20 @@ impl Tables<'_> {
         Ok(self.latest.get(process)?.map(|g| g.value()).unwrap_or(0))
     }
 
-    /// Stores a process version and makes it the latest.
-    pub fn put_definition(&mut self, rec: &DefinitionRecord) -> Result<(), StoreError> {
-        let id = rec.process.id.as_str();
-        self.definitions
-            .insert((id, rec.version), codec::encode(rec)?.as_slice())?;
-        if let Some(extras) = super::extras_of(rec)? {
-            self.definition_extras
-                .insert((id, rec.version), extras.as_slice())?;
-        }
-        self.latest.insert(id, rec.version)?;
-        Ok(())
-    }
-
-    /// Keeps the XML a process version was deployed from.
-    pub fn put_definition_source(
+    /// Stores a process version, as its source and how it was deployed, and
+    /// makes it the latest.
+    pub fn put_definition(
         &mut self,
         process: &str,
         version: u32,
+        head: &DefinitionHead,
         xml: &str,
     ) -> Result<(), StoreError> {
         self.definition_sources
             .insert((process, version), xml.as_bytes())?;
+        self.definition_heads
+            .insert((process, version), codec::encode(head)?.as_slice())?;
+        self.latest.insert(process, version)?;
         Ok(())
     }
 

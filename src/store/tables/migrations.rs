@@ -4,7 +4,8 @@
 //! with their tokens.
 //!
 //! Invariant: a migration only derives rows from stored records (never from
-//! the model), and a file of a newer format is refused before anything is
+//! the model; format 5 parses a kept source only to prove it gives the stored
+//! model again), and a file of a newer format is refused before anything is
 //! written.
 
 use super::messages::parked_reason;
@@ -183,7 +184,8 @@ impl Tables<'_> {
     /// format 1 kept each instance's history inside its record; format 2
     /// keeps it in `history` rows, format 3 the tokens too
     /// ([`Tables::migrate_instances_to_rows`]); format 4 keeps every boundary
-    /// subscription with its token ([`Tables::keep_registrations_with_tokens`]).
+    /// subscription with its token ([`Tables::keep_registrations_with_tokens`]);
+    /// format 5 a definition as its source ([`Tables::store_definitions_as_sources`]).
     pub(in crate::store) fn stamp_format(&mut self, path: &str) -> Result<(), StoreError> {
         let found = self.meta.get(FORMAT_KEY)?.map(|g| g.value());
         match found {
@@ -206,6 +208,17 @@ impl Tables<'_> {
                         );
                     }
                 }
+                if v < 5 {
+                    let (moved, kept) = self.store_definitions_as_sources()?;
+                    if moved > 0 || kept > 0 {
+                        tracing::info!(
+                            moved,
+                            kept,
+                            from = v,
+                            "stored the process versions as the sources they were deployed from (database format {v} → {DB_FORMAT}); versions without a source that gives their model again are kept as stored"
+                        );
+                    }
+                }
                 let (tokens, dropped) = self.keep_registrations_with_tokens()?;
                 if tokens > 0 || dropped > 0 {
                     tracing::info!(
@@ -220,6 +233,50 @@ impl Tables<'_> {
         }
         self.meta.insert(FORMAT_KEY, DB_FORMAT)?;
         Ok(())
+    }
+
+    /// Format 5: a format-4 definition row whose source is kept and parses
+    /// to the same model becomes that source and a head (the rows of the
+    /// model go); any other row stays as it is, read through its frozen
+    /// layout. Returns how many moved and how many stayed.
+    pub(in crate::store) fn store_definitions_as_sources(
+        &mut self,
+    ) -> Result<(u64, u64), StoreError> {
+        let mut rows = Vec::new();
+        for row in self.definitions.iter()? {
+            let (k, _) = row?;
+            let (process, version) = k.value();
+            rows.push((process.to_string(), version));
+        }
+        let (mut moved, mut kept) = (0, 0);
+        for (process, version) in rows {
+            let Some(StoredDefinition::Pinned(rec)) = self.definition(&process, version)? else {
+                continue;
+            };
+            let source = self
+                .definition_sources
+                .get((process.as_str(), version))?
+                .map(|g| String::from_utf8_lossy(g.value()).into_owned());
+            let Some(overrides) = source.and_then(|xml| overrides_giving(&rec, &xml)) else {
+                kept += 1;
+                continue;
+            };
+            let head = DefinitionHead {
+                deployed_at: rec.deployed_at,
+                file: rec.file,
+                fingerprint: rec.fingerprint,
+                overrides,
+                parser: crate::model::PARSER_LEVEL,
+            };
+            self.definition_heads.insert(
+                (process.as_str(), version),
+                codec::encode(&head)?.as_slice(),
+            )?;
+            self.definitions.remove((process.as_str(), version))?;
+            self.definition_extras.remove((process.as_str(), version))?;
+            moved += 1;
+        }
+        Ok((moved, kept))
     }
 
     /// Brings instance records of the layouts before rows (history, tokens
@@ -337,4 +394,24 @@ impl Tables<'_> {
         }
         Ok((rewritten, dropped))
     }
+}
+
+/// The deploy-time overrides under which `xml` parses to the model of `rec`
+/// (its correlation keys and send-task topics given explicitly), if it does.
+pub(in crate::store) fn overrides_giving(
+    rec: &DefinitionRecord,
+    xml: &str,
+) -> Option<BTreeMap<String, String>> {
+    let stored = &rec.process;
+    let mut overrides = stored.correlation_keys.clone();
+    for e in &stored.elements {
+        if let crate::model::ElementKind::Publish { topic } = &e.kind {
+            overrides.insert(crate::model::send_topic_override(&e.id), topic.clone());
+        }
+    }
+    let again = crate::model::parse(&rec.file, xml, &overrides)
+        .ok()?
+        .into_iter()
+        .find(|p| p.id == stored.id)?;
+    again.same_model(stored).then_some(overrides)
 }

@@ -26,10 +26,13 @@ mod migrations;
 mod tasks;
 mod waits;
 
+pub(crate) use definitions::read_definition;
 pub(crate) use instances::Resting;
 use jobs::JobRows;
 use messages::MessageRows;
 pub(in crate::store) use messages::message_instances;
+#[cfg(test)]
+pub(in crate::store) use migrations::overrides_giving;
 
 /// All tables of one write transaction, opened once per batch.
 pub(crate) struct Tables<'t> {
@@ -60,6 +63,7 @@ pub(crate) struct Tables<'t> {
     definition_extras: Table<'t, (&'static str, u32), &'static [u8]>,
     latest: Table<'t, &'static str, u32>,
     definition_sources: Table<'t, (&'static str, u32), &'static [u8]>,
+    definition_heads: Table<'t, (&'static str, u32), &'static [u8]>,
     catalog: Table<'t, (&'static str, &'static str), &'static [u8]>,
     instances: Table<'t, u64, &'static [u8]>,
     history: Table<'t, (u64, u64), &'static [u8]>,
@@ -136,6 +140,7 @@ impl<'t> Tables<'t> {
             definition_extras: tx.open_table(DEFINITION_EXTRAS)?,
             latest: tx.open_table(LATEST)?,
             definition_sources: tx.open_table(DEFINITION_SOURCES)?,
+            definition_heads: tx.open_table(DEFINITION_HEADS)?,
             catalog: tx.open_table(CATALOG)?,
             instances: tx.open_table(INSTANCES)?,
             history: tx.open_table(HISTORY)?,

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::store::MemoryStore;
+use redb::ReadableTableMetadata;
 
 fn message(seq: u64, state: MessageState) -> MessageRecord {
     MessageRecord {
@@ -37,6 +38,7 @@ fn every_older_format_migrates_to_a_consistent_store() {
         "format-v2-scopes.redb",
         "format-v3-tokens.redb",
         "format-v4-registrations.redb",
+        "format-v5-definitions.redb",
     ] {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(name);
@@ -54,6 +56,59 @@ fn every_older_format_migrates_to_a_consistent_store() {
             .unwrap()
             .value();
         assert_eq!(format, DB_FORMAT, "{name}");
+    }
+}
+
+/// A process version of format 4 whose source is kept moves to that
+/// source on open (the fixture of today's release before format 5 keeps
+/// every source; a build without FEEL cannot parse its FEEL and keeps it);
+/// one deployed before sources were kept stays as its model was stored.
+/// Every version loads either way.
+#[test]
+fn definitions_move_to_their_source_where_it_gives_their_model_again() {
+    let feel = cfg!(feature = "feel");
+    for (name, moves) in [
+        ("format-v1.redb", false),
+        ("format-v5-definitions.redb", feel),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(name);
+        let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+        std::fs::copy(fixtures.join(name), &path).unwrap();
+        let (db, _) = super::super::open_db(&path, None).unwrap();
+        let snap = super::super::begin_read(&db).unwrap();
+        let r = db.begin_read().unwrap();
+        let heads = r.open_table(DEFINITION_HEADS).unwrap().len().unwrap();
+        let pinned = r.open_table(DEFINITIONS).unwrap().len().unwrap();
+        if moves {
+            assert!(
+                heads > 0 && pinned == 0,
+                "{name}: {heads} heads, {pinned} pinned"
+            );
+        } else {
+            assert!(
+                heads == 0 && pinned > 0,
+                "{name}: {heads} heads, {pinned} pinned"
+            );
+        }
+        let deployed = snap.deployed().unwrap();
+        assert_eq!(
+            deployed.iter().map(|(_, v)| v.len() as u64).sum::<u64>(),
+            heads + pinned,
+            "{name}"
+        );
+        for (process, versions) in deployed {
+            for (version, _, _) in versions {
+                let stored = snap.definition(&process, version).unwrap().unwrap();
+                assert_eq!(
+                    matches!(stored, StoredDefinition::Source { .. }),
+                    moves,
+                    "{name}: {process} {version}"
+                );
+                let rec = stored.load(&process, version).unwrap();
+                assert_eq!(rec.process.id, process);
+            }
+        }
     }
 }
 
@@ -401,4 +456,75 @@ fn message_and_job_rows_follow_every_state_change() {
         assert_eq!(t.due_tasks("t", 30, 5).unwrap(), vec![7]);
     });
     assert_eq!(db.verify(), Vec::<String>::new());
+}
+
+/// A format-4 row moves to its source only when that source parses to the
+/// very model stored: a source edited since (here a task renamed) leaves the
+/// row as it was stored; the head of the moved one keeps the correlation
+/// keys its model was parsed with.
+#[test]
+fn a_source_that_no_longer_gives_its_model_leaves_the_row_pinned() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/format-v4-definitions.json"
+    );
+    let rows: Vec<serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let hex = |v: &serde_json::Value| -> Option<Vec<u8>> {
+        let h = v.as_str()?;
+        Some(
+            (0..h.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(&h[i..i + 2], 16).unwrap())
+                .collect(),
+        )
+    };
+    // a row whose model has a task with a name, so that an edit shows
+    let row = rows
+        .iter()
+        .find(|r| r["xml"].as_str().unwrap().contains("serviceTask id=\"t\""))
+        .unwrap_or(&rows[0]);
+    let xml = row["xml"].as_str().unwrap().to_string();
+    let process = row["process"].as_str().unwrap().to_string();
+    let definition = hex(&row["definition"]).unwrap();
+    let extras = hex(&row["extras"]);
+    let db = MemoryStore::new();
+    let edited = xml.replacen("id=\"", "id=\"x", 1);
+    assert_ne!(edited, xml);
+    for (version, source) in [(1u32, xml.as_str()), (2, edited.as_str())] {
+        db.write(|t| {
+            let key = (process.as_str(), version);
+            t.definitions.insert(key, definition.as_slice()).unwrap();
+            if let Some(x) = &extras {
+                t.definition_extras.insert(key, x.as_slice()).unwrap();
+            }
+            t.definition_sources.insert(key, source.as_bytes()).unwrap();
+        });
+    }
+    let (moved, kept) = db.write(|t| t.store_definitions_as_sources().unwrap());
+    assert_eq!((moved, kept), (1, 1));
+    db.write(|t| {
+        let Some(StoredDefinition::Source { head, .. }) = t.definition(&process, 1).unwrap() else {
+            panic!("version 1 moved to its source");
+        };
+        let moved = StoredDefinition::Source {
+            head: head.clone(),
+            xml: xml.clone(),
+        }
+        .load(&process, 1)
+        .unwrap();
+        for (message, key) in &moved.process.correlation_keys {
+            assert_eq!(head.overrides.get(message), Some(key));
+        }
+        let pinned = t.definition(&process, 2).unwrap().unwrap();
+        assert!(matches!(pinned, StoredDefinition::Pinned(_)));
+        // the pinned row still runs as stored, not as the edited source reads
+        let rec = pinned.load(&process, 2).unwrap();
+        let today = crate::model::parse("x.bpmn", &xml, &Default::default())
+            .unwrap()
+            .into_iter()
+            .find(|p| p.id == process)
+            .unwrap();
+        assert!(rec.process.same_model(&today));
+    });
 }

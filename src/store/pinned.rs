@@ -401,6 +401,9 @@ fn extras_at(process: &mut Process, idx: u32) -> Option<&mut Extras> {
 mod tests {
     use super::*;
 
+    /// Whether this build reads FEEL (a build without refuses it).
+    static FEEL: bool = cfg!(feature = "feel");
+
     fn bytes(hex: &str) -> Vec<u8> {
         (0..hex.len())
             .step_by(2)
@@ -427,7 +430,7 @@ mod tests {
             let (file, xml, id) = (text("file"), text("xml"), text("process"));
             // a build without FEEL cannot read a FEEL expression, stored or parsed
             let Ok(rec) = read(&bytes(&text("definition")), extras.as_deref()) else {
-                assert!(!cfg!(feature = "feel"), "{file}: {id}");
+                assert!(!FEEL, "{file}: {id}");
                 continue;
             };
             assert_eq!((rec.file.as_str(), rec.fingerprint), (file.as_str(), 42));
@@ -437,13 +440,13 @@ mod tests {
             }
             // a build without FEEL refuses the FEEL of a source
             let Ok(parsed) = crate::model::parse(&file, &xml, &Default::default()) else {
-                assert!(!cfg!(feature = "feel"), "{file}: {id}");
+                assert!(!FEEL, "{file}: {id}");
                 continue;
             };
             let today = parsed.into_iter().find(|p| p.id == id).unwrap();
             // without FEEL a decision is a worker's job: the source gives another model
             let same = rec.process.same_model(&today);
-            assert!(same || !cfg!(feature = "feel"), "{file}: {id}");
+            assert!(same || !FEEL, "{file}: {id}");
             assert_eq!(
                 crate::store::tables::overrides_giving(&rec, &xml).is_some(),
                 same,
@@ -451,7 +454,7 @@ mod tests {
             );
         }
         // every kind but the send task the parser no longer makes
-        let expected = if cfg!(feature = "feel") { 36 } else { 30 };
+        let expected = if FEEL { 36 } else { 30 };
         assert!(kinds.len() >= expected, "{} kinds: {kinds:?}", kinds.len());
         assert!(!kinds.contains("SendTask"));
     }

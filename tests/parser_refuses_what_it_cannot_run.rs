@@ -134,9 +134,9 @@ fn modeler_files_deploy_and_non_executable_parts_are_ignored() {
     );
     assert_eq!(
         p.element("invoice").unwrap().kind,
-        postfach::model::ElementKind::ServiceTask {
+        postfach::model::ElementKind::Activity(postfach::model::ActivityKind::ServiceTask {
             topic: "rechnung".into()
-        }
+        })
     );
     assert_eq!(p.elements.len(), 5);
     let f2 = p.flows.iter().find(|f| f.id == "f2").unwrap();

@@ -21,9 +21,9 @@ impl<'a, 't> Engine<'a, 't> {
     pub(super) fn enter_ad_hoc(&mut self, inst: u64, holder: u64, idx: usize) -> R<()> {
         let p = self.proc_of(inst);
         let el = p.at(idx);
-        let ElementKind::AdHoc {
+        let ElementKind::Scope(ScopeKind::AdHoc {
             active_elements, ..
-        } = &el.kind
+        }) = &el.kind
         else {
             return Ok(());
         };
@@ -123,7 +123,7 @@ impl<'a, 't> Engine<'a, 't> {
             None => matches!(wait, Some(Wait::AdHoc { .. })),
         };
         let sequential = match p.elements.get(idx).map(|e| &e.kind) {
-            Some(ElementKind::AdHoc { sequential, .. }) if open => *sequential,
+            Some(ElementKind::Scope(ScopeKind::AdHoc { sequential, .. })) if open => *sequential,
             _ => {
                 let waits = wait.map_or_else(String::new, |w| w.describe());
                 return refuse(
@@ -186,12 +186,12 @@ impl<'a, 't> Engine<'a, 't> {
         }) else {
             return Ok(());
         };
-        let ElementKind::AdHoc {
+        let ElementKind::Scope(ScopeKind::AdHoc {
             completion,
             cancel_remaining,
             active_elements,
             ..
-        } = &p.at(idx).kind
+        }) = &p.at(idx).kind
         else {
             return Ok(());
         };

@@ -17,12 +17,12 @@ impl<'a, 't> Engine<'a, 't> {
     pub(super) fn call(&mut self, inst: u64, token: u64, idx: usize) -> R<()> {
         let p = self.proc_of(inst);
         let el = p.at(idx);
-        let ElementKind::CallActivity {
+        let ElementKind::Activity(ActivityKind::CallActivity {
             process,
             version,
             inputs,
             ..
-        } = &el.kind
+        }) = &el.kind
         else {
             return Ok(());
         };
@@ -117,7 +117,7 @@ impl<'a, 't> Engine<'a, 't> {
             return Ok(());
         }
         let result = match &el.kind {
-            ElementKind::CallActivity { outputs, .. } => {
+            ElementKind::Activity(ActivityKind::CallActivity { outputs, .. }) => {
                 self.fill_vars(child)?;
                 match outputs.apply(&self.inst(child).variables.clone(), self.now) {
                     Ok(vars) => vars,

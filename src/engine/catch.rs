@@ -75,6 +75,27 @@ impl<'a, 't> Engine<'a, 't> {
         })
     }
 
+    /// A token reached a message catch event or receive task (element
+    /// `idx`): it takes a buffered message or waits for one under the key
+    /// its variables give (an incident when they give none).
+    pub(super) fn await_message(
+        &mut self,
+        inst: u64,
+        token: u64,
+        idx: usize,
+        message: &str,
+    ) -> R<()> {
+        let p = self.proc_of(inst);
+        let id = &p.at(idx).id;
+        let Some(key) = self.catch_key(inst, token, id, message, Catcher::Here)? else {
+            return Ok(());
+        };
+        if self.rest_on_message(inst, token, id, message, key)? {
+            self.history(inst, id, "waiting");
+        }
+        Ok(())
+    }
+
     /// Token `token` rests at `element` waiting for (`message`, `key`): the
     /// oldest buffered message is taken at once, else it subscribes (its
     /// wait is the subscription: the store derives the row). Returns whether

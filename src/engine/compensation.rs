@@ -59,7 +59,7 @@ impl<'a, 't> Engine<'a, 't> {
             return Ok(());
         }
         let handler = p.compensation_handler(idx).map(|h| p.at(h).id.clone());
-        let scope_like = matches!(el.kind, ElementKind::SubProcess { .. });
+        let scope_like = matches!(el.kind, ElementKind::Scope(ScopeKind::SubProcess { .. }));
         let mut inner = None;
         if scope_like {
             let keeps = self
@@ -132,7 +132,7 @@ impl<'a, 't> Engine<'a, 't> {
             .get(scope)
             .and_then(|t| p.index_of(&t.element));
         match at.map(|i| &p.at(i).kind) {
-            Some(ElementKind::EventSubProcess { trigger, .. })
+            Some(ElementKind::Scope(ScopeKind::EventSubProcess { trigger, .. }))
                 if !matches!(trigger, Trigger::Compensation { .. }) =>
             {
                 self.scope_of(inst, scope)
@@ -161,7 +161,7 @@ impl<'a, 't> Engine<'a, 't> {
     pub(super) fn throw_compensation(&mut self, inst: u64, token: u64, idx: usize) -> R<()> {
         let p = self.proc_of(inst);
         let el = p.at(idx);
-        let ElementKind::Compensate { activity, wait, .. } = el.kind else {
+        let ElementKind::Throw(ThrowKind::Compensate { activity, wait, .. }) = el.kind else {
             return Ok(());
         };
         let scope = self.compensation_scope(inst, token);
@@ -300,7 +300,9 @@ impl<'a, 't> Engine<'a, 't> {
                     inner,
                     locals,
                 } => {
-                    let ElementKind::EventSubProcess { start, .. } = p.at(esp).kind else {
+                    let ElementKind::Scope(ScopeKind::EventSubProcess { start, .. }) =
+                        p.at(esp).kind
+                    else {
                         continue;
                     };
                     let esp_id = p.at(esp).id.clone();

@@ -67,7 +67,7 @@ impl<'a, 't> Engine<'a, 't> {
                 .enumerate()
                 .filter(|(i, e)| {
                     def.parent_of(*i).is_none()
-                        && matches!(&e.kind, ElementKind::ConditionalStart { condition }
+                        && matches!(&e.kind, ElementKind::Start(StartKind::Conditional { condition })
                             if model::eval_bool(condition, vars, now).unwrap_or(false))
                 })
                 .map(|(i, _)| i)
@@ -124,17 +124,17 @@ impl<'a, 't> Engine<'a, 't> {
                     continue;
                 };
                 fired |= match &p.at(idx).kind {
-                    ElementKind::ConditionalCatch { condition }
-                    | ElementKind::EventSubProcess {
+                    ElementKind::Catch(CatchKind::Conditional { condition })
+                    | ElementKind::Scope(ScopeKind::EventSubProcess {
                         trigger: Trigger::Condition { condition },
                         ..
-                    } if waits && stop => {
+                    }) if waits && stop => {
                         if self.holds(inst, token, condition)? {
                             self.incident(inst, token, &element, endless(&element));
                         }
                         false
                     }
-                    ElementKind::ConditionalCatch { condition } if waits => {
+                    ElementKind::Catch(CatchKind::Conditional { condition }) if waits => {
                         let holds = self.holds(inst, token, condition)?;
                         if holds {
                             self.cancel_wait(inst, token)?;
@@ -147,10 +147,10 @@ impl<'a, 't> Engine<'a, 't> {
                         }
                         holds
                     }
-                    ElementKind::EventSubProcess {
+                    ElementKind::Scope(ScopeKind::EventSubProcess {
                         trigger: Trigger::Condition { condition },
                         ..
-                    } if waits => {
+                    }) if waits => {
                         let holds = self.holds(inst, token, condition)?;
                         if holds {
                             self.listener_fires(inst, token, idx, &Vars::new(), "condition_met")?;

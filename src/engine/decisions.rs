@@ -59,12 +59,12 @@ impl<'a, 't> Engine<'a, 't> {
     pub(super) fn run_decision(&mut self, inst: u64, token: u64, idx: usize) -> R<()> {
         let p = self.proc_of(inst);
         let el = p.at(idx);
-        let ElementKind::Decide {
+        let ElementKind::Activity(ActivityKind::Decide {
             decision,
             version,
             result_variable,
             mapping,
-        } = &el.kind
+        }) = &el.kind
         else {
             return Ok(());
         };

@@ -22,7 +22,8 @@ impl<'a, 't> Engine<'a, 't> {
     pub(super) fn open_listeners(&mut self, inst: u64, holder: u64, container: Option<usize>) {
         let p = self.proc_of(inst);
         for esp in p.event_subprocesses_of(container) {
-            let ElementKind::EventSubProcess { trigger, .. } = &p.at(esp).kind else {
+            let ElementKind::Scope(ScopeKind::EventSubProcess { trigger, .. }) = &p.at(esp).kind
+            else {
                 continue;
             };
             match trigger {
@@ -54,11 +55,11 @@ impl<'a, 't> Engine<'a, 't> {
     pub(super) fn arm_listener(&mut self, inst: u64, token: u64, idx: usize) -> R<()> {
         let p = self.proc_of(inst);
         let el = p.at(idx);
-        let ElementKind::EventSubProcess {
+        let ElementKind::Scope(ScopeKind::EventSubProcess {
             trigger,
             interrupting,
             ..
-        } = &el.kind
+        }) = &el.kind
         else {
             return Ok(());
         };
@@ -141,11 +142,11 @@ impl<'a, 't> Engine<'a, 't> {
     ) -> R<String> {
         let p = self.proc_of(inst);
         let el = p.at(idx);
-        let ElementKind::EventSubProcess {
+        let ElementKind::Scope(ScopeKind::EventSubProcess {
             start,
             interrupting,
             ..
-        } = &el.kind
+        }) = &el.kind
         else {
             return Ok(el.id.clone());
         };

@@ -202,7 +202,12 @@ impl<'a, 't> Engine<'a, 't> {
                 matches!(t.wait, Wait::Join { .. })
                     .then(|| p.index_of(&t.element))
                     .flatten()
-                    .filter(|&i| matches!(p.at(i).kind, ElementKind::InclusiveGateway { .. }))
+                    .filter(|&i| {
+                        matches!(
+                            p.at(i).kind,
+                            ElementKind::Gateway(GatewayKind::Inclusive { .. })
+                        )
+                    })
             };
             let mut joins: Vec<(usize, u64)> = rec
                 .tokens
@@ -247,38 +252,7 @@ impl<'a, 't> Engine<'a, 't> {
     ) -> R<()> {
         let p = self.proc_of(inst);
         let el = p.at(idx);
-        if matches!(el.kind, ElementKind::InclusiveGateway { .. }) && el.incoming.len() > 1 {
-            // waits until nothing else can reach it (settle_inclusive_joins)
-            let flow = via.unwrap_or(usize::MAX);
-            self.set_token(inst, token, &el.id, Wait::Join { flow });
-            return Ok(());
-        }
-        if el.kind == ElementKind::ParallelGateway && el.incoming.len() > 1 {
-            let flow = via.unwrap_or(usize::MAX);
-            self.set_token(inst, token, &el.id, Wait::Join { flow });
-            let scope = self.scope_of(inst, token);
-            let members = self.members(inst, scope)?;
-            let rec = self.inst(inst);
-            let mut take: Vec<u64> = Vec::new();
-            for f in &el.incoming {
-                if let Some(t) = members.iter().filter_map(|&m| rec.tokens.get(m)).find(|t| {
-                    t.element == el.id && t.wait == Wait::Join { flow: *f } && !take.contains(&t.id)
-                }) {
-                    take.push(t.id);
-                }
-            }
-            if take.len() == el.incoming.len() {
-                for t in &take {
-                    rec.tokens.remove(*t);
-                }
-                let merged = self.new_token(inst, &el.id, scope);
-                self.history(inst, &el.id, "joined");
-                self.queue.push_back(Step::Leave {
-                    inst,
-                    token: merged,
-                    element: idx,
-                });
-            }
+        if !self.join(inst, token, idx, via)? {
             return Ok(());
         }
         self.history(inst, &el.id, "activated");
@@ -300,20 +274,7 @@ impl<'a, 't> Engine<'a, 't> {
         let el = p.at(idx);
         // an inner instance of a multi-instance body: the body holds the boundary events
         let inner = self.inst(inst).body_of(token).is_some();
-        let hosts = !inner
-            && !el.boundaries.is_empty()
-            && matches!(
-                el.kind,
-                ElementKind::ServiceTask { .. }
-                    | ElementKind::Delegated { .. }
-                    | ElementKind::UserTask { .. }
-                    | ElementKind::Publish { .. }
-                    | ElementKind::ReceiveTask { .. }
-                    | ElementKind::WaitState
-                    | ElementKind::SubProcess { .. }
-                    | ElementKind::AdHoc { .. }
-                    | ElementKind::CallActivity { .. }
-            );
+        let hosts = !inner && !el.boundaries.is_empty() && family::hosts_boundaries(&el.kind);
         if hosts {
             if let Some(error) = self.boundary_key_problem(inst, token, &p, idx)? {
                 self.incident(inst, token, &el.id, error);
@@ -324,7 +285,7 @@ impl<'a, 't> Engine<'a, 't> {
         if el.extras.multi.is_some() && !inner {
             self.start_body(inst, token, idx)?;
         } else {
-            self.execute_kind(inst, token, idx)?;
+            self.activate(inst, token, idx)?;
         }
         if hosts {
             self.take_buffered_at_boundaries(inst, token, idx)?;
@@ -332,158 +293,25 @@ impl<'a, 't> Engine<'a, 't> {
         Ok(())
     }
 
-    /// What an element does when a token reaches it, by kind.
-    fn execute_kind(&mut self, inst: u64, token: u64, idx: usize) -> R<()> {
+    /// A passing element: no result arrives here, so its output mappings
+    /// read the variables and inputs; then the token leaves.
+    pub(super) fn pass_through(&mut self, inst: u64, token: u64, idx: usize) -> R<()> {
         let p = self.proc_of(inst);
-        let el = p.at(idx);
-        match &el.kind {
-            // a wait state: nothing registered, a caller moves it on
-            ElementKind::WaitState => {
-                self.set_token(inst, token, &el.id, Wait::Trigger);
-                self.history(inst, &el.id, "waiting");
-            }
-            ElementKind::TimerCatch { timer } => {
-                match self.open_timer(inst, token, &el.id, timer, false)? {
-                    Ok(job) => {
-                        self.set_token(inst, token, &el.id, Wait::Timer { job });
-                        self.history(inst, &el.id, "waiting");
-                    }
-                    Err(error) => self.incident(inst, token, &el.id, error),
-                }
-            }
-            ElementKind::EventGateway => self.open_event_gateway(inst, token, idx)?,
-            ElementKind::Boundary { .. } => {
-                self.queue.push_back(Step::Leave {
-                    inst,
-                    token,
-                    element: idx,
-                });
-            }
-            ElementKind::End => {
-                self.history(inst, &el.id, "completed");
-                self.end_token(inst, token)?;
-            }
-            ElementKind::TerminateEnd => self.terminate(inst, token, &el.id)?,
-            ElementKind::ErrorEnd { .. } => self.throw_error_end(inst, token, idx)?,
-            ElementKind::Compensate { .. } => self.throw_compensation(inst, token, idx)?,
-            ElementKind::CancelEnd { .. } => self.cancel_transaction(inst, token, idx)?,
-            ElementKind::Escalation { .. } => self.escalate(inst, token, idx)?,
-            ElementKind::SubProcess { start, .. } => self.enter_scope(inst, token, idx, *start),
-            ElementKind::AdHoc { .. } => self.enter_ad_hoc(inst, token, idx)?,
-            ElementKind::Script {
-                expression,
-                result_variable,
-            } => self.run_script(inst, token, idx, expression, result_variable)?,
-            ElementKind::Decide { .. } => self.run_decision(inst, token, idx)?,
-            // a token placed here listens for the event that starts it
-            ElementKind::EventSubProcess { .. } => self.arm_listener(inst, token, idx)?,
-            ElementKind::CallActivity { .. } => self.call(inst, token, idx)?,
-            ElementKind::UserTask { spec } => {
-                if let Some(task) = self.open_user_task(inst, token, idx, spec)? {
-                    self.set_token(inst, token, &el.id, Wait::Task { task });
-                }
-            }
-            // a script or rule task waits for the worker that evaluates it
-            ElementKind::ServiceTask { topic } | ElementKind::Delegated { topic, .. } => {
-                let topic = topic.clone();
-                let job = self.create_job(inst, token, &el.id, JobKind::Task { topic })?;
-                self.set_token(inst, token, &el.id, Wait::Job { job });
-            }
-            ElementKind::Publish { topic } => {
-                let topic = format!("{}{topic}", model::OUTBOX_TOPIC_PREFIX);
-                let job = self.create_job(inst, token, &el.id, JobKind::Task { topic })?;
-                self.set_token(inst, token, &el.id, Wait::Job { job });
-            }
-            ElementKind::ReceiveTask { message } | ElementKind::MessageCatch { message } => {
-                let Some(key) = self.catch_key(inst, token, &el.id, message, Catcher::Here)? else {
-                    return Ok(());
-                };
-                if self.rest_on_message(inst, token, &el.id, message, key)? {
-                    self.history(inst, &el.id, "waiting");
-                }
-            }
-            ElementKind::SignalCatch { signal } => {
-                self.wait_for_signal(inst, token, &el.id, signal)?;
-                self.history(inst, &el.id, "waiting");
-            }
-            ElementKind::ConditionalCatch { condition } => {
-                if self.holds(inst, token, condition)? {
-                    self.history(inst, &el.id, "condition_met");
-                    self.queue.push_back(Step::Leave {
-                        inst,
-                        token,
-                        element: idx,
-                    });
-                } else {
-                    self.set_token(inst, token, &el.id, Wait::Condition);
-                    self.history(inst, &el.id, "waiting");
-                }
-            }
-            ElementKind::SignalThrow { signal } => {
-                let reached = self.broadcast(signal, &Vars::new())?;
-                self.signal_out(signal, reached)?;
-                self.history(inst, &el.id, &format!("signal_thrown reached={reached}"));
-                self.queue.push_back(Step::Leave {
-                    inst,
-                    token,
-                    element: idx,
-                });
-            }
-            // a plain or manual task does its work outside any system; a
-            // link throw goes on at its catch along the flow the parser added
-            ElementKind::NoneStart
-            | ElementKind::MessageStart { .. }
-            | ElementKind::SignalStart { .. }
-            | ElementKind::TimerStart { .. }
-            | ElementKind::ConditionalStart { .. }
-            | ElementKind::NoneThrow
-            | ElementKind::Link { .. }
-            | ElementKind::SendTask
-            | ElementKind::Task { .. }
-            | ElementKind::ExclusiveGateway { .. }
-            | ElementKind::InclusiveGateway { .. }
-            | ElementKind::ParallelGateway => {
-                // no result arrives here: output mappings read the variables and inputs
-                if el.extras.outputs.is_empty()
-                    || self.complete_with(inst, token, idx, &Vars::new())?
-                {
-                    self.queue.push_back(Step::Leave {
-                        inst,
-                        token,
-                        element: idx,
-                    });
-                }
-            }
+        if p.at(idx).extras.outputs.is_empty()
+            || self.complete_with(inst, token, idx, &Vars::new())?
+        {
+            self.leave_now(inst, token, idx);
         }
         Ok(())
     }
 
-    /// A terminate end event: its scope (the instance, or the subprocess it is
-    /// in) ends at once, every other token of it withdrawn.
-    fn terminate(&mut self, inst: u64, token: u64, id: &str) -> R<()> {
-        self.history(inst, id, "terminated");
-        let scope = self.scope_of(inst, token);
-        self.fill_all(inst)?;
-        let others: Vec<u64> = self
-            .inst(inst)
-            .tokens
-            .iter()
-            .filter(|t| t.id != token && (scope == 0 || t.scope == scope))
-            .map(|t| t.id)
-            .collect();
-        // a scope token among them withdraws what runs inside it
-        for t in others {
-            self.interrupt(inst, t)?;
-        }
-        if scope == 0 {
-            self.inst(inst).tokens.clear();
-            // steps of this instance still queued belong to withdrawn tokens
-            self.queue.retain(|s| s.instance() != inst);
-            self.complete_instance(inst)
-        } else {
-            // the subprocess ends normally and its token moves on
-            self.end_token(inst, token)
-        }
+    /// The token leaves the element in a later step of this command.
+    pub(super) fn leave_now(&mut self, inst: u64, token: u64, idx: usize) {
+        self.queue.push_back(Step::Leave {
+            inst,
+            token,
+            element: idx,
+        });
     }
 
     /// The element has completed: its boundary timers end, and the token takes
@@ -498,8 +326,8 @@ impl<'a, 't> Engine<'a, 't> {
         let p = self.proc_of(inst);
         let el = p.at(idx);
         self.history(inst, &el.id, "completed");
-        if let ElementKind::CancelEnd { transaction } = el.kind {
-            return self.leave_transaction(inst, token, transaction);
+        if self.completed_elsewhere(inst, token, idx)? {
+            return Ok(());
         }
         if el.extras.async_after {
             let job = self.create_job(inst, token, &el.id, JobKind::ContinueAfter)?;
@@ -514,64 +342,7 @@ impl<'a, 't> Engine<'a, 't> {
     pub(super) fn depart(&mut self, inst: u64, token: u64, idx: usize) -> R<()> {
         let p = self.proc_of(inst);
         let el = p.at(idx);
-        // only the variables the outgoing conditions name are read
-        let names: Vec<&str> = el
-            .outgoing
-            .iter()
-            .filter_map(|&f| p.flows[f].condition.as_ref())
-            .flat_map(crate::store::names_of)
-            .collect();
-        let vars = self.vars_named(inst, token, names)?;
-        let not_default =
-            |d: Option<usize>| el.outgoing.iter().copied().filter(move |f| Some(*f) != d);
-        let taken = match &el.kind {
-            ElementKind::ExclusiveGateway { default } => {
-                holding(&p, not_default(*default), &vars, true, self.now)
-                    .map(|c| or_default(c, default))
-            }
-            ElementKind::ParallelGateway => Ok(el.outgoing.clone()),
-            ElementKind::InclusiveGateway { default } => {
-                holding(&p, not_default(*default), &vars, false, self.now)
-                    .map(|c| or_default(c, default))
-            }
-            // every other element leaves by all its flows whose condition holds
-            ElementKind::NoneStart
-            | ElementKind::MessageStart { .. }
-            | ElementKind::SignalStart { .. }
-            | ElementKind::TimerStart { .. }
-            | ElementKind::ConditionalStart { .. }
-            | ElementKind::UserTask { .. }
-            | ElementKind::TimerCatch { .. }
-            | ElementKind::EventGateway
-            | ElementKind::Boundary { .. }
-            | ElementKind::End
-            | ElementKind::TerminateEnd
-            | ElementKind::SendTask
-            | ElementKind::ServiceTask { .. }
-            | ElementKind::Delegated { .. }
-            | ElementKind::ReceiveTask { .. }
-            | ElementKind::MessageCatch { .. }
-            | ElementKind::SignalCatch { .. }
-            | ElementKind::SignalThrow { .. }
-            | ElementKind::NoneThrow
-            | ElementKind::Publish { .. }
-            | ElementKind::SubProcess { .. }
-            | ElementKind::ErrorEnd { .. }
-            | ElementKind::Escalation { .. }
-            | ElementKind::EventSubProcess { .. }
-            | ElementKind::CallActivity { .. }
-            | ElementKind::Link { .. }
-            | ElementKind::ConditionalCatch { .. }
-            | ElementKind::WaitState
-            | ElementKind::Compensate { .. }
-            | ElementKind::CancelEnd { .. }
-            | ElementKind::AdHoc { .. }
-            | ElementKind::Script { .. }
-            | ElementKind::Decide { .. }
-            | ElementKind::Task { .. } => {
-                holding(&p, el.outgoing.iter().copied(), &vars, false, self.now)
-            }
-        };
+        let taken = self.choose_flows(inst, token, idx)?;
         let chosen = match taken {
             Ok(c) => c,
             Err(error) => {
@@ -657,7 +428,7 @@ impl<'a, 't> Engine<'a, 't> {
         // its listeners stop; the scope completed, it was not cancelled
         self.close_listeners(inst, scope)?;
         self.cancel_wait(inst, scope)?;
-        if let ElementKind::Compensate { wait: false, .. } = p.at(idx).kind {
+        if let ElementKind::Throw(ThrowKind::Compensate { wait: false, .. }) = p.at(idx).kind {
             // the holder of handlers nobody waits for ends with them
             return self.end_token(inst, scope);
         }
@@ -817,49 +588,16 @@ impl<'a, 't> Engine<'a, 't> {
     }
 }
 
-/// The flows among `flows` whose condition holds (a flow without one always
-/// does), in order; only the first with `first_only` (exclusive gateway). An
-/// error names the flow whose condition cannot be evaluated.
-fn holding(
-    p: &Process,
-    flows: impl IntoIterator<Item = usize>,
-    vars: &Vars,
-    first_only: bool,
-    now: crate::clock::Millis,
-) -> Result<Vec<usize>, String> {
-    let mut out = Vec::new();
-    for f in flows {
-        let holds = match &p.flows[f].condition {
-            None => true,
-            Some(c) => model::eval_bool(c, vars, now)
-                .map_err(|e| format!("condition of flow '{}': {e}", p.flows[f].id))?,
-        };
-        if holds {
-            out.push(f);
-            if first_only {
-                break;
-            }
-        }
-    }
-    Ok(out)
-}
-
-/// `chosen`, or the default flow when nothing was chosen.
-fn or_default(mut chosen: Vec<usize>, default: &Option<usize>) -> Vec<usize> {
-    if chosen.is_empty()
-        && let Some(d) = default
-    {
-        chosen.push(*d);
-    }
-    chosen
-}
-
 /// Whether token `t` listens for the event of an event subprocess (rather
 /// than running inside one, or anywhere else).
 pub(super) fn is_listener(p: &Process, t: &Token) -> bool {
     t.wait != Wait::Scope
-        && p.element(&t.element)
-            .is_some_and(|e| matches!(e.kind, ElementKind::EventSubProcess { .. }))
+        && p.element(&t.element).is_some_and(|e| {
+            matches!(
+                e.kind,
+                ElementKind::Scope(ScopeKind::EventSubProcess { .. })
+            )
+        })
 }
 
 /// Message names token `t` may still wait for: at its element and downstream

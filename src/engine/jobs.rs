@@ -148,7 +148,9 @@ impl<'a, 't> Engine<'a, 't> {
                 Some((i, p)) => {
                     let el = p.element(&job.element);
                     let work = match el.map(|e| &e.kind) {
-                        Some(ElementKind::Delegated { work, .. }) => Some(work.clone()),
+                        Some(ElementKind::Activity(ActivityKind::Delegated { work, .. })) => {
+                            Some(work.clone())
+                        }
                         _ => None,
                     };
                     let inputs = el.map(|e| &e.extras.inputs).filter(|m| !m.is_empty());

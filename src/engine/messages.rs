@@ -508,7 +508,7 @@ impl<'a, 't> Engine<'a, 't> {
                 .enumerate()
                 .filter(|(i, e)| {
                     def.parent_of(*i).is_none()
-                        && matches!(&e.kind, ElementKind::SignalStart { signal } if signal == name)
+                        && matches!(&e.kind, ElementKind::Start(StartKind::Signal { signal }) if signal == name)
                 })
                 .map(|(i, _)| i)
                 .collect();
@@ -565,7 +565,7 @@ impl<'a, 't> Engine<'a, 't> {
             let idx = self.event_target(
                 inst,
                 token,
-                |k| matches!(k, ElementKind::SignalCatch { signal } if signal == name),
+                |k| matches!(k, ElementKind::Catch(CatchKind::Signal { signal }) if signal == name),
             );
             self.cancel_wait(inst, token)?;
             let element = self.proc_of(inst).at(idx).id.clone();

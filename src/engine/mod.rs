@@ -15,7 +15,10 @@
 use crate::clock::Millis;
 use crate::codec;
 use crate::model::Vars;
-use crate::model::{self, ElementKind, Process, Trigger};
+use crate::model::{
+    self, ActivityKind, CatchKind, ElementKind, GatewayKind, Process, ScopeKind, StartKind,
+    ThrowKind, Trigger,
+};
 use crate::store::*;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -34,6 +37,7 @@ mod decisions;
 mod deploy;
 mod error;
 mod event_subprocesses;
+mod family;
 mod flow;
 mod jobs;
 mod messages;

@@ -86,7 +86,7 @@ impl<'a, 't> Engine<'a, 't> {
             };
             let esp = p.event_subprocesses_of(container).into_iter().find(|&e| {
                 Some(e) != came_from
-                    && matches!(&p.at(e).kind, ElementKind::EventSubProcess { trigger, .. } if catches(trigger))
+                    && matches!(&p.at(e).kind, ElementKind::Scope(ScopeKind::EventSubProcess { trigger, .. }) if catches(trigger))
             });
             if let Some(esp) = esp {
                 return Some(Catch::EventSubProcess { inst, scope, esp });
@@ -104,7 +104,11 @@ impl<'a, 't> Engine<'a, 't> {
                     boundary: b,
                 });
             }
-            came_from = matches!(p.at(at).kind, ElementKind::EventSubProcess { .. }).then_some(at);
+            came_from = matches!(
+                p.at(at).kind,
+                ElementKind::Scope(ScopeKind::EventSubProcess { .. })
+            )
+            .then_some(at);
             scope = self.scope_of(inst, scope);
         }
         None
@@ -131,10 +135,10 @@ impl<'a, 't> Engine<'a, 't> {
                 self.start_event_subprocess(inst, scope, esp, vars, event)?;
                 Ok(matches!(
                     p.at(esp).kind,
-                    ElementKind::EventSubProcess {
+                    ElementKind::Scope(ScopeKind::EventSubProcess {
                         interrupting: true,
                         ..
-                    }
+                    })
                 ))
             }
         }
@@ -146,7 +150,7 @@ impl<'a, 't> Engine<'a, 't> {
     pub(super) fn throw_error_end(&mut self, inst: u64, token: u64, idx: usize) -> R<()> {
         let p = self.proc_of(inst);
         let el = p.at(idx);
-        let ElementKind::ErrorEnd { code } = &el.kind else {
+        let ElementKind::Throw(ThrowKind::Error { code }) = &el.kind else {
             return Ok(());
         };
         let code = code.clone().unwrap_or_default();
@@ -173,7 +177,7 @@ impl<'a, 't> Engine<'a, 't> {
     pub(super) fn escalate(&mut self, inst: u64, token: u64, idx: usize) -> R<()> {
         let p = self.proc_of(inst);
         let el = p.at(idx);
-        let ElementKind::Escalation { code, end } = &el.kind else {
+        let ElementKind::Throw(ThrowKind::Escalation { code, end }) = &el.kind else {
             return Ok(());
         };
         let (code, end) = (code.clone(), *end);

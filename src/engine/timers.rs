@@ -115,7 +115,7 @@ impl Engine<'_, '_> {
         let Some(idx) = def.index_of(&job.element) else {
             return Ok(()); // a stored schedule of an element the model no longer has
         };
-        if let ElementKind::TimerStart { timer } = &def.at(idx).kind
+        if let ElementKind::Start(StartKind::Timer { timer }) = &def.at(idx).kind
             && *repetitions_left != Some(1)
             && let Some(due) = timer.next_due(job.due_at, self.now)
         {
@@ -155,7 +155,7 @@ impl Engine<'_, '_> {
     /// due time and one repetition fewer. False when it does not repeat (a
     /// date or duration, its last repetition, or a cycle that no longer
     /// names a time): the caller closes it.
-    fn rearm(&mut self, inst: u64, job: &JobRecord, def: &model::TimerDef) -> R<bool> {
+    pub(super) fn rearm(&mut self, inst: u64, job: &JobRecord, def: &model::TimerDef) -> R<bool> {
         let left = match job.kind {
             JobKind::Timer { repetitions_left } => repetitions_left,
             _ => Some(1),
@@ -187,103 +187,7 @@ impl Engine<'_, '_> {
         let Some(tok) = self.inst(inst).tokens.get(job.token).cloned() else {
             return Ok(()); // the token moved on: a stale timer
         };
-        match &p.at(at).kind {
-            ElementKind::Boundary {
-                host,
-                cancel,
-                trigger: Trigger::Timer(def),
-            } => {
-                if tok.element != p.at(*host).id || !tok.timers.contains(&job.id) {
-                    return Ok(());
-                }
-                self.history(inst, &job.element, "timer_fired");
-                let scope = tok.scope;
-                if *cancel {
-                    self.interrupt(inst, job.token)?;
-                } else if !self.rearm(inst, &job, def)?
-                    && let Some(t) = self.inst(inst).tokens.get_mut(job.token)
-                {
-                    t.timers.retain(|&j| j != job.id);
-                }
-                let new = self.new_token(inst, &job.element, scope);
-                self.queue.push_back(Step::Leave {
-                    inst,
-                    token: new,
-                    element: at,
-                });
-            }
-            ElementKind::TimerCatch { .. } => {
-                let waiting = match &tok.wait {
-                    Wait::Timer { job: j } => *j == job.id,
-                    Wait::Events { timers, .. } => timers.contains(&job.id),
-                    _ => false,
-                };
-                if !waiting {
-                    return Ok(());
-                }
-                let from = self.force_target(inst, job.token, at);
-                self.cancel_wait(inst, job.token)?;
-                self.history(inst, &job.element, "timer_fired");
-                self.queue.push_back(Step::Leave {
-                    inst,
-                    token: job.token,
-                    element: from,
-                });
-            }
-            // the timer of an event subprocess's listener
-            ElementKind::EventSubProcess {
-                trigger: Trigger::Timer(def),
-                interrupting,
-                ..
-            } => {
-                if tok.wait != (Wait::Timer { job: job.id }) {
-                    return Ok(());
-                }
-                // a cycle keeps listening with the same job; else the listener is done
-                if !*interrupting && !self.rearm(inst, &job, def)? {
-                    self.interrupt(inst, job.token)?;
-                }
-                self.start_event_subprocess(inst, tok.scope, at, &Vars::new(), "timer_fired")?;
-            }
-            // a timer job belongs to a timer catch or a timer boundary event;
-            // on anything else (a model changed under a stored job) it is stale
-            ElementKind::Boundary { .. }
-            | ElementKind::NoneStart
-            | ElementKind::MessageStart { .. }
-            | ElementKind::SignalStart { .. }
-            | ElementKind::TimerStart { .. }
-            | ElementKind::ConditionalStart { .. }
-            | ElementKind::AdHoc { .. }
-            | ElementKind::Script { .. }
-            | ElementKind::Decide { .. }
-            | ElementKind::UserTask { .. }
-            | ElementKind::InclusiveGateway { .. }
-            | ElementKind::TerminateEnd
-            | ElementKind::EventGateway
-            | ElementKind::End
-            | ElementKind::ExclusiveGateway { .. }
-            | ElementKind::ParallelGateway
-            | ElementKind::SendTask
-            | ElementKind::ServiceTask { .. }
-            | ElementKind::Delegated { .. }
-            | ElementKind::ReceiveTask { .. }
-            | ElementKind::MessageCatch { .. }
-            | ElementKind::SignalCatch { .. }
-            | ElementKind::SignalThrow { .. }
-            | ElementKind::NoneThrow
-            | ElementKind::Publish { .. }
-            | ElementKind::SubProcess { .. }
-            | ElementKind::ErrorEnd { .. }
-            | ElementKind::Escalation { .. }
-            | ElementKind::EventSubProcess { .. }
-            | ElementKind::CallActivity { .. }
-            | ElementKind::Link { .. }
-            | ElementKind::ConditionalCatch { .. }
-            | ElementKind::WaitState
-            | ElementKind::Compensate { .. }
-            | ElementKind::CancelEnd { .. }
-            | ElementKind::Task { .. } => {}
-        }
+        self.timer_due(&job, &tok, at)?;
         self.run()
     }
 }

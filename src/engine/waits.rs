@@ -74,7 +74,7 @@ impl<'a, 't> Engine<'a, 't> {
         else {
             return 0;
         };
-        if p.at(at).kind != ElementKind::EventGateway {
+        if p.at(at).kind != ElementKind::Gateway(GatewayKind::Event) {
             return at;
         }
         let Some(target) = p
@@ -439,7 +439,7 @@ impl<'a, 't> Engine<'a, 't> {
         // gateway before anything is registered
         let mut timer_defs = HashMap::new();
         for &t in &targets {
-            if let ElementKind::TimerCatch { timer } = &p.at(t).kind {
+            if let family::Branch::Timer(timer) = family::branch(&p.at(t).kind) {
                 match self.timer_for(inst, token, &p.at(t).id, timer)? {
                     Ok(def) => {
                         timer_defs.insert(t, def);
@@ -453,7 +453,7 @@ impl<'a, 't> Engine<'a, 't> {
         }
         let mut messages = Vec::new();
         for &t in &targets {
-            if let Some(m) = p.at(t).kind.waits_for_message() {
+            if let family::Branch::Message(m) = family::branch(&p.at(t).kind) {
                 let by = Catcher::Branch(&p.at(t).id);
                 let Some(key) = self.catch_key(inst, token, &gateway, m, by)? else {
                     return Ok(());
@@ -477,9 +477,9 @@ impl<'a, 't> Engine<'a, 't> {
         let mut signals = Vec::new();
         let mut timers = Vec::new();
         for &t in &targets {
-            match &p.at(t).kind {
-                ElementKind::SignalCatch { signal } => signals.push(signal.clone()),
-                ElementKind::TimerCatch { timer } => {
+            match family::branch(&p.at(t).kind) {
+                family::Branch::Signal(signal) => signals.push(signal.to_string()),
+                family::Branch::Timer(timer) => {
                     // read above: a variable timer's value is at hand
                     let timer = timer_defs.get(&t).map_or(timer, |d| d.as_ref());
                     let target = p.at(t).id.clone();
@@ -491,42 +491,9 @@ impl<'a, 't> Engine<'a, 't> {
                         }
                     }
                 }
-                // message branches were registered above
-                ElementKind::MessageCatch { .. } | ElementKind::ReceiveTask { .. } => {}
-                // the parser refuses any other element after an event-based gateway
-                ElementKind::NoneStart
-                | ElementKind::MessageStart { .. }
-                | ElementKind::SignalStart { .. }
-                | ElementKind::TimerStart { .. }
-                | ElementKind::ConditionalStart { .. }
-                | ElementKind::AdHoc { .. }
-                | ElementKind::Script { .. }
-                | ElementKind::Decide { .. }
-                | ElementKind::UserTask { .. }
-                | ElementKind::InclusiveGateway { .. }
-                | ElementKind::TerminateEnd
-                | ElementKind::EventGateway
-                | ElementKind::Boundary { .. }
-                | ElementKind::End
-                | ElementKind::ExclusiveGateway { .. }
-                | ElementKind::ParallelGateway
-                | ElementKind::SendTask
-                | ElementKind::ServiceTask { .. }
-                | ElementKind::Delegated { .. }
-                | ElementKind::SignalThrow { .. }
-                | ElementKind::NoneThrow
-                | ElementKind::Publish { .. }
-                | ElementKind::SubProcess { .. }
-                | ElementKind::ErrorEnd { .. }
-                | ElementKind::Escalation { .. }
-                | ElementKind::EventSubProcess { .. }
-                | ElementKind::CallActivity { .. }
-                | ElementKind::Link { .. }
-                | ElementKind::ConditionalCatch { .. }
-                | ElementKind::WaitState
-                | ElementKind::Compensate { .. }
-                | ElementKind::CancelEnd { .. }
-                | ElementKind::Task { .. } => {}
+                // message branches were registered above; the parser
+                // refuses any other element after an event-based gateway
+                family::Branch::Message(_) | family::Branch::None => {}
             }
         }
         // the wait holds the subscriptions (the store derives their rows)

@@ -11,11 +11,15 @@ pub mod dmn;
 pub(crate) mod expr;
 pub mod feel;
 pub mod iso;
+mod kinds;
 mod parse;
 mod process;
 mod timer;
 mod vars;
 
+pub use kinds::{
+    ActivityKind, CatchKind, ElementKind, GatewayKind, ScopeKind, StartKind, ThrowKind,
+};
 pub use process::{Process, key_names, key_string};
 pub use timer::{TimerDef, TimerField};
 
@@ -50,7 +54,8 @@ pub struct Element {
     pub line: u32,
     /// Retry policy of the element's jobs, when the model sets one.
     pub retry: Option<Retry>,
-    /// Boundary events attached to this element (indices into [`Process::elements`]).
+    /// Boundary events attached to this element (indices into
+    /// [`Process::elements`]).
     pub boundaries: Vec<usize>,
     /// asyncAfter, variable mappings, loops and task headers.
     pub extras: Extras,
@@ -96,7 +101,8 @@ pub struct MultiInstance {
     /// `completionCondition`: evaluated after each inner instance completes,
     /// seeing its variables and `nrOfInstances`, `nrOfCompletedInstances`,
     /// `nrOfActiveInstances` (also as Zeebe names them: `numberOfInstances`,
-    /// `numberOfCompletedInstances`, `numberOfActiveInstances`); when it holds, the remaining inner instances
+    /// `numberOfCompletedInstances`, `numberOfActiveInstances`); when it holds,
+    /// the remaining inner instances
     /// are cancelled and the activity completes.
     pub completion: Option<Expr>,
     /// Zeebe `outputCollection`: a list with one entry per item, filled in
@@ -200,289 +206,14 @@ pub fn mapped(
         .collect()
 }
 
-/// How often a failing job of an element is tried, and how long to wait between.
+/// How often a failing job of an element is tried, and how long to wait
+/// between.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Retry {
     /// Attempts in all (the first one included).
     pub attempts: u32,
     /// Fixed delay between attempts; `None` uses the engine's exponential backoff.
     pub delay: Option<crate::clock::Millis>,
-}
-
-/// What a flow node does.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ElementKind {
-    /// A start event without trigger: `start` begins here.
-    NoneStart,
-    /// A message start event: a message of this name starts an instance.
-    MessageStart {
-        /// The message name.
-        message: String,
-    },
-    /// Intermediate timer catch event.
-    TimerCatch {
-        /// When it fires.
-        timer: TimerDef,
-    },
-    /// Event-based gateway: the first of its target events to happen wins.
-    EventGateway,
-    /// A boundary event on a task (`host` indexes [`Process::elements`]).
-    Boundary {
-        /// The activity it is attached to.
-        host: usize,
-        /// Interrupting (`cancelActivity`, the default) or not.
-        cancel: bool,
-        /// What triggers it.
-        trigger: Trigger,
-    },
-    /// An end event: the token ends here.
-    End,
-    /// Takes the first outgoing flow whose condition holds, else the default.
-    ExclusiveGateway {
-        /// The default flow (index into [`Process::flows`]).
-        default: Option<usize>,
-    },
-    /// Forks to every outgoing flow; joins all incoming ones.
-    ParallelGateway,
-    /// A send task of a definition stored before unbound send tasks became
-    /// jobs ([`Delegated::Send`]): it passes through, as it did when that
-    /// version was deployed (a stored version keeps its meaning). The parser no
-    /// longer produces it.
-    SendTask,
-    /// Waits as a job on `topic` until a handler or worker completes it.
-    ServiceTask {
-        /// The topic workers fetch its jobs by.
-        topic: String,
-    },
-    /// Waits for a message, like a message catch event.
-    ReceiveTask {
-        /// The message name.
-        message: String,
-    },
-    /// Intermediate message catch event.
-    MessageCatch {
-        /// The message name.
-        message: String,
-    },
-    /// Intermediate signal catch event: waits for a broadcast.
-    SignalCatch {
-        /// The signal name.
-        signal: String,
-    },
-    /// Intermediate signal throw event: broadcasts and moves on.
-    SignalThrow {
-        /// The signal name.
-        signal: String,
-    },
-    /// An intermediate throw event without definition: a pass-through.
-    NoneThrow,
-    /// A send task bound to a broker topic: an outbox job on
-    /// `pubsub:TOPIC` that completes when the broker confirmed the publish.
-    /// (Stored definitions encode variants by position: new ones go last.)
-    Publish {
-        /// The job topic (`pubsub:` and the broker topic).
-        topic: String,
-    },
-    /// A plain `task` or a `manualTask`: no behaviour in the engine, the token
-    /// passes through (BPMN: work done outside any system).
-    Task {
-        /// A `manualTask` (else a plain `task`).
-        manual: bool,
-    },
-    /// A `scriptTask` or `businessRuleTask` postfach does not evaluate itself
-    /// (a script language, a decision given by an expression, an external
-    /// task): it waits as a job on `topic`, like a service task, and the job
-    /// carries what to evaluate.
-    Delegated {
-        /// The topic workers fetch its jobs by.
-        topic: String,
-        /// What the worker is asked to evaluate.
-        work: Delegated,
-    },
-    /// A timer start event: the deployed version's schedule starts instances.
-    TimerStart {
-        /// When it fires.
-        timer: TimerDef,
-    },
-    /// A user task: a wait state with a task record in the task list, done by
-    /// a person through `claim` and `complete`.
-    UserTask {
-        /// Who may or should do it, as the model writes it.
-        spec: UserTaskSpec,
-    },
-    /// Inclusive gateway: forks on every flow whose condition holds (the
-    /// default flow when none does); as a join it waits until no other token
-    /// of the instance can still reach it.
-    InclusiveGateway {
-        /// The default flow (index into [`Process::flows`]).
-        default: Option<usize>,
-    },
-    /// A terminate end event: ends its scope at once (the instance, or the
-    /// embedded subprocess it is in), withdrawing every other token of that
-    /// scope with its waits, jobs, timers and user tasks.
-    TerminateEnd,
-    /// An embedded subprocess: a scope. The token that enters it rests here
-    /// (holding the boundary events) while tokens inside run from `start`; it
-    /// completes when the last token inside has ended.
-    SubProcess {
-        /// Its none start event (index into [`Process::elements`]).
-        start: usize,
-        /// The flow nodes directly inside it (indices), nested scopes' own
-        /// elements not included.
-        children: Vec<usize>,
-    },
-    /// An error end event: throws BPMN error `code` to the error boundary
-    /// events of the subprocesses around it (innermost first); the scope that
-    /// catches it is cancelled. Uncaught, it is an incident.
-    ErrorEnd {
-        /// The error code (from the `<error>` its `errorRef` names).
-        code: Option<String>,
-    },
-    /// An escalation end or intermediate throw event: escalates `code` to the
-    /// escalation boundary events of the subprocesses around it. An
-    /// interrupting catcher cancels its scope; otherwise (and when nothing
-    /// catches it) the token goes on (throw) or ends (end event).
-    Escalation {
-        /// The escalation code (from the `<escalation>` its `escalationRef` names).
-        code: Option<String>,
-        /// An end event (else an intermediate throw event).
-        end: bool,
-    },
-    /// An event subprocess (`triggeredByEvent="true"`) of the process or of
-    /// the subprocess it is in: while that scope is active, `trigger` (a
-    /// message, timer or signal; or an error or escalation thrown inside the
-    /// scope) starts it at `start`. An interrupting one first cancels
-    /// everything else in the scope; a non-interrupting one runs beside it,
-    /// once per event. It has no sequence flows.
-    EventSubProcess {
-        /// Its start event (index into [`Process::elements`]); the trigger is
-        /// kept here, the start event itself is a plain start.
-        start: usize,
-        /// The flow nodes directly inside it (indices).
-        children: Vec<usize>,
-        /// What starts it.
-        trigger: Trigger,
-        /// `isInterrupting` of its start event (default true).
-        interrupting: bool,
-    },
-    /// A call activity: starts an instance of `process` (a child) and waits
-    /// until it ends; cancelling the call activity cancels the child.
-    CallActivity {
-        /// The called process id, or `=PATH`: the process id is the string
-        /// value of that variable (or path) when the activity starts (written
-        /// `${name}`, `#{name}` or `=name` in the model; see
-        /// [`called_process_variable`]).
-        process: String,
-        /// The version called; `None`: the latest deployed when it is called.
-        version: Option<u32>,
-        /// The variables the child starts with.
-        inputs: VarPass,
-        /// The child's variables that come back when it completes.
-        outputs: VarPass,
-    },
-    /// A link event: a throw continues at the catch of the same name in
-    /// the same scope (an off-page connector). The parser joins each throw
-    /// to its catch with a flow, so both pass the token through.
-    Link {
-        /// The link's name.
-        name: String,
-        /// The catch event (else the throw event).
-        catch: bool,
-    },
-    /// Intermediate conditional catch event: the token passes when its
-    /// condition holds — at once, or after a command that changed the
-    /// instance's variables.
-    ConditionalCatch {
-        /// The condition (a failed evaluation counts as not holding).
-        condition: Expr,
-    },
-    /// A signal start event: a broadcast of this signal starts an instance
-    /// of the latest version (on partition 0 of a cluster).
-    SignalStart {
-        /// The signal name.
-        signal: String,
-    },
-    /// A receive task or intermediate catch event without an event
-    /// definition: a wait state — the token rests until a caller triggers it
-    /// (Flowable's `trigger`, Camunda 7's `signal`). (Stored in definitions:
-    /// new variants go last.)
-    WaitState,
-    /// A compensation intermediate throw or end event: the compensation
-    /// handlers of the activities completed in its scope (or only those of
-    /// `activity`) run, in reverse order of completion; with `wait` the
-    /// token moves on (or ends) when they have completed.
-    Compensate {
-        /// `activityRef`: compensate only this activity (index into
-        /// [`Process::elements`]); `None`: the whole scope.
-        activity: Option<usize>,
-        /// `waitForCompletion` (default true).
-        wait: bool,
-        /// An end event (else an intermediate throw event).
-        end: bool,
-    },
-    /// A cancel end event inside a transaction subprocess: everything else
-    /// in the transaction is withdrawn, its completed activities are
-    /// compensated, and it is left by its cancel boundary event.
-    CancelEnd {
-        /// The transaction subprocess (index into [`Process::elements`]).
-        transaction: usize,
-    },
-    /// A conditional start event: variables offered to the processes with
-    /// conditional starts (`postfach conditions`, `POST /conditions`) start
-    /// an instance of the latest version where its condition holds over
-    /// them (Camunda 7's `evaluateStartConditions`).
-    ConditionalStart {
-        /// The condition (a failed evaluation counts as not holding).
-        condition: Expr,
-    },
-    /// An ad-hoc subprocess: a scope whose activities without incoming
-    /// flows run when a caller activates them (Flowable's
-    /// `executeActivityInAdhocSubProcess`), or, with Zeebe's
-    /// `activeElementsCollection`, those the collection names when it
-    /// starts. It completes when its completion condition holds after an
-    /// inner activity completed (the others cancelled unless
-    /// `cancelRemainingInstances="false"`), when a caller completes it with
-    /// nothing running, or — with a collection and no condition — when the
-    /// last activated activity has completed.
-    AdHoc {
-        /// The flow nodes directly inside it (indices).
-        children: Vec<usize>,
-        /// `completionCondition`, asked after each inner activity completed.
-        completion: Option<Expr>,
-        /// `cancelRemainingInstances` (default true).
-        cancel_remaining: bool,
-        /// `ordering="Sequential"`: one activity at a time.
-        sequential: bool,
-        /// Zeebe `activeElementsCollection`: the ids of the activities to
-        /// activate when it starts.
-        active_elements: Option<Expr>,
-    },
-    /// A script task the engine evaluates itself (Zeebe `zeebe:script`
-    /// with a FEEL expression): its value goes to `result_variable` and the
-    /// token moves on in the same step; no job, no worker.
-    Script {
-        /// The FEEL expression.
-        expression: Expr,
-        /// `resultVariable`.
-        result_variable: String,
-    },
-    /// A business rule task the engine decides itself (feature `feel`): the
-    /// latest deployed version of the DMN decision is evaluated in the step
-    /// the token arrives in, its result set as `mapping` says.
-    Decide {
-        /// The decision's id (`zeebe:calledDecision decisionId`,
-        /// `camunda:decisionRef`, `flowable:decisionTableReferenceKey`).
-        decision: String,
-        /// The version the model binds (`camunda:decisionRefBinding="version"`
-        /// with `decisionRefVersion`); `None`: the latest when the token
-        /// arrives.
-        version: Option<u32>,
-        /// The variable the result goes to (`resultVariable`); `None` keeps
-        /// no result (unless `mapping` is [`DecisionMapping::Outputs`]).
-        result_variable: Option<String>,
-        /// How the result becomes the variable's value.
-        mapping: DecisionMapping,
-    },
 }
 
 /// How a decision's result becomes a variable (Camunda 7's
@@ -663,7 +394,8 @@ pub enum Delegated {
         /// The variable the result is stored in, if the model names one.
         result_variable: Option<String>,
     },
-    /// A decision: the DMN decision to evaluate and the variable its result goes to.
+    /// A decision: the DMN decision to evaluate and the variable its result
+    /// goes to.
     Decision {
         /// The decision's id or key, if the model names one.
         decision: Option<String>,
@@ -701,122 +433,6 @@ pub fn called_process_variable(process: &str) -> Option<&str> {
 /// travels in the override map (beside message name → key variable).
 pub fn send_topic_override(element: &str) -> String {
     format!("sendTask:{element}")
-}
-
-impl ElementKind {
-    /// A short name for listings and errors.
-    pub fn label(&self) -> &'static str {
-        match self {
-            ElementKind::NoneStart => "startEvent",
-            ElementKind::WaitState => {
-                "wait state (receiveTask or intermediateCatchEvent without a definition)"
-            }
-            ElementKind::TimerCatch { .. } => "intermediateCatchEvent(timer)",
-            ElementKind::EventGateway => "eventBasedGateway",
-            ElementKind::Boundary { .. } => "boundaryEvent",
-            ElementKind::MessageStart { .. } => "messageStartEvent",
-            ElementKind::SignalStart { .. } => "signalStartEvent",
-            ElementKind::End => "endEvent",
-            ElementKind::ExclusiveGateway { .. } => "exclusiveGateway",
-            ElementKind::ParallelGateway => "parallelGateway",
-            ElementKind::SendTask => "sendTask",
-            ElementKind::ServiceTask { .. } => "serviceTask",
-            ElementKind::ReceiveTask { .. } => "receiveTask",
-            ElementKind::MessageCatch { .. } => "intermediateCatchEvent(message)",
-            ElementKind::SignalCatch { .. } => "intermediateCatchEvent(signal)",
-            ElementKind::SignalThrow { .. } => "intermediateThrowEvent(signal)",
-            ElementKind::NoneThrow => "intermediateThrowEvent",
-            ElementKind::Publish { .. } => "sendTask",
-            ElementKind::Task { manual: false } => "task",
-            ElementKind::Task { manual: true } => "manualTask",
-            ElementKind::Delegated {
-                work: Delegated::Script { .. },
-                ..
-            } => "scriptTask",
-            ElementKind::Delegated {
-                work: Delegated::Decision { .. },
-                ..
-            } => "businessRuleTask",
-            ElementKind::Delegated {
-                work: Delegated::Message { end: false, .. },
-                ..
-            } => "intermediateThrowEvent(message)",
-            ElementKind::Delegated {
-                work: Delegated::Message { end: true, .. },
-                ..
-            } => "endEvent(message)",
-            ElementKind::Delegated {
-                work: Delegated::Send { .. },
-                ..
-            } => "sendTask",
-            ElementKind::TimerStart { .. } => "startEvent(timer)",
-            ElementKind::UserTask { .. } => "userTask",
-            ElementKind::InclusiveGateway { .. } => "inclusiveGateway",
-            ElementKind::TerminateEnd => "endEvent(terminate)",
-            ElementKind::SubProcess { .. } => "subProcess",
-            ElementKind::EventSubProcess { .. } => "subProcess(event)",
-            ElementKind::CallActivity { .. } => "callActivity",
-            ElementKind::ErrorEnd { .. } => "endEvent(error)",
-            ElementKind::Escalation { end: true, .. } => "endEvent(escalation)",
-            ElementKind::Escalation { end: false, .. } => "intermediateThrowEvent(escalation)",
-            ElementKind::Link { catch: true, .. } => "intermediateCatchEvent(link)",
-            ElementKind::Link { catch: false, .. } => "intermediateThrowEvent(link)",
-            ElementKind::ConditionalCatch { .. } => "intermediateCatchEvent(conditional)",
-            ElementKind::Compensate { end: true, .. } => "endEvent(compensate)",
-            ElementKind::Compensate { end: false, .. } => "intermediateThrowEvent(compensate)",
-            ElementKind::CancelEnd { .. } => "endEvent(cancel)",
-            ElementKind::ConditionalStart { .. } => "startEvent(conditional)",
-            ElementKind::AdHoc { .. } => "adHocSubProcess",
-            ElementKind::Script { .. } => "scriptTask(FEEL)",
-            ElementKind::Decide { .. } => "businessRuleTask(DMN)",
-        }
-    }
-
-    /// The message this element waits for, if it is a message wait state.
-    pub fn waits_for_message(&self) -> Option<&str> {
-        match self {
-            ElementKind::ReceiveTask { message }
-            | ElementKind::MessageCatch { message }
-            | ElementKind::Boundary {
-                trigger: Trigger::Message { message },
-                ..
-            }
-            | ElementKind::EventSubProcess {
-                trigger: Trigger::Message { message },
-                ..
-            } => Some(message),
-            _ => None,
-        }
-    }
-}
-
-impl ElementKind {
-    /// The signal this element catches (a start, a wait, a boundary, an
-    /// event subprocess), if any.
-    pub fn catches_signal(&self) -> Option<&str> {
-        match self {
-            ElementKind::SignalStart { signal }
-            | ElementKind::SignalCatch { signal }
-            | ElementKind::Boundary {
-                trigger: Trigger::Signal { signal },
-                ..
-            }
-            | ElementKind::EventSubProcess {
-                trigger: Trigger::Signal { signal },
-                ..
-            } => Some(signal),
-            _ => None,
-        }
-    }
-
-    /// The message this element catches: a message wait state, or a
-    /// message start event.
-    pub fn catches_message(&self) -> Option<&str> {
-        match self {
-            ElementKind::MessageStart { message } => Some(message),
-            other => other.waits_for_message(),
-        }
-    }
 }
 
 /// The value at `path` (`name` or `a.b.c`) of `vars`.

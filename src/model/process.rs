@@ -86,9 +86,9 @@ impl Process {
         let n = self.elements.len();
         self.parent = vec![None; n];
         for (i, e) in self.elements.iter().enumerate() {
-            if let ElementKind::SubProcess { children, .. }
-            | ElementKind::EventSubProcess { children, .. }
-            | ElementKind::AdHoc { children, .. } = &e.kind
+            if let ElementKind::Scope(ScopeKind::SubProcess { children, .. })
+            | ElementKind::Scope(ScopeKind::EventSubProcess { children, .. })
+            | ElementKind::Scope(ScopeKind::AdHoc { children, .. }) = &e.kind
             {
                 for &c in children.iter().filter(|&&c| c < n && c != i) {
                     self.parent[c] = Some(i);
@@ -97,8 +97,10 @@ impl Process {
         }
         self.event_subprocesses = (0..n)
             .filter(|&i| {
-                matches!(self.elements[i].kind, ElementKind::EventSubProcess { .. })
-                    && self.parent[i].is_none()
+                matches!(
+                    self.elements[i].kind,
+                    ElementKind::Scope(ScopeKind::EventSubProcess { .. })
+                ) && self.parent[i].is_none()
             })
             .collect();
         self.compensates = self.elements.iter().any(|e| {
@@ -107,21 +109,23 @@ impl Process {
                 ElementKind::Boundary {
                     trigger: Trigger::Compensation { .. },
                     ..
-                } | ElementKind::EventSubProcess {
+                } | ElementKind::Scope(ScopeKind::EventSubProcess {
                     trigger: Trigger::Compensation { .. },
                     ..
-                }
+                })
             )
         });
         self.ad_hoc = self
             .elements
             .iter()
-            .any(|e| matches!(e.kind, ElementKind::AdHoc { .. }));
+            .any(|e| matches!(e.kind, ElementKind::Scope(ScopeKind::AdHoc { .. })));
         self.reach = self.reach_sets();
         self.boundary_reach = (0..n)
             .map(|i| {
                 let e = &self.elements[i];
-                if !matches!(e.kind, ElementKind::SubProcess { .. }) || e.boundaries.is_empty() {
+                if !matches!(e.kind, ElementKind::Scope(ScopeKind::SubProcess { .. }))
+                    || e.boundaries.is_empty()
+                {
                     return std::sync::Arc::from(Vec::new());
                 }
                 let mut all: Vec<String> = e
@@ -147,19 +151,21 @@ impl Process {
         // into a subprocess at its start, and to its event subprocesses
         // (listening from the moment it is entered)
         let (start, inner): (Option<usize>, &[usize]) = match &el.kind {
-            ElementKind::SubProcess { start, children } => (Some(*start), children),
-            ElementKind::EventSubProcess { start, .. } => (Some(*start), &[]),
+            ElementKind::Scope(ScopeKind::SubProcess { start, children }) => {
+                (Some(*start), children)
+            }
+            ElementKind::Scope(ScopeKind::EventSubProcess { start, .. }) => (Some(*start), &[]),
             _ => (None, &[]),
         };
         let listeners = inner.iter().copied().filter(move |&c| {
             matches!(
                 self.elements.get(c).map(|e| &e.kind),
-                Some(ElementKind::EventSubProcess { .. })
+                Some(ElementKind::Scope(ScopeKind::EventSubProcess { .. }))
             )
         });
         // an ad-hoc subprocess may run any of its activities without incoming flows
         let ad_hoc: &[usize] = match &el.kind {
-            ElementKind::AdHoc { children, .. } => children,
+            ElementKind::Scope(ScopeKind::AdHoc { children, .. }) => children,
             _ => &[],
         };
         let activatable = ad_hoc
@@ -212,7 +218,8 @@ impl Process {
     /// its children without incoming flows that are activities (not
     /// events, gateways, or compensation handlers).
     pub fn ad_hoc_enabled(&self, idx: usize) -> Vec<usize> {
-        let Some(ElementKind::AdHoc { children, .. }) = self.elements.get(idx).map(|e| &e.kind)
+        let Some(ElementKind::Scope(ScopeKind::AdHoc { children, .. })) =
+            self.elements.get(idx).map(|e| &e.kind)
         else {
             return Vec::new();
         };
@@ -261,10 +268,10 @@ impl Process {
             .find(|&e| {
                 matches!(
                     self.elements[e].kind,
-                    ElementKind::EventSubProcess {
+                    ElementKind::Scope(ScopeKind::EventSubProcess {
                         trigger: Trigger::Compensation { .. },
                         ..
-                    }
+                    })
                 )
             })
     }
@@ -282,15 +289,15 @@ impl Process {
         };
         match self.elements.get(c).map(|e| &e.kind) {
             Some(
-                ElementKind::SubProcess { children, .. }
-                | ElementKind::EventSubProcess { children, .. },
+                ElementKind::Scope(ScopeKind::SubProcess { children, .. })
+                | ElementKind::Scope(ScopeKind::EventSubProcess { children, .. }),
             ) => children
                 .iter()
                 .copied()
                 .filter(|&i| {
                     matches!(
                         self.elements.get(i).map(|e| &e.kind),
-                        Some(ElementKind::EventSubProcess { .. })
+                        Some(ElementKind::Scope(ScopeKind::EventSubProcess { .. }))
                     )
                 })
                 .collect(),
@@ -430,7 +437,9 @@ impl Process {
         self.elements
             .iter()
             .enumerate()
-            .find(|(i, e)| e.kind == ElementKind::NoneStart && self.parent_of(*i).is_none())
+            .find(|(i, e)| {
+                e.kind == ElementKind::Start(StartKind::Plain) && self.parent_of(*i).is_none()
+            })
             .map(|(_, e)| e)
     }
 
@@ -438,7 +447,7 @@ impl Process {
     pub fn message_start(&self, message: &str) -> Option<&Element> {
         self.elements
             .iter()
-            .find(|e| matches!(&e.kind, ElementKind::MessageStart { message: m } if m == message))
+            .find(|e| matches!(&e.kind, ElementKind::Start(StartKind::Message { message: m }) if m == message))
     }
 
     /// The correlation key of `message` in `vars`: the value of its key
@@ -479,15 +488,15 @@ impl Process {
         self.elements
             .iter()
             .filter(|e| match &e.kind {
-                ElementKind::MessageStart { message: m } => m == message,
+                ElementKind::Start(StartKind::Message { message: m }) => m == message,
                 ElementKind::Boundary {
                     trigger: Trigger::Message { message: m },
                     ..
                 }
-                | ElementKind::EventSubProcess {
+                | ElementKind::Scope(ScopeKind::EventSubProcess {
                     trigger: Trigger::Message { message: m },
                     ..
-                } => m == message,
+                }) => m == message,
                 kind => kind.waits_for_message() == Some(message),
             })
             .map(|e| e.id.as_str())
@@ -500,7 +509,7 @@ impl Process {
             .iter()
             .enumerate()
             .filter_map(|(i, e)| match &e.kind {
-                ElementKind::TimerStart { timer } => Some((i, timer)),
+                ElementKind::Start(StartKind::Timer { timer }) => Some((i, timer)),
                 _ => None,
             })
     }
@@ -510,7 +519,12 @@ impl Process {
     pub fn event_subprocess_count(&self) -> usize {
         self.elements
             .iter()
-            .filter(|e| matches!(e.kind, ElementKind::EventSubProcess { .. }))
+            .filter(|e| {
+                matches!(
+                    e.kind,
+                    ElementKind::Scope(ScopeKind::EventSubProcess { .. })
+                )
+            })
             .count()
     }
 
@@ -520,15 +534,15 @@ impl Process {
         self.elements.iter().any(|e| {
             matches!(
                 e.kind,
-                ElementKind::ConditionalCatch { .. }
+                ElementKind::Catch(CatchKind::Conditional { .. })
                     | ElementKind::Boundary {
                         trigger: Trigger::Condition { .. },
                         ..
                     }
-                    | ElementKind::EventSubProcess {
+                    | ElementKind::Scope(ScopeKind::EventSubProcess {
                         trigger: Trigger::Condition { .. },
                         ..
-                    }
+                    })
             )
         })
     }
@@ -537,9 +551,10 @@ impl Process {
     /// one incoming flow): only then must every token be asked whether it
     /// still can reach one.
     pub fn has_inclusive_join(&self) -> bool {
-        self.elements
-            .iter()
-            .any(|e| matches!(e.kind, ElementKind::InclusiveGateway { .. }) && e.incoming.len() > 1)
+        self.elements.iter().any(|e| {
+            matches!(e.kind, ElementKind::Gateway(GatewayKind::Inclusive { .. }))
+                && e.incoming.len() > 1
+        })
     }
 
     /// Whether a token at element `from` can still get to element `to` along
@@ -562,7 +577,7 @@ impl Process {
     /// Message names that start this process.
     pub fn start_messages(&self) -> impl Iterator<Item = &str> {
         self.elements.iter().filter_map(|e| match &e.kind {
-            ElementKind::MessageStart { message } => Some(message.as_str()),
+            ElementKind::Start(StartKind::Message { message }) => Some(message.as_str()),
             _ => None,
         })
     }

@@ -33,11 +33,11 @@ fn graph(n: usize, edges: &[(usize, usize)]) -> Process {
             id: format!("e{i}"),
             name: None,
             kind: if i % 3 == 0 {
-                ElementKind::MessageCatch {
+                ElementKind::Catch(CatchKind::Message {
                     message: format!("m{}", i % 7),
-                }
+                })
             } else {
-                ElementKind::NoneThrow
+                ElementKind::Throw(ThrowKind::Plain)
             },
             incoming: Vec::new(),
             outgoing: Vec::new(),

@@ -879,7 +879,10 @@ fn boundary_problems(
         let inside = !inner
             && match &t.wait {
                 Wait::Task { .. } | Wait::Scope | Wait::Child { .. } | Wait::Body { .. } => true,
-                Wait::Message { .. } => matches!(p.at(host).kind, ElementKind::ReceiveTask { .. }),
+                Wait::Message { .. } => matches!(
+                    p.at(host).kind,
+                    ElementKind::Activity(crate::model::ActivityKind::ReceiveTask { .. })
+                ),
                 // a wait state holds its activity's boundary events
                 Wait::Trigger => true,
                 Wait::Job { job } => task_jobs.contains(job),

@@ -12,7 +12,7 @@
 use super::context::{Cx, is_true, issue};
 use super::scopes::{event_subprocess, runs_multi_instance};
 use super::xml::Node;
-use crate::model::{Element, ElementKind, Trigger};
+use crate::model::{Element, ElementKind, ScopeKind, ThrowKind, Trigger};
 use std::collections::HashMap;
 
 /// Resolves what compensation and transactions refer to (see the module
@@ -80,7 +80,7 @@ pub(super) fn resolve(
                 "cancel boundary event on '{}', which is not a transaction: only a transaction is cancelled",
                 elements[*host].id
             )),
-            ElementKind::CancelEnd { .. } => match parents[i] {
+            ElementKind::Throw(ThrowKind::Cancel { .. }) => match parents[i] {
                 Some(tx) if nodes[tx].name == "transaction" => {
                     let cancels = elements[tx]
                         .boundaries
@@ -95,7 +95,7 @@ pub(super) fn resolve(
                             )
                         })
                         .count();
-                    elements[i].kind = ElementKind::CancelEnd { transaction: tx };
+                    elements[i].kind = ElementKind::Throw(ThrowKind::Cancel { transaction: tx });
                     match cancels {
                         1 => None,
                         0 => Some(format!("transaction '{}' has no cancel boundary event: a cancel end event leaves the transaction by one", elements[tx].id)),
@@ -104,11 +104,11 @@ pub(super) fn resolve(
                 }
                 _ => Some("cancel end event outside a transaction: it cancels the transaction it is directly inside".into()),
             },
-            ElementKind::Compensate { .. } => activity_ref(cx, i, index, parents, nodes, elements),
-            ElementKind::EventSubProcess {
+            ElementKind::Throw(ThrowKind::Compensate { .. }) => activity_ref(cx, i, index, parents, nodes, elements),
+            ElementKind::Scope(ScopeKind::EventSubProcess {
                 trigger: Trigger::Compensation { .. },
                 ..
-            } => compensation_event_subprocess(i, parents, nodes, elements),
+            }) => compensation_event_subprocess(i, parents, nodes, elements),
             _ if is_true(nodes[i].attr("isForCompensation")) => {
                 (!elements[i].incoming.is_empty() || !elements[i].outgoing.is_empty()).then(|| {
                     "a compensation handler (isForCompensation) has no sequence flows: compensation starts it, and it ends when it completes".to_string()
@@ -185,7 +185,7 @@ fn activity_ref(
             "activityRef '{r}' is not an activity of the scope this event compensates: name an activity beside it"
         ));
     }
-    if let ElementKind::Compensate { activity, .. } = &mut elements[i].kind {
+    if let ElementKind::Throw(ThrowKind::Compensate { activity, .. }) = &mut elements[i].kind {
         *activity = Some(a);
     }
     None
@@ -209,10 +209,10 @@ fn compensation_event_subprocess(
                 && parents[o] == Some(sp)
                 && matches!(
                     elements[o].kind,
-                    ElementKind::EventSubProcess {
+                    ElementKind::Scope(ScopeKind::EventSubProcess {
                         trigger: Trigger::Compensation { .. },
                         ..
-                    }
+                    })
                 )
         })
         .count();

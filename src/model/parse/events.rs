@@ -12,7 +12,10 @@ use super::context::{Cx, event_definitions, issue, model_key, no_message, no_sig
 use super::scopes::event_subprocess;
 use super::tasks::topic_of;
 use super::xml::Node;
-use crate::model::{Element, ElementKind, Flow, Trigger, parse_condition};
+use crate::model::{
+    ActivityKind, CatchKind, Element, ElementKind, Flow, ScopeKind, StartKind, ThrowKind, Trigger,
+    parse_condition,
+};
 use std::collections::HashMap;
 
 /// The element kind of event `n` (directly inside `container`, a subprocess,
@@ -87,7 +90,7 @@ fn event_subprocess_start(
     if let Some(c) = container {
         cx.esp_starts.insert(c.id(), (trigger, interrupting));
     }
-    Some(ElementKind::NoneStart)
+    Some(ElementKind::Start(StartKind::Plain))
 }
 
 /// A start, end, intermediate catch or intermediate throw event on a
@@ -100,14 +103,14 @@ fn flow_event(cx: &mut Cx, n: &Node, evdefs: &[&Node]) -> Option<ElementKind> {
     }
     let def = evdefs.first().map(|d| d.name.as_str());
     let kind = match (name, def) {
-        ("startEvent", None) => ElementKind::NoneStart,
+        ("startEvent", None) => ElementKind::Start(StartKind::Plain),
         ("startEvent", Some("messageEventDefinition")) => {
             let Some((message, key)) = cx.message_of(evdefs[0]) else {
                 cx.problem(no_message(n));
                 return None;
             };
             cx.starts.push((message.clone(), key));
-            ElementKind::MessageStart { message }
+            ElementKind::Start(StartKind::Message { message })
         }
         ("startEvent", Some("timerEventDefinition")) => {
             let timer = timer_of(evdefs[0], cx.defs.quartz_weekdays)
@@ -117,25 +120,25 @@ fn flow_event(cx: &mut Cx, n: &Node, evdefs: &[&Node]) -> Option<ElementKind> {
                 cx.problem(issue(n, format!("a timer start event reads '{path}', but no instance exists yet whose variables it could read: write the time in the model")));
                 return None;
             }
-            ElementKind::TimerStart { timer }
+            ElementKind::Start(StartKind::Timer { timer })
         }
         ("startEvent", Some("conditionalEventDefinition")) => {
             let condition = condition_of(evdefs[0])
                 .map_err(|message| cx.problem(issue(n, message)))
                 .ok()?;
-            ElementKind::ConditionalStart { condition }
+            ElementKind::Start(StartKind::Conditional { condition })
         }
-        ("endEvent", None) => ElementKind::End,
-        ("endEvent", Some("terminateEventDefinition")) => ElementKind::TerminateEnd,
-        ("endEvent", Some("errorEventDefinition")) => ElementKind::ErrorEnd {
+        ("endEvent", None) => ElementKind::Throw(ThrowKind::End),
+        ("endEvent", Some("terminateEventDefinition")) => ElementKind::Throw(ThrowKind::Terminate),
+        ("endEvent", Some("errorEventDefinition")) => ElementKind::Throw(ThrowKind::Error {
             code: cx.error_code(evdefs[0]),
-        },
+        }),
         ("endEvent", Some("escalationEventDefinition"))
         | ("intermediateThrowEvent", Some("escalationEventDefinition")) => {
-            ElementKind::Escalation {
+            ElementKind::Throw(ThrowKind::Escalation {
                 code: cx.escalation_code(evdefs[0]),
                 end: name == "endEvent",
-            }
+            })
         }
         ("intermediateCatchEvent", Some("messageEventDefinition")) => {
             let Some((message, key)) = cx.message_of(evdefs[0]) else {
@@ -146,13 +149,13 @@ fn flow_event(cx: &mut Cx, n: &Node, evdefs: &[&Node]) -> Option<ElementKind> {
                 .or_else(|| model_key(n))
                 .or_else(|| model_key(evdefs[0]));
             cx.catches.push((message.clone(), n.id(), n.line, key));
-            ElementKind::MessageCatch { message }
+            ElementKind::Catch(CatchKind::Message { message })
         }
         ("intermediateCatchEvent", Some("timerEventDefinition")) => {
             let timer = timer_of(evdefs[0], cx.defs.quartz_weekdays)
                 .map_err(|message| cx.problem(issue(n, message)))
                 .ok()?;
-            ElementKind::TimerCatch { timer }
+            ElementKind::Catch(CatchKind::Timer { timer })
         }
         ("intermediateCatchEvent", Some("signalEventDefinition"))
         | ("intermediateThrowEvent", Some("signalEventDefinition"))
@@ -163,14 +166,14 @@ fn flow_event(cx: &mut Cx, n: &Node, evdefs: &[&Node]) -> Option<ElementKind> {
                 return None;
             };
             match name {
-                "intermediateCatchEvent" => ElementKind::SignalCatch { signal },
-                "startEvent" => ElementKind::SignalStart { signal },
+                "intermediateCatchEvent" => ElementKind::Catch(CatchKind::Signal { signal }),
+                "startEvent" => ElementKind::Start(StartKind::Signal { signal }),
                 // a signal end event broadcasts, then its token
                 // ends (it has no outgoing flow)
-                _ => ElementKind::SignalThrow { signal },
+                _ => ElementKind::Throw(ThrowKind::Signal { signal }),
             }
         }
-        ("intermediateThrowEvent", None) => ElementKind::NoneThrow,
+        ("intermediateThrowEvent", None) => ElementKind::Throw(ThrowKind::Plain),
         ("intermediateThrowEvent" | "endEvent", Some("compensateEventDefinition")) => {
             let d = evdefs[0];
             if let Some(r) = d
@@ -181,21 +184,21 @@ fn flow_event(cx: &mut Cx, n: &Node, evdefs: &[&Node]) -> Option<ElementKind> {
                 cx.compensate_refs
                     .insert(n.id(), cx.defs.reference(r).to_string());
             }
-            ElementKind::Compensate {
+            ElementKind::Throw(ThrowKind::Compensate {
                 activity: None,
                 wait: !matches!(d.attr("waitForCompletion"), Some(v) if v.trim().eq_ignore_ascii_case("false")),
                 end: name == "endEvent",
-            }
+            })
         }
         // its transaction is resolved once every element has its index
-        ("endEvent", Some("cancelEventDefinition")) => ElementKind::CancelEnd {
+        ("endEvent", Some("cancelEventDefinition")) => ElementKind::Throw(ThrowKind::Cancel {
             transaction: usize::MAX,
-        },
+        }),
         ("intermediateCatchEvent", Some("conditionalEventDefinition")) => {
             let condition = condition_of(evdefs[0])
                 .map_err(|message| cx.problem(issue(n, message)))
                 .ok()?;
-            ElementKind::ConditionalCatch { condition }
+            ElementKind::Catch(CatchKind::Conditional { condition })
         }
         ("intermediateThrowEvent" | "intermediateCatchEvent", Some("linkEventDefinition")) => {
             let Some(link) = evdefs[0]
@@ -206,26 +209,30 @@ fn flow_event(cx: &mut Cx, n: &Node, evdefs: &[&Node]) -> Option<ElementKind> {
                 cx.problem(issue(n, "linkEventDefinition has no name: a link throw event continues at the link catch event of its name".into()));
                 return None;
             };
-            ElementKind::Link {
-                name: link.to_string(),
-                catch: name == "intermediateCatchEvent",
+            let link = link.to_string();
+            if name == "intermediateCatchEvent" {
+                ElementKind::Catch(CatchKind::Link { name: link })
+            } else {
+                ElementKind::Throw(ThrowKind::Link { name: link })
             }
         }
         // a message throw is work for a worker that sends it: a job
         ("intermediateThrowEvent", Some("messageEventDefinition"))
-        | ("endEvent", Some("messageEventDefinition")) => ElementKind::Delegated {
-            topic: topic_of(n),
-            work: crate::model::Delegated::Message {
-                name: cx.message_of(evdefs[0]).map(|(m, _)| m),
-                end: name == "endEvent",
-            },
-        },
+        | ("endEvent", Some("messageEventDefinition")) => {
+            ElementKind::Activity(ActivityKind::Delegated {
+                topic: topic_of(n),
+                work: crate::model::Delegated::Message {
+                    name: cx.message_of(evdefs[0]).map(|(m, _)| m),
+                    end: name == "endEvent",
+                },
+            })
+        }
         (_, Some(d)) => {
             cx.refuse(n, format!("{name} with {d}"));
             return None;
         }
         // a catch without a definition is a wait state
-        ("intermediateCatchEvent", None) => ElementKind::WaitState,
+        ("intermediateCatchEvent", None) => ElementKind::Activity(ActivityKind::WaitState),
         (_, None) => {
             cx.refuse(n, format!("{name} without event definition"));
             return None;
@@ -352,7 +359,8 @@ pub(super) fn attach_boundary(
                 }
             ) && !matches!(
                 elements[h].kind,
-                ElementKind::SubProcess { .. } | ElementKind::CallActivity { .. }
+                ElementKind::Scope(ScopeKind::SubProcess { .. })
+                    | ElementKind::Activity(ActivityKind::CallActivity { .. })
             ) =>
         {
             format!(
@@ -395,18 +403,31 @@ pub(super) fn attach_boundary(
 /// Whether an element of this kind can have boundary events: the
 /// activities whose token waits inside them.
 fn can_hold_boundaries(kind: &ElementKind) -> bool {
-    matches!(
-        kind,
-        ElementKind::ServiceTask { .. }
-            | ElementKind::Delegated { .. }
-            | ElementKind::UserTask { .. }
-            | ElementKind::SendTask
-            | ElementKind::Publish { .. }
-            | ElementKind::ReceiveTask { .. }
-            | ElementKind::SubProcess { .. }
-            | ElementKind::AdHoc { .. }
-            | ElementKind::CallActivity { .. }
-    )
+    match kind {
+        ElementKind::Activity(kind) => match kind {
+            ActivityKind::ServiceTask { .. }
+            | ActivityKind::Delegated { .. }
+            | ActivityKind::UserTask { .. }
+            | ActivityKind::SendTask
+            | ActivityKind::Publish { .. }
+            | ActivityKind::ReceiveTask { .. }
+            | ActivityKind::CallActivity { .. } => true,
+            // done in the step it starts in, or waiting for nothing a boundary could interrupt
+            ActivityKind::WaitState
+            | ActivityKind::Script { .. }
+            | ActivityKind::Decide { .. }
+            | ActivityKind::Task { .. } => false,
+        },
+        ElementKind::Scope(kind) => match kind {
+            ScopeKind::SubProcess { .. } | ScopeKind::AdHoc { .. } => true,
+            ScopeKind::EventSubProcess { .. } => false,
+        },
+        ElementKind::Start(_)
+        | ElementKind::Catch(_)
+        | ElementKind::Throw(_)
+        | ElementKind::Gateway(_)
+        | ElementKind::Boundary { .. } => false,
+    }
 }
 
 /// Why boundary event `kind` cannot join host `h`: one subscription per
@@ -548,14 +569,14 @@ pub(super) fn link_flows(
 ) {
     let mut catches: HashMap<(Option<usize>, String), usize> = HashMap::new();
     for (i, e) in elements.iter().enumerate() {
-        if let ElementKind::Link { name, catch: true } = &e.kind
+        if let ElementKind::Catch(CatchKind::Link { name }) = &e.kind
             && catches.insert((parents[i], name.clone()), i).is_some()
         {
             issues.push(issue(nodes[i], format!("a second link catch event named '{name}' in this scope: a link throw event must know where it continues")));
         }
     }
     for i in 0..elements.len() {
-        let ElementKind::Link { name, catch: false } = &elements[i].kind else {
+        let ElementKind::Throw(ThrowKind::Link { name }) = &elements[i].kind else {
             continue;
         };
         if !elements[i].outgoing.is_empty() {

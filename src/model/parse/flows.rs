@@ -8,7 +8,7 @@
 use super::Issue;
 use super::context::Cx;
 use super::xml::Node;
-use crate::model::{Element, ElementKind, Flow, parse_condition};
+use crate::model::{Element, ElementKind, Flow, ScopeKind, parse_condition};
 use std::collections::{HashMap, HashSet};
 
 /// The elements of one process and where each sits, as the flows need them.
@@ -95,10 +95,12 @@ pub(super) fn connect(
             )));
             continue;
         }
-        if let Some(e) = [s, t]
-            .into_iter()
-            .find(|&e| matches!(elements[e].kind, ElementKind::EventSubProcess { .. }))
-        {
+        if let Some(e) = [s, t].into_iter().find(|&e| {
+            matches!(
+                elements[e].kind,
+                ElementKind::Scope(ScopeKind::EventSubProcess { .. })
+            )
+        }) {
             cx.problem(problem(format!(
                 "sequence flow touches event subprocess '{}': an event subprocess is started by its event, not by a flow",
                 elements[e].id

@@ -7,16 +7,20 @@
 
 use super::context::{Cx, issue};
 use super::xml::Node;
-use crate::model::{Element, ElementKind, Flow};
+use crate::model::{ActivityKind, CatchKind, Element, ElementKind, Flow, GatewayKind};
 
 /// The element kind of gateway `name`; its default flow is set once the
 /// flows exist ([`resolve`]).
 pub(super) fn kind(name: &str) -> Option<ElementKind> {
     match name {
-        "exclusiveGateway" => Some(ElementKind::ExclusiveGateway { default: None }),
-        "inclusiveGateway" => Some(ElementKind::InclusiveGateway { default: None }),
-        "eventBasedGateway" => Some(ElementKind::EventGateway),
-        "parallelGateway" => Some(ElementKind::ParallelGateway),
+        "exclusiveGateway" => Some(ElementKind::Gateway(GatewayKind::Exclusive {
+            default: None,
+        })),
+        "inclusiveGateway" => Some(ElementKind::Gateway(GatewayKind::Inclusive {
+            default: None,
+        })),
+        "eventBasedGateway" => Some(ElementKind::Gateway(GatewayKind::Event)),
+        "parallelGateway" => Some(ElementKind::Gateway(GatewayKind::Parallel)),
         _ => None,
     }
 }
@@ -24,15 +28,15 @@ pub(super) fn kind(name: &str) -> Option<ElementKind> {
 /// Checks an event-based gateway's targets and sets an exclusive or
 /// inclusive gateway's default flow, for element `i` (node `n`).
 pub(super) fn resolve(cx: &mut Cx, i: usize, n: &Node, flows: &[Flow], elements: &mut [Element]) {
-    if elements[i].kind == ElementKind::EventGateway {
+    if elements[i].kind == ElementKind::Gateway(GatewayKind::Event) {
         for &f in &elements[i].outgoing {
             let t = &elements[flows[f].target];
             if !matches!(
                 t.kind,
-                ElementKind::MessageCatch { .. }
-                    | ElementKind::TimerCatch { .. }
-                    | ElementKind::SignalCatch { .. }
-                    | ElementKind::ReceiveTask { .. }
+                ElementKind::Catch(CatchKind::Message { .. })
+                    | ElementKind::Catch(CatchKind::Timer { .. })
+                    | ElementKind::Catch(CatchKind::Signal { .. })
+                    | ElementKind::Activity(ActivityKind::ReceiveTask { .. })
             ) {
                 cx.problem(issue(n, format!("event-based gateway leads to '{}', which is not a message, timer or signal catch event", t.id)));
             }
@@ -49,9 +53,9 @@ pub(super) fn resolve(cx: &mut Cx, i: usize, n: &Node, flows: &[Flow], elements:
         {
             Some(fi) => {
                 elements[i].kind = if n.name == "inclusiveGateway" {
-                    ElementKind::InclusiveGateway { default: Some(fi) }
+                    ElementKind::Gateway(GatewayKind::Inclusive { default: Some(fi) })
                 } else {
-                    ElementKind::ExclusiveGateway { default: Some(fi) }
+                    ElementKind::Gateway(GatewayKind::Exclusive { default: Some(fi) })
                 }
             }
             None => cx.problem(issue(

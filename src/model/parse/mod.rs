@@ -27,7 +27,7 @@ mod tasks;
 mod vendor;
 mod xml;
 
-use super::{ElementKind, Process};
+use super::{ActivityKind, ElementKind, Process};
 use context::{Cx, Defs};
 /// Whether an element of this kind is an activity (a task, subprocess, call
 /// activity or wait state), as multi-instance and ad-hoc subprocesses ask.
@@ -343,9 +343,10 @@ pub fn parse_report(
         .filter_map(|k| k.strip_prefix("sendTask:"))
     {
         let bound = out.iter().any(|p| {
-            p.elements
-                .iter()
-                .any(|e| e.id == element && matches!(e.kind, ElementKind::Publish { .. }))
+            p.elements.iter().any(|e| {
+                e.id == element
+                    && matches!(e.kind, ElementKind::Activity(ActivityKind::Publish { .. }))
+            })
         });
         if !bound {
             issues.push(Issue {

@@ -84,17 +84,11 @@ pub(super) fn process(p: &Node, cx: &mut Cx) -> Option<Process> {
         gateways::resolve(cx, i, n, &flows, &mut elements);
     }
     compensation::resolve(cx, &tree, &nodes, &index, &parents, &mut elements);
-    if !elements.iter().enumerate().any(|(i, e)| {
-        parents[i].is_none()
-            && matches!(
-                e.kind,
-                ElementKind::NoneStart
-                    | ElementKind::MessageStart { .. }
-                    | ElementKind::SignalStart { .. }
-                    | ElementKind::TimerStart { .. }
-                    | ElementKind::ConditionalStart { .. }
-            )
-    }) {
+    if !elements
+        .iter()
+        .enumerate()
+        .any(|(i, e)| parents[i].is_none() && matches!(e.kind, ElementKind::Start(_)))
+    {
         cx.problem(Issue {
             id: pid.clone(),
             line: p.line,

@@ -10,25 +10,27 @@
 use super::context::{Cx, extension, is_true, issue, strip_feel};
 use super::data::{camunda_source, expression_path, variable_path};
 use super::xml::Node;
-use crate::model::{Element, ElementKind, parse_condition};
+use crate::model::{ActivityKind, Element, ElementKind, ScopeKind, StartKind, parse_condition};
 
 /// The element kind of subprocess or call activity `n`; a subprocess's start
 /// and children are filled in once every element has its index ([`fill`]).
 /// `None` when it has a problem, recorded in `cx`.
 pub(super) fn kind(cx: &mut Cx, n: &Node) -> Option<ElementKind> {
     match n.name.as_str() {
-        "subProcess" if event_subprocess(n) => Some(ElementKind::EventSubProcess {
-            start: usize::MAX,
-            children: Vec::new(),
-            trigger: crate::model::Trigger::Error { code: None },
-            interrupting: true,
-        }),
+        "subProcess" if event_subprocess(n) => {
+            Some(ElementKind::Scope(ScopeKind::EventSubProcess {
+                start: usize::MAX,
+                children: Vec::new(),
+                trigger: crate::model::Trigger::Error { code: None },
+                interrupting: true,
+            }))
+        }
         // a transaction runs as a subprocess; what sets it apart (its
         // cancel end and cancel boundary events) is resolved in `compensation`
-        "subProcess" | "transaction" => Some(ElementKind::SubProcess {
+        "subProcess" | "transaction" => Some(ElementKind::Scope(ScopeKind::SubProcess {
             start: usize::MAX,
             children: Vec::new(),
-        }),
+        })),
         "adHocSubProcess" => ad_hoc(n)
             .map_err(|message| cx.problem(issue(n, message)))
             .ok(),
@@ -50,33 +52,27 @@ pub(super) fn fill(
 ) {
     for (i, parent) in parents.iter().enumerate() {
         if let Some(sp) = *parent
-            && let ElementKind::SubProcess { children, .. }
-            | ElementKind::EventSubProcess { children, .. }
-            | ElementKind::AdHoc { children, .. } = &mut elements[sp].kind
+            && let ElementKind::Scope(ScopeKind::SubProcess { children, .. })
+            | ElementKind::Scope(ScopeKind::EventSubProcess { children, .. })
+            | ElementKind::Scope(ScopeKind::AdHoc { children, .. }) = &mut elements[sp].kind
         {
             children.push(i);
         }
     }
     for (i, n) in flow_nodes.iter().enumerate() {
-        let (ElementKind::SubProcess { children, .. }
-        | ElementKind::EventSubProcess { children, .. }) = &elements[i].kind
+        let (ElementKind::Scope(ScopeKind::SubProcess { children, .. })
+        | ElementKind::Scope(ScopeKind::EventSubProcess { children, .. })) = &elements[i].kind
         else {
             continue;
         };
-        let is_event = matches!(elements[i].kind, ElementKind::EventSubProcess { .. });
+        let is_event = matches!(
+            elements[i].kind,
+            ElementKind::Scope(ScopeKind::EventSubProcess { .. })
+        );
         let starts: Vec<usize> = children
             .iter()
             .copied()
-            .filter(|&c| {
-                matches!(
-                    elements[c].kind,
-                    ElementKind::NoneStart
-                        | ElementKind::MessageStart { .. }
-                        | ElementKind::SignalStart { .. }
-                        | ElementKind::TimerStart { .. }
-                        | ElementKind::ConditionalStart { .. }
-                )
-            })
+            .filter(|&c| matches!(elements[c].kind, ElementKind::Start(_)))
             .collect();
         match starts.as_slice() {
             [s] if is_event => {
@@ -84,19 +80,19 @@ pub(super) fn fill(
                 // a start event whose definition was refused has no trigger:
                 // its issue is reported already
                 if let Some((t, intr)) = cx.esp_starts.remove(&n.id())
-                    && let ElementKind::EventSubProcess {
+                    && let ElementKind::Scope(ScopeKind::EventSubProcess {
                         start,
                         trigger,
                         interrupting,
                         ..
-                    } = &mut elements[i].kind
+                    }) = &mut elements[i].kind
                 {
                     (*start, *trigger, *interrupting) = (s, t, intr);
                 }
             }
-            [s] if elements[*s].kind == ElementKind::NoneStart => {
+            [s] if elements[*s].kind == ElementKind::Start(StartKind::Plain) => {
                 let s = *s;
-                if let ElementKind::SubProcess { start, .. } = &mut elements[i].kind {
+                if let ElementKind::Scope(ScopeKind::SubProcess { start, .. }) = &mut elements[i].kind {
                     *start = s;
                 }
             }
@@ -176,7 +172,7 @@ fn ad_hoc(n: &Node) -> Result<ElementKind, String> {
             ));
         }
     };
-    Ok(ElementKind::AdHoc {
+    Ok(ElementKind::Scope(ScopeKind::AdHoc {
         children: Vec::new(),
         completion,
         cancel_remaining: !n
@@ -184,7 +180,7 @@ fn ad_hoc(n: &Node) -> Result<ElementKind, String> {
             .is_some_and(|v| v.trim().eq_ignore_ascii_case("false")),
         sequential,
         active_elements,
-    })
+    }))
 }
 
 /// Whether `n` is an event subprocess (`triggeredByEvent="true"`).
@@ -325,12 +321,12 @@ pub(super) fn call_activity(n: &Node) -> Result<ElementKind, String> {
     inputs.all |= is_true(n.attr("inheritVariables"))
         || (!any_in && !off(zeebe.and_then(|z| z.attr("propagateAllParentVariables"))));
     outputs.all |= !any_out && !off(zeebe.and_then(|z| z.attr("propagateAllChildVariables")));
-    Ok(ElementKind::CallActivity {
+    Ok(ElementKind::Activity(ActivityKind::CallActivity {
         process,
         version,
         inputs,
         outputs,
-    })
+    }))
 }
 
 /// Whether an element of this kind can run as a multi-instance activity:
@@ -338,45 +334,18 @@ pub(super) fn call_activity(n: &Node) -> Result<ElementKind, String> {
 /// or gateways.
 pub(crate) fn runs_multi_instance(kind: &ElementKind) -> bool {
     match kind {
-        ElementKind::Task { .. }
-        | ElementKind::SendTask
-        | ElementKind::ServiceTask { .. }
-        | ElementKind::ReceiveTask { .. }
-        | ElementKind::Publish { .. }
-        | ElementKind::Delegated { .. }
-        | ElementKind::UserTask { .. }
-        | ElementKind::SubProcess { .. }
-        | ElementKind::CallActivity { .. }
-        | ElementKind::Script { .. }
-        | ElementKind::Decide { .. }
-        // each inner instance waits to be triggered
-        | ElementKind::WaitState => true,
-        // an event subprocess is started by its event, once per event
-        ElementKind::EventSubProcess { .. }
-        | ElementKind::NoneStart
-        | ElementKind::MessageStart { .. }
-        | ElementKind::SignalStart { .. }
-        | ElementKind::TimerStart { .. }
-        | ElementKind::TimerCatch { .. }
-        | ElementKind::EventGateway
-        | ElementKind::Boundary { .. }
-        | ElementKind::End
-        | ElementKind::ExclusiveGateway { .. }
-        | ElementKind::ParallelGateway
-        | ElementKind::InclusiveGateway { .. }
-        | ElementKind::MessageCatch { .. }
-        | ElementKind::SignalCatch { .. }
-        | ElementKind::SignalThrow { .. }
-        | ElementKind::NoneThrow
-        | ElementKind::TerminateEnd
-        | ElementKind::ErrorEnd { .. }
-        | ElementKind::Escalation { .. }
-        | ElementKind::Link { .. }
-        | ElementKind::ConditionalCatch { .. }
-        | ElementKind::Compensate { .. }
-        | ElementKind::CancelEnd { .. }
-        | ElementKind::ConditionalStart { .. }
-        | ElementKind::AdHoc { .. } => false,
+        // every activity (a wait state's inner instances each wait to be triggered)
+        ElementKind::Activity(_) => true,
+        ElementKind::Scope(kind) => match kind {
+            ScopeKind::SubProcess { .. } => true,
+            // an event subprocess is started by its event, once per event
+            ScopeKind::EventSubProcess { .. } | ScopeKind::AdHoc { .. } => false,
+        },
+        ElementKind::Start(_)
+        | ElementKind::Catch(_)
+        | ElementKind::Throw(_)
+        | ElementKind::Gateway(_)
+        | ElementKind::Boundary { .. } => false,
     }
 }
 

@@ -8,15 +8,15 @@
 
 use super::context::{Cx, extension, model_key, no_message, strip_feel};
 use super::xml::Node;
-use crate::model::{Delegated, ElementKind};
+use crate::model::{ActivityKind, Delegated, ElementKind};
 
 /// The element kind of task `n`; `None` when it has a problem, recorded in `cx`.
 pub(super) fn kind(cx: &mut Cx, n: &Node) -> Option<ElementKind> {
     let kind = match n.name.as_str() {
-        "task" => ElementKind::Task { manual: false },
-        "manualTask" => ElementKind::Task { manual: true },
+        "task" => ElementKind::Activity(ActivityKind::Task { manual: false }),
+        "manualTask" => ElementKind::Activity(ActivityKind::Task { manual: true }),
         "sendTask" => send_task(cx, n),
-        "serviceTask" => ElementKind::ServiceTask { topic: topic_of(n) },
+        "serviceTask" => ElementKind::Activity(ActivityKind::ServiceTask { topic: topic_of(n) }),
         "userTask" => {
             let spec = user_task_spec(n);
             for (attr, raw) in spec.attributes() {
@@ -28,7 +28,7 @@ pub(super) fn kind(cx: &mut Cx, n: &Node) -> Option<ElementKind> {
                     return None;
                 }
             }
-            ElementKind::UserTask { spec }
+            ElementKind::Activity(ActivityKind::UserTask { spec })
         }
         "scriptTask" => match feel_script(n) {
             Some(Ok(kind)) => kind,
@@ -48,7 +48,7 @@ pub(super) fn kind(cx: &mut Cx, n: &Node) -> Option<ElementKind> {
         },
         // without a message: a wait state, moved on by a caller
         "receiveTask" if n.attr("messageRef").is_none_or(|r| r.trim().is_empty()) => {
-            ElementKind::WaitState
+            ElementKind::Activity(ActivityKind::WaitState)
         }
         "receiveTask" => {
             let Some((message, key)) = cx.message_of(n) else {
@@ -57,7 +57,7 @@ pub(super) fn kind(cx: &mut Cx, n: &Node) -> Option<ElementKind> {
             };
             let key = key.or_else(|| model_key(n));
             cx.catches.push((message.clone(), n.id(), n.line, key));
-            ElementKind::ReceiveTask { message }
+            ElementKind::Activity(ActivityKind::ReceiveTask { message })
         }
         _ => return None,
     };
@@ -78,8 +78,8 @@ fn send_task(cx: &Cx, n: &Node) -> ElementKind {
         .map(str::trim)
         .filter(|t| !t.is_empty());
     match topic {
-        Some(t) => ElementKind::Publish { topic: t.into() },
-        None => ElementKind::Delegated {
+        Some(t) => ElementKind::Activity(ActivityKind::Publish { topic: t.into() }),
+        None => ElementKind::Activity(ActivityKind::Delegated {
             topic: topic_of(n),
             work: Delegated::Send {
                 message: cx.message_of(n).map(|(m, _)| m),
@@ -89,7 +89,7 @@ fn send_task(cx: &Cx, n: &Node) -> ElementKind {
                     .filter(|t| !t.is_empty() && *t != "external")
                     .map(str::to_string),
             },
-        },
+        }),
     }
 }
 
@@ -118,9 +118,11 @@ fn feel_script(n: &Node) -> Option<Result<ElementKind, String>> {
     };
     Some(
         crate::model::feel::Feel::parse(body)
-            .map(|f| ElementKind::Script {
-                expression: crate::model::Expr::Feel(f),
-                result_variable: result_variable.to_string(),
+            .map(|f| {
+                ElementKind::Activity(ActivityKind::Script {
+                    expression: crate::model::Expr::Feel(f),
+                    result_variable: result_variable.to_string(),
+                })
             })
             .map_err(|e| format!("zeebe:script expression '{raw}': {e}")),
     )
@@ -143,14 +145,14 @@ fn script_task(n: &Node) -> ElementKind {
         .attr("resultVariable")
         .or_else(|| zeebe.and_then(|z| z.attr("resultVariable")))
         .map(str::to_string);
-    ElementKind::Delegated {
+    ElementKind::Activity(ActivityKind::Delegated {
         topic: topic_of(n),
         work: Delegated::Script {
             format,
             text,
             result_variable,
         },
-    }
+    })
 }
 
 /// A business rule task the engine decides (feature `feel`): it names its
@@ -206,12 +208,12 @@ fn decided_here(n: &Node) -> Option<Result<ElementKind, String>> {
         Ok(v) => v,
         Err(e) => return Some(Err(e)),
     };
-    Some(Ok(ElementKind::Decide {
+    Some(Ok(ElementKind::Activity(ActivityKind::Decide {
         decision,
         version,
         result_variable,
         mapping,
-    }))
+    })))
 }
 
 /// The decision version a business rule task binds: Camunda's
@@ -251,13 +253,13 @@ fn business_rule_task(n: &Node) -> ElementKind {
         .attr("resultVariable")
         .or_else(|| zeebe.and_then(|z| z.attr("resultVariable")))
         .map(str::to_string);
-    ElementKind::Delegated {
+    ElementKind::Activity(ActivityKind::Delegated {
         topic: topic_of(n),
         work: Delegated::Decision {
             decision,
             result_variable,
         },
-    }
+    })
 }
 
 /// A user task's attributes from Flowable/Camunda 7 attributes or Zeebe's

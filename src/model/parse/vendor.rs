@@ -10,7 +10,7 @@ use super::context::{event_definitions, is_true};
 use super::data::{extras_of, reads_variables_only};
 use super::scopes::scope_tree;
 use super::xml::Node;
-use crate::model::{ElementKind, Process};
+use crate::model::{ActivityKind, ElementKind, Process};
 
 /// What a process says that postfach does not execute: listeners, Java
 /// implementations, variable mappings it cannot evaluate, typed send tasks
@@ -87,9 +87,9 @@ pub(super) fn not_run_as_written(p: &Node, proc: &Process, out: &mut Vec<Warning
             .find_map(|a| n.attr(a).map(|v| (*a, v)));
         match (&el.kind, implementation) {
             (
-                ElementKind::ServiceTask { topic }
-                | ElementKind::Publish { topic }
-                | ElementKind::Delegated { topic, .. },
+                ElementKind::Activity(ActivityKind::ServiceTask { topic })
+                | ElementKind::Activity(ActivityKind::Publish { topic })
+                | ElementKind::Activity(ActivityKind::Delegated { topic, .. }),
                 Some((attr, v)),
             ) => warn(
                 n,
@@ -97,7 +97,7 @@ pub(super) fn not_run_as_written(p: &Node, proc: &Process, out: &mut Vec<Warning
                     "{attr} '{v}' is not run: the task waits as a job on topic '{topic}' for a handler or worker"
                 ),
             ),
-            (ElementKind::Decide { decision, .. }, _)
+            (ElementKind::Activity(ActivityKind::Decide { decision, .. }), _)
                 if n.attr("decisionRefBinding").map(str::trim) == Some("deployment")
                     || super::context::extension(n, "calledDecision")
                         .and_then(|z| z.attr("bindingType"))
@@ -111,12 +111,12 @@ pub(super) fn not_run_as_written(p: &Node, proc: &Process, out: &mut Vec<Warning
                     ),
                 );
             }
-            (ElementKind::CallActivity { process, .. }, _) => {
+            (ElementKind::Activity(ActivityKind::CallActivity { process, .. }), _) => {
                 for w in call_activity_warnings(n, process) {
                     warn(n, w);
                 }
             }
-            (ElementKind::UserTask { spec }, _) => {
+            (ElementKind::Activity(ActivityKind::UserTask { spec }), _) => {
                 let attrs = [
                     ("assignee", &spec.assignee),
                     ("candidateUsers", &spec.candidate_users),
@@ -138,14 +138,14 @@ pub(super) fn not_run_as_written(p: &Node, proc: &Process, out: &mut Vec<Warning
                 }
             }
             (
-                ElementKind::Delegated {
+                ElementKind::Activity(ActivityKind::Delegated {
                     topic,
                     work:
                         crate::model::Delegated::Send {
                             implementation: Some(t),
                             ..
                         },
-                },
+                }),
                 None,
             ) => warn(
                 n,

@@ -405,7 +405,9 @@ pub(in crate::store) fn overrides_giving(
     let stored = &rec.process;
     let mut overrides = stored.correlation_keys.clone();
     for e in &stored.elements {
-        if let crate::model::ElementKind::Publish { topic } = &e.kind {
+        if let crate::model::ElementKind::Activity(crate::model::ActivityKind::Publish { topic }) =
+            &e.kind
+        {
             overrides.insert(crate::model::send_topic_override(&e.id), topic.clone());
         }
     }

@@ -1,0 +1,25 @@
+//! Start events: what starts an instance (a message, signal, timer or
+//! condition) is decided before a token exists (`deploy`, `messages`,
+//! `timers`, `conditions`); a token placed at a start event passes on.
+//!
+//! Invariant: a start event never rests a token.
+
+use super::*;
+
+impl Engine<'_, '_> {
+    pub(super) fn activate_start(
+        &mut self,
+        inst: u64,
+        token: u64,
+        idx: usize,
+        kind: &StartKind,
+    ) -> R<()> {
+        match kind {
+            StartKind::Plain
+            | StartKind::Message { .. }
+            | StartKind::Timer { .. }
+            | StartKind::Signal { .. }
+            | StartKind::Conditional { .. } => self.pass_through(inst, token, idx),
+        }
+    }
+}

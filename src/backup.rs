@@ -293,30 +293,28 @@ pub fn resolve(id: &Path, partition: Option<u32>) -> PathBuf {
 
 /// Where a backup's files are written: the file system, or the simulated
 /// disk of the power-loss tests. The steps of [`write`] are the same on both.
+/// What a step on the files answers: done, or why not.
+type Step = Result<(), BackupError>;
+
 pub(crate) trait Files: Send {
     /// Whether `path` (a file or directory) exists.
     fn exists(&self, path: &Path) -> bool;
     /// Creates the directory `path` and its parents.
-    fn make_dir(&self, path: &Path) -> Result<(), BackupError>;
+    fn make_dir(&self, path: &Path) -> Step;
     /// Removes the directory `path` with everything in it.
-    fn remove_dir(&self, path: &Path) -> Result<(), BackupError>;
+    fn remove_dir(&self, path: &Path) -> Step;
     /// Writes the snapshot as a new database `path`, durably.
-    fn copy_database(
-        &self,
-        r: &store::RawSnapshot,
-        path: &Path,
-        batch: u64,
-    ) -> Result<(), BackupError>;
+    fn copy_database(&self, r: &store::RawSnapshot, path: &Path, batch: u64) -> Step;
     /// Writes `bytes` as the file `path`.
-    fn write_file(&self, path: &Path, bytes: &[u8]) -> Result<(), BackupError>;
+    fn write_file(&self, path: &Path, bytes: &[u8]) -> Step;
     /// The size and SHA-256 of `path`, as `name` in a manifest.
     fn sum(&self, path: &Path, name: &str) -> Result<FileSum, BackupError>;
     /// Makes a file's content durable.
-    fn sync_file(&self, path: &Path) -> Result<(), BackupError>;
+    fn sync_file(&self, path: &Path) -> Step;
     /// Makes the entries of the directory `dir` durable.
-    fn sync_dir(&self, dir: &Path) -> Result<(), BackupError>;
+    fn sync_dir(&self, dir: &Path) -> Step;
     /// Renames the directory `from` to `to`.
-    fn rename(&self, from: &Path, to: &Path) -> Result<(), BackupError>;
+    fn rename(&self, from: &Path, to: &Path) -> Step;
 }
 
 /// The file system.
@@ -326,33 +324,28 @@ impl Files for FileSystem {
     fn exists(&self, path: &Path) -> bool {
         path.exists()
     }
-    fn make_dir(&self, path: &Path) -> Result<(), BackupError> {
+    fn make_dir(&self, path: &Path) -> Step {
         std::fs::create_dir_all(path).map_err(io(path))
     }
-    fn remove_dir(&self, path: &Path) -> Result<(), BackupError> {
+    fn remove_dir(&self, path: &Path) -> Step {
         std::fs::remove_dir_all(path).map_err(io(path))
     }
-    fn copy_database(
-        &self,
-        r: &store::RawSnapshot,
-        path: &Path,
-        batch: u64,
-    ) -> Result<(), BackupError> {
+    fn copy_database(&self, r: &store::RawSnapshot, path: &Path, batch: u64) -> Step {
         Ok(store::copy::copy_snapshot(r, path, batch)?)
     }
-    fn write_file(&self, path: &Path, bytes: &[u8]) -> Result<(), BackupError> {
+    fn write_file(&self, path: &Path, bytes: &[u8]) -> Step {
         std::fs::write(path, bytes).map_err(io(path))
     }
     fn sum(&self, path: &Path, name: &str) -> Result<FileSum, BackupError> {
         file_sum(path, name)
     }
-    fn sync_file(&self, path: &Path) -> Result<(), BackupError> {
+    fn sync_file(&self, path: &Path) -> Step {
         sync_file(path).map_err(io(path))
     }
-    fn sync_dir(&self, dir: &Path) -> Result<(), BackupError> {
+    fn sync_dir(&self, dir: &Path) -> Step {
         sync_dir(dir).map_err(io(dir))
     }
-    fn rename(&self, from: &Path, to: &Path) -> Result<(), BackupError> {
+    fn rename(&self, from: &Path, to: &Path) -> Step {
         std::fs::rename(from, to).map_err(io(to))
     }
 }
@@ -438,23 +431,18 @@ impl Files for SimFiles {
     fn exists(&self, path: &Path) -> bool {
         self.0.has(&path.to_string_lossy())
     }
-    fn make_dir(&self, _: &Path) -> Result<(), BackupError> {
+    fn make_dir(&self, _: &Path) -> Step {
         Ok(()) // the disk's names have no directories of their own
     }
-    fn remove_dir(&self, path: &Path) -> Result<(), BackupError> {
+    fn remove_dir(&self, path: &Path) -> Step {
         self.0.remove_dir(&path.to_string_lossy()).map_err(io(path))
     }
-    fn copy_database(
-        &self,
-        r: &store::RawSnapshot,
-        path: &Path,
-        batch: u64,
-    ) -> Result<(), BackupError> {
+    fn copy_database(&self, r: &store::RawSnapshot, path: &Path, batch: u64) -> Step {
         let name = path.to_string_lossy();
         self.0.create(&name).map_err(io(path))?;
         Ok(store::copy::copy_snapshot_sim(r, &self.0, &name, batch)?)
     }
-    fn write_file(&self, path: &Path, bytes: &[u8]) -> Result<(), BackupError> {
+    fn write_file(&self, path: &Path, bytes: &[u8]) -> Step {
         let name = path.to_string_lossy();
         self.0.create(&name).map_err(io(path))?;
         self.0.write_at(&name, 0, bytes).map_err(io(path))
@@ -467,13 +455,13 @@ impl Files for SimFiles {
             sha256: hex(&Sha256::digest(&bytes)),
         })
     }
-    fn sync_file(&self, path: &Path) -> Result<(), BackupError> {
+    fn sync_file(&self, path: &Path) -> Step {
         self.0.sync_file(&path.to_string_lossy()).map_err(io(path))
     }
-    fn sync_dir(&self, dir: &Path) -> Result<(), BackupError> {
+    fn sync_dir(&self, dir: &Path) -> Step {
         self.0.sync_dir().map_err(io(dir))
     }
-    fn rename(&self, from: &Path, to: &Path) -> Result<(), BackupError> {
+    fn rename(&self, from: &Path, to: &Path) -> Step {
         self.0
             .rename_dir(&from.to_string_lossy(), &to.to_string_lossy())
             .map_err(io(to))

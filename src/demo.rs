@@ -15,6 +15,7 @@ use crate::{Error, Postfach, Publish, vars};
 use clap::Args;
 use serde_json::{Value, json};
 use std::collections::HashMap;
+use std::path::Path;
 use std::time::Instant;
 
 /// The reference model, shipped with the binary.
@@ -181,24 +182,8 @@ pub async fn run(args: &DemoArgs, json_out: bool) -> Result<crate::contract::Out
     let n = args.orders.max(2);
     let mut rng = Rng(args.seed);
 
-    pf.deploy(
-        "bpmn/auftrag-ausfuehrung.bpmn",
-        REFERENCE_BPMN,
-        [("AuftragAbgeschlossen".to_string(), "auftragId".to_string())].into(),
-    )
-    .await?;
-    // the invoice ledger: keyed by the job's idempotency key, so a retry never invoices twice
     let ledger_path = dir.path().join("invoices.tsv");
-    let ledger = InvoiceLedger::open(&ledger_path).map_err(|e| Error::Store(e.into()))?;
-    pf.register_handler(
-        "rechnungStellen",
-        invoice_handler(ledger, std::time::Duration::ZERO),
-    );
-    // the hand-over (an unbound send task waits as a job for its worker): the
-    // simulated provider takes the order; its completions are published below
-    pf.register_handler("auftragUebergeben", |_job: crate::JobContext| async move {
-        Ok(crate::model::Vars::new())
-    });
+    prepare(&pf, &ledger_path).await?;
 
     progress(json_out, &format!("starting {n} orders"));
     let instances = start_orders(&pf, n).await?;
@@ -209,13 +194,7 @@ pub async fn run(args: &DemoArgs, json_out: bool) -> Result<crate::contract::Out
     let repaired = (0..n).find(|&i| !early[i]).unwrap_or(0);
     let late = (0..n).rev().find(|&i| i != repaired).unwrap_or(1);
 
-    let mut first_wave = Vec::new();
-    for i in (0..n).filter(|&i| early[i] && i != repaired) {
-        first_wave.push(completion(i, &format!("done-{}", auftrag(i))));
-        if twice[i] {
-            first_wave.push(completion(i, &format!("done-{}", auftrag(i))));
-        }
-    }
+    let first_wave = wave(&twice, |i| early[i] && i != repaired);
     progress(
         json_out,
         &format!(
@@ -228,36 +207,10 @@ pub async fn run(args: &DemoArgs, json_out: bool) -> Result<crate::contract::Out
     progress(json_out, "job executor: handing orders over");
     pf.work_until_idle().await?;
 
-    // the article's repair: an operator adds a token before the async hand-over
-    let guard = pf
-        .add_token(instances[repaired], "auftragUebergeben", false)
-        .await;
-    let guard_refused = matches!(&guard, Err(e) if e.is_rejection());
-    let forced = pf
-        .add_token(instances[repaired], "auftragUebergeben", true)
-        .await?;
-    progress(
-        json_out,
-        &format!(
-            "repair on {}: guard {}; forced anyway, job(s) {:?} scheduled",
-            auftrag(repaired),
-            if guard_refused {
-                "refused the second token"
-            } else {
-                "did not refuse"
-            },
-            forced.jobs_created
-        ),
-    );
+    let guard_refused = repair(&pf, instances[repaired], json_out, &auftrag(repaired)).await?;
     pf.work_until_idle().await?;
 
-    let mut second_wave = Vec::new();
-    for i in (0..n).filter(|&i| !early[i] || i == repaired) {
-        second_wave.push(completion(i, &format!("done-{}", auftrag(i))));
-        if twice[i] {
-            second_wave.push(completion(i, &format!("done-{}", auftrag(i))));
-        }
-    }
+    let second_wave = wave(&twice, |i| !early[i] || i == repaired);
     progress(
         json_out,
         &format!(
@@ -301,6 +254,63 @@ pub async fn run(args: &DemoArgs, json_out: bool) -> Result<crate::contract::Out
     }
     pf.close();
     Ok(out)
+}
+
+/// Deploys the reference process and registers its handlers: the invoice
+/// ledger at `ledger_path` (keyed by the job's idempotency key, so a retry
+/// never invoices twice) and the hand-over (an unbound send task waits as a
+/// job for its worker: the simulated provider takes the order; its
+/// completions are published by the demo).
+async fn prepare(pf: &Postfach, ledger_path: &Path) -> Result<(), Error> {
+    pf.deploy(
+        "bpmn/auftrag-ausfuehrung.bpmn",
+        REFERENCE_BPMN,
+        [("AuftragAbgeschlossen".to_string(), "auftragId".to_string())].into(),
+    )
+    .await?;
+    let ledger = InvoiceLedger::open(ledger_path).map_err(|e| Error::Store(e.into()))?;
+    pf.register_handler(
+        "rechnungStellen",
+        invoice_handler(ledger, std::time::Duration::ZERO),
+    );
+    pf.register_handler("auftragUebergeben", |_job: crate::JobContext| async move {
+        Ok(crate::model::Vars::new())
+    });
+    Ok(())
+}
+
+/// The completions of the orders `pick` chooses, twice where `twice` says so.
+fn wave(twice: &[bool], pick: impl Fn(usize) -> bool) -> Vec<Publish> {
+    let mut out = Vec::new();
+    for i in (0..twice.len()).filter(|&i| pick(i)) {
+        out.push(completion(i, &format!("done-{}", auftrag(i))));
+        if twice[i] {
+            out.push(completion(i, &format!("done-{}", auftrag(i))));
+        }
+    }
+    out
+}
+
+/// The article's repair: an operator adds a token to `instance` (order
+/// `order`) before the async hand-over; the guard refuses, the operator forces
+/// it anyway. Returns whether the guard refused.
+async fn repair(pf: &Postfach, instance: u64, json_out: bool, order: &str) -> Result<bool, Error> {
+    let guard = pf.add_token(instance, "auftragUebergeben", false).await;
+    let guard_refused = matches!(&guard, Err(e) if e.is_rejection());
+    let forced = pf.add_token(instance, "auftragUebergeben", true).await?;
+    progress(
+        json_out,
+        &format!(
+            "repair on {order}: guard {}; forced anyway, job(s) {:?} scheduled",
+            if guard_refused {
+                "refused the second token"
+            } else {
+                "did not refuse"
+            },
+            forced.jobs_created
+        ),
+    );
+    Ok(guard_refused)
 }
 
 fn guard_refused_row(refused: bool) -> (&'static str, Value) {

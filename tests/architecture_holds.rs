@@ -519,7 +519,6 @@ const KNOWN_CALL_CIRCLES: &[(&str, usize)] = &[
     ("cli", 2),
     ("engine", 13),
     ("server/zeebe", 2),
-    ("store", 2),
     ("store/tables", 2),
 ];
 
@@ -566,10 +565,10 @@ fn the_call_circle_finder_finds_a_loop_and_no_chain() {
 
 /// Largest source file of src/ (lines): a module that grows past it is split
 /// by concept (ARCHITECTURE.md, "Code map").
-const MAX_FILE_LINES: usize = 1000;
+const MAX_FILE_LINES: usize = 800;
 /// Longest function (lines, signature to closing brace): one that grows past
 /// it is split into named steps.
-const MAX_FN_LINES: usize = 150;
+const MAX_FN_LINES: usize = 120;
 
 /// The functions of `text`: (name, first line, length in lines). A function
 /// starts at a line whose code begins with `fn` (after visibility and

@@ -252,69 +252,84 @@ pub(crate) struct UpArgs {
 /// A `--partition-url I=URL` list as the URL of every partition 0 … P-1,
 /// each given exactly once.
 pub(crate) fn partition_urls(given: &[String]) -> Result<Vec<String>, Failure> {
-    let mut urls: Vec<Option<String>> = vec![None; given.len()];
-    for g in given {
-        let bad = |why: String| usage(format!("--partition-url {g}: {why}"));
-        let (i, url) = g
-            .split_once('=')
-            .ok_or_else(|| bad("expected I=URL (0=http://10.0.0.5:7820)".into()))?;
-        let i: usize = i
-            .trim()
-            .parse()
-            .map_err(|_| bad(format!("'{i}' is not a partition number")))?;
-        if i >= given.len() {
-            return Err(bad(format!(
-                "partition {i} of a cluster of {} (one --partition-url per partition, numbered 0 … {})",
-                given.len(),
-                given.len() - 1
-            )));
-        }
-        let url = super::values::parse_server_url(url).map_err(bad)?;
-        if !(url.starts_with("http://") || url.starts_with("https://")) {
-            return Err(bad(
-                "a partition is reached over http:// or https:// (with --tls-ca)".into(),
-            ));
-        }
-        if urls[i].replace(url).is_some() {
-            return Err(bad(format!("partition {i} is given twice")));
-        }
-    }
+    let count = given.len();
+    let urls = per_partition(
+        "--partition-url",
+        "I=URL (0=http://10.0.0.5:7820)",
+        given,
+        count,
+        |url| {
+            let url = super::values::parse_server_url(url)?;
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(
+                    "a partition is reached over http:// or https:// (with --tls-ca)".into(),
+                );
+            }
+            Ok(url)
+        },
+    )?;
+    // as many as given, none twice: every partition has its URL
     Ok(urls.into_iter().map(Option::unwrap_or_default).collect())
 }
 
 /// `--partition-zeebe I=HOST:PORT`, once for each of `count` partitions, in
 /// partition order.
 fn partition_zeebe(given: &[String], count: usize) -> Result<Vec<String>, Failure> {
-    let mut addrs: Vec<Option<String>> = vec![None; count];
-    for g in given {
-        let bad = |why: String| usage(format!("--partition-zeebe {g}: {why}"));
-        let (i, addr) = g
-            .split_once('=')
-            .ok_or_else(|| bad("expected I=HOST:PORT (0=10.0.0.5:26500)".into()))?;
-        let i: usize = i
-            .trim()
-            .parse()
-            .map_err(|_| bad(format!("'{i}' is not a partition number")))?;
-        if i >= count {
-            return Err(bad(format!("partition {i} of a cluster of {count}")));
-        }
-        let addr = addr.trim();
-        if addr.contains("://")
-            || addr
-                .rsplit_once(':')
-                .is_none_or(|(_, p)| p.parse::<u16>().is_err())
-        {
-            return Err(bad("expected HOST:PORT (plaintext gRPC)".into()));
-        }
-        if addrs[i].replace(addr.to_string()).is_some() {
-            return Err(bad(format!("partition {i} is given twice")));
-        }
-    }
+    let addrs = per_partition(
+        "--partition-zeebe",
+        "I=HOST:PORT (0=10.0.0.5:26500)",
+        given,
+        count,
+        |addr| {
+            let addr = addr.trim();
+            if addr.contains("://")
+                || addr
+                    .rsplit_once(':')
+                    .is_none_or(|(_, p)| p.parse::<u16>().is_err())
+            {
+                return Err("expected HOST:PORT (plaintext gRPC)".into());
+            }
+            Ok(addr.to_string())
+        },
+    )?;
     addrs
         .into_iter()
         .enumerate()
         .map(|(i, a)| a.ok_or_else(|| usage(format!("--partition-zeebe: partition {i} is missing (one for each of the {count} partitions)"))))
         .collect()
+}
+
+/// `flag I=VALUE` options as the value of each of partitions 0 … `count`-1
+/// (`None` where none is given): `I` a partition of the cluster, each at most
+/// once, each value as `check` makes it.
+fn per_partition(
+    flag: &str,
+    shape: &str,
+    given: &[String],
+    count: usize,
+    check: impl Fn(&str) -> Result<String, String>,
+) -> Result<Vec<Option<String>>, Failure> {
+    let mut out: Vec<Option<String>> = vec![None; count];
+    for g in given {
+        let bad = |why: String| usage(format!("{flag} {g}: {why}"));
+        let (i, value) = g
+            .split_once('=')
+            .ok_or_else(|| bad(format!("expected {shape}")))?;
+        let i: usize = i
+            .trim()
+            .parse()
+            .map_err(|_| bad(format!("'{i}' is not a partition number")))?;
+        if i >= count {
+            return Err(bad(format!(
+                "partition {i} of a cluster of {count} (one {flag} per partition, numbered 0 … {})",
+                count.saturating_sub(1)
+            )));
+        }
+        if out[i].replace(check(value).map_err(bad)?).is_some() {
+            return Err(bad(format!("partition {i} is given twice")));
+        }
+    }
+    Ok(out)
 }
 
 /// Where the gateway serves Zeebe's gateway protocol, and whether that is

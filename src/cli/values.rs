@@ -169,37 +169,35 @@ pub fn parse_vars(pairs: &[String]) -> Result<Vars, String> {
 }
 
 pub(super) fn correlation_keys(pairs: &[String]) -> Result<BTreeMap<String, String>, Failure> {
-    let mut keys = BTreeMap::new();
-    for kv in pairs {
-        let (m, v) = kv
-            .split_once('=')
-            .filter(|(m, v)| !m.trim().is_empty() && !v.trim().is_empty())
-            .ok_or_else(|| {
-                usage(format!(
-                    "--correlation-key '{kv}' must look like MESSAGE=VARIABLE (neither blank)"
-                ))
-            })?;
-        limits::check_name("--correlation-key VARIABLE", v).map_err(|e| usage(e.to_string()))?;
-        keys.insert(m.to_string(), v.to_string());
-    }
-    Ok(keys)
+    named_pairs("--correlation-key", "MESSAGE", "VARIABLE", pairs)
 }
 
 pub(super) fn send_topics(pairs: &[String]) -> Result<BTreeMap<String, String>, Failure> {
-    let mut topics = BTreeMap::new();
+    named_pairs("--send-topic", "ELEMENT", "TOPIC", pairs)
+}
+
+/// `flag LEFT=RIGHT` options as a map: neither side blank, the right side a
+/// name within the limits.
+fn named_pairs(
+    flag: &str,
+    left: &str,
+    right: &str,
+    pairs: &[String],
+) -> Result<BTreeMap<String, String>, Failure> {
+    let mut out = BTreeMap::new();
     for kv in pairs {
-        let (e, t) = kv
+        let (l, r) = kv
             .split_once('=')
-            .filter(|(e, t)| !e.trim().is_empty() && !t.trim().is_empty())
+            .filter(|(l, r)| !l.trim().is_empty() && !r.trim().is_empty())
             .ok_or_else(|| {
                 usage(format!(
-                    "--send-topic '{kv}' must look like ELEMENT=TOPIC (neither blank)"
+                    "{flag} '{kv}' must look like {left}={right} (neither blank)"
                 ))
             })?;
-        limits::check_name("--send-topic TOPIC", t).map_err(|e| usage(e.to_string()))?;
-        topics.insert(e.to_string(), t.to_string());
+        limits::check_name(&format!("{flag} {right}"), r).map_err(|e| usage(e.to_string()))?;
+        out.insert(l.to_string(), r.to_string());
     }
-    Ok(topics)
+    Ok(out)
 }
 
 /// Largest configuration file read.

@@ -281,8 +281,7 @@ pub(super) fn apply(
             fetch,
         } => Reply::Locked(e.lock_jobs(topic, *max, owner, *lease, false, Some(fetch))?),
         Command::CompleteJob { job, lease, vars } => {
-            e.complete_job(*job, *lease, vars)?;
-            Reply::Done
+            e.complete_job(*job, *lease, vars).map(done)?
         }
         Command::ThrowError {
             job,
@@ -303,15 +302,9 @@ pub(super) fn apply(
             retries_left,
             retry_delay,
         } => Reply::JobState(e.fail_job(*job, *lease, error, *retries_left, *retry_delay)?),
-        Command::RetryJob { job } => {
-            e.retry_job(*job)?;
-            Reply::Done
-        }
+        Command::RetryJob { job } => e.retry_job(*job).map(done)?,
         Command::Requeue { id } => Reply::Delivery(e.requeue(id)?),
-        Command::Discard { id, by, why } => {
-            e.discard(id, by, why)?;
-            Reply::Done
-        }
+        Command::Discard { id, by, why } => e.discard(id, by, why).map(done)?,
         Command::AddToken {
             instance,
             element,
@@ -332,10 +325,7 @@ pub(super) fn apply(
         }
         Command::ReleaseAllLeases => Reply::Count(e.release_all_leases()?),
         Command::Tick => Reply::Done,
-        Command::Task { task, user, action } => {
-            e.task_action(*task, user, action)?;
-            Reply::Done
-        }
+        Command::Task { task, user, action } => e.task_action(*task, user, action).map(done)?,
         Command::Trigger {
             instance,
             token,
@@ -352,19 +342,13 @@ pub(super) fn apply(
             token,
             activate,
         } => Reply::Triggered(e.ad_hoc(*instance, *token, activate.as_deref())?),
-        Command::CancelInstance { instance } => {
-            e.cancel_instance(*instance)?;
-            Reply::Done
-        }
+        Command::CancelInstance { instance } => e.cancel_instance(*instance).map(done)?,
         Command::SetVariables {
             instance,
             token,
             local,
             vars,
-        } => {
-            e.set_variables(*instance, *token, *local, vars)?;
-            Reply::Done
-        }
+        } => e.set_variables(*instance, *token, *local, vars).map(done)?,
         Command::BackupTaken { .. } => Reply::Done,
         Command::By { by, command } => {
             e.acting_as(Some(by));
@@ -377,4 +361,9 @@ pub(super) fn apply(
             reply
         }
     })
+}
+
+/// The reply of a command that answers nothing but that it was done.
+fn done((): ()) -> Reply {
+    Reply::Done
 }

@@ -170,43 +170,8 @@ pub(super) async fn run(args: &DemoArgs, json_out: bool) -> Result<crate::contra
     let pf = Postfach::open(database_path(args, &dir)?)?;
     let started = Instant::now();
     let n = args.orders.max(2);
-    pf.deploy(
-        "bpmn/auftrag-ausfuehrung.bpmn",
-        super::REFERENCE_BPMN,
-        [
-            ("AuftragAbgeschlossen".to_string(), "auftragId".to_string()),
-            (
-                crate::model::send_topic_override("auftragUebergeben"),
-                ORDERS_TOPIC.to_string(),
-            ),
-        ]
-        .into(),
-    )
-    .await?;
     let ledger_path = dir.path().join("invoices.tsv");
-    let ledger = InvoiceLedger::open(&ledger_path).map_err(|e| Error::Store(e.into()))?;
-    register_invoice(&pf, ledger, cc);
-    let claim_check_out = cc.map(|cc| outbox::ClaimCheckOut {
-        store: cc.store.clone(),
-        bucket: ORDERS_BUCKET.into(),
-        above: CLAIM_CHECK_ABOVE,
-    });
-    outbox::register(&pf, &conn, [ORDERS_TOPIC.to_string()], claim_check_out)
-        .await
-        .map_err(pubsub_err)?;
-    let mut sub = SubscriptionConfig::new(COMPLETIONS_SUB, "AuftragAbgeschlossen", "/auftragId");
-    sub.max_lease_extension = "10s".into();
-    if cc.is_some() {
-        sub.claim_check = Some("attributes".into());
-        sub.claim_check_variable = Some("protokoll".into());
-    }
-    let consumer = Consumer::start(
-        conn.clone(),
-        &sub,
-        Arc::new(pf.clone()),
-        ConsumerOptions::default(),
-    )
-    .map_err(pubsub_err)?;
+    let consumer = wire(&pf, &conn, &ledger_path, cc).await?;
     let stats = consumer.stats();
     let executor = pf.start_executor(crate::jobs::ExecutorConfig::default());
 
@@ -222,25 +187,13 @@ pub(super) async fn run(args: &DemoArgs, json_out: bool) -> Result<crate::contra
 
     // the provider is faster than the order system: for a share of the orders
     // its completion is out before the order's instance even exists
-    let mut first = Vec::new();
-    for i in (0..n).filter(|&i| early[i]) {
-        // a duplicate is the same message sent again (one protocol object)
-        let m = completion_of(cc, &auftrag(i), &format!("done-{}", auftrag(i))).await?;
-        for _ in 0..copies(i) {
-            first.push(provider_pub.publish(m.clone()));
-        }
-    }
+    let pick = (0..n).filter(|&i| early[i]).map(|i| (i, copies(i)));
+    let first = publish_early(&provider_pub, cc, pick.collect()).await?;
     progress(
         json_out,
-        &format!(
-            "provider: {} completions before their order exists",
-            first.len()
-        ),
+        &format!("provider: {first} completions before their order exists"),
     );
-    for f in first {
-        f.await.map_err(pubsub_err)?;
-        published.fetch_add(1, Ordering::SeqCst);
-    }
+    published.fetch_add(first, Ordering::SeqCst);
     wait_acked(&stats, &published, Instant::now() + Duration::from_secs(60)).await?;
 
     // the provider answers every other order when it arrives on `auftraege`
@@ -301,6 +254,75 @@ pub(super) async fn run(args: &DemoArgs, json_out: bool) -> Result<crate::contra
     let out = report(&pf, n, &published, &ledger_path, elapsed, &stats, cc)?;
     pf.close();
     Ok(out)
+}
+
+/// Deploys the reference process with its hand-over bound to the orders
+/// topic, registers the invoice handler (its ledger at `ledger_path`) and the
+/// outbox, and starts the consumer of the provider's completions.
+async fn wire(
+    pf: &Postfach,
+    conn: &Connection,
+    ledger_path: &std::path::Path,
+    cc: Option<&ClaimChecks>,
+) -> Result<Consumer, Error> {
+    pf.deploy(
+        "bpmn/auftrag-ausfuehrung.bpmn",
+        super::REFERENCE_BPMN,
+        [
+            ("AuftragAbgeschlossen".to_string(), "auftragId".to_string()),
+            (
+                crate::model::send_topic_override("auftragUebergeben"),
+                ORDERS_TOPIC.to_string(),
+            ),
+        ]
+        .into(),
+    )
+    .await?;
+    let ledger = InvoiceLedger::open(ledger_path).map_err(|e| Error::Store(e.into()))?;
+    register_invoice(pf, ledger, cc);
+    let claim_check_out = cc.map(|cc| outbox::ClaimCheckOut {
+        store: cc.store.clone(),
+        bucket: ORDERS_BUCKET.into(),
+        above: CLAIM_CHECK_ABOVE,
+    });
+    outbox::register(pf, conn, [ORDERS_TOPIC.to_string()], claim_check_out)
+        .await
+        .map_err(pubsub_err)?;
+    let mut sub = SubscriptionConfig::new(COMPLETIONS_SUB, "AuftragAbgeschlossen", "/auftragId");
+    sub.max_lease_extension = "10s".into();
+    if cc.is_some() {
+        sub.claim_check = Some("attributes".into());
+        sub.claim_check_variable = Some("protokoll".into());
+    }
+    Consumer::start(
+        conn.clone(),
+        &sub,
+        Arc::new(pf.clone()),
+        ConsumerOptions::default(),
+    )
+    .map_err(pubsub_err)
+}
+
+/// Publishes the completions of orders `(i, copies)` and waits until the
+/// broker has them; returns how many went out. A duplicate is the same
+/// message sent again (one protocol object).
+async fn publish_early(
+    provider_pub: &Publisher,
+    cc: Option<&ClaimChecks>,
+    orders: Vec<(usize, usize)>,
+) -> Result<usize, Error> {
+    let mut first = Vec::new();
+    for (i, copies) in orders {
+        let m = completion_of(cc, &auftrag(i), &format!("done-{}", auftrag(i))).await?;
+        for _ in 0..copies {
+            first.push(provider_pub.publish(m.clone()));
+        }
+    }
+    let count = first.len();
+    for f in first {
+        f.await.map_err(pubsub_err)?;
+    }
+    Ok(count)
 }
 
 /// The emulator: the one at `$PUBSUB_EMULATOR_HOST`, or one of our own for
@@ -419,6 +441,13 @@ fn report(
     cc: Option<&ClaimChecks>,
 ) -> Result<crate::contract::Output, Error> {
     let latency = &stats.ack_latency;
+    let (p50, p99) = (
+        latency.quantile(0.5).map(|s| s * 1000.0),
+        latency.quantile(0.99).map(|s| s * 1000.0),
+    );
+    let received = stats.received.load(Ordering::Relaxed);
+    let acked = stats.acked.load(Ordering::Relaxed);
+    let nacked = stats.nacked.load(Ordering::Relaxed);
     let claim_json = cc.map(|cc| {
         json!({
             "orders_by_reference": cc.orders_read.load(Ordering::Relaxed),
@@ -435,23 +464,20 @@ fn report(
         (
             "pubsub",
             json!({
-                "deliveries": stats.received.load(Ordering::Relaxed),
-                "acked": stats.acked.load(Ordering::Relaxed),
-                "nacked": stats.nacked.load(Ordering::Relaxed),
-                "ack_latency_p50_ms": latency.quantile(0.5).map(|s| s * 1000.0),
-                "ack_latency_p99_ms": latency.quantile(0.99).map(|s| s * 1000.0),
+                "deliveries": received,
+                "acked": acked,
+                "nacked": nacked,
+                "ack_latency_p50_ms": p50,
+                "ack_latency_p99_ms": p99,
                 "claim_checks": claim_json,
             }),
         ),
     )?;
     out.text.push_str(&format!(
-        "  {:<40} {} received, {} acked, {} nacked; publish→ack p50 {:.1} ms, p99 {:.1} ms\n",
+        "  {:<40} {received} received, {acked} acked, {nacked} nacked; publish→ack p50 {:.1} ms, p99 {:.1} ms\n",
         "Pub/Sub deliveries",
-        stats.received.load(Ordering::Relaxed),
-        stats.acked.load(Ordering::Relaxed),
-        stats.nacked.load(Ordering::Relaxed),
-        latency.quantile(0.5).unwrap_or(0.0) * 1000.0,
-        latency.quantile(0.99).unwrap_or(0.0) * 1000.0,
+        p50.unwrap_or(0.0),
+        p99.unwrap_or(0.0),
     ));
     if let Some(cc) = cc {
         out.text.push_str(&format!(

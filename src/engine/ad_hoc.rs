@@ -90,12 +90,7 @@ impl<'a, 't> Engine<'a, 't> {
     fn activate_in_ad_hoc(&mut self, inst: u64, holder: u64, a: usize) {
         let p = self.proc_of(inst);
         let t = self.new_token(inst, &p.at(a).id, holder);
-        self.queue.push_back(Step::Arrive {
-            inst,
-            token: t,
-            element: a,
-            via: None,
-        });
+        self.queue_arrive(inst, t, a, None);
     }
 
     /// A caller activates `activate` in the ad-hoc subprocess token `token`
@@ -236,11 +231,7 @@ impl<'a, 't> Engine<'a, 't> {
     /// The ad-hoc subprocess `holder` holds completes: its token leaves it.
     pub(super) fn finish_ad_hoc(&mut self, inst: u64, holder: u64, idx: usize) -> R<()> {
         self.cancel_wait(inst, holder)?;
-        self.queue.push_back(Step::Leave {
-            inst,
-            token: holder,
-            element: idx,
-        });
+        self.queue_leave(inst, holder, idx);
         Ok(())
     }
 }

@@ -142,11 +142,7 @@ impl<'a, 't> Engine<'a, 't> {
         );
         self.history(parent, &el.id, &format!("child_completed {child}"));
         if self.complete_with(parent, token, idx, &result)? {
-            self.queue.push_back(Step::Leave {
-                inst: parent,
-                token,
-                element: idx,
-            });
+            self.queue_leave(parent, token, idx);
         }
         Ok(())
     }

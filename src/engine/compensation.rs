@@ -178,11 +178,7 @@ impl<'a, 't> Engine<'a, 't> {
             &format!("compensation_thrown handlers={}", undo.len()),
         );
         if undo.is_empty() {
-            self.queue.push_back(Step::Leave {
-                inst,
-                token,
-                element: idx,
-            });
+            self.queue_leave(inst, token, idx);
             return Ok(());
         }
         let holder = if wait {
@@ -191,11 +187,7 @@ impl<'a, 't> Engine<'a, 't> {
             // a holder beside the token ends with the handlers
             let outer = self.scope_of(inst, token);
             let h = self.new_token(inst, &el.id, outer);
-            self.queue.push_back(Step::Leave {
-                inst,
-                token,
-                element: idx,
-            });
+            self.queue_leave(inst, token, idx);
             h
         };
         self.set_token(inst, holder, &el.id, Wait::Compensating);
@@ -222,11 +214,7 @@ impl<'a, 't> Engine<'a, 't> {
             &format!("transaction_cancelled handlers={}", undo.len()),
         );
         if undo.is_empty() {
-            self.queue.push_back(Step::Leave {
-                inst,
-                token,
-                element: idx,
-            });
+            self.queue_leave(inst, token, idx);
             return Ok(());
         }
         self.set_token(inst, token, &id, Wait::Compensating);
@@ -287,12 +275,7 @@ impl<'a, 't> Engine<'a, 't> {
                     if let Some(tok) = self.inst(inst).tokens.get_mut(t) {
                         tok.locals = locals;
                     }
-                    self.queue.push_back(Step::Arrive {
-                        inst,
-                        token: t,
-                        element: h,
-                        via: None,
-                    });
+                    self.queue_arrive(inst, t, h, None);
                 }
                 Undo::EventSubProcess {
                     compensated,

@@ -61,17 +61,10 @@ impl<'a, 't> Engine<'a, 't> {
             }
             let def = self.def(&id, version)?;
             let now = self.now;
-            let starts: Vec<usize> = def
-                .elements
-                .iter()
-                .enumerate()
-                .filter(|(i, e)| {
-                    def.parent_of(*i).is_none()
-                        && matches!(&e.kind, ElementKind::Start(StartKind::Conditional { condition })
-                            if model::eval_bool(condition, vars, now).unwrap_or(false))
-                })
-                .map(|(i, _)| i)
-                .collect();
+            let starts = def.process_starts(|k| {
+                matches!(k, StartKind::Conditional { condition }
+                    if model::eval_bool(condition, vars, now).unwrap_or(false))
+            });
             for idx in starts {
                 started.push(self.create_instance(
                     def.clone(),
@@ -139,11 +132,7 @@ impl<'a, 't> Engine<'a, 't> {
                         if holds {
                             self.cancel_wait(inst, token)?;
                             self.history(inst, &element, "condition_met");
-                            self.queue.push_back(Step::Leave {
-                                inst,
-                                token,
-                                element: idx,
-                            });
+                            self.queue_leave(inst, token, idx);
                         }
                         holds
                     }
@@ -232,18 +221,13 @@ impl<'a, 't> Engine<'a, 't> {
                 .t
                 .job(job)?
                 .is_some_and(|j| matches!(j.kind, JobKind::Task { .. })),
-            Wait::Message { .. }
-            | Wait::Signal { .. }
-            | Wait::Timer { .. }
-            | Wait::Events { .. }
-            | Wait::Task { .. }
-            | Wait::Scope
-            | Wait::Child { .. }
-            | Wait::Body { .. }
-            | Wait::Condition
-            | Wait::Trigger
-            | Wait::Compensating
-            | Wait::AdHoc { .. } => true,
+            // waiting inside it for an event, a person or a caller
+            Wait::Message { .. } | Wait::Signal { .. } | Wait::Timer { .. } => true,
+            Wait::Events { .. } | Wait::Task { .. } | Wait::Condition | Wait::Trigger => true,
+            // holding what runs inside it
+            Wait::Scope | Wait::Child { .. } | Wait::Body { .. } | Wait::AdHoc { .. } => true,
+            Wait::Compensating => true,
+            // not started yet, or stopped
             Wait::Join { .. } | Wait::Incident { .. } => false,
         })
     }

@@ -99,12 +99,7 @@ impl<'a, 't> Engine<'a, 't> {
                 conditions_due: false,
             },
         );
-        self.queue.push_back(Step::Arrive {
-            inst: id,
-            token: 1,
-            element: start,
-            via: None,
-        });
+        self.queue_arrive(id, 1, start, None);
         self.open_listeners(id, 0, None);
         Ok(id)
     }
@@ -232,11 +227,7 @@ impl<'a, 't> Engine<'a, 't> {
                 let id = p.at(join).id.clone();
                 let merged = self.new_token(inst, &id, scope);
                 self.history(inst, &id, "joined");
-                self.queue.push_back(Step::Leave {
-                    inst,
-                    token: merged,
-                    element: join,
-                });
+                self.queue_leave(inst, merged, join);
                 fired = true;
             }
         }
@@ -300,13 +291,24 @@ impl<'a, 't> Engine<'a, 't> {
         if p.at(idx).extras.outputs.is_empty()
             || self.complete_with(inst, token, idx, &Vars::new())?
         {
-            self.leave_now(inst, token, idx);
+            self.queue_leave(inst, token, idx);
         }
         Ok(())
     }
 
+    /// The token arrives at element `idx` (by flow `via`) in a later step of
+    /// this command.
+    pub(super) fn queue_arrive(&mut self, inst: u64, token: u64, idx: usize, via: Option<usize>) {
+        self.queue.push_back(Step::Arrive {
+            inst,
+            token,
+            element: idx,
+            via,
+        });
+    }
+
     /// The token leaves the element in a later step of this command.
-    pub(super) fn leave_now(&mut self, inst: u64, token: u64, idx: usize) {
+    pub(super) fn queue_leave(&mut self, inst: u64, token: u64, idx: usize) {
         self.queue.push_back(Step::Leave {
             inst,
             token,
@@ -379,12 +381,7 @@ impl<'a, 't> Engine<'a, 't> {
                     error: "moving".into(),
                 },
             );
-            self.queue.push_back(Step::Arrive {
-                inst,
-                token: tid,
-                element: target,
-                via: Some(f),
-            });
+            self.queue_arrive(inst, tid, target, Some(f));
         }
         Ok(())
     }
@@ -432,11 +429,7 @@ impl<'a, 't> Engine<'a, 't> {
             // the holder of handlers nobody waits for ends with them
             return self.end_token(inst, scope);
         }
-        self.queue.push_back(Step::Leave {
-            inst,
-            token: scope,
-            element: idx,
-        });
+        self.queue_leave(inst, scope, idx);
         Ok(())
     }
 
@@ -484,12 +477,7 @@ impl<'a, 't> Engine<'a, 't> {
         };
         self.set_token(inst, holder, &el.id, Wait::Scope);
         let inner = self.new_token(inst, &first.id, holder);
-        self.queue.push_back(Step::Arrive {
-            inst,
-            token: inner,
-            element: start,
-            via: None,
-        });
+        self.queue_arrive(inst, inner, start, None);
         self.open_listeners(inst, holder, Some(idx));
     }
 

@@ -243,11 +243,7 @@ impl<'a, 't> Engine<'a, 't> {
         self.history(job.instance, &job.element, "job_completed");
         self.t.bump(Counter::JobAttemptsCompleted, 1)?;
         if self.complete_with(job.instance, job.token, idx, vars)? {
-            self.queue.push_back(Step::Leave {
-                inst: job.instance,
-                token: job.token,
-                element: idx,
-            });
+            self.queue_leave(job.instance, job.token, idx);
         }
         self.run()
     }

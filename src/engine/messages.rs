@@ -157,43 +157,22 @@ impl<'a, 't> Engine<'a, 't> {
         // a requeued message is this partition's already
         if requeue.is_none() {
             self.own_key(&msg.key)?;
-        }
-        if requeue.is_none()
-            && let Some(id) = &msg.message_id
-            && let Some(seq) = self.dedup_hit(&msg.name, id)?
-        {
-            self.t.bump(Counter::MessagesDuplicate, 1)?;
-            let orig = self.t.message(seq)?;
-            return Ok(Delivery {
-                outcome: Outcome::Duplicate,
-                message_id: id.clone(),
-                instance: orig.as_ref().and_then(|m| m.instance),
-                element: orig.as_ref().and_then(|m| m.element.clone()),
-                reason: None,
-                candidates: Vec::new(),
-                candidate_elements: Vec::new(),
-                expires_at: None,
-            });
-        }
-        let decision = self.classify(&msg.name, &msg.key)?;
-        if sync {
-            let rejection = match &decision {
-                Decision::Deliver(..) | Decision::StartInstance(_) => None,
-                Decision::Wait => Some((Reason::NoSubscription, Vec::new())),
-                Decision::Park(r, c, _) => Some((*r, c.clone())),
-            };
-            if let Some((reason, candidates)) = rejection {
+            if let Some(id) = &msg.message_id
+                && let Some(seq) = self.dedup_hit(&msg.name, id)?
+            {
+                self.t.bump(Counter::MessagesDuplicate, 1)?;
+                let orig = self.t.message(seq)?;
                 return Ok(Delivery {
-                    outcome: Outcome::Rejected,
-                    message_id: msg.message_id.clone().unwrap_or_default(),
-                    instance: None,
-                    element: None,
-                    reason: Some(reason),
-                    candidates,
-                    candidate_elements: Vec::new(),
-                    expires_at: None,
+                    instance: orig.as_ref().and_then(|m| m.instance),
+                    element: orig.as_ref().and_then(|m| m.element.clone()),
+                    ..unsettled(Outcome::Duplicate, id.clone(), None, Vec::new())
                 });
             }
+        }
+        let decision = self.classify(&msg.name, &msg.key)?;
+        if sync && let Some((reason, candidates)) = decision.refusal() {
+            let id = msg.message_id.clone().unwrap_or_default();
+            return Ok(unsettled(Outcome::Rejected, id, Some(reason), candidates));
         }
         let mut rec = match requeue {
             Some(mut r) => {
@@ -205,140 +184,134 @@ impl<'a, 't> Engine<'a, 't> {
             }
             None => {
                 let seq = self.t.next_message_seq()?;
-                let message_id = msg
-                    .message_id
-                    .clone()
-                    .unwrap_or_else(|| format!("pf-{seq}"));
-                MessageRecord {
-                    seq,
-                    message_id,
-                    name: msg.name.clone(),
-                    key: msg.key.clone(),
-                    variables: msg.variables.clone(),
-                    state: MessageState::Buffered,
-                    reason: None,
-                    accepted_at: self.now,
-                    expires_at: None,
-                    candidates: Vec::new(),
-                    candidate_elements: Vec::new(),
-                    instance: None,
-                    element: None,
-                    raw: None,
-                    attributes: msg.attributes.clone(),
-                    settled_at: None,
-                    note: None,
-                    requeues: 0,
-                }
+                let id = msg.message_id.clone();
+                let mut rec = self.new_record(seq, id.unwrap_or_else(|| format!("pf-{seq}")));
+                rec.name = msg.name.clone();
+                rec.key = msg.key.clone();
+                rec.variables = msg.variables.clone();
+                rec.attributes = msg.attributes.clone();
+                rec
             }
         };
         let ttl = msg
             .ttl
             .or_else(|| self.cfg.ttl_per_message.get(&msg.name).copied())
             .unwrap_or(self.cfg.default_ttl);
-        let decision = match decision {
-            Decision::Wait if ttl == 0 => {
-                Decision::Park(Reason::NoSubscription, Vec::new(), Vec::new())
-            }
-            d => d,
-        };
         match decision {
             Decision::Deliver(inst, token) => {
                 self.load_at(inst, token)?;
                 let element = self.deliver(inst, token, &rec.name, &rec.key, &rec.variables)?;
-                rec.state = MessageState::Correlated;
-                rec.instance = Some(inst);
-                rec.element = Some(element);
-                rec.settled_at = Some(self.now);
-                self.t.put_message(&rec)?;
-                self.t.bump(Counter::MessagesCorrelated, 1)?;
-                self.run()?;
+                self.correlated(&mut rec, inst, element)?;
             }
             Decision::StartInstance(process) => {
-                let version = self.t.latest_version(&process)?.max(1);
-                let def = self.def(&process, version)?;
-                let start = def
-                    .message_start(&rec.name)
-                    .and_then(|e| def.index_of(&e.id))
-                    .unwrap_or(0);
-                // the started instance knows its key unless the payload sets it
-                let mut vars = rec.variables.clone();
-                if let Some(var) = def.correlation_keys.get(&rec.name)
-                    && !var.contains(['.', '\'', '='])
-                    && !vars.contains_key(var)
-                {
-                    vars.insert(var.clone(), serde_json::Value::String(rec.key.clone()));
-                }
-                let inst =
-                    self.create_instance(def.clone(), version, vars, Some(rec.key.clone()), start)?;
-                rec.state = MessageState::Correlated;
-                rec.instance = Some(inst);
-                rec.element = Some(def.at(start).id.clone());
-                rec.settled_at = Some(self.now);
-                self.t.put_message(&rec)?;
-                self.t.bump(Counter::MessagesCorrelated, 1)?;
-                self.run()?;
+                let (inst, element) = self.start_by_message(&process, &rec)?;
+                self.correlated(&mut rec, inst, element)?;
             }
-            Decision::Wait => {
-                let expires = self.now.saturating_add(ttl);
+            Decision::Wait if ttl > 0 => {
                 rec.state = MessageState::Buffered;
-                rec.expires_at = Some(expires);
+                rec.expires_at = Some(self.now.saturating_add(ttl));
                 self.t.put_message(&rec)?;
                 self.t.bump(Counter::MessagesBuffered, 1)?;
             }
+            Decision::Wait => {
+                self.park(&mut rec, Reason::NoSubscription, Vec::new(), Vec::new())?
+            }
             Decision::Park(reason, candidates, at) => {
-                rec.state = MessageState::Parked;
-                rec.reason = Some(reason);
-                rec.candidates = candidates;
-                rec.candidate_elements = at;
-                rec.settled_at = Some(self.now);
-                self.t.put_message(&rec)?;
-                self.t.bump(Counter::MessagesParked(reason), 1)?;
-                self.parked_event(ParkedEvent::Parked, &rec)?;
+                self.park(&mut rec, reason, candidates, at)?
             }
         }
         Ok(delivery_of(&rec))
     }
 
-    /// Parks a payload that could not be decoded, with its raw bytes.
-    pub fn park_malformed(&mut self, m: &Malformed) -> R<Delivery> {
-        if let Some(seq) = self.dedup_hit(&m.name, &m.message_id)? {
-            self.t.bump(Counter::MessagesDuplicate, 1)?;
-            let _ = seq;
-            return Ok(Delivery {
-                outcome: Outcome::Duplicate,
-                message_id: m.message_id.clone(),
-                instance: None,
-                element: None,
-                reason: None,
-                candidates: Vec::new(),
-                candidate_elements: Vec::new(),
-                expires_at: None,
-            });
-        }
-        let seq = self.t.next_message_seq()?;
-        let rec = MessageRecord {
+    /// A record of message `message_id` accepted now, buffered, with no name,
+    /// key or payload yet.
+    fn new_record(&self, seq: u64, message_id: String) -> MessageRecord {
+        MessageRecord {
             seq,
-            message_id: m.message_id.clone(),
-            name: m.name.clone(),
+            message_id,
+            name: String::new(),
             key: String::new(),
             variables: Vars::new(),
-            state: MessageState::Parked,
-            reason: Some(Reason::Malformed),
+            state: MessageState::Buffered,
+            reason: None,
             accepted_at: self.now,
             expires_at: None,
             candidates: Vec::new(),
             candidate_elements: Vec::new(),
             instance: None,
             element: None,
-            raw: Some(m.raw.clone()),
-            attributes: m.attributes.clone(),
-            settled_at: Some(self.now),
-            note: Some(m.error.clone()),
+            raw: None,
+            attributes: Default::default(),
+            settled_at: None,
+            note: None,
             requeues: 0,
-        };
-        self.t.put_message(&rec)?;
-        self.t.bump(Counter::MessagesParked(Reason::Malformed), 1)?;
-        self.parked_event(ParkedEvent::Parked, &rec)?;
+        }
+    }
+
+    /// Starts the latest version of `process` at its start event for message
+    /// `rec`; the started instance knows its key unless the payload sets it.
+    fn start_by_message(&mut self, process: &str, rec: &MessageRecord) -> R<(u64, String)> {
+        let version = self.t.latest_version(process)?.max(1);
+        let def = self.def(process, version)?;
+        let start = def
+            .message_start(&rec.name)
+            .and_then(|e| def.index_of(&e.id))
+            .unwrap_or(0);
+        let mut vars = rec.variables.clone();
+        if let Some(var) = def.correlation_keys.get(&rec.name)
+            && !var.contains(['.', '\'', '='])
+            && !vars.contains_key(var)
+        {
+            vars.insert(var.clone(), serde_json::Value::String(rec.key.clone()));
+        }
+        let inst =
+            self.create_instance(def.clone(), version, vars, Some(rec.key.clone()), start)?;
+        Ok((inst, def.at(start).id.clone()))
+    }
+
+    /// Settles `rec` as correlated into `element` of `inst` and runs on.
+    fn correlated(&mut self, rec: &mut MessageRecord, inst: u64, element: String) -> R<()> {
+        rec.state = MessageState::Correlated;
+        rec.instance = Some(inst);
+        rec.element = Some(element);
+        rec.settled_at = Some(self.now);
+        self.t.put_message(rec)?;
+        self.t.bump(Counter::MessagesCorrelated, 1)?;
+        self.run()
+    }
+
+    /// Settles `rec` as parked for `reason`, visible as a parked event.
+    fn park(
+        &mut self,
+        rec: &mut MessageRecord,
+        reason: Reason,
+        candidates: Vec<u64>,
+        at: Vec<(u64, String)>,
+    ) -> R<()> {
+        rec.state = MessageState::Parked;
+        rec.reason = Some(reason);
+        rec.candidates = candidates;
+        rec.candidate_elements = at;
+        rec.settled_at = Some(self.now);
+        self.t.put_message(rec)?;
+        self.t.bump(Counter::MessagesParked(reason), 1)?;
+        self.parked_event(ParkedEvent::Parked, rec)
+    }
+
+    /// Parks a payload that could not be decoded, with its raw bytes.
+    pub fn park_malformed(&mut self, m: &Malformed) -> R<Delivery> {
+        if self.dedup_hit(&m.name, &m.message_id)?.is_some() {
+            self.t.bump(Counter::MessagesDuplicate, 1)?;
+            let id = m.message_id.clone();
+            return Ok(unsettled(Outcome::Duplicate, id, None, Vec::new()));
+        }
+        let seq = self.t.next_message_seq()?;
+        let mut rec = self.new_record(seq, m.message_id.clone());
+        rec.name = m.name.clone();
+        rec.raw = Some(m.raw.clone());
+        rec.attributes = m.attributes.clone();
+        rec.note = Some(m.error.clone());
+        self.park(&mut rec, Reason::Malformed, Vec::new(), Vec::new())?;
         Ok(delivery_of(&rec))
     }
 
@@ -502,16 +475,8 @@ impl<'a, 't> Engine<'a, 't> {
         let mut started = 0;
         for (process, version) in self.t.latest_versions()? {
             let def = self.def(&process, version)?;
-            let starts: Vec<usize> = def
-                .elements
-                .iter()
-                .enumerate()
-                .filter(|(i, e)| {
-                    def.parent_of(*i).is_none()
-                        && matches!(&e.kind, ElementKind::Start(StartKind::Signal { signal }) if signal == name)
-                })
-                .map(|(i, _)| i)
-                .collect();
+            let starts =
+                def.process_starts(|k| matches!(k, StartKind::Signal { signal } if signal == name));
             for idx in starts {
                 self.create_instance(def.clone(), version, vars.clone(), None, idx)?;
                 started += 1;
@@ -571,11 +536,7 @@ impl<'a, 't> Engine<'a, 't> {
             let element = self.proc_of(inst).at(idx).id.clone();
             self.history(inst, &element, "signal_received");
             if self.complete_with(inst, token, idx, vars)? {
-                self.queue.push_back(Step::Leave {
-                    inst,
-                    token,
-                    element: idx,
-                });
+                self.queue_leave(inst, token, idx);
             }
         }
         Ok(subs.len() + started)

@@ -21,8 +21,13 @@ use crate::model::{
 };
 use crate::store::*;
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
+use def_cache::CatalogRows;
+pub use def_cache::DefCache;
+pub(crate) use def_cache::load_def;
+use delivery::{Decision, delivery_of, unsettled};
+pub use delivery::{Delivery, Malformed, Outcome, Publish};
 pub use error::{EngineError, JobRefusal};
 pub use tasks::{TaskAction, TaskRefusal};
 
@@ -34,6 +39,8 @@ mod compensation;
 use catch::Catcher;
 mod conditions;
 mod decisions;
+mod def_cache;
+mod delivery;
 mod deploy;
 mod error;
 mod event_subprocesses;
@@ -126,90 +133,6 @@ impl Config {
     }
 }
 
-/// A message to publish or correlate.
-#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
-pub struct Publish {
-    /// Message name, as the model's `<message name>`.
-    pub name: String,
-    /// Correlation key value.
-    pub key: String,
-    /// Business message id for deduplication; generated when absent.
-    pub message_id: Option<String>,
-    /// Variables merged into the instance on correlation.
-    #[serde(with = "crate::codec::json_text")]
-    pub variables: Vars,
-    /// Buffer TTL; `Some(0)` disables buffering.
-    pub ttl: Option<Millis>,
-    /// Transport attributes kept with the record (Pub/Sub attributes, delivery attempt).
-    pub attributes: Vec<(String, String)>,
-}
-
-/// A payload that could not be decoded, parked as `malformed`.
-#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
-pub struct Malformed {
-    /// Message name the payload was meant as.
-    pub name: String,
-    /// Message id (from the transport).
-    pub message_id: String,
-    /// The payload as received.
-    pub raw: Vec<u8>,
-    /// Transport attributes.
-    pub attributes: Vec<(String, String)>,
-    /// Why it could not be decoded.
-    pub error: String,
-}
-
-/// Outcome of a publish or correlate.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Outcome {
-    /// Delivered to a waiting instance (or started one).
-    Correlated,
-    /// Waits in the buffer for its subscription.
-    Buffered,
-    /// Seen before under this (name, id): nothing changed.
-    Duplicate,
-    /// Parked with a reason for an operator.
-    Parked,
-    /// Synchronous correlate only: nothing was recorded.
-    Rejected,
-}
-
-impl Outcome {
-    /// The name in JSON and on the command line.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Correlated => "correlated",
-            Outcome::Buffered => "buffered",
-            Outcome::Duplicate => "duplicate",
-            Outcome::Parked => "parked",
-            Outcome::Rejected => "rejected",
-        }
-    }
-}
-
-/// What became of a message.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Delivery {
-    /// What happened.
-    pub outcome: Outcome,
-    /// The message id (generated when none was given).
-    pub message_id: String,
-    /// The instance it was correlated into.
-    pub instance: Option<u64>,
-    /// The element that caught it.
-    pub element: Option<String>,
-    /// Why it was parked or rejected.
-    pub reason: Option<Reason>,
-    /// Instances that could have taken it (ambiguous, late).
-    pub candidates: Vec<u64>,
-    /// Of an ambiguous message: every (instance, element) that waited for
-    /// it — two places of one instance are two entries.
-    pub candidate_elements: Vec<(u64, String)>,
-    /// When a buffered message expires.
-    pub expires_at: Option<Millis>,
-}
-
 /// A deployed process version.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Deployed {
@@ -273,71 +196,6 @@ pub struct Triggered {
     pub element: String,
     /// Where the instance's tokens wait afterwards.
     pub waiting_at: Vec<String>,
-}
-
-/// Definitions by (process, version), shared by reader threads and the writer.
-/// Entries are immutable; the cache is cleared when a batch aborts.
-/// The message catalog (what each message name means to which process) is
-/// cached the same way and dropped whenever a deploy changes it.
-#[derive(Default)]
-pub struct DefCache(
-    Mutex<HashMap<(String, u32), Arc<Process>>>,
-    Mutex<HashMap<String, CatalogRows>>,
-);
-
-type CatalogRows = Arc<Vec<(String, CatalogEntry)>>;
-
-impl DefCache {
-    fn catalog(&self, name: &str) -> Option<CatalogRows> {
-        self.1.lock().ok()?.get(name).cloned()
-    }
-    fn put_catalog(&self, name: &str, rows: CatalogRows) {
-        if let Ok(mut m) = self.1.lock() {
-            m.insert(name.to_string(), rows);
-        }
-    }
-    fn clear_catalog(&self) {
-        if let Ok(mut m) = self.1.lock() {
-            m.clear();
-        }
-    }
-    pub fn get(&self, process: &str, version: u32) -> Option<Arc<Process>> {
-        self.0
-            .lock()
-            .ok()?
-            .get(&(process.to_string(), version))
-            .cloned()
-    }
-    pub fn put(&self, process: &str, version: u32, p: Arc<Process>) {
-        if let Ok(mut m) = self.0.lock() {
-            m.insert((process.to_string(), version), p);
-        }
-    }
-    pub fn clear(&self) {
-        if let Ok(mut m) = self.0.lock() {
-            m.clear();
-        }
-        self.clear_catalog();
-    }
-}
-
-/// Loads a definition through the cache; `fetch` reads it from whichever
-/// transaction the caller holds.
-pub(crate) fn load_def(
-    cache: &DefCache,
-    process: &str,
-    version: u32,
-    fetch: impl FnOnce() -> Result<Option<StoredDefinition>, StoreError>,
-) -> Result<Option<Arc<Process>>, StoreError> {
-    if let Some(p) = cache.get(process, version) {
-        return Ok(Some(p));
-    }
-    let Some(stored) = fetch()? else {
-        return Ok(None);
-    };
-    let p = Arc::new(stored.load(process, version)?.process);
-    cache.put(process, version, p.clone());
-    Ok(Some(p))
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -731,34 +589,6 @@ impl<'a, 't> Engine<'a, 't> {
                 .put_instance(&mut d.rec, &d.before, Some(&d.process))?;
         }
         Ok(())
-    }
-}
-
-enum Decision {
-    Deliver(u64, u64),
-    StartInstance(String),
-    Wait,
-    /// Parked, with the candidate instances and (ambiguous) the elements
-    /// that waited for it.
-    Park(Reason, Vec<u64>, Vec<(u64, String)>),
-}
-
-fn delivery_of(rec: &MessageRecord) -> Delivery {
-    Delivery {
-        outcome: match rec.state {
-            MessageState::Buffered => Outcome::Buffered,
-            MessageState::Parked | MessageState::Discarded => Outcome::Parked,
-            MessageState::Correlated => Outcome::Correlated,
-        },
-        message_id: rec.message_id.clone(),
-        instance: rec.instance,
-        element: rec.element.clone(),
-        reason: rec.reason,
-        candidates: rec.candidates.clone(),
-        candidate_elements: rec.candidate_elements.clone(),
-        expires_at: rec
-            .expires_at
-            .filter(|_| rec.state == MessageState::Buffered),
     }
 }
 

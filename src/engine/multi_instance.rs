@@ -241,11 +241,7 @@ impl<'a, 't> Engine<'a, 't> {
             self.inst(inst).assign(scope, out, Value::Array(list));
             self.conditions_due(inst);
         }
-        self.queue.push_back(Step::Leave {
-            inst,
-            token: body,
-            element: idx,
-        });
+        self.queue_leave(inst, body, idx);
         Ok(())
     }
 

@@ -283,12 +283,7 @@ impl<'a, 't> Engine<'a, 't> {
     /// Lets a repaired token arrive at `idx` and reports what that scheduled.
     pub(super) fn place(&mut self, inst: u64, token: u64, idx: usize) -> R<Repair> {
         let before = self.jobs_created.len();
-        self.queue.push_back(Step::Arrive {
-            inst,
-            token,
-            element: idx,
-            via: None,
-        });
+        self.queue_arrive(inst, token, idx, None);
         self.run()?;
         let jobs_created = self.jobs_created[before..].to_vec();
         Ok(Repair {

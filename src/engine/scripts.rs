@@ -68,11 +68,7 @@ impl<'a, 't> Engine<'a, 't> {
                     }
                 }
                 if self.complete_with(inst, token, idx, &result)? {
-                    self.queue.push_back(Step::Leave {
-                        inst,
-                        token,
-                        element: idx,
-                    });
+                    self.queue_leave(inst, token, idx);
                 }
             }
             Err(error) => self.incident(inst, token, &element, error),

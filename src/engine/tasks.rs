@@ -168,11 +168,7 @@ impl<'a, 't> Engine<'a, 't> {
             })?;
         self.t.remove_task(id)?;
         if self.complete_with(task.instance, task.token, idx, vars)? {
-            self.queue.push_back(Step::Leave {
-                inst: task.instance,
-                token: task.token,
-                element: idx,
-            });
+            self.queue_leave(task.instance, task.token, idx);
         }
         self.run()
     }

@@ -197,11 +197,7 @@ impl<'a, 't> Engine<'a, 't> {
             self.history(inst, &el.id, "completed");
             return self.end_token(inst, token);
         }
-        self.queue.push_back(Step::Leave {
-            inst,
-            token,
-            element: idx,
-        });
+        self.queue_leave(inst, token, idx);
         Ok(())
     }
 }

@@ -47,11 +47,7 @@ impl<'a, 't> Engine<'a, 't> {
         self.history(inst, &element, "message_correlated");
         self.t.set_passed(name, key, inst, true)?;
         if self.complete_with(inst, token, idx, vars)? {
-            self.queue.push_back(Step::Leave {
-                inst,
-                token,
-                element: idx,
-            });
+            self.queue_leave(inst, token, idx);
         }
         Ok(element)
     }
@@ -282,23 +278,7 @@ impl<'a, 't> Engine<'a, 't> {
     ) -> Option<usize> {
         let p = self.proc_of(inst);
         let t = self.inst(inst).tokens.get(token)?;
-        let own = match &t.wait {
-            Wait::Message { name, .. } => name == message,
-            Wait::Events { messages, .. } => messages.iter().any(|(n, _)| n == message),
-            Wait::Signal { .. }
-            | Wait::Job { .. }
-            | Wait::Timer { .. }
-            | Wait::Join { .. }
-            | Wait::Incident { .. }
-            | Wait::Task { .. }
-            | Wait::Scope
-            | Wait::Child { .. }
-            | Wait::Body { .. }
-            | Wait::Condition
-            | Wait::Trigger
-            | Wait::Compensating
-            | Wait::AdHoc { .. } => false,
-        };
+        let own = t.wait.messages().iter().any(|(n, _)| *n == message);
         if own {
             return None;
         }
@@ -334,11 +314,7 @@ impl<'a, 't> Engine<'a, 't> {
         self.history(inst, &boundary, event);
         let new = self.new_token(inst, &boundary, scope);
         if self.complete_with(inst, new, b, vars)? {
-            self.queue.push_back(Step::Leave {
-                inst,
-                token: new,
-                element: b,
-            });
+            self.queue_leave(inst, new, b);
         }
         Ok(boundary)
     }
@@ -540,11 +516,7 @@ impl<'a, 't> Engine<'a, 't> {
         self.cancel_wait(inst, token)?;
         self.history(inst, &at, "triggered");
         if self.complete_with(inst, token, idx, vars)? {
-            self.queue.push_back(Step::Leave {
-                inst,
-                token,
-                element: idx,
-            });
+            self.queue_leave(inst, token, idx);
         }
         self.run()?;
         Ok(Triggered {

@@ -419,46 +419,9 @@ impl Decoder {
                 ));
             }
         };
-        let claim = match &self.claim_check {
-            None => None,
-            Some((where_, variable)) => {
-                // Ok(None): no reference at all; Err: one that is there but invalid
-                let found = match where_ {
-                    ClaimCheck::Attributes => {
-                        match (m.attributes.get("bucketId"), m.attributes.get("objectId")) {
-                            (Some(b), Some(o)) => ObjectRef::new(
-                                b,
-                                o,
-                                m.attributes.get("objectGeneration").map(String::as_str),
-                            )
-                            .map(Some),
-                            (None, None) => Ok(None),
-                            _ => Err("attributes bucketId and objectId come together".into()),
-                        }
-                    }
-                    ClaimCheck::Pointer(p) => match value.pointer(p) {
-                        Some(Value::String(uri)) => ObjectRef::parse_uri(uri)
-                            .map(Some)
-                            .map_err(|e| format!("{p}: {e}")),
-                        Some(other) => Err(format!("{p} is {}, not a gs:// URI", json_kind(other))),
-                        None => Ok(None),
-                    },
-                };
-                match found {
-                    Ok(Some(r)) => Some((r, variable)),
-                    Ok(None) if !self.claim_check_required => None,
-                    Ok(None) => {
-                        let missing = match where_ {
-                            ClaimCheck::Attributes => {
-                                "attributes bucketId and objectId are missing".to_string()
-                            }
-                            ClaimCheck::Pointer(p) => format!("{p} is missing"),
-                        };
-                        return malformed(format!("claim-check reference: {missing}"));
-                    }
-                    Err(e) => return malformed(format!("claim-check reference: {e}")),
-                }
-            }
+        let claim = match self.claim(m, &value) {
+            Ok(claim) => claim,
+            Err(e) => return malformed(format!("claim-check reference: {e}")),
         };
         let Value::Object(payload) = value else {
             unreachable!("checked above")
@@ -486,6 +449,42 @@ impl Decoder {
             ttl: self.ttl,
             attributes,
         })
+    }
+
+    /// The claim-check reference of a delivery and the variable it goes to:
+    /// `Ok(None)` where none is configured or an optional one is absent, `Err`
+    /// where one is there but invalid or a required one is missing.
+    fn claim(&self, m: &Incoming, value: &Value) -> Result<Option<(ObjectRef, &String)>, String> {
+        let Some((where_, variable)) = &self.claim_check else {
+            return Ok(None);
+        };
+        let found = match where_ {
+            ClaimCheck::Attributes => {
+                match (m.attributes.get("bucketId"), m.attributes.get("objectId")) {
+                    (Some(b), Some(o)) => {
+                        let generation = m.attributes.get("objectGeneration");
+                        ObjectRef::new(b, o, generation.map(String::as_str)).map(Some)
+                    }
+                    (None, None) => Ok(None),
+                    _ => Err("attributes bucketId and objectId come together".into()),
+                }
+            }
+            ClaimCheck::Pointer(p) => match value.pointer(p) {
+                Some(Value::String(uri)) => ObjectRef::parse_uri(uri)
+                    .map(Some)
+                    .map_err(|e| format!("{p}: {e}")),
+                Some(other) => Err(format!("{p} is {}, not a gs:// URI", json_kind(other))),
+                None => Ok(None),
+            },
+        };
+        match found? {
+            Some(r) => Ok(Some((r, variable))),
+            None if !self.claim_check_required => Ok(None),
+            None => Err(match where_ {
+                ClaimCheck::Attributes => "attributes bucketId and objectId are missing".into(),
+                ClaimCheck::Pointer(p) => format!("{p} is missing"),
+            }),
+        }
     }
 
     fn value(&self, source: &Source, m: &Incoming, payload: Option<&Value>) -> Option<String> {

@@ -574,6 +574,18 @@ impl Process {
         false
     }
 
+    /// The start events at the process level (not inside a subprocess) whose
+    /// kind `pick` takes, by index.
+    pub fn process_starts(&self, pick: impl Fn(&StartKind) -> bool) -> Vec<usize> {
+        let at_top = |i: usize| self.parent_of(i).is_none();
+        self.elements
+            .iter()
+            .enumerate()
+            .filter(|(i, e)| at_top(*i) && matches!(&e.kind, ElementKind::Start(k) if pick(k)))
+            .map(|(i, _)| i)
+            .collect()
+    }
+
     /// Message names that start this process.
     pub fn start_messages(&self) -> impl Iterator<Item = &str> {
         self.elements.iter().filter_map(|e| match &e.kind {

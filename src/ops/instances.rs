@@ -486,28 +486,17 @@ impl Reader {
     pub(super) fn incidents(&self, rec: &InstanceRecord) -> Result<Vec<String>, RErr> {
         let mut out = Vec::new();
         for t in &rec.tokens {
-            match &t.wait {
-                Wait::Incident { error } => out.push(format!("{}: {error}", t.element)),
-                Wait::Job { job } | Wait::Timer { job } => {
-                    if let Some(j) = self.snap.job(*job)?
-                        && j.state == JobState::Incident
-                    {
-                        let error = j.last_error.as_deref().unwrap_or("out of attempts");
-                        out.push(format!("{}: job {}: {error}", t.element, j.id));
-                    }
+            if let Wait::Incident { error } = &t.wait {
+                out.push(format!("{}: {error}", t.element));
+            }
+            // a job or timer it waits for (an event-based gateway's timers too)
+            for job in t.wait.jobs() {
+                if let Some(j) = self.snap.job(job)?
+                    && j.state == JobState::Incident
+                {
+                    let error = j.last_error.as_deref().unwrap_or("out of attempts");
+                    out.push(format!("{}: job {}: {error}", t.element, j.id));
                 }
-                Wait::Message { .. }
-                | Wait::Signal { .. }
-                | Wait::Events { .. }
-                | Wait::Join { .. }
-                | Wait::Task { .. }
-                | Wait::Scope
-                | Wait::Child { .. }
-                | Wait::Body { .. }
-                | Wait::Condition
-                | Wait::Trigger
-                | Wait::Compensating
-                | Wait::AdHoc { .. } => {}
             }
         }
         Ok(out)

@@ -98,6 +98,14 @@ pub(super) async fn check(
 /// The repairs, user tasks and jobs `got` was answered about, as `r` finds
 /// them after the cut; what is not so goes into `problems`.
 fn check_repairs(r: &crate::ops::Reader, got: &Answered, problems: &mut Vec<String>) {
+    check_tasks(r, got, problems);
+    check_histories(r, got, problems);
+    check_jobs(r, got, problems);
+    check_messages(r, got, problems);
+}
+
+/// The user tasks completed, claimed, unclaimed and assigned.
+fn check_tasks(r: &crate::ops::Reader, got: &Answered, problems: &mut Vec<String>) {
     let open = r
         .tasks(&crate::ops::TaskFilter::default())
         .unwrap_or_default();
@@ -122,6 +130,11 @@ fn check_repairs(r: &crate::ops::Reader, got: &Answered, problems: &mut Vec<Stri
             ));
         }
     }
+}
+
+/// The instances triggered, repaired, caught, moved and released, by what
+/// their history and tokens say.
+fn check_histories(r: &crate::ops::Reader, got: &Answered, problems: &mut Vec<String>) {
     let had = |id: u64, element: &str, event: &str| {
         r.instance(id).ok().flatten().is_some_and(|v| {
             v.history
@@ -141,25 +154,6 @@ fn check_repairs(r: &crate::ops::Reader, got: &Answered, problems: &mut Vec<Stri
             problems.push(format!(
                 "a token was added to review {id}; its history does not say so"
             ));
-        }
-    }
-    for (job, last) in &got.job_last {
-        let view = r.job(*job).ok().flatten();
-        let state = view.as_ref().map(|j| j.state);
-        let kept = match *last {
-            "failed" => state == Some("incident"),
-            // a retried job is due again (or taken, or done since)
-            "retried" => state != Some("incident"),
-            // nothing takes a leased job before its lease ends, and the
-            // workload's clock stands still
-            "extended" => view.is_some_and(|j| {
-                j.state == "locked"
-                    && j.lease_until == got.extended.get(job).map(|u| crate::clock::rfc3339(*u))
-            }),
-            _ => state.is_none(),
-        };
-        if !kept {
-            problems.push(format!("job {job} was {last}, now {state:?}"));
         }
     }
     for id in &got.caught {
@@ -199,6 +193,34 @@ fn check_repairs(r: &crate::ops::Reader, got: &Answered, problems: &mut Vec<Stri
             ));
         }
     }
+}
+
+/// The jobs failed, retried and extended.
+fn check_jobs(r: &crate::ops::Reader, got: &Answered, problems: &mut Vec<String>) {
+    for (job, last) in &got.job_last {
+        let view = r.job(*job).ok().flatten();
+        let state = view.as_ref().map(|j| j.state);
+        let kept = match *last {
+            "failed" => state == Some("incident"),
+            // a retried job is due again (or taken, or done since)
+            "retried" => state != Some("incident"),
+            // nothing takes a leased job before its lease ends, and the
+            // workload's clock stands still
+            "extended" => view.is_some_and(|j| {
+                j.state == "locked"
+                    && j.lease_until == got.extended.get(job).map(|u| crate::clock::rfc3339(*u))
+            }),
+            _ => state.is_none(),
+        };
+        if !kept {
+            problems.push(format!("job {job} was {last}, now {state:?}"));
+        }
+    }
+}
+
+/// The messages requeued, parked as undecodable and discarded, and the
+/// parked events marked as published.
+fn check_messages(r: &crate::ops::Reader, got: &Answered, problems: &mut Vec<String>) {
     for (id, _) in &got.requeued {
         let stored = r.message(id).unwrap_or_default();
         if !stored.iter().any(|m| m.requeues > 0 || m.state != "parked") {

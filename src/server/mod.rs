@@ -147,20 +147,7 @@ pub async fn run(
     let zeebe = zeebe_listener(listen.zeebe, listen.zeebe_if_free).await?;
     let zeebe_bound = zeebe_addr(zeebe.as_ref());
     let consumers = crate::ingress::Consumers::default();
-    #[cfg(feature = "pubsub")]
-    let edge = crate::pubsub::Edge::start(pf, &config, &consumers)
-        .await
-        .map_err(|e| ServerError::Pubsub(e.to_string()))?;
-    #[cfg(not(feature = "pubsub"))]
-    let edge = {
-        if !config.subscriptions.is_empty()
-            || !config.send_topics.is_empty()
-            || config.notifications.parked_topic.is_some()
-        {
-            return Err(ServerError::NoPubsub);
-        }
-        NoEdge
-    };
+    let edge = start_edge(pf, &config, &consumers).await?;
     let exec = pf.start_executor(crate::jobs::ExecutorConfig::default());
     let forwarder = peers.map(|urls| signals::spawn(pf.clone(), urls, listen.token.clone()));
     let alarms = Arc::new(alarms::Alarms::new(config.alarms));
@@ -169,24 +156,7 @@ pub async fn run(
         &config.storage,
         pf.partition().index(),
     ));
-    let watcher = {
-        let (pf, alarms, backups) = (pf.clone(), alarms.clone(), backups.clone());
-        let started = pf.now();
-        tokio::spawn(async move {
-            loop {
-                if let Ok(r) = pf.reader() {
-                    let facts = alarms::Facts {
-                        started,
-                        last_backup: backups.last_good_ms(),
-                    };
-                    let _ = alarms.evaluate(&r, &facts);
-                }
-                // retention in small batches, each its own commit
-                while let Ok((_, _, true)) = pf.cleanup(1000).await {}
-                tokio::time::sleep(std::time::Duration::from_secs(5)).await;
-            }
-        })
-    };
+    let watcher = spawn_watcher(pf.clone(), alarms.clone(), backups.clone());
     // one shutdown for both: the API stops accepting, the edge stops pulling
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let (mut stop_http, mut stop_edge) = (stop_rx.clone(), stop_rx.clone());
@@ -262,6 +232,59 @@ pub async fn run(
     served.map_err(ServerError::Http)?;
     Ok(Report {
         tasks_completed: report.tasks_completed,
+    })
+}
+
+/// The Pub/Sub edge of `config`: its subscriptions, send topics and parked
+/// notifications.
+#[cfg(feature = "pubsub")]
+async fn start_edge(
+    pf: &Postfach,
+    config: &config::ConfigFile,
+    consumers: &crate::ingress::Consumers,
+) -> Result<crate::pubsub::Edge, ServerError> {
+    crate::pubsub::Edge::start(pf, config, consumers)
+        .await
+        .map_err(|e| ServerError::Pubsub(e.to_string()))
+}
+
+/// Without Pub/Sub there is no edge: a configuration that asks for one is
+/// refused.
+#[cfg(not(feature = "pubsub"))]
+async fn start_edge(
+    _pf: &Postfach,
+    config: &config::ConfigFile,
+    _consumers: &crate::ingress::Consumers,
+) -> Result<NoEdge, ServerError> {
+    if !config.subscriptions.is_empty()
+        || !config.send_topics.is_empty()
+        || config.notifications.parked_topic.is_some()
+    {
+        return Err(ServerError::NoPubsub);
+    }
+    Ok(NoEdge)
+}
+
+/// Every 5 s: the alarms evaluated, and retention in small batches, each its
+/// own commit.
+fn spawn_watcher(
+    pf: Postfach,
+    alarms: Arc<alarms::Alarms>,
+    backups: Arc<backups::Backups>,
+) -> tokio::task::JoinHandle<()> {
+    let started = pf.now();
+    tokio::spawn(async move {
+        loop {
+            if let Ok(r) = pf.reader() {
+                let facts = alarms::Facts {
+                    started,
+                    last_backup: backups.last_good_ms(),
+                };
+                let _ = alarms.evaluate(&r, &facts);
+            }
+            while let Ok((_, _, true)) = pf.cleanup(1000).await {}
+            tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+        }
     })
 }
 

@@ -180,10 +180,8 @@ fn copy_table<K: redb::Key + 'static, V: redb::Value + 'static>(
     w: &WriteTransaction,
     def: TableDefinition<K, V>,
 ) -> Result<(), StoreError> {
-    let from = match r.open_table(def) {
-        Ok(t) => t,
-        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(()),
-        Err(e) => return Err(redb::Error::from(e).into()),
+    let Some(from) = super::present(r.open_table(def))? else {
+        return Ok(());
     };
     let mut to = w.open_table(def)?;
     for (n, row) in from.iter()?.enumerate() {
@@ -199,10 +197,8 @@ fn copy_multimap<K: redb::Key + 'static, V: redb::Key + 'static>(
     w: &WriteTransaction,
     def: MultimapTableDefinition<K, V>,
 ) -> Result<(), StoreError> {
-    let from = match r.open_multimap_table(def) {
-        Ok(t) => t,
-        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(()),
-        Err(e) => return Err(redb::Error::from(e).into()),
+    let Some(from) = super::present(r.open_multimap_table(def))? else {
+        return Ok(());
     };
     let mut to = w.open_multimap_table(def)?;
     for (n, row) in from.iter()?.enumerate() {

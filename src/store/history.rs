@@ -219,35 +219,24 @@ mod tests {
     #[test]
     fn a_compact_row_is_a_fraction_of_the_plain_one() {
         let t0 = 1_767_225_600_000;
+        // a task whose job ran twice: once failed, once completed
+        const JOB_TASK: &[&str] = &[
+            "activated",
+            "job_created",
+            "job_executed",
+            "job_created",
+            "job_completed",
+            "completed",
+        ];
         let mut entries = vec![entry("auftrag-ausfuehrung", "instance_started", t0)];
         for (element, events) in [
             ("auftragEingegangen", &["activated", "completed"][..]),
-            (
-                "auftragUebergeben",
-                &[
-                    "activated",
-                    "job_created",
-                    "job_executed",
-                    "job_created",
-                    "job_completed",
-                    "completed",
-                ],
-            ),
+            ("auftragUebergeben", JOB_TASK),
             (
                 "warteAufAbschluss",
                 &["activated", "message_correlated", "completed"],
             ),
-            (
-                "rechnungStellen",
-                &[
-                    "activated",
-                    "job_created",
-                    "job_executed",
-                    "job_created",
-                    "job_completed",
-                    "completed",
-                ],
-            ),
+            ("rechnungStellen", JOB_TASK),
             ("auftragAbgerechnet", &["activated", "completed"]),
         ] {
             for ev in events {

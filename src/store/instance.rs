@@ -124,74 +124,76 @@ impl Wait {
         }
     }
 
-    /// The jobs this wait holds: a job or timer it waits for, the timers of
-    /// an event-based gateway. (Boundary timers are the token's `timers`.)
+    /// What this wait holds open, in one place for every kind of wait: the
+    /// jobs (a job or timer it waits for, the timers of an event-based
+    /// gateway), the (message, key) subscriptions (a message catch, an
+    /// event-based gateway's messages) and the signals (a signal catch, an
+    /// event-based gateway's signals). Boundary timers and subscriptions are
+    /// the token's own.
+    pub fn held(&self) -> Held<'_> {
+        match self {
+            Wait::Job { job } | Wait::Timer { job } => Held {
+                jobs: vec![*job],
+                ..Held::default()
+            },
+            Wait::Message { name, key } => Held {
+                messages: vec![(name.as_str(), key.as_str())],
+                ..Held::default()
+            },
+            Wait::Signal { name } => Held {
+                signals: vec![name.as_str()],
+                ..Held::default()
+            },
+            Wait::Events {
+                messages,
+                signals,
+                timers,
+            } => Held {
+                jobs: timers.clone(),
+                messages: messages
+                    .iter()
+                    .map(|(n, k)| (n.as_str(), k.as_str()))
+                    .collect(),
+                signals: signals.iter().map(String::as_str).collect(),
+            },
+            Wait::Join { .. }
+            | Wait::Incident { .. }
+            | Wait::Task { .. }
+            | Wait::Scope
+            | Wait::Child { .. }
+            | Wait::Body { .. }
+            | Wait::Condition
+            | Wait::Trigger
+            | Wait::Compensating
+            | Wait::AdHoc { .. } => Held::default(),
+        }
+    }
+
+    /// The jobs this wait holds ([`Wait::held`]).
     pub fn jobs(&self) -> Vec<u64> {
-        match self {
-            Wait::Job { job } | Wait::Timer { job } => vec![*job],
-            Wait::Events { timers, .. } => timers.clone(),
-            Wait::Message { .. }
-            | Wait::Signal { .. }
-            | Wait::Join { .. }
-            | Wait::Incident { .. }
-            | Wait::Task { .. }
-            | Wait::Scope
-            | Wait::Child { .. }
-            | Wait::Body { .. }
-            | Wait::Condition
-            | Wait::Trigger
-            | Wait::Compensating
-            | Wait::AdHoc { .. } => Vec::new(),
-        }
+        self.held().jobs
     }
 
-    /// The (message, key) subscriptions this wait holds open (a message
-    /// catch, an event-based gateway's messages). Boundary subscriptions are
-    /// the token's `boundary_messages`.
+    /// The (message, key) subscriptions this wait holds open ([`Wait::held`]).
     pub fn messages(&self) -> Vec<(&str, &str)> {
-        match self {
-            Wait::Message { name, key } => vec![(name.as_str(), key.as_str())],
-            Wait::Events { messages, .. } => messages
-                .iter()
-                .map(|(n, k)| (n.as_str(), k.as_str()))
-                .collect(),
-            Wait::Signal { .. }
-            | Wait::Job { .. }
-            | Wait::Timer { .. }
-            | Wait::Join { .. }
-            | Wait::Incident { .. }
-            | Wait::Task { .. }
-            | Wait::Scope
-            | Wait::Child { .. }
-            | Wait::Body { .. }
-            | Wait::Condition
-            | Wait::Trigger
-            | Wait::Compensating
-            | Wait::AdHoc { .. } => Vec::new(),
-        }
+        self.held().messages
     }
 
-    /// The signals this wait is subscribed to (a signal catch, an
-    /// event-based gateway's signals).
+    /// The signals this wait is subscribed to ([`Wait::held`]).
     pub fn signals(&self) -> Vec<&str> {
-        match self {
-            Wait::Signal { name } => vec![name.as_str()],
-            Wait::Events { signals, .. } => signals.iter().map(String::as_str).collect(),
-            Wait::Message { .. }
-            | Wait::Job { .. }
-            | Wait::Timer { .. }
-            | Wait::Join { .. }
-            | Wait::Incident { .. }
-            | Wait::Task { .. }
-            | Wait::Scope
-            | Wait::Child { .. }
-            | Wait::Body { .. }
-            | Wait::Condition
-            | Wait::Trigger
-            | Wait::Compensating
-            | Wait::AdHoc { .. } => Vec::new(),
-        }
+        self.held().signals
     }
+}
+
+/// What a wait holds open ([`Wait::held`]).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Held<'a> {
+    /// Jobs and timers.
+    pub jobs: Vec<u64>,
+    /// (message, key) subscriptions.
+    pub messages: Vec<(&'a str, &'a str)>,
+    /// Signal subscriptions.
+    pub signals: Vec<&'a str>,
 }
 
 /// A token at rest. Between transactions every live token rests somewhere.

@@ -186,6 +186,8 @@ from_redb!(
 
 pub(crate) mod copy;
 mod instance;
+#[cfg(test)]
+mod memory;
 mod open;
 mod overlay;
 mod pinned;
@@ -194,6 +196,18 @@ mod sim;
 mod snapshot;
 mod tables;
 pub(crate) mod verify;
+
+/// A table opened where a database of an earlier release may not have it
+/// yet (it is created on the first writable open): `None` then. The one
+/// place that decides what a missing table is; its callers decide what it
+/// means.
+pub(crate) fn present<T>(opened: Result<T, redb::TableError>) -> Result<Option<T>, StoreError> {
+    match opened {
+        Ok(t) => Ok(Some(t)),
+        Err(redb::TableError::TableDoesNotExist(_)) => Ok(None),
+        Err(e) => Err(redb::Error::from(e).into()),
+    }
+}
 
 /// The store's consistency check over a read transaction (tests).
 #[cfg(test)]
@@ -208,11 +222,11 @@ pub(crate) fn begin_read_tx(db: &redb::Database) -> Result<redb::ReadTransaction
 }
 
 pub use instance::*;
+#[cfg(test)]
+pub(crate) use memory::MemoryStore;
 pub use open::*;
 pub(crate) use snapshot::Snapshot;
 pub(crate) use tables::{Resting, Tables};
-#[cfg(test)]
-pub(crate) use verify::MemoryStore;
 
 // ---------- records ----------
 

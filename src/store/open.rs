@@ -6,6 +6,11 @@
 //! in a read transaction, before anything is written.
 
 use super::*;
+use crate::partition::Partition;
+use std::path::Path;
+
+/// An opened database file and the partition it is.
+type Opened = Result<(redb::Database, Partition), StoreError>;
 
 /// Creates every table so that read transactions find them, stamps the
 /// format version and the partition (`path` names the file in a refusal).
@@ -19,10 +24,9 @@ pub(crate) fn init(
     // a newer format is refused before anything is written
     {
         let r = db.begin_read()?;
-        let found = match r.open_table(META) {
-            Ok(meta) => meta.get(FORMAT_KEY)?.map(|g| g.value()),
-            Err(redb::TableError::TableDoesNotExist(_)) => None,
-            Err(e) => return Err(redb::Error::from(e).into()),
+        let found = match present(r.open_table(META))? {
+            Some(meta) => meta.get(FORMAT_KEY)?.map(|g| g.value()),
+            None => None,
         };
         if let Some(found) = found.filter(|&v| v > DB_FORMAT) {
             return Err(StoreError::NewerFormat {
@@ -48,17 +52,11 @@ pub(crate) fn init(
 /// Opens (or creates) the database file, mapping a held lock to a clear
 /// error; as partition `given` (refused when the file is another one), or as
 /// whatever partition it is. Returns the partition it is.
-pub(crate) fn open_db(
-    path: &std::path::Path,
-    given: Option<crate::partition::Partition>,
-) -> Result<(redb::Database, crate::partition::Partition), StoreError> {
+pub(crate) fn open_db(path: &Path, given: Option<Partition>) -> Opened {
     damage::contain(path, || open_db_unchecked(path, given))
 }
 
-pub(super) fn open_db_unchecked(
-    path: &std::path::Path,
-    given: Option<crate::partition::Partition>,
-) -> Result<(redb::Database, crate::partition::Partition), StoreError> {
+pub(super) fn open_db_unchecked(path: &Path, given: Option<Partition>) -> Opened {
     let shown = path.display().to_string();
     // a database whose name is not durable is lost with everything in it
     let db = crate::disk::create_durably(&crate::disk::FileSystem, path, || {
@@ -84,9 +82,9 @@ pub(super) fn open_db_unchecked(
 #[cfg(test)]
 pub(crate) fn open_db_sim(
     disk: &crate::disk::sim::Disk,
-    path: &std::path::Path,
-    given: Option<crate::partition::Partition>,
-) -> Result<(redb::Database, crate::partition::Partition), StoreError> {
+    path: &Path,
+    given: Option<Partition>,
+) -> Opened {
     let name = path.to_string_lossy().to_string();
     let db = crate::disk::create_durably(disk, path, || {
         disk.create(&name)?;
@@ -109,17 +107,11 @@ pub(crate) fn open_db_sim(
 /// happen in a copy-on-write overlay in memory ([`overlay::Overlay`]), so this works on a
 /// full disk and on a read-only file system. Refused while another process
 /// holds the file as its writer.
-pub(crate) fn open_db_read_only(
-    path: &std::path::Path,
-    given: Option<crate::partition::Partition>,
-) -> Result<(redb::Database, crate::partition::Partition), StoreError> {
+pub(crate) fn open_db_read_only(path: &Path, given: Option<Partition>) -> Opened {
     damage::contain(path, || open_db_read_only_unchecked(path, given))
 }
 
-pub(super) fn open_db_read_only_unchecked(
-    path: &std::path::Path,
-    given: Option<crate::partition::Partition>,
-) -> Result<(redb::Database, crate::partition::Partition), StoreError> {
+pub(super) fn open_db_read_only_unchecked(path: &Path, given: Option<Partition>) -> Opened {
     let shown = path.display().to_string();
     // a running writer holds the file: redb's read-only open says so
     if let Err(redb::DatabaseError::DatabaseAlreadyOpen) =

@@ -285,60 +285,48 @@ impl Process4 {
 impl Kind4 {
     /// Today's kind of a format-4 kind: one arm per stored variant.
     fn into_model(self) -> ElementKind {
+        use {ActivityKind as A, CatchKind as C, ElementKind as E, GatewayKind as G};
+        use {ScopeKind as S, StartKind as St, ThrowKind as T};
         match self {
-            Kind4::NoneStart => ElementKind::Start(StartKind::Plain),
-            Kind4::MessageStart { message } => ElementKind::Start(StartKind::Message { message }),
-            Kind4::TimerCatch { timer } => ElementKind::Catch(CatchKind::Timer { timer }),
-            Kind4::EventGateway => ElementKind::Gateway(GatewayKind::Event),
+            Kind4::NoneStart => E::Start(St::Plain),
+            Kind4::MessageStart { message } => E::Start(St::Message { message }),
+            Kind4::TimerCatch { timer } => E::Catch(C::Timer { timer }),
+            Kind4::EventGateway => E::Gateway(G::Event),
             Kind4::Boundary {
                 host,
                 cancel,
                 trigger,
-            } => ElementKind::Boundary {
+            } => E::Boundary {
                 host,
                 cancel,
                 trigger,
             },
-            Kind4::End => ElementKind::Throw(ThrowKind::End),
-            Kind4::ExclusiveGateway { default } => {
-                ElementKind::Gateway(GatewayKind::Exclusive { default })
-            }
-            Kind4::ParallelGateway => ElementKind::Gateway(GatewayKind::Parallel),
-            Kind4::SendTask => ElementKind::Activity(ActivityKind::SendTask),
-            Kind4::ServiceTask { topic } => {
-                ElementKind::Activity(ActivityKind::ServiceTask { topic })
-            }
-            Kind4::ReceiveTask { message } => {
-                ElementKind::Activity(ActivityKind::ReceiveTask { message })
-            }
-            Kind4::MessageCatch { message } => ElementKind::Catch(CatchKind::Message { message }),
-            Kind4::SignalCatch { signal } => ElementKind::Catch(CatchKind::Signal { signal }),
-            Kind4::SignalThrow { signal } => ElementKind::Throw(ThrowKind::Signal { signal }),
-            Kind4::NoneThrow => ElementKind::Throw(ThrowKind::Plain),
-            Kind4::Publish { topic } => ElementKind::Activity(ActivityKind::Publish { topic }),
-            Kind4::Task { manual } => ElementKind::Activity(ActivityKind::Task { manual }),
-            Kind4::Delegated { topic, work } => {
-                ElementKind::Activity(ActivityKind::Delegated { topic, work })
-            }
-            Kind4::TimerStart { timer } => ElementKind::Start(StartKind::Timer { timer }),
-            Kind4::UserTask { spec } => ElementKind::Activity(ActivityKind::UserTask { spec }),
-            Kind4::InclusiveGateway { default } => {
-                ElementKind::Gateway(GatewayKind::Inclusive { default })
-            }
-            Kind4::TerminateEnd => ElementKind::Throw(ThrowKind::Terminate),
-            Kind4::SubProcess { start, children } => {
-                ElementKind::Scope(ScopeKind::SubProcess { start, children })
-            }
-            Kind4::ErrorEnd { code } => ElementKind::Throw(ThrowKind::Error { code }),
-            Kind4::Escalation { code, end } => {
-                ElementKind::Throw(ThrowKind::Escalation { code, end })
-            }
+            Kind4::End => E::Throw(T::End),
+            Kind4::ExclusiveGateway { default } => E::Gateway(G::Exclusive { default }),
+            Kind4::ParallelGateway => E::Gateway(G::Parallel),
+            Kind4::SendTask => E::Activity(A::SendTask),
+            Kind4::ServiceTask { topic } => E::Activity(A::ServiceTask { topic }),
+            Kind4::ReceiveTask { message } => E::Activity(A::ReceiveTask { message }),
+            Kind4::MessageCatch { message } => E::Catch(C::Message { message }),
+            Kind4::SignalCatch { signal } => E::Catch(C::Signal { signal }),
+            Kind4::SignalThrow { signal } => E::Throw(T::Signal { signal }),
+            Kind4::NoneThrow => E::Throw(T::Plain),
+            Kind4::Publish { topic } => E::Activity(A::Publish { topic }),
+            Kind4::Task { manual } => E::Activity(A::Task { manual }),
+            Kind4::Delegated { topic, work } => E::Activity(A::Delegated { topic, work }),
+            Kind4::TimerStart { timer } => E::Start(St::Timer { timer }),
+            Kind4::UserTask { spec } => E::Activity(A::UserTask { spec }),
+            Kind4::InclusiveGateway { default } => E::Gateway(G::Inclusive { default }),
+            Kind4::TerminateEnd => E::Throw(T::Terminate),
+            Kind4::SubProcess { start, children } => E::Scope(S::SubProcess { start, children }),
+            Kind4::ErrorEnd { code } => E::Throw(T::Error { code }),
+            Kind4::Escalation { code, end } => E::Throw(T::Escalation { code, end }),
             Kind4::EventSubProcess {
                 start,
                 children,
                 trigger,
                 interrupting,
-            } => ElementKind::Scope(ScopeKind::EventSubProcess {
+            } => E::Scope(S::EventSubProcess {
                 start,
                 children,
                 trigger,
@@ -349,41 +337,35 @@ impl Kind4 {
                 version,
                 inputs,
                 outputs,
-            } => ElementKind::Activity(ActivityKind::CallActivity {
+            } => E::Activity(A::CallActivity {
                 process,
                 version,
                 inputs,
                 outputs,
             }),
-            Kind4::Link { name, catch: true } => ElementKind::Catch(CatchKind::Link { name }),
-            Kind4::Link { name, catch: false } => ElementKind::Throw(ThrowKind::Link { name }),
-            Kind4::ConditionalCatch { condition } => {
-                ElementKind::Catch(CatchKind::Conditional { condition })
-            }
-            Kind4::SignalStart { signal } => ElementKind::Start(StartKind::Signal { signal }),
-            Kind4::WaitState => ElementKind::Activity(ActivityKind::WaitState),
+            Kind4::Link { name, catch: true } => E::Catch(C::Link { name }),
+            Kind4::Link { name, catch: false } => E::Throw(T::Link { name }),
+            Kind4::ConditionalCatch { condition } => E::Catch(C::Conditional { condition }),
+            Kind4::SignalStart { signal } => E::Start(St::Signal { signal }),
+            Kind4::WaitState => E::Activity(A::WaitState),
             Kind4::Compensate {
                 activity,
                 wait,
                 end,
-            } => ElementKind::Throw(ThrowKind::Compensate {
+            } => E::Throw(T::Compensate {
                 activity,
                 wait,
                 end,
             }),
-            Kind4::CancelEnd { transaction } => {
-                ElementKind::Throw(ThrowKind::Cancel { transaction })
-            }
-            Kind4::ConditionalStart { condition } => {
-                ElementKind::Start(StartKind::Conditional { condition })
-            }
+            Kind4::CancelEnd { transaction } => E::Throw(T::Cancel { transaction }),
+            Kind4::ConditionalStart { condition } => E::Start(St::Conditional { condition }),
             Kind4::AdHoc {
                 children,
                 completion,
                 cancel_remaining,
                 sequential,
                 active_elements,
-            } => ElementKind::Scope(ScopeKind::AdHoc {
+            } => E::Scope(S::AdHoc {
                 children,
                 completion,
                 cancel_remaining,
@@ -393,7 +375,7 @@ impl Kind4 {
             Kind4::Script {
                 expression,
                 result_variable,
-            } => ElementKind::Activity(ActivityKind::Script {
+            } => E::Activity(A::Script {
                 expression,
                 result_variable,
             }),
@@ -402,7 +384,7 @@ impl Kind4 {
                 version,
                 result_variable,
                 mapping,
-            } => ElementKind::Activity(ActivityKind::Decide {
+            } => E::Activity(A::Decide {
                 decision,
                 version,
                 result_variable,

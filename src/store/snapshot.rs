@@ -37,11 +37,7 @@ impl Snapshot {
         &self,
         def: TableDefinition<K, V>,
     ) -> Result<Option<ReadOnlyTable<K, V>>, StoreError> {
-        match self.tx.open_table(def) {
-            Ok(t) => Ok(Some(t)),
-            Err(redb::TableError::TableDoesNotExist(_)) => Ok(None),
-            Err(e) => Err(redb::Error::from(e).into()),
-        }
+        super::present(self.tx.open_table(def))
     }
 
     /// Every record of a u64-keyed table, in key order.

@@ -9,7 +9,7 @@ use super::*;
 
 impl Engine<'_, '_> {
     pub(super) fn activate_boundary(&mut self, inst: u64, token: u64, idx: usize) {
-        self.leave_now(inst, token, idx);
+        self.queue_leave(inst, token, idx);
     }
 
     /// A boundary timer: an interrupting one withdraws its host; a cycle
@@ -40,7 +40,7 @@ impl Engine<'_, '_> {
             t.timers.retain(|&j| j != job.id);
         }
         let new = self.new_token(inst, &job.element, tok.scope);
-        self.leave_now(inst, new, at);
+        self.queue_leave(inst, new, at);
         Ok(())
     }
 }

@@ -33,7 +33,7 @@ impl Engine<'_, '_> {
             CatchKind::Conditional { condition } => {
                 if self.holds(inst, token, condition)? {
                     self.history(inst, id, "condition_met");
-                    self.leave_now(inst, token, idx);
+                    self.queue_leave(inst, token, idx);
                 } else {
                     self.set_token(inst, token, id, Wait::Condition);
                     self.history(inst, id, "waiting");
@@ -74,7 +74,7 @@ impl Engine<'_, '_> {
         let from = self.force_target(inst, job.token, at);
         self.cancel_wait(inst, job.token)?;
         self.history(inst, &job.element, "timer_fired");
-        self.leave_now(inst, job.token, from);
+        self.queue_leave(inst, job.token, from);
         Ok(())
     }
 }

@@ -78,7 +78,7 @@ impl Engine<'_, '_> {
             }
             let merged = self.new_token(inst, &el.id, scope);
             self.history(inst, &el.id, "joined");
-            self.leave_now(inst, merged, idx);
+            self.queue_leave(inst, merged, idx);
         }
         Ok(())
     }

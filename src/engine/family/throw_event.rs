@@ -33,7 +33,7 @@ impl Engine<'_, '_> {
                 let reached = self.broadcast(signal, &Vars::new())?;
                 self.signal_out(signal, reached)?;
                 self.history(inst, id, &format!("signal_thrown reached={reached}"));
-                self.leave_now(inst, token, idx);
+                self.queue_leave(inst, token, idx);
             }
             // a link throw goes on at its catch along the flow the parser added
             ThrowKind::Plain | ThrowKind::Link { .. } => self.pass_through(inst, token, idx)?,

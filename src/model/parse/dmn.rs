@@ -208,19 +208,7 @@ pub fn outline(file: &str, xml: &str) -> Result<DmnOutline, ParseError> {
         issues.push(issue(&root, "<definitions> has no namespace".into()));
     }
     let mut decisions: Vec<DecisionOutline> = Vec::new();
-    for i in root.children.iter().filter(|c| c.name == "import") {
-        let what = i
-            .attr("locationURI")
-            .or_else(|| i.attr("namespace"))
-            .unwrap_or("")
-            .trim();
-        issues.push(issue(
-            i,
-            format!(
-                "imports '{what}': a decision file deploys alone (copy what it needs of the imported file into this one)"
-            ),
-        ));
-    }
+    issues.extend(imports(&root));
     if !issues.is_empty() {
         return Err(invalid(issues));
     }
@@ -277,19 +265,7 @@ pub fn outline(file: &str, xml: &str) -> Result<DmnOutline, ParseError> {
     if !issues.is_empty() {
         return Err(invalid(issues));
     }
-    let inputs = root
-        .children
-        .iter()
-        .filter(|c| c.name == "inputData")
-        .filter_map(|c| {
-            let name = c.attr("name")?.trim().to_string();
-            let ty = c
-                .child("variable")
-                .and_then(type_ref)
-                .map_or(ValueType::Any, |t| resolve(&t, &types, 0));
-            Some((name, ty))
-        })
-        .collect();
+    let inputs = input_types(&root, &types);
     Ok(DmnOutline {
         namespace,
         name: root.attr("name").unwrap_or("").trim().to_string(),
@@ -298,6 +274,47 @@ pub fn outline(file: &str, xml: &str) -> Result<DmnOutline, ParseError> {
         inputs,
         warnings,
     })
+}
+
+/// An issue for every import of `root`: a decision file deploys alone.
+fn imports(root: &Node) -> Vec<Issue> {
+    let imports = root.children.iter().filter(|c| c.name == "import");
+    imports
+        .map(|i| {
+            let what = i
+                .attr("locationURI")
+                .or_else(|| i.attr("namespace"))
+                .unwrap_or("")
+                .trim();
+            Issue {
+                id: i.id(),
+                line: i.line,
+                message: format!(
+                    "imports '{what}': a decision file deploys alone (copy what it needs of the imported file into this one)"
+                ),
+                missing_key_for: None,
+            }
+        })
+        .collect()
+}
+
+/// The type of every named input data of `root`.
+fn input_types(
+    root: &Node,
+    types: &std::collections::HashMap<String, &Node>,
+) -> Vec<(String, ValueType)> {
+    root.children
+        .iter()
+        .filter(|c| c.name == "inputData")
+        .filter_map(|c| {
+            let name = c.attr("name")?.trim().to_string();
+            let ty = c
+                .child("variable")
+                .and_then(type_ref)
+                .map_or(ValueType::Any, |t| resolve(&t, types, 0));
+            Some((name, ty))
+        })
+        .collect()
 }
 
 /// The outline of decision `d`, the `i`-th of its file (`None`, with an

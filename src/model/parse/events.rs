@@ -96,86 +96,127 @@ fn event_subprocess_start(
 /// A start, end, intermediate catch or intermediate throw event on a
 /// sequence flow, by its one event definition.
 fn flow_event(cx: &mut Cx, n: &Node, evdefs: &[&Node]) -> Option<ElementKind> {
-    let name = n.name.as_str();
     if evdefs.len() > 1 {
-        cx.refuse(n, format!("{name} with several event definitions"));
+        cx.refuse(n, format!("{} with several event definitions", n.name));
         return None;
     }
-    let def = evdefs.first().map(|d| d.name.as_str());
-    let kind = match (name, def) {
-        ("startEvent", None) => ElementKind::Start(StartKind::Plain),
-        ("startEvent", Some("messageEventDefinition")) => {
-            let Some((message, key)) = cx.message_of(evdefs[0]) else {
+    let def = evdefs.first().copied();
+    match n.name.as_str() {
+        "startEvent" => start_event(cx, n, def),
+        "intermediateCatchEvent" => catch_event(cx, n, def),
+        _ => throw_event(cx, n, def),
+    }
+}
+
+/// Refuses an event whose definition (or lack of one) its kind cannot run.
+fn cannot_run(cx: &mut Cx, n: &Node, def: Option<&Node>) -> Option<ElementKind> {
+    match def {
+        Some(d) => cx.refuse(n, format!("{} with {}", n.name, d.name)),
+        None => cx.refuse(n, format!("{} without event definition", n.name)),
+    }
+    None
+}
+
+/// A start event on a sequence flow (the start family).
+fn start_event(cx: &mut Cx, n: &Node, def: Option<&Node>) -> Option<ElementKind> {
+    let Some(d) = def else {
+        return Some(ElementKind::Start(StartKind::Plain));
+    };
+    let kind = match d.name.as_str() {
+        "messageEventDefinition" => {
+            let Some((message, key)) = cx.message_of(d) else {
                 cx.problem(no_message(n));
                 return None;
             };
             cx.starts.push((message.clone(), key));
-            ElementKind::Start(StartKind::Message { message })
+            StartKind::Message { message }
         }
-        ("startEvent", Some("timerEventDefinition")) => {
-            let timer = timer_of(evdefs[0], cx.defs.quartz_weekdays)
+        "timerEventDefinition" => {
+            let timer = timer_of(d, cx.defs.quartz_weekdays)
                 .map_err(|message| cx.problem(issue(n, message)))
                 .ok()?;
             if let crate::model::TimerDef::Variable { path, .. } = &timer {
                 cx.problem(issue(n, format!("a timer start event reads '{path}', but no instance exists yet whose variables it could read: write the time in the model")));
                 return None;
             }
-            ElementKind::Start(StartKind::Timer { timer })
+            StartKind::Timer { timer }
         }
-        ("startEvent", Some("conditionalEventDefinition")) => {
-            let condition = condition_of(evdefs[0])
+        "conditionalEventDefinition" => StartKind::Conditional {
+            condition: condition_of(d)
                 .map_err(|message| cx.problem(issue(n, message)))
-                .ok()?;
-            ElementKind::Start(StartKind::Conditional { condition })
-        }
-        ("endEvent", None) => ElementKind::Throw(ThrowKind::End),
-        ("endEvent", Some("terminateEventDefinition")) => ElementKind::Throw(ThrowKind::Terminate),
-        ("endEvent", Some("errorEventDefinition")) => ElementKind::Throw(ThrowKind::Error {
-            code: cx.error_code(evdefs[0]),
-        }),
-        ("endEvent", Some("escalationEventDefinition"))
-        | ("intermediateThrowEvent", Some("escalationEventDefinition")) => {
-            ElementKind::Throw(ThrowKind::Escalation {
-                code: cx.escalation_code(evdefs[0]),
-                end: name == "endEvent",
-            })
-        }
-        ("intermediateCatchEvent", Some("messageEventDefinition")) => {
-            let Some((message, key)) = cx.message_of(evdefs[0]) else {
+                .ok()?,
+        },
+        "signalEventDefinition" => StartKind::Signal {
+            signal: signal(cx, n, d)?,
+        },
+        _ => return cannot_run(cx, n, def),
+    };
+    Some(ElementKind::Start(kind))
+}
+
+/// An intermediate catch event (the catch family); one without a definition
+/// is a wait state.
+fn catch_event(cx: &mut Cx, n: &Node, def: Option<&Node>) -> Option<ElementKind> {
+    let Some(d) = def else {
+        return Some(ElementKind::Activity(ActivityKind::WaitState));
+    };
+    let kind = match d.name.as_str() {
+        "messageEventDefinition" => {
+            let Some((message, key)) = cx.message_of(d) else {
                 cx.problem(no_message(n));
                 return None;
             };
-            let key = key
-                .or_else(|| model_key(n))
-                .or_else(|| model_key(evdefs[0]));
+            let key = key.or_else(|| model_key(n)).or_else(|| model_key(d));
             cx.catches.push((message.clone(), n.id(), n.line, key));
-            ElementKind::Catch(CatchKind::Message { message })
+            CatchKind::Message { message }
         }
-        ("intermediateCatchEvent", Some("timerEventDefinition")) => {
-            let timer = timer_of(evdefs[0], cx.defs.quartz_weekdays)
+        "timerEventDefinition" => CatchKind::Timer {
+            timer: timer_of(d, cx.defs.quartz_weekdays)
                 .map_err(|message| cx.problem(issue(n, message)))
-                .ok()?;
-            ElementKind::Catch(CatchKind::Timer { timer })
-        }
-        ("intermediateCatchEvent", Some("signalEventDefinition"))
-        | ("intermediateThrowEvent", Some("signalEventDefinition"))
-        | ("startEvent", Some("signalEventDefinition"))
-        | ("endEvent", Some("signalEventDefinition")) => {
-            let Some(signal) = cx.defs.signal_of(evdefs[0]) else {
-                cx.problem(no_signal(n));
-                return None;
-            };
-            match name {
-                "intermediateCatchEvent" => ElementKind::Catch(CatchKind::Signal { signal }),
-                "startEvent" => ElementKind::Start(StartKind::Signal { signal }),
-                // a signal end event broadcasts, then its token
-                // ends (it has no outgoing flow)
-                _ => ElementKind::Throw(ThrowKind::Signal { signal }),
-            }
-        }
-        ("intermediateThrowEvent", None) => ElementKind::Throw(ThrowKind::Plain),
-        ("intermediateThrowEvent" | "endEvent", Some("compensateEventDefinition")) => {
-            let d = evdefs[0];
+                .ok()?,
+        },
+        "signalEventDefinition" => CatchKind::Signal {
+            signal: signal(cx, n, d)?,
+        },
+        "conditionalEventDefinition" => CatchKind::Conditional {
+            condition: condition_of(d)
+                .map_err(|message| cx.problem(issue(n, message)))
+                .ok()?,
+        },
+        "linkEventDefinition" => CatchKind::Link {
+            name: link(cx, n, d)?,
+        },
+        _ => return cannot_run(cx, n, def),
+    };
+    Some(ElementKind::Catch(kind))
+}
+
+/// An intermediate throw or end event (the throw family); a message throw
+/// is work for a worker that sends it: a job.
+fn throw_event(cx: &mut Cx, n: &Node, def: Option<&Node>) -> Option<ElementKind> {
+    let end = n.name == "endEvent";
+    let Some(d) = def else {
+        return Some(ElementKind::Throw(if end {
+            ThrowKind::End
+        } else {
+            ThrowKind::Plain
+        }));
+    };
+    let kind = match (end, d.name.as_str()) {
+        (true, "terminateEventDefinition") => ThrowKind::Terminate,
+        (true, "errorEventDefinition") => ThrowKind::Error {
+            code: cx.error_code(d),
+        },
+        (_, "escalationEventDefinition") => ThrowKind::Escalation {
+            code: cx.escalation_code(d),
+            end,
+        },
+        // a signal end event broadcasts, then its token ends (it has no
+        // outgoing flow)
+        (_, "signalEventDefinition") => ThrowKind::Signal {
+            signal: signal(cx, n, d)?,
+        },
+        (_, "compensateEventDefinition") => {
             if let Some(r) = d
                 .attr("activityRef")
                 .map(str::trim)
@@ -184,61 +225,49 @@ fn flow_event(cx: &mut Cx, n: &Node, evdefs: &[&Node]) -> Option<ElementKind> {
                 cx.compensate_refs
                     .insert(n.id(), cx.defs.reference(r).to_string());
             }
-            ElementKind::Throw(ThrowKind::Compensate {
+            ThrowKind::Compensate {
                 activity: None,
                 wait: !matches!(d.attr("waitForCompletion"), Some(v) if v.trim().eq_ignore_ascii_case("false")),
-                end: name == "endEvent",
-            })
-        }
-        // its transaction is resolved once every element has its index
-        ("endEvent", Some("cancelEventDefinition")) => ElementKind::Throw(ThrowKind::Cancel {
-            transaction: usize::MAX,
-        }),
-        ("intermediateCatchEvent", Some("conditionalEventDefinition")) => {
-            let condition = condition_of(evdefs[0])
-                .map_err(|message| cx.problem(issue(n, message)))
-                .ok()?;
-            ElementKind::Catch(CatchKind::Conditional { condition })
-        }
-        ("intermediateThrowEvent" | "intermediateCatchEvent", Some("linkEventDefinition")) => {
-            let Some(link) = evdefs[0]
-                .attr("name")
-                .map(str::trim)
-                .filter(|l| !l.is_empty())
-            else {
-                cx.problem(issue(n, "linkEventDefinition has no name: a link throw event continues at the link catch event of its name".into()));
-                return None;
-            };
-            let link = link.to_string();
-            if name == "intermediateCatchEvent" {
-                ElementKind::Catch(CatchKind::Link { name: link })
-            } else {
-                ElementKind::Throw(ThrowKind::Link { name: link })
+                end,
             }
         }
-        // a message throw is work for a worker that sends it: a job
-        ("intermediateThrowEvent", Some("messageEventDefinition"))
-        | ("endEvent", Some("messageEventDefinition")) => {
-            ElementKind::Activity(ActivityKind::Delegated {
+        // its transaction is resolved once every element has its index
+        (true, "cancelEventDefinition") => ThrowKind::Cancel {
+            transaction: usize::MAX,
+        },
+        (false, "linkEventDefinition") => ThrowKind::Link {
+            name: link(cx, n, d)?,
+        },
+        (_, "messageEventDefinition") => {
+            return Some(ElementKind::Activity(ActivityKind::Delegated {
                 topic: topic_of(n),
                 work: crate::model::Delegated::Message {
-                    name: cx.message_of(evdefs[0]).map(|(m, _)| m),
-                    end: name == "endEvent",
+                    name: cx.message_of(d).map(|(m, _)| m),
+                    end,
                 },
-            })
+            }));
         }
-        (_, Some(d)) => {
-            cx.refuse(n, format!("{name} with {d}"));
-            return None;
-        }
-        // a catch without a definition is a wait state
-        ("intermediateCatchEvent", None) => ElementKind::Activity(ActivityKind::WaitState),
-        (_, None) => {
-            cx.refuse(n, format!("{name} without event definition"));
-            return None;
-        }
+        _ => return cannot_run(cx, n, def),
     };
-    Some(kind)
+    Some(ElementKind::Throw(kind))
+}
+
+/// The signal an event definition names, or a problem saying it names none.
+fn signal(cx: &mut Cx, n: &Node, d: &Node) -> Option<String> {
+    let signal = cx.defs.signal_of(d);
+    if signal.is_none() {
+        cx.problem(no_signal(n));
+    }
+    signal
+}
+
+/// The name a link event definition gives, or a problem saying it gives none.
+fn link(cx: &mut Cx, n: &Node, d: &Node) -> Option<String> {
+    let link = d.attr("name").map(str::trim).filter(|l| !l.is_empty());
+    if link.is_none() {
+        cx.problem(issue(n, "linkEventDefinition has no name: a link throw event continues at the link catch event of its name".into()));
+    }
+    link.map(str::to_string)
 }
 
 /// A boundary event: its one definition's trigger; its host is set once

@@ -246,6 +246,51 @@ pub fn parse(
     parse_report(file, xml, key_overrides).map(|p| p.processes)
 }
 
+/// What the deploy options say that this file does not use: a correlation
+/// key given at deploy time for a message no process of this file catches or
+/// starts is not used (said, not silently ignored); a topic binding must
+/// name a send task of this file.
+fn unused_overrides(
+    key_overrides: &BTreeMap<String, String>,
+    out: &[Process],
+    warnings: &mut Vec<Warning>,
+    issues: &mut Vec<Issue>,
+) {
+    for (message, variable) in key_overrides {
+        if let Some(element) = message.strip_prefix("sendTask:") {
+            let bound = out.iter().any(|p| {
+                p.elements.iter().any(|e| {
+                    e.id == element
+                        && matches!(e.kind, ElementKind::Activity(ActivityKind::Publish { .. }))
+                })
+            });
+            if !bound {
+                issues.push(Issue {
+                    id: element.to_string(),
+                    line: 0,
+                    message: format!(
+                        "the deployment binds a topic to '{element}', but this file has no sendTask with that id"
+                    ),
+                    missing_key_for: None,
+                });
+            }
+            continue;
+        }
+        let used = out.iter().any(|p| {
+            p.correlation_keys.contains_key(message) || p.start_messages().any(|m| m == message)
+        });
+        if !used {
+            warnings.push(Warning {
+                id: message.clone(),
+                line: 0,
+                message: format!(
+                    "a correlation key ({variable}) is given for message '{message}', which no process of this file catches or starts: it is not used"
+                ),
+            });
+        }
+    }
+}
+
 /// [`parse`], with what the model says that will not run as written.
 pub fn parse_report(
     file: &str,
@@ -318,47 +363,7 @@ pub fn parse_report(
             out.push(proc);
         }
     }
-    // a correlation key given at deploy time for a message no process of
-    // this file catches or starts is not used: said, not silently ignored
-    for (message, variable) in key_overrides
-        .iter()
-        .filter(|(k, _)| !k.starts_with("sendTask:"))
-    {
-        let used = out.iter().any(|p| {
-            p.correlation_keys.contains_key(message) || p.start_messages().any(|m| m == message)
-        });
-        if !used {
-            warnings.push(Warning {
-                id: message.clone(),
-                line: 0,
-                message: format!(
-                    "a correlation key ({variable}) is given for message '{message}', which no process of this file catches or starts: it is not used"
-                ),
-            });
-        }
-    }
-    // a deploy-time topic binding must name a send task of this file
-    for element in key_overrides
-        .keys()
-        .filter_map(|k| k.strip_prefix("sendTask:"))
-    {
-        let bound = out.iter().any(|p| {
-            p.elements.iter().any(|e| {
-                e.id == element
-                    && matches!(e.kind, ElementKind::Activity(ActivityKind::Publish { .. }))
-            })
-        });
-        if !bound {
-            issues.push(Issue {
-                id: element.to_string(),
-                line: 0,
-                message: format!(
-                    "the deployment binds a topic to '{element}', but this file has no sendTask with that id"
-                ),
-                missing_key_for: None,
-            });
-        }
-    }
+    unused_overrides(key_overrides, &out, &mut warnings, &mut issues);
     if !unsupported.is_empty() {
         return Err(ParseError::Unsupported {
             file: file.into(),

@@ -30,22 +30,8 @@ pub(super) fn kind(cx: &mut Cx, n: &Node) -> Option<ElementKind> {
             }
             ElementKind::Activity(ActivityKind::UserTask { spec })
         }
-        "scriptTask" => match feel_script(n) {
-            Some(Ok(kind)) => kind,
-            Some(Err(message)) => {
-                cx.problem(super::context::issue(n, message));
-                return None;
-            }
-            None => script_task(n),
-        },
-        "businessRuleTask" => match decided_here(n) {
-            Some(Ok(kind)) => kind,
-            Some(Err(message)) => {
-                cx.problem(super::context::issue(n, message));
-                return None;
-            }
-            None => business_rule_task(n),
-        },
+        "scriptTask" => run_here_or_delegate(cx, n, feel_script(n), script_task)?,
+        "businessRuleTask" => run_here_or_delegate(cx, n, decided_here(n), business_rule_task)?,
         // without a message: a wait state, moved on by a caller
         "receiveTask" if n.attr("messageRef").is_none_or(|r| r.trim().is_empty()) => {
             ElementKind::Activity(ActivityKind::WaitState)
@@ -141,10 +127,7 @@ fn script_task(n: &Node) -> ElementKind {
         .attr("scriptFormat")
         .map(str::to_string)
         .or_else(|| zeebe.map(|_| "feel".to_string()));
-    let result_variable = n
-        .attr("resultVariable")
-        .or_else(|| zeebe.and_then(|z| z.attr("resultVariable")))
-        .map(str::to_string);
+    let result_variable = result_variable(n, zeebe).map(str::to_string);
     ElementKind::Activity(ActivityKind::Delegated {
         topic: topic_of(n),
         work: Delegated::Script {
@@ -178,9 +161,7 @@ fn decided_here(n: &Node) -> Option<Result<ElementKind, String>> {
     if worker || decision.contains("${") || decision.contains("#{") {
         return None;
     }
-    let result_variable = n
-        .attr("resultVariable")
-        .or_else(|| zeebe.and_then(|z| z.attr("resultVariable")))
+    let result_variable = result_variable(n, zeebe)
         .map(str::trim)
         .filter(|v| !v.is_empty())
         .map(str::to_string);
@@ -249,10 +230,7 @@ fn business_rule_task(n: &Node) -> ElementKind {
         .or_else(|| n.attr("decisionTableReferenceKey"))
         .or_else(|| zeebe.and_then(|z| z.attr("decisionId")))
         .map(strip_feel);
-    let result_variable = n
-        .attr("resultVariable")
-        .or_else(|| zeebe.and_then(|z| z.attr("resultVariable")))
-        .map(str::to_string);
+    let result_variable = result_variable(n, zeebe).map(str::to_string);
     ElementKind::Activity(ActivityKind::Delegated {
         topic: topic_of(n),
         work: Delegated::Decision {
@@ -336,4 +314,30 @@ pub(super) fn retry_policy(n: &Node) -> Result<Option<crate::model::Retry>, Stri
         },
         None => Ok(None),
     }
+}
+
+/// A task postfach runs itself where it can (`here`: a FEEL script, a
+/// decision deployed beside it), a problem where that is written wrongly,
+/// else work for a worker (`delegate`).
+fn run_here_or_delegate(
+    cx: &mut Cx,
+    n: &Node,
+    here: Option<Result<ElementKind, String>>,
+    delegate: fn(&Node) -> ElementKind,
+) -> Option<ElementKind> {
+    match here {
+        Some(Ok(kind)) => Some(kind),
+        Some(Err(message)) => {
+            cx.problem(super::context::issue(n, message));
+            None
+        }
+        None => Some(delegate(n)),
+    }
+}
+
+/// The variable a script or decision writes its result to: the BPMN
+/// element's `resultVariable`, or its Zeebe extension's.
+fn result_variable<'n>(n: &'n Node, zeebe: Option<&'n Node>) -> Option<&'n str> {
+    n.attr("resultVariable")
+        .or_else(|| zeebe.and_then(|z| z.attr("resultVariable")))
 }

@@ -16,145 +16,139 @@ use crate::model::{ActivityKind, ElementKind, Process};
 /// implementations, variable mappings it cannot evaluate, typed send tasks
 /// (a Flowable mail task: a job for a worker).
 pub(super) fn not_run_as_written(p: &Node, proc: &Process, out: &mut Vec<Warning>) {
-    let mut warn = |n: &Node, message: String| {
-        out.push(Warning {
-            id: if n.id().is_empty() {
-                proc.id.clone()
-            } else {
-                n.id()
-            },
+    let mut warn = |n: &Node, messages: Vec<String>| {
+        let id = if n.id().is_empty() {
+            proc.id.clone()
+        } else {
+            n.id()
+        };
+        out.extend(messages.into_iter().map(|message| Warning {
+            id: id.clone(),
             line: n.line,
             message,
-        })
+        }))
     };
-    let listener_warnings = |n: &Node, warn: &mut dyn FnMut(&Node, String)| {
-        let Some(ext) = n.child("extensionElements") else {
-            return;
-        };
-        for c in &ext.children {
-            match c.name.as_str() {
-                "executionListener" | "taskListener" => {
-                    let how = ["class", "delegateExpression", "expression"]
-                        .iter()
-                        .find_map(|a| c.attr(a).map(|v| format!(" ({a} '{v}')")))
-                        .unwrap_or_default();
-                    warn(n, format!("{}{how} is not run by postfach", c.name));
-                }
-                "inputOutput" | "ioMapping" => {
-                    for skipped in extras_of(n).1 {
-                        warn(n, skipped);
-                    }
-                }
-                _ => {}
-            }
-        }
-    };
-    listener_warnings(p, &mut warn);
+    warn(p, listener_warnings(p));
     for (n, _) in scope_tree(p) {
         let Some(el) = proc.element(&n.id()) else {
             continue;
         };
-        listener_warnings(n, &mut warn);
-        for d in event_definitions(n)
-            .into_iter()
-            .filter(|d| d.name == "conditionalEventDefinition")
-        {
-            for a in ["variableName", "variableEvents"] {
-                if let Some(v) = d.attr(a) {
-                    warn(
-                        n,
-                        format!(
-                            "conditionalEventDefinition {a} '{v}' is not applied: the condition is asked after every command that changed the instance's variables"
-                        ),
-                    );
-                }
+        warn(n, listener_warnings(n));
+        warn(n, definition_warnings(n));
+        warn(n, activity_warnings(n, &el.kind));
+    }
+}
+
+/// The listeners and variable mappings of `n` that are not run.
+fn listener_warnings(n: &Node) -> Vec<String> {
+    let mut out = Vec::new();
+    let Some(ext) = n.child("extensionElements") else {
+        return out;
+    };
+    for c in &ext.children {
+        match c.name.as_str() {
+            "executionListener" | "taskListener" => {
+                let how = ["class", "delegateExpression", "expression"]
+                    .iter()
+                    .find_map(|a| c.attr(a).map(|v| format!(" ({a} '{v}')")))
+                    .unwrap_or_default();
+                out.push(format!("{}{how} is not run by postfach", c.name));
             }
-        }
-        if let Some(lc) = n.child("multiInstanceLoopCharacteristics") {
-            for a in ["async", "asyncBefore", "asyncAfter"] {
-                if is_true(lc.attr(a)) {
-                    warn(
-                        n,
-                        format!(
-                            "multiInstanceLoopCharacteristics {a} is not applied: the inner instances start in the transaction that starts the activity (asyncBefore on the activity itself is)"
-                        ),
-                    );
-                }
-            }
-        }
-        let implementation = ["class", "delegateExpression", "expression"]
-            .iter()
-            .find_map(|a| n.attr(a).map(|v| (*a, v)));
-        match (&el.kind, implementation) {
-            (
-                ElementKind::Activity(ActivityKind::ServiceTask { topic })
-                | ElementKind::Activity(ActivityKind::Publish { topic })
-                | ElementKind::Activity(ActivityKind::Delegated { topic, .. }),
-                Some((attr, v)),
-            ) => warn(
-                n,
-                format!(
-                    "{attr} '{v}' is not run: the task waits as a job on topic '{topic}' for a handler or worker"
-                ),
-            ),
-            (ElementKind::Activity(ActivityKind::Decide { decision, .. }), _)
-                if n.attr("decisionRefBinding").map(str::trim) == Some("deployment")
-                    || super::context::extension(n, "calledDecision")
-                        .and_then(|z| z.attr("bindingType"))
-                        .map(str::trim)
-                        == Some("deployment") =>
-            {
-                warn(
-                    n,
-                    format!(
-                        "decides with the latest deployed version of '{decision}', not the one deployed with this file"
-                    ),
-                );
-            }
-            (ElementKind::Activity(ActivityKind::CallActivity { process, .. }), _) => {
-                for w in call_activity_warnings(n, process) {
-                    warn(n, w);
-                }
-            }
-            (ElementKind::Activity(ActivityKind::UserTask { spec }), _) => {
-                let attrs = [
-                    ("assignee", &spec.assignee),
-                    ("candidateUsers", &spec.candidate_users),
-                    ("candidateGroups", &spec.candidate_groups),
-                    ("dueDate", &spec.due_date),
-                    ("followUpDate", &spec.follow_up_date),
-                    ("priority", &spec.priority),
-                    ("formKey", &spec.form_key),
-                ];
-                for (attr, raw) in attrs {
-                    if let Some(raw) = raw.as_deref().filter(|r| !reads_variables_only(r)) {
-                        warn(
-                            n,
-                            format!(
-                                "userTask {attr} '{raw}' is not evaluated as written: postfach reads variables and paths (${{a.b}}, =a.b, text with ${{a}} inside); the task gets no {attr} where it cannot"
-                            ),
-                        );
-                    }
-                }
-            }
-            (
-                ElementKind::Activity(ActivityKind::Delegated {
-                    topic,
-                    work:
-                        crate::model::Delegated::Send {
-                            implementation: Some(t),
-                            ..
-                        },
-                }),
-                None,
-            ) => warn(
-                n,
-                format!(
-                    "sendTask of type '{t}' is not run by postfach: it waits as a job on topic '{topic}' for a worker that sends it, unless a broker topic is bound to it at deploy time"
-                ),
-            ),
+            "inputOutput" | "ioMapping" => out.extend(extras_of(n).1),
             _ => {}
         }
+    }
+    out
+}
+
+/// The options of `n`'s event definitions and loop characteristics that are
+/// not applied.
+fn definition_warnings(n: &Node) -> Vec<String> {
+    let mut out = Vec::new();
+    for d in event_definitions(n)
+        .into_iter()
+        .filter(|d| d.name == "conditionalEventDefinition")
+    {
+        for a in ["variableName", "variableEvents"] {
+            if let Some(v) = d.attr(a) {
+                out.push(format!(
+                    "conditionalEventDefinition {a} '{v}' is not applied: the condition is asked after every command that changed the instance's variables"
+                ));
+            }
+        }
+    }
+    if let Some(lc) = n.child("multiInstanceLoopCharacteristics") {
+        for a in ["async", "asyncBefore", "asyncAfter"] {
+            if is_true(lc.attr(a)) {
+                out.push(format!(
+                    "multiInstanceLoopCharacteristics {a} is not applied: the inner instances start in the transaction that starts the activity (asyncBefore on the activity itself is)"
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// What activity `n` of kind `kind` says that is not run as written.
+fn activity_warnings(n: &Node, kind: &ElementKind) -> Vec<String> {
+    let implementation = ["class", "delegateExpression", "expression"]
+        .iter()
+        .find_map(|a| n.attr(a).map(|v| (*a, v)));
+    let ElementKind::Activity(activity) = kind else {
+        return Vec::new();
+    };
+    match (activity, implementation) {
+        (
+            ActivityKind::ServiceTask { topic }
+            | ActivityKind::Publish { topic }
+            | ActivityKind::Delegated { topic, .. },
+            Some((attr, v)),
+        ) => vec![format!(
+            "{attr} '{v}' is not run: the task waits as a job on topic '{topic}' for a handler or worker"
+        )],
+        (ActivityKind::Decide { decision, .. }, _)
+            if n.attr("decisionRefBinding").map(str::trim) == Some("deployment")
+                || super::context::extension(n, "calledDecision")
+                    .and_then(|z| z.attr("bindingType"))
+                    .map(str::trim)
+                    == Some("deployment") =>
+        {
+            vec![format!(
+                "decides with the latest deployed version of '{decision}', not the one deployed with this file"
+            )]
+        }
+        (ActivityKind::CallActivity { process, .. }, _) => call_activity_warnings(n, process),
+        (ActivityKind::UserTask { spec }, _) => [
+            ("assignee", &spec.assignee),
+            ("candidateUsers", &spec.candidate_users),
+            ("candidateGroups", &spec.candidate_groups),
+            ("dueDate", &spec.due_date),
+            ("followUpDate", &spec.follow_up_date),
+            ("priority", &spec.priority),
+            ("formKey", &spec.form_key),
+        ]
+        .into_iter()
+        .filter_map(|(attr, raw)| {
+            let raw = raw.as_deref().filter(|r| !reads_variables_only(r))?;
+            Some(format!(
+                "userTask {attr} '{raw}' is not evaluated as written: postfach reads variables and paths (${{a.b}}, =a.b, text with ${{a}} inside); the task gets no {attr} where it cannot"
+            ))
+        })
+        .collect(),
+        (
+            ActivityKind::Delegated {
+                topic,
+                work:
+                    crate::model::Delegated::Send {
+                        implementation: Some(t),
+                        ..
+                    },
+            },
+            None,
+        ) => vec![format!(
+            "sendTask of type '{t}' is not run by postfach: it waits as a job on topic '{topic}' for a worker that sends it, unless a broker topic is bound to it at deploy time"
+        )],
+        _ => Vec::new(),
     }
 }
 

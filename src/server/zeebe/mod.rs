@@ -18,6 +18,7 @@ mod incidents;
 pub mod keys;
 pub mod rest;
 mod service;
+mod wire;
 
 /// The messages and the service generated from `gateway.proto`.
 #[allow(missing_docs, clippy::all, clippy::pedantic)]

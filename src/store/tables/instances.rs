@@ -282,10 +282,10 @@ impl Tables<'_> {
         }
         if after.expects != before.expects {
             for (m, key) in before.expects.difference(&after.expects) {
-                self.set_expect(m, key, rec.id, false)?;
+                waits::set_member(&mut self.expect, (m, key), rec.id, false)?;
             }
             for (m, key) in after.expects.difference(&before.expects) {
-                self.set_expect(m, key, rec.id, true)?;
+                waits::set_member(&mut self.expect, (m, key), rec.id, true)?;
             }
         }
         self.append_history(rec, model)?;
@@ -431,7 +431,7 @@ impl Tables<'_> {
             self.token_rows(rec.id, &rec.process, rec.version, Some(t), None)?;
         }
         for (m, key) in &rec.expects {
-            self.set_expect(m, key, rec.id, false)?;
+            waits::set_member(&mut self.expect, (m, key), rec.id, false)?;
         }
         self.variables
             .retain_in((rec.id, "")..(rec.id.saturating_add(1), ""), |_, _| false)?;

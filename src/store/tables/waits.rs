@@ -34,21 +34,6 @@ impl Tables<'_> {
         multimap_u64(&self.expect, name, key)
     }
 
-    pub(super) fn set_expect(
-        &mut self,
-        name: &str,
-        key: &str,
-        inst: u64,
-        on: bool,
-    ) -> Result<(), StoreError> {
-        if on {
-            self.expect.insert((name, key), inst)?;
-        } else {
-            self.expect.remove((name, key), inst)?;
-        }
-        Ok(())
-    }
-
     /// Instances that caught (message, key) or ended: a later one is late.
     pub fn passed(&self, name: &str, key: &str) -> Result<Vec<u64>, StoreError> {
         multimap_u64(&self.passed, name, key)
@@ -62,11 +47,22 @@ impl Tables<'_> {
         inst: u64,
         on: bool,
     ) -> Result<(), StoreError> {
-        if on {
-            self.passed.insert((name, key), inst)?;
-        } else {
-            self.passed.remove((name, key), inst)?;
-        }
-        Ok(())
+        set_member(&mut self.passed, (name, key), inst, on)
     }
+}
+
+/// Adds instance `inst` to the rows of (message, key) `at` (`on`), or takes
+/// it out.
+pub(super) fn set_member(
+    table: &mut MultimapTable<'_, (&'static str, &'static str), u64>,
+    at: (&str, &str),
+    inst: u64,
+    on: bool,
+) -> Result<(), StoreError> {
+    if on {
+        table.insert(at, inst)?;
+    } else {
+        table.remove(at, inst)?;
+    }
+    Ok(())
 }

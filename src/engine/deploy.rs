@@ -74,6 +74,10 @@ impl<'a, 't> Engine<'a, 't> {
                 version,
                 new_version: true,
             });
+            // what loading the stored source gives: the writer does not parse
+            // it again (an aborted batch clears the cache)
+            let id = p.id.clone();
+            self.defs.put(&id, version, Arc::new(p));
         }
         Ok(out)
     }

@@ -14,11 +14,9 @@ use std::path::Path;
 
 /// The tables of `r` the copy does not know (empty: it copies them all).
 pub(crate) fn unknown_tables(r: &ReadTransaction) -> Result<Vec<String>, StoreError> {
-    let known: std::collections::BTreeSet<&str> = TABLES
-        .iter()
-        .copied()
-        .chain(MULTIMAPS.iter().copied())
-        .collect();
+    let mut known = Names::default();
+    every_table(&mut known)?;
+    let known = known.0;
     let names: Vec<String> = r
         .list_tables()
         .map_err(redb::Error::from)?
@@ -35,49 +33,27 @@ pub(crate) fn unknown_tables(r: &ReadTransaction) -> Result<Vec<String>, StoreEr
         .collect())
 }
 
-/// The names of the tables the copy knows.
-const TABLES: &[&str] = &[
-    "meta",
-    "audit",
-    "version_tokens",
-    "definitions",
-    "definition_extras",
-    "definition_latest",
-    "definition_sources",
-    "definition_heads",
-    "message_catalog",
-    "instances",
-    "history",
-    "tokens",
-    "token_scopes",
-    "scope_sizes",
-    "variables",
-    "body_items",
-    "tokens_at",
-    "messages",
-    "dedup",
-    "buffer",
-    "expiry",
-    "buffer_age",
-    "parked",
-    "instance_messages",
-    "tasks_at",
-    "incident_jobs",
-    "jobs",
-    "cont_due",
-    "topic_due",
-    "leases",
-    "start_timers",
-    "tasks",
-    "parked_events",
-    "signals_seen",
-    "signals_seen_at",
-    "signals_out",
-    "compensations",
-    "decisions",
-    "decision_latest",
-];
-const MULTIMAPS: &[&str] = &["subscriptions", "signal_subs", "expect", "passed"];
+/// Collects the name of each table of the schema.
+#[derive(Default)]
+struct Names(std::collections::BTreeSet<String>);
+
+impl TableVisitor for Names {
+    fn table<K: redb::Key + 'static, V: redb::Value + 'static>(
+        &mut self,
+        def: TableDefinition<K, V>,
+    ) -> Result<(), StoreError> {
+        self.0.insert(def.name().to_string());
+        Ok(())
+    }
+
+    fn multimap<K: redb::Key + 'static, V: redb::Key + 'static>(
+        &mut self,
+        def: MultimapTableDefinition<K, V>,
+    ) -> Result<(), StoreError> {
+        self.0.insert(def.name().to_string());
+        Ok(())
+    }
+}
 
 /// Writes every table of `r` into a new database at `to`, durably, with
 /// `wal_batch` = `batch` (the copy needs no log).
@@ -124,55 +100,29 @@ fn copy_into(r: &ReadTransaction, db: &redb::Database, batch: u64) -> Result<(),
 }
 
 fn copy_tables(r: &ReadTransaction, w: &WriteTransaction) -> Result<(), StoreError> {
-    macro_rules! tables {
-        ($($t:expr),* $(,)?) => { $( copy_table(r, w, $t)?; )* };
+    every_table(&mut Copier { r, w })
+}
+
+/// Copies each table of a read transaction into a write transaction.
+struct Copier<'a> {
+    r: &'a ReadTransaction,
+    w: &'a WriteTransaction,
+}
+
+impl TableVisitor for Copier<'_> {
+    fn table<K: redb::Key + 'static, V: redb::Value + 'static>(
+        &mut self,
+        def: TableDefinition<K, V>,
+    ) -> Result<(), StoreError> {
+        copy_table(self.r, self.w, def)
     }
-    tables!(
-        META,
-        VERSION_TOKENS,
-        DEFINITIONS,
-        DEFINITION_EXTRAS,
-        LATEST,
-        DEFINITION_SOURCES,
-        DEFINITION_HEADS,
-        CATALOG,
-        INSTANCES,
-        HISTORY,
-        TOKENS,
-        TOKEN_SCOPES,
-        SCOPE_SIZES,
-        VARIABLES,
-        BODY_ITEMS,
-        TOKENS_AT,
-        MESSAGES,
-        DEDUP,
-        BUFFER,
-        EXPIRY,
-        BUFFER_AGE,
-        PARKED,
-        INSTANCE_MESSAGES,
-        TASKS_AT,
-        INCIDENT_JOBS,
-        JOBS,
-        CONT_DUE,
-        TOPIC_DUE,
-        LEASES,
-        START_TIMERS,
-        TASKS,
-        PARKED_EVENTS,
-        SIGNALS_SEEN,
-        SIGNALS_SEEN_AT,
-        SIGNALS_OUT,
-        COMPENSATIONS,
-        DECISIONS,
-        DECISION_LATEST,
-        AUDIT,
-    );
-    copy_multimap(r, w, SUBSCRIPTIONS)?;
-    copy_multimap(r, w, EXPECT)?;
-    copy_multimap(r, w, PASSED)?;
-    copy_multimap(r, w, SIGNAL_SUBS)?;
-    Ok(())
+
+    fn multimap<K: redb::Key + 'static, V: redb::Key + 'static>(
+        &mut self,
+        def: MultimapTableDefinition<K, V>,
+    ) -> Result<(), StoreError> {
+        copy_multimap(self.r, self.w, def)
+    }
 }
 
 fn copy_table<K: redb::Key + 'static, V: redb::Value + 'static>(
@@ -254,19 +204,27 @@ pub(crate) fn check_file(path: &Path) -> Result<FileCheck, StoreError> {
 mod tests {
     use super::*;
 
-    /// The list of names and the tables the store defines are one: a new
-    /// table must be copied.
+    /// A new database has every table of the schema, each of which the
+    /// copy knows; a table the schema does not name is found.
     #[test]
-    fn the_copy_knows_every_table_the_store_defines() {
+    fn the_copy_knows_every_table_a_new_database_has() {
         let db = redb::Database::builder()
             .create_with_backend(redb::backends::InMemoryBackend::new())
             .unwrap();
-        let tx = db.begin_write().unwrap();
-        Tables::open(&tx).unwrap();
-        tx.commit().unwrap();
+        init(&db, "memory", None).unwrap();
         let r = db.begin_read().unwrap();
         assert_eq!(unknown_tables(&r).unwrap(), Vec::<String>::new());
         let created = r.list_tables().unwrap().count() + r.list_multimap_tables().unwrap().count();
-        assert_eq!(created, TABLES.len() + MULTIMAPS.len());
+        let mut names = Names::default();
+        every_table(&mut names).unwrap();
+        assert_eq!(created, names.0.len());
+        assert!(names.0.len() > 40, "every table is named: {:?}", names.0);
+        drop(r);
+        let tx = db.begin_write().unwrap();
+        let stray: TableDefinition<u64, u64> = TableDefinition::new("stray");
+        tx.open_table(stray).unwrap();
+        tx.commit().unwrap();
+        let r = db.begin_read().unwrap();
+        assert_eq!(unknown_tables(&r).unwrap(), vec!["stray".to_string()]);
     }
 }

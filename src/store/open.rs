@@ -37,6 +37,8 @@ pub(crate) fn init(
         }
     }
     let tx = db.begin_write()?;
+    // a batch opens the tables it uses, readers count on every one existing
+    every_table(&mut Creator(&tx))?;
     let partition = {
         let mut t = Tables::open(&tx)?;
         let new = t.is_new()?;

@@ -216,3 +216,87 @@ pub(crate) const DECISIONS: TableDefinition<(&str, u32), &[u8]> = TableDefinitio
 /// Decision id → its latest version.
 pub(crate) const DECISION_LATEST: TableDefinition<&str, u32> =
     TableDefinition::new("decision_latest");
+
+/// What is done to each table of the schema ([`every_table`]).
+pub(crate) trait TableVisitor {
+    /// A table.
+    fn table<K: redb::Key + 'static, V: redb::Value + 'static>(
+        &mut self,
+        def: TableDefinition<K, V>,
+    ) -> Result<(), StoreError>;
+    /// A multimap table.
+    fn multimap<K: redb::Key + 'static, V: redb::Key + 'static>(
+        &mut self,
+        def: MultimapTableDefinition<K, V>,
+    ) -> Result<(), StoreError>;
+}
+
+/// Visits every table of the schema, `meta` first: the one list a copy of
+/// the database and the creation of missing tables share.
+pub(crate) fn every_table(v: &mut impl TableVisitor) -> Result<(), StoreError> {
+    v.table(META)?;
+    v.table(VERSION_TOKENS)?;
+    v.table(DEFINITIONS)?;
+    v.table(DEFINITION_EXTRAS)?;
+    v.table(LATEST)?;
+    v.table(DEFINITION_SOURCES)?;
+    v.table(DEFINITION_HEADS)?;
+    v.table(CATALOG)?;
+    v.table(INSTANCES)?;
+    v.table(HISTORY)?;
+    v.table(TOKENS)?;
+    v.table(TOKEN_SCOPES)?;
+    v.table(SCOPE_SIZES)?;
+    v.table(VARIABLES)?;
+    v.table(BODY_ITEMS)?;
+    v.table(TOKENS_AT)?;
+    v.table(MESSAGES)?;
+    v.table(DEDUP)?;
+    v.table(BUFFER)?;
+    v.table(EXPIRY)?;
+    v.table(BUFFER_AGE)?;
+    v.table(PARKED)?;
+    v.table(INSTANCE_MESSAGES)?;
+    v.table(TASKS_AT)?;
+    v.table(INCIDENT_JOBS)?;
+    v.table(JOBS)?;
+    v.table(CONT_DUE)?;
+    v.table(TOPIC_DUE)?;
+    v.table(LEASES)?;
+    v.table(START_TIMERS)?;
+    v.table(TASKS)?;
+    v.table(PARKED_EVENTS)?;
+    v.table(SIGNALS_SEEN)?;
+    v.table(SIGNALS_SEEN_AT)?;
+    v.table(SIGNALS_OUT)?;
+    v.table(COMPENSATIONS)?;
+    v.table(DECISIONS)?;
+    v.table(DECISION_LATEST)?;
+    v.table(AUDIT)?;
+    v.multimap(SUBSCRIPTIONS)?;
+    v.multimap(EXPECT)?;
+    v.multimap(PASSED)?;
+    v.multimap(SIGNAL_SUBS)?;
+    Ok(())
+}
+
+/// Creates each table a write transaction does not have yet.
+pub(crate) struct Creator<'a>(pub(crate) &'a redb::WriteTransaction);
+
+impl TableVisitor for Creator<'_> {
+    fn table<K: redb::Key + 'static, V: redb::Value + 'static>(
+        &mut self,
+        def: TableDefinition<K, V>,
+    ) -> Result<(), StoreError> {
+        self.0.open_table(def)?;
+        Ok(())
+    }
+
+    fn multimap<K: redb::Key + 'static, V: redb::Key + 'static>(
+        &mut self,
+        def: MultimapTableDefinition<K, V>,
+    ) -> Result<(), StoreError> {
+        self.0.open_multimap_table(def)?;
+        Ok(())
+    }
+}

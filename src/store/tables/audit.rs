@@ -24,7 +24,9 @@ impl Tables<'_> {
             operation: operation.to_string(),
             target: target.to_string(),
         };
-        self.audit.insert(seq, codec::encode(&entry)?.as_slice())?;
+        self.audit
+            .get_mut()?
+            .insert(seq, codec::encode(&entry)?.as_slice())?;
         Ok(())
     }
 
@@ -35,7 +37,7 @@ impl Tables<'_> {
         limit: usize,
     ) -> Result<usize, StoreError> {
         let mut old = Vec::new();
-        for row in self.audit.iter()?.take(limit) {
+        for row in self.audit.get()?.iter()?.take(limit) {
             let (k, v) = row?;
             let entry: AuditEntry = codec::decode(v.value())?;
             if entry.at >= cutoff {
@@ -44,7 +46,7 @@ impl Tables<'_> {
             old.push(k.value());
         }
         for seq in &old {
-            self.audit.remove(*seq)?;
+            self.audit.get_mut()?.remove(*seq)?;
         }
         Ok(old.len())
     }

@@ -13,6 +13,7 @@ impl Tables<'_> {
     pub fn put_compensable(&mut self, inst: u64, c: &Compensable) -> Result<u64, StoreError> {
         let seq = self.next_seq("compensation")?;
         self.compensations
+            .get_mut()?
             .insert((inst, seq), codec::encode(c)?.as_slice())?;
         Ok(seq)
     }
@@ -20,7 +21,11 @@ impl Tables<'_> {
     /// Every compensable completion of `inst`, in order of completion.
     pub fn compensables(&self, inst: u64) -> Result<Vec<(u64, Compensable)>, StoreError> {
         let mut out = Vec::new();
-        for row in self.compensations.range((inst, 0)..=(inst, u64::MAX))? {
+        for row in self
+            .compensations
+            .get()?
+            .range((inst, 0)..=(inst, u64::MAX))?
+        {
             let (k, v) = row?;
             out.push((k.value().1, codec::decode(v.value())?));
         }
@@ -35,19 +40,21 @@ impl Tables<'_> {
         c: &Compensable,
     ) -> Result<(), StoreError> {
         self.compensations
+            .get_mut()?
             .insert((inst, seq), codec::encode(c)?.as_slice())?;
         Ok(())
     }
 
     /// Forgets row `seq` of `inst`.
     pub fn remove_compensable(&mut self, inst: u64, seq: u64) -> Result<(), StoreError> {
-        self.compensations.remove((inst, seq))?;
+        self.compensations.get_mut()?.remove((inst, seq))?;
         Ok(())
     }
 
     /// Forgets every row of `inst` (it has ended).
     pub fn clear_compensables(&mut self, inst: u64) -> Result<(), StoreError> {
         self.compensations
+            .get_mut()?
             .retain_in((inst, 0)..=(inst, u64::MAX), |_, _| false)?;
         Ok(())
     }

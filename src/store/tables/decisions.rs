@@ -9,7 +9,7 @@ use super::*;
 impl Tables<'_> {
     /// A stored decision version.
     pub fn decision(&self, id: &str, version: u32) -> Result<Option<DecisionRecord>, StoreError> {
-        match self.decisions.get((id, version))? {
+        match self.decisions.get()?.get((id, version))? {
             Some(g) => Ok(Some(codec::decode(g.value())?)),
             None => Ok(None),
         }
@@ -19,6 +19,7 @@ impl Tables<'_> {
     pub fn latest_decision(&self, id: &str) -> Result<u32, StoreError> {
         Ok(self
             .decision_latest
+            .get()?
             .get(id)?
             .map(|g| g.value())
             .unwrap_or(0))
@@ -28,8 +29,9 @@ impl Tables<'_> {
     pub fn put_decision(&mut self, rec: &DecisionRecord) -> Result<(), StoreError> {
         let id = rec.id.as_str();
         self.decisions
+            .get_mut()?
             .insert((id, rec.version), codec::encode(rec)?.as_slice())?;
-        self.decision_latest.insert(id, rec.version)?;
+        self.decision_latest.get_mut()?.insert(id, rec.version)?;
         Ok(())
     }
 }

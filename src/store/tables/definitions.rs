@@ -67,10 +67,10 @@ impl Tables<'_> {
         version: u32,
     ) -> Result<Option<StoredDefinition>, StoreError> {
         read_definition(
-            Some(&self.definition_heads),
-            Some(&self.definition_sources),
-            Some(&self.definitions),
-            Some(&self.definition_extras),
+            Some(self.definition_heads.get()?),
+            Some(self.definition_sources.get()?),
+            Some(self.definitions.get()?),
+            Some(self.definition_extras.get()?),
             process,
             version,
         )
@@ -79,7 +79,7 @@ impl Tables<'_> {
     /// Every deployed process with its latest version, by process id.
     pub fn latest_versions(&self) -> Result<Vec<(String, u32)>, StoreError> {
         let mut out = Vec::new();
-        for row in self.latest.iter()? {
+        for row in self.latest.get()?.iter()? {
             let (k, v) = row?;
             out.push((k.value().to_string(), v.value()));
         }
@@ -88,7 +88,12 @@ impl Tables<'_> {
 
     /// The latest version of a process (0 when it was never deployed).
     pub fn latest_version(&self, process: &str) -> Result<u32, StoreError> {
-        Ok(self.latest.get(process)?.map(|g| g.value()).unwrap_or(0))
+        Ok(self
+            .latest
+            .get()?
+            .get(process)?
+            .map(|g| g.value())
+            .unwrap_or(0))
     }
 
     /// Stores a process version, as its source and how it was deployed, and
@@ -101,17 +106,19 @@ impl Tables<'_> {
         xml: &str,
     ) -> Result<(), StoreError> {
         self.definition_sources
+            .get_mut()?
             .insert((process, version), xml.as_bytes())?;
         self.definition_heads
+            .get_mut()?
             .insert((process, version), codec::encode(head)?.as_slice())?;
-        self.latest.insert(process, version)?;
+        self.latest.get_mut()?.insert(process, version)?;
         Ok(())
     }
 
     /// What message `name` means to each process: (process, entry).
     pub fn catalog_of(&self, name: &str) -> Result<Vec<(String, CatalogEntry)>, StoreError> {
         let mut out = Vec::new();
-        for row in self.catalog.range((name, "")..)? {
+        for row in self.catalog.get()?.range((name, "")..)? {
             let (k, v) = row?;
             let (m, p) = k.value();
             if m != name {
@@ -129,7 +136,7 @@ impl Tables<'_> {
         entries: &std::collections::BTreeMap<&str, CatalogEntry>,
     ) -> Result<(), StoreError> {
         let mut stale = Vec::new();
-        for row in self.catalog.iter()? {
+        for row in self.catalog.get()?.iter()? {
             let (k, _) = row?;
             let (m, p) = k.value();
             if p == process && !entries.contains_key(m) {
@@ -137,10 +144,11 @@ impl Tables<'_> {
             }
         }
         for m in stale {
-            self.catalog.remove((m.as_str(), process))?;
+            self.catalog.get_mut()?.remove((m.as_str(), process))?;
         }
         for (m, e) in entries {
             self.catalog
+                .get_mut()?
                 .insert((*m, process), codec::encode(e)?.as_slice())?;
         }
         Ok(())

@@ -49,7 +49,7 @@ impl Tables<'_> {
     /// An instance's header; its tokens are read as they are asked for
     /// ([`Tables::fill_token`] and friends).
     pub fn instance(&self, id: u64) -> Result<Option<InstanceRecord>, StoreError> {
-        let rec: Option<InstanceRecord> = get_record(&self.instances, id)?;
+        let rec: Option<InstanceRecord> = get_record(self.instances.get()?, id)?;
         if let Some(r) = &rec {
             self.remember_scope(r);
         }
@@ -76,7 +76,7 @@ impl Tables<'_> {
         if set.knows(name) {
             return Ok(());
         }
-        let row = match self.variables.get((inst, name))? {
+        let row = match self.variables.get()?.get((inst, name))? {
             Some(g) => Some(serde_json::from_slice(g.value()).map_err(|e| {
                 CodecError::Decode(format!("variable '{name}' of instance {inst}: {e}"))
             })?),
@@ -91,7 +91,7 @@ impl Tables<'_> {
         if set.is_complete() {
             return Ok(());
         }
-        set.loaded_all(super::read_variables(&self.variables, inst)?);
+        set.loaded_all(super::read_variables(self.variables.get()?, inst)?);
         Ok(())
     }
 
@@ -100,7 +100,7 @@ impl Tables<'_> {
         if set.knows(token) {
             return Ok(());
         }
-        let row = match self.tokens.get((inst, token))? {
+        let row = match self.tokens.get()?.get((inst, token))? {
             Some(g) => Some(super::decode_token(g.value())?),
             None => None,
         };
@@ -134,7 +134,7 @@ impl Tables<'_> {
             return Ok(());
         }
         let mut rows = Vec::new();
-        for row in self.tokens.range((inst, 0)..=(inst, u64::MAX))? {
+        for row in self.tokens.get()?.range((inst, 0)..=(inst, u64::MAX))? {
             let (k, v) = row?;
             // a token read before keeps what this transaction did to it
             if !set.knows(k.value().1) {
@@ -153,6 +153,7 @@ impl Tables<'_> {
         debug_assert!(scope != 0, "the header counts the process level");
         let n = self
             .scope_sizes
+            .get()?
             .get((inst, scope))?
             .map_or(0, |g| g.value());
         set.sized(scope, n);
@@ -173,6 +174,7 @@ impl Tables<'_> {
         let mut ids = Vec::new();
         for row in self
             .token_scopes
+            .get()?
             .range((inst, scope, 0)..=(inst, scope, u64::MAX))?
         {
             ids.push(row?.0.value().2);
@@ -190,7 +192,7 @@ impl Tables<'_> {
         body: u64,
         index: u32,
     ) -> Result<Option<BodyItem>, StoreError> {
-        match self.body_items.get((inst, body, index))? {
+        match self.body_items.get()?.get((inst, body, index))? {
             Some(g) => Ok(Some(codec::decode(g.value())?)),
             None => Ok(None),
         }
@@ -201,6 +203,7 @@ impl Tables<'_> {
         let mut out = Vec::new();
         for row in self
             .body_items
+            .get()?
             .range((inst, body, 0)..=(inst, body, u32::MAX))?
         {
             let (k, v) = row?;
@@ -212,6 +215,7 @@ impl Tables<'_> {
     /// Removes the items of multi-instance body `body` of `inst`.
     pub fn clear_body_items(&mut self, inst: u64, body: u64) -> Result<(), StoreError> {
         self.body_items
+            .get_mut()?
             .retain_in((inst, body, 0)..=(inst, body, u32::MAX), |_, _| false)?;
         Ok(())
     }
@@ -225,6 +229,7 @@ impl Tables<'_> {
         item: &BodyItem,
     ) -> Result<(), StoreError> {
         self.body_items
+            .get_mut()?
             .insert((inst, body, index), codec::encode(item)?.as_slice())?;
         Ok(())
     }
@@ -273,23 +278,26 @@ impl Tables<'_> {
                 Some(v) => {
                     let json =
                         serde_json::to_vec(v).map_err(|e| CodecError::Encode(e.to_string()))?;
-                    self.variables.insert((rec.id, name), json.as_slice())?;
+                    self.variables
+                        .get_mut()?
+                        .insert((rec.id, name), json.as_slice())?;
                 }
                 None => {
-                    self.variables.remove((rec.id, name))?;
+                    self.variables.get_mut()?.remove((rec.id, name))?;
                 }
             }
         }
         if after.expects != before.expects {
             for (m, key) in before.expects.difference(&after.expects) {
-                waits::set_member(&mut self.expect, (m, key), rec.id, false)?;
+                waits::set_member(self.expect.get_mut()?, (m, key), rec.id, false)?;
             }
             for (m, key) in after.expects.difference(&before.expects) {
-                waits::set_member(&mut self.expect, (m, key), rec.id, true)?;
+                waits::set_member(self.expect.get_mut()?, (m, key), rec.id, true)?;
             }
         }
         self.append_history(rec, model)?;
         self.instances
+            .get_mut()?
             .insert(rec.id, super::encode_instance(rec)?.as_slice())?;
         Ok(())
     }
@@ -311,10 +319,11 @@ impl Tables<'_> {
         match now {
             Some(t) => {
                 self.tokens
+                    .get_mut()?
                     .insert((inst, id), super::encode_token(t)?.as_slice())?;
             }
             None => {
-                self.tokens.remove((inst, id))?;
+                self.tokens.get_mut()?.remove((inst, id))?;
             }
         }
         let was_body = was.is_some_and(|t| matches!(t.wait, Wait::Body { .. }));
@@ -331,11 +340,11 @@ impl Tables<'_> {
                 let k = (e, since, inst, tok);
                 let vk = (process, version, e, since, inst, tok);
                 if insert {
-                    self.tokens_at.insert(k, ())?;
-                    self.version_tokens.insert(vk, ())?;
+                    self.tokens_at.get_mut()?.insert(k, ())?;
+                    self.version_tokens.get_mut()?.insert(vk, ())?;
                 } else {
-                    self.tokens_at.remove(k)?;
-                    self.version_tokens.remove(vk)?;
+                    self.tokens_at.get_mut()?.remove(k)?;
+                    self.version_tokens.get_mut()?.remove(vk)?;
                 }
                 self.gauge(&stat_key(STAT_TOKENS, process, version, e), insert)?;
                 if incident {
@@ -356,10 +365,12 @@ impl Tables<'_> {
         let (subs_was, subs_now) = (open(was), open(now));
         for (name, key) in subs_was.difference(&subs_now) {
             self.subscriptions
+                .get_mut()?
                 .remove((name.as_str(), key.as_str()), (inst, id))?;
         }
         for (name, key) in subs_now.difference(&subs_was) {
             self.subscriptions
+                .get_mut()?
                 .insert((name.as_str(), key.as_str()), (inst, id))?;
         }
         let signals = |t: Option<&Token>| -> BTreeSet<String> {
@@ -368,21 +379,25 @@ impl Tables<'_> {
         };
         let (sig_was, sig_now) = (signals(was), signals(now));
         for name in sig_was.difference(&sig_now) {
-            self.signal_subs.remove(name.as_str(), (inst, id))?;
+            self.signal_subs
+                .get_mut()?
+                .remove(name.as_str(), (inst, id))?;
         }
         for name in sig_now.difference(&sig_was) {
-            self.signal_subs.insert(name.as_str(), (inst, id))?;
+            self.signal_subs
+                .get_mut()?
+                .insert(name.as_str(), (inst, id))?;
         }
         // the process level is counted in the header (`top_level`)
         let inside = |t: &Token| Some(t.scope).filter(|&s| s != 0);
         let (scope_was, scope_now) = (was.and_then(inside), now.and_then(inside));
         if scope_was != scope_now {
             if let Some(s) = scope_was {
-                self.token_scopes.remove((inst, s, id))?;
+                self.token_scopes.get_mut()?.remove((inst, s, id))?;
                 self.scope_size(inst, s, false)?;
             }
             if let Some(s) = scope_now {
-                self.token_scopes.insert((inst, s, id), ())?;
+                self.token_scopes.get_mut()?.insert((inst, s, id), ())?;
                 self.scope_size(inst, s, true)?;
             }
         }
@@ -393,13 +408,14 @@ impl Tables<'_> {
     pub(super) fn scope_size(&mut self, inst: u64, scope: u64, up: bool) -> Result<(), StoreError> {
         let n = self
             .scope_sizes
+            .get()?
             .get((inst, scope))?
             .map_or(0, |g| g.value());
         let n = if up { n + 1 } else { n.saturating_sub(1) };
         if n == 0 {
-            self.scope_sizes.remove((inst, scope))?;
+            self.scope_sizes.get_mut()?.remove((inst, scope))?;
         } else {
-            self.scope_sizes.insert((inst, scope), n)?;
+            self.scope_sizes.get_mut()?.insert((inst, scope), n)?;
         }
         Ok(())
     }
@@ -415,7 +431,7 @@ impl Tables<'_> {
             return Ok(());
         }
         let entries = std::mem::take(&mut rec.new_history);
-        self.history.insert(
+        self.history.get_mut()?.insert(
             (rec.id, rec.history_len),
             super::history::encode(&entries, rec.started_at, model)?.as_slice(),
         )?;
@@ -431,13 +447,15 @@ impl Tables<'_> {
             self.token_rows(rec.id, &rec.process, rec.version, Some(t), None)?;
         }
         for (m, key) in &rec.expects {
-            waits::set_member(&mut self.expect, (m, key), rec.id, false)?;
+            waits::set_member(self.expect.get_mut()?, (m, key), rec.id, false)?;
         }
         self.variables
+            .get_mut()?
             .retain_in((rec.id, "")..(rec.id.saturating_add(1), ""), |_, _| false)?;
         self.history
+            .get_mut()?
             .retain_in((rec.id, 0)..=(rec.id, u64::MAX), |_, _| false)?;
-        self.instances.remove(rec.id)?;
+        self.instances.get_mut()?.remove(rec.id)?;
         Ok(())
     }
 
@@ -448,7 +466,7 @@ impl Tables<'_> {
         from: u64,
         limit: usize,
     ) -> Result<(Vec<InstanceRecord>, Option<u64>), StoreError> {
-        let (mut found, next): (Vec<InstanceRecord>, _) = scan(&self.instances, from, limit)?;
+        let (mut found, next): (Vec<InstanceRecord>, _) = scan(self.instances.get()?, from, limit)?;
         for rec in &mut found {
             self.fill_all(rec.id, &mut rec.tokens)?;
             self.fill_variables(rec.id, &mut rec.variables)?;

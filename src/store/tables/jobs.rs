@@ -65,7 +65,7 @@ pub(super) fn lease_row(j: &JobRecord) -> Option<Millis> {
 impl Tables<'_> {
     /// A job record.
     pub fn job(&mut self, id: u64) -> Result<Option<JobRecord>, StoreError> {
-        let rec: Option<JobRecord> = get_record(&self.jobs, id)?;
+        let rec: Option<JobRecord> = get_record(self.jobs.get()?, id)?;
         if let Some(j) = &rec {
             self.job_rows.insert(id, Some(JobRows::of(j)));
         }
@@ -77,7 +77,7 @@ impl Tables<'_> {
         if let Some(rows) = self.job_rows.get(&id) {
             return Ok(rows.clone());
         }
-        if self.jobs.get(id)?.is_none() {
+        if self.jobs.get()?.get(id)?.is_none() {
             return Ok(None);
         }
         Ok(self.job(id)?.map(|j| JobRows::of(&j)))
@@ -97,18 +97,20 @@ impl Tables<'_> {
         }
         if old.2 != new.2 {
             if let Some(p) = &old.2 {
-                self.start_timers.remove((p.as_str(), rec.id))?;
+                self.start_timers.get_mut()?.remove((p.as_str(), rec.id))?;
             }
             if let Some(p) = &new.2 {
-                self.start_timers.insert((p.as_str(), rec.id), ())?;
+                self.start_timers
+                    .get_mut()?
+                    .insert((p.as_str(), rec.id), ())?;
             }
         }
         if old.3 != new.3 {
             self.gauge(INCIDENTS_GAUGE, new.3)?;
             if new.3 {
-                self.incident_jobs.insert(rec.id, ())?;
+                self.incident_jobs.get_mut()?.insert(rec.id, ())?;
             } else {
-                self.incident_jobs.remove(rec.id)?;
+                self.incident_jobs.get_mut()?.remove(rec.id)?;
             }
         }
         self.job_stat(
@@ -116,7 +118,9 @@ impl Tables<'_> {
             i64::from(new.4) - i64::from(old.4),
             i64::from(new.3) - i64::from(old.3),
         );
-        self.jobs.insert(rec.id, codec::encode(rec)?.as_slice())?;
+        self.jobs
+            .get_mut()?
+            .insert(rec.id, codec::encode(rec)?.as_slice())?;
         self.job_rows.insert(rec.id, Some(new));
         Ok(())
     }
@@ -131,14 +135,14 @@ impl Tables<'_> {
         self.lease_rows(rec.id, lease, false)?;
         if incident {
             self.gauge(INCIDENTS_GAUGE, false)?;
-            self.incident_jobs.remove(rec.id)?;
+            self.incident_jobs.get_mut()?.remove(rec.id)?;
         }
         self.job_stat(rec, -i64::from(ready), -i64::from(incident));
         if let Some(p) = schedule {
-            self.start_timers.remove((p.as_str(), rec.id))?;
+            self.start_timers.get_mut()?.remove((p.as_str(), rec.id))?;
         }
         self.job_rows.insert(rec.id, None);
-        self.jobs.remove(rec.id)?;
+        self.jobs.get_mut()?.remove(rec.id)?;
         Ok(())
     }
 
@@ -172,16 +176,20 @@ impl Tables<'_> {
         match row {
             DueRow::None => {}
             DueRow::Continuation(at) if insert => {
-                self.cont_due.insert((*at, id), ())?;
+                self.cont_due.get_mut()?.insert((*at, id), ())?;
             }
             DueRow::Continuation(at) => {
-                self.cont_due.remove((*at, id))?;
+                self.cont_due.get_mut()?.remove((*at, id))?;
             }
             DueRow::Topic(topic, at) if insert => {
-                self.topic_due.insert((topic.as_str(), *at, id), ())?;
+                self.topic_due
+                    .get_mut()?
+                    .insert((topic.as_str(), *at, id), ())?;
             }
             DueRow::Topic(topic, at) => {
-                self.topic_due.remove((topic.as_str(), *at, id))?;
+                self.topic_due
+                    .get_mut()?
+                    .remove((topic.as_str(), *at, id))?;
             }
         }
         Ok(())
@@ -195,10 +203,10 @@ impl Tables<'_> {
     ) -> Result<(), StoreError> {
         match until {
             Some(u) if insert => {
-                self.leases.insert((u, id), ())?;
+                self.leases.get_mut()?.insert((u, id), ())?;
             }
             Some(u) => {
-                self.leases.remove((u, id))?;
+                self.leases.get_mut()?.remove((u, id))?;
             }
             None => {}
         }
@@ -208,7 +216,7 @@ impl Tables<'_> {
     /// Up to `limit` continuation and timer jobs due by `now`, oldest first.
     pub fn due_continuations(&self, now: Millis, limit: usize) -> Result<Vec<u64>, StoreError> {
         let mut due = Vec::new();
-        for row in self.cont_due.range((0u64, 0u64)..=(now, u64::MAX))? {
+        for row in self.cont_due.get()?.range((0u64, 0u64)..=(now, u64::MAX))? {
             due.push(row?.0.value().1);
             if due.len() >= limit {
                 break;
@@ -227,6 +235,7 @@ impl Tables<'_> {
         let mut ids = Vec::new();
         for row in self
             .topic_due
+            .get()?
             .range((topic, 0u64, 0u64)..=(topic, now, u64::MAX))?
         {
             ids.push(row?.0.value().2);
@@ -240,7 +249,7 @@ impl Tables<'_> {
     /// Leases that run out by `until`, as (until, job).
     pub fn leases_until(&self, until: Millis) -> Result<Vec<(Millis, u64)>, StoreError> {
         let mut out = Vec::new();
-        for row in self.leases.range((0u64, 0u64)..=(until, u64::MAX))? {
+        for row in self.leases.get()?.range((0u64, 0u64)..=(until, u64::MAX))? {
             out.push(row?.0.value());
         }
         Ok(out)
@@ -251,6 +260,7 @@ impl Tables<'_> {
         let mut out = Vec::new();
         for row in self
             .start_timers
+            .get()?
             .range((process, 0u64)..=(process, u64::MAX))?
         {
             out.push(row?.0.value().1);
@@ -260,7 +270,7 @@ impl Tables<'_> {
 
     /// Drops a `leases` row whose job is gone (see [`Tables::drop_orphan_expiry`]).
     pub fn drop_orphan_lease(&mut self, until: Millis, id: u64) -> Result<(), StoreError> {
-        self.leases.remove((until, id))?;
+        self.leases.get_mut()?.remove((until, id))?;
         Ok(())
     }
 }

@@ -50,7 +50,7 @@ pub(super) fn parked_reason(m: &MessageRecord) -> &'static str {
 impl Tables<'_> {
     /// A message record by accept sequence.
     pub fn message(&mut self, seq: u64) -> Result<Option<MessageRecord>, StoreError> {
-        let rec: Option<MessageRecord> = get_record(&self.messages, seq)?;
+        let rec: Option<MessageRecord> = get_record(self.messages.get()?, seq)?;
         if let Some(m) = &rec {
             self.message_rows.insert(seq, Some(MessageRows::of(m)));
         }
@@ -65,7 +65,7 @@ impl Tables<'_> {
         if let Some(rows) = self.message_rows.get(&seq) {
             return Ok(rows.clone());
         }
-        if self.messages.get(seq)?.is_none() {
+        if self.messages.get()?.get(seq)?.is_none() {
             return Ok(None);
         }
         Ok(self.message(seq)?.map(|m| MessageRows::of(&m)))
@@ -73,12 +73,16 @@ impl Tables<'_> {
 
     /// The (seq, accepted_at) recorded for (message id, name), if any.
     pub fn dedup(&self, message_id: &str, name: &str) -> Result<Option<(u64, Millis)>, StoreError> {
-        Ok(self.dedup.get((message_id, name))?.map(|g| g.value()))
+        Ok(self
+            .dedup
+            .get()?
+            .get((message_id, name))?
+            .map(|g| g.value()))
     }
 
     /// Accept sequences of every message recorded under this message id (any name).
     pub fn seqs_by_id(&self, message_id: &str) -> Result<Vec<u64>, StoreError> {
-        seqs_by_id(&self.dedup, message_id)
+        seqs_by_id(self.dedup.get()?, message_id)
     }
 
     /// Writes a message record and brings its index rows in line with its state.
@@ -86,7 +90,7 @@ impl Tables<'_> {
         let new = MessageRows::of(rec);
         match self.stored_message_rows(rec.seq)? {
             None => {
-                self.dedup.insert(
+                self.dedup.get_mut()?.insert(
                     (rec.message_id.as_str(), rec.name.as_str()),
                     (rec.seq, rec.accepted_at),
                 )?;
@@ -101,6 +105,7 @@ impl Tables<'_> {
             Some(_) => {}
         }
         self.messages
+            .get_mut()?
             .insert(rec.seq, super::encode_message(rec)?.as_slice())?;
         self.message_rows.insert(rec.seq, Some(new));
         Ok(())
@@ -115,33 +120,37 @@ impl Tables<'_> {
         let buffer_key = (m.name.as_str(), m.key.as_str(), m.seq);
         if let Some(accepted_at) = rows.buffered {
             if insert {
-                self.buffer.insert(buffer_key, ())?;
-                self.buffer_age.insert((accepted_at, m.seq), ())?;
+                self.buffer.get_mut()?.insert(buffer_key, ())?;
+                self.buffer_age
+                    .get_mut()?
+                    .insert((accepted_at, m.seq), ())?;
             } else {
-                self.buffer.remove(buffer_key)?;
-                self.buffer_age.remove((accepted_at, m.seq))?;
+                self.buffer.get_mut()?.remove(buffer_key)?;
+                self.buffer_age.get_mut()?.remove((accepted_at, m.seq))?;
             }
             self.gauge(&format!("{BUFFERED_BY_NAME}{}", m.name), insert)?;
         }
         if let Some(at) = rows.expiry {
             if insert {
-                self.expiry.insert((at, m.seq), ())?;
+                self.expiry.get_mut()?.insert((at, m.seq), ())?;
             } else {
-                self.expiry.remove((at, m.seq))?;
+                self.expiry.get_mut()?.remove((at, m.seq))?;
             }
         }
         for &inst in &rows.instances {
             if insert {
-                self.instance_messages.insert((inst, m.seq), ())?;
+                self.instance_messages
+                    .get_mut()?
+                    .insert((inst, m.seq), ())?;
             } else {
-                self.instance_messages.remove((inst, m.seq))?;
+                self.instance_messages.get_mut()?.remove((inst, m.seq))?;
             }
         }
         if let Some(reason) = rows.parked {
             if insert {
-                self.parked.insert(m.seq, ())?;
+                self.parked.get_mut()?.insert(m.seq, ())?;
             } else {
-                self.parked.remove(m.seq)?;
+                self.parked.get_mut()?.remove(m.seq)?;
             }
             self.gauge(&format!("{PARKED_GAUGE}{reason}"), insert)?;
             self.gauge(&format!("{PARKED_BY_NAME}{reason}:{}", m.name), insert)?;
@@ -158,8 +167,9 @@ impl Tables<'_> {
         self.message_rows(rec, &rows, false)?;
         self.message_rows.insert(rec.seq, None);
         self.dedup
+            .get_mut()?
             .remove((rec.message_id.as_str(), rec.name.as_str()))?;
-        self.messages.remove(rec.seq)?;
+        self.messages.get_mut()?.remove(rec.seq)?;
         Ok(())
     }
 
@@ -169,13 +179,14 @@ impl Tables<'_> {
         from: u64,
         limit: usize,
     ) -> Result<(Vec<MessageRecord>, Option<u64>), StoreError> {
-        scan(&self.messages, from, limit)
+        scan(self.messages.get()?, from, limit)
     }
 
     /// The oldest message buffered for (name, key).
     pub fn oldest_buffered(&self, name: &str, key: &str) -> Result<Option<u64>, StoreError> {
         let mut range = self
             .buffer
+            .get()?
             .range((name, key, 0u64)..=(name, key, u64::MAX))?;
         Ok(match range.next() {
             Some(row) => Some(row?.0.value().2),
@@ -186,7 +197,7 @@ impl Tables<'_> {
     /// Up to `limit` buffered messages whose TTL ran out by `now`, as (expires_at, seq).
     pub fn expired(&self, now: Millis, limit: usize) -> Result<Vec<(Millis, u64)>, StoreError> {
         let mut due = Vec::new();
-        for row in self.expiry.range((0u64, 0u64)..=(now, u64::MAX))? {
+        for row in self.expiry.get()?.range((0u64, 0u64)..=(now, u64::MAX))? {
             due.push(row?.0.value());
             if due.len() >= limit {
                 break;
@@ -198,7 +209,7 @@ impl Tables<'_> {
     /// Drops an `expiry` row whose message is gone or no longer buffered (a
     /// database written before the store derived its rows may hold one).
     pub fn drop_orphan_expiry(&mut self, at: Millis, seq: u64) -> Result<(), StoreError> {
-        self.expiry.remove((at, seq))?;
+        self.expiry.get_mut()?.remove((at, seq))?;
         Ok(())
     }
 
@@ -209,19 +220,19 @@ impl Tables<'_> {
 
     /// Keeps an event about a parked message until it is published.
     pub fn put_parked_event(&mut self, id: u64, event: &[u8]) -> Result<(), StoreError> {
-        self.parked_event_rows.insert(id, event)?;
+        self.parked_event_rows.get_mut()?.insert(id, event)?;
         Ok(())
     }
 
     /// Forgets a published event (an id not kept is no error: a confirmation
     /// may arrive twice).
     pub fn remove_parked_event(&mut self, id: u64) -> Result<bool, StoreError> {
-        Ok(self.parked_event_rows.remove(id)?.is_some())
+        Ok(self.parked_event_rows.get_mut()?.remove(id)?.is_some())
     }
 
     /// What a signal with this id did when it was applied here, if it was.
     pub fn signal_seen(&self, id: &str) -> Result<Option<(u64, Millis)>, StoreError> {
-        Ok(self.signals_seen.get(id)?.map(|g| g.value()))
+        Ok(self.signals_seen.get()?.get(id)?.map(|g| g.value()))
     }
 
     /// Records that a signal with this id was applied, reaching `reached`.
@@ -231,8 +242,8 @@ impl Tables<'_> {
         reached: u64,
         at: Millis,
     ) -> Result<(), StoreError> {
-        self.signals_seen.insert(id, (reached, at))?;
-        self.signals_seen_at.insert((at, id), ())?;
+        self.signals_seen.get_mut()?.insert(id, (reached, at))?;
+        self.signals_seen_at.get_mut()?.insert((at, id), ())?;
         Ok(())
     }
 
@@ -245,25 +256,30 @@ impl Tables<'_> {
     ) -> Result<usize, StoreError> {
         let old: Vec<(u64, String)> = self
             .signals_seen_at
+            .get()?
             .range(..(before, ""))?
             .take(limit)
             .map(|r| r.map(|(k, _)| (k.value().0, k.value().1.to_string())))
             .collect::<Result<_, _>>()?;
         for (at, id) in &old {
-            self.signals_seen_at.remove((*at, id.as_str()))?;
-            self.signals_seen.remove(id.as_str())?;
+            self.signals_seen_at.get_mut()?.remove((*at, id.as_str()))?;
+            self.signals_seen.get_mut()?.remove(id.as_str())?;
         }
         Ok(old.len())
     }
 
     /// Keeps a signal thrown here until every other partition took it.
     pub fn put_signal_out(&mut self, seq: u64, signal: &[u8]) -> Result<(), StoreError> {
-        self.signals_out.insert(seq, signal)?;
+        self.signals_out.get_mut()?.insert(seq, signal)?;
         Ok(())
     }
 
     /// Forgets a signal every other partition took (one not kept is no error).
     pub fn remove_signal_out(&mut self, seq: u64) -> Result<Option<Vec<u8>>, StoreError> {
-        Ok(self.signals_out.remove(seq)?.map(|v| v.value().to_vec()))
+        Ok(self
+            .signals_out
+            .get_mut()?
+            .remove(seq)?
+            .map(|v| v.value().to_vec()))
     }
 }

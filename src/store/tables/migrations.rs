@@ -39,16 +39,18 @@ impl Tables<'_> {
     /// Index generation 2: `buffer_age`, the parked and incident gauges.
     pub(super) fn upgrade_to_2(&mut self) -> Result<(), StoreError> {
         let mut buffered = Vec::new();
-        for row in self.buffer.iter()? {
+        for row in self.buffer.get()?.iter()? {
             buffered.push(row?.0.value().2);
         }
         for seq in buffered {
             if let Some(m) = self.message(seq)? {
-                self.buffer_age.insert((m.accepted_at, seq), ())?;
+                self.buffer_age
+                    .get_mut()?
+                    .insert((m.accepted_at, seq), ())?;
             }
         }
         let mut parked = Vec::new();
-        for row in self.parked.iter()? {
+        for row in self.parked.get()?.iter()? {
             parked.push(row?.0.value());
         }
         let mut by_reason: std::collections::BTreeMap<&'static str, u64> = Default::default();
@@ -62,7 +64,7 @@ impl Tables<'_> {
                 .insert(format!("{PARKED_GAUGE}{reason}").as_str(), n)?;
         }
         let mut incidents = 0u64;
-        for row in self.jobs.iter()? {
+        for row in self.jobs.get()?.iter()? {
             let j: JobRecord = codec::decode(row?.1.value())?;
             incidents += u64::from(j.state == JobState::Incident);
         }
@@ -77,7 +79,7 @@ impl Tables<'_> {
         let mut gauges: std::collections::BTreeMap<String, u64> = Default::default();
         let mut scopes: std::collections::HashMap<u64, (String, u32)> = Default::default();
         let mut rows = Vec::new();
-        for row in self.instances.iter()? {
+        for row in self.instances.get()?.iter()? {
             let mut i = super::decode_instance(row?.1.value())?;
             self.fill_all(i.id, &mut i.tokens)?;
             for t in i.tokens.iter() {
@@ -102,9 +104,10 @@ impl Tables<'_> {
         }
         for (p, v, e, since, i, t) in &rows {
             self.version_tokens
+                .get_mut()?
                 .insert((p.as_str(), *v, e.as_str(), *since, *i, *t), ())?;
         }
-        for row in self.jobs.iter()? {
+        for row in self.jobs.get()?.iter()? {
             let j: JobRecord = codec::decode(row?.1.value())?;
             if matches!(j.kind, JobKind::StartTimer { .. }) {
                 continue;
@@ -119,7 +122,7 @@ impl Tables<'_> {
             };
             *gauges.entry(stat_key(kind, p, *v, &j.element)).or_default() += 1;
         }
-        for row in self.messages.iter()? {
+        for row in self.messages.get()?.iter()? {
             let m = super::decode_message(row?.1.value())?;
             match m.state {
                 MessageState::Buffered => {
@@ -145,37 +148,39 @@ impl Tables<'_> {
     /// open-task gauges from the open user tasks.
     pub(super) fn upgrade_to_4(&mut self) -> Result<(), StoreError> {
         let mut tasks = Vec::new();
-        for row in self.tasks.iter()? {
+        for row in self.tasks.get()?.iter()? {
             let t: TaskRecord = codec::decode(row?.1.value())?;
             tasks.push((t.element, t.created_at, t.id));
         }
         let mut open: std::collections::BTreeMap<String, u64> = Default::default();
         for (element, at, id) in &tasks {
-            self.tasks_at.insert((element.as_str(), *at, *id), ())?;
+            self.tasks_at
+                .get_mut()?
+                .insert((element.as_str(), *at, *id), ())?;
             *open.entry(format!("{OPEN_TASKS}{element}")).or_default() += 1;
         }
         for (k, n) in open {
             self.meta.insert(k.as_str(), n)?;
         }
         let mut incidents = Vec::new();
-        for row in self.jobs.iter()? {
+        for row in self.jobs.get()?.iter()? {
             let j: JobRecord = codec::decode(row?.1.value())?;
             if j.state == JobState::Incident {
                 incidents.push(j.id);
             }
         }
         for id in incidents {
-            self.incident_jobs.insert(id, ())?;
+            self.incident_jobs.get_mut()?.insert(id, ())?;
         }
         let mut rows = Vec::new();
-        for row in self.messages.iter()? {
+        for row in self.messages.get()?.iter()? {
             let m = super::decode_message(row?.1.value())?;
             for inst in message_instances(&m) {
                 rows.push((inst, m.seq));
             }
         }
         for r in rows {
-            self.instance_messages.insert(r, ())?;
+            self.instance_messages.get_mut()?.insert(r, ())?;
         }
         Ok(())
     }
@@ -243,7 +248,7 @@ impl Tables<'_> {
         &mut self,
     ) -> Result<(u64, u64), StoreError> {
         let mut rows = Vec::new();
-        for row in self.definitions.iter()? {
+        for row in self.definitions.get()?.iter()? {
             let (k, _) = row?;
             let (process, version) = k.value();
             rows.push((process.to_string(), version));
@@ -255,6 +260,7 @@ impl Tables<'_> {
             };
             let source = self
                 .definition_sources
+                .get()?
                 .get((process.as_str(), version))?
                 .map(|g| String::from_utf8_lossy(g.value()).into_owned());
             let Some(overrides) = source.and_then(|xml| overrides_giving(&rec, &xml)) else {
@@ -268,12 +274,16 @@ impl Tables<'_> {
                 overrides,
                 parser: crate::model::PARSER_LEVEL,
             };
-            self.definition_heads.insert(
+            self.definition_heads.get_mut()?.insert(
                 (process.as_str(), version),
                 codec::encode(&head)?.as_slice(),
             )?;
-            self.definitions.remove((process.as_str(), version))?;
-            self.definition_extras.remove((process.as_str(), version))?;
+            self.definitions
+                .get_mut()?
+                .remove((process.as_str(), version))?;
+            self.definition_extras
+                .get_mut()?
+                .remove((process.as_str(), version))?;
             moved += 1;
         }
         Ok((moved, kept))
@@ -287,14 +297,14 @@ impl Tables<'_> {
     /// database of format 1 or 2 opens; returns how many records it rewrote.
     pub(in crate::store) fn migrate_instances_to_rows(&mut self) -> Result<u64, StoreError> {
         let mut legacy = Vec::new();
-        for row in self.instances.iter()? {
+        for row in self.instances.get()?.iter()? {
             let (k, v) = row?;
             if codec::version_of(v.value())? != codec::HEADER_VERSION {
                 legacy.push(k.value());
             }
         }
         for id in &legacy {
-            let Some(mut rec) = get_record::<InstanceRecord>(&self.instances, *id)? else {
+            let Some(mut rec) = get_record::<InstanceRecord>(self.instances.get()?, *id)? else {
                 continue;
             };
             self.append_history(&mut rec, None)?;
@@ -312,9 +322,12 @@ impl Tables<'_> {
                     }
                 }
                 self.tokens
+                    .get_mut()?
                     .insert((rec.id, t.id), super::encode_token(&t)?.as_slice())?;
                 if t.scope != 0 {
-                    self.token_scopes.insert((rec.id, t.scope, t.id), ())?;
+                    self.token_scopes
+                        .get_mut()?
+                        .insert((rec.id, t.scope, t.id), ())?;
                     self.scope_size(rec.id, t.scope, true)?;
                 }
             }
@@ -322,9 +335,11 @@ impl Tables<'_> {
                 let json =
                     serde_json::to_vec(value).map_err(|e| CodecError::Encode(e.to_string()))?;
                 self.variables
+                    .get_mut()?
                     .insert((rec.id, name.as_str()), json.as_slice())?;
             }
             self.instances
+                .get_mut()?
                 .insert(rec.id, super::encode_instance(&rec)?.as_slice())?;
         }
         Ok(legacy.len() as u64)
@@ -343,7 +358,7 @@ impl Tables<'_> {
     ) -> Result<(u64, u64), StoreError> {
         type Open = (Vec<(String, String)>, Vec<String>);
         let mut open: std::collections::BTreeMap<(u64, u64), Open> = Default::default();
-        for row in self.subscriptions.iter()? {
+        for row in self.subscriptions.get()?.iter()? {
             let (k, vals) = row?;
             let (m, key) = k.value();
             for v in vals {
@@ -351,7 +366,7 @@ impl Tables<'_> {
                 entry.0.push((m.to_string(), key.to_string()));
             }
         }
-        for row in self.signal_subs.iter()? {
+        for row in self.signal_subs.get()?.iter()? {
             let (k, vals) = row?;
             let name = k.value();
             for v in vals {
@@ -360,17 +375,20 @@ impl Tables<'_> {
         }
         let (mut rewritten, mut dropped) = (0u64, 0u64);
         for ((inst, token), (messages, signals)) in open {
-            let stored = match self.tokens.get((inst, token))? {
+            let stored = match self.tokens.get()?.get((inst, token))? {
                 Some(g) => Some(super::decode_token(g.value())?),
                 None => None,
             };
             let Some(mut t) = stored else {
                 for (m, key) in &messages {
                     self.subscriptions
+                        .get_mut()?
                         .remove((m.as_str(), key.as_str()), (inst, token))?;
                 }
                 for name in &signals {
-                    self.signal_subs.remove(name.as_str(), (inst, token))?;
+                    self.signal_subs
+                        .get_mut()?
+                        .remove(name.as_str(), (inst, token))?;
                 }
                 dropped += (messages.len() + signals.len()) as u64;
                 continue;
@@ -388,6 +406,7 @@ impl Tables<'_> {
             }
             if before != (t.boundary_messages.len(), t.boundary_signals.len()) {
                 self.tokens
+                    .get_mut()?
                     .insert((inst, token), super::encode_token(&t)?.as_slice())?;
                 rewritten += 1;
             }

@@ -8,18 +8,21 @@ use super::*;
 impl Tables<'_> {
     /// An open user task.
     pub fn task(&self, id: u64) -> Result<Option<TaskRecord>, StoreError> {
-        get_record(&self.tasks, id)
+        get_record(self.tasks.get()?, id)
     }
 
     /// Writes an open user task; a new one gets its `tasks_at` row and moves
     /// the open-task gauge of its element (element and creation never change).
     pub fn put_task(&mut self, rec: &TaskRecord) -> Result<(), StoreError> {
-        if self.tasks.get(rec.id)?.is_none() {
+        if self.tasks.get()?.get(rec.id)?.is_none() {
             self.tasks_at
+                .get_mut()?
                 .insert((rec.element.as_str(), rec.created_at, rec.id), ())?;
             self.gauge(&format!("{OPEN_TASKS}{}", rec.element), true)?;
         }
-        self.tasks.insert(rec.id, codec::encode(rec)?.as_slice())?;
+        self.tasks
+            .get_mut()?
+            .insert(rec.id, codec::encode(rec)?.as_slice())?;
         Ok(())
     }
 
@@ -27,10 +30,11 @@ impl Tables<'_> {
     pub fn remove_task(&mut self, id: u64) -> Result<(), StoreError> {
         if let Some(rec) = self.task(id)? {
             self.tasks_at
+                .get_mut()?
                 .remove((rec.element.as_str(), rec.created_at, rec.id))?;
             self.gauge(&format!("{OPEN_TASKS}{}", rec.element), false)?;
         }
-        self.tasks.remove(id)?;
+        self.tasks.get_mut()?.remove(id)?;
         Ok(())
     }
 }

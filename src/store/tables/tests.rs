@@ -118,6 +118,8 @@ fn a_record_written_around_the_store_is_found_by_the_check() {
     db.write(|t| {
         let rec = message(1, MessageState::Buffered);
         t.messages
+            .get_mut()
+            .unwrap()
             .insert(1, codec::encode(&rec).unwrap().as_slice())
             .unwrap();
     });
@@ -213,6 +215,8 @@ fn history_is_appended_as_rows_and_leaves_with_its_instance() {
     wrong.history_len = 7;
     db.write(|t| {
         t.instances
+            .get_mut()
+            .unwrap()
             .insert(1, super::super::encode_instance(&wrong).unwrap().as_slice())
             .unwrap();
     });
@@ -389,8 +393,12 @@ fn instance_messages_and_incident_jobs_follow_their_records_and_are_rebuilt_on_u
     assert_eq!(db.verify(), Vec::<String>::new());
     // a database from before the indexes gets their rows when it is opened
     db.write(|t| {
-        t.incident_jobs.remove(3).unwrap();
-        t.instance_messages.remove((11, 1)).unwrap();
+        t.incident_jobs.get_mut().unwrap().remove(3).unwrap();
+        t.instance_messages
+            .get_mut()
+            .unwrap()
+            .remove((11, 1))
+            .unwrap();
         t.meta.insert(INDEX_VERSION_KEY, 3).unwrap();
     });
     assert!(!db.verify().is_empty());
@@ -494,11 +502,23 @@ fn a_source_that_no_longer_gives_its_model_leaves_the_row_pinned() {
     for (version, source) in [(1u32, xml.as_str()), (2, edited.as_str())] {
         db.write(|t| {
             let key = (process.as_str(), version);
-            t.definitions.insert(key, definition.as_slice()).unwrap();
+            t.definitions
+                .get_mut()
+                .unwrap()
+                .insert(key, definition.as_slice())
+                .unwrap();
             if let Some(x) = &extras {
-                t.definition_extras.insert(key, x.as_slice()).unwrap();
+                t.definition_extras
+                    .get_mut()
+                    .unwrap()
+                    .insert(key, x.as_slice())
+                    .unwrap();
             }
-            t.definition_sources.insert(key, source.as_bytes()).unwrap();
+            t.definition_sources
+                .get_mut()
+                .unwrap()
+                .insert(key, source.as_bytes())
+                .unwrap();
         });
     }
     let (moved, kept) = db.write(|t| t.store_definitions_as_sources().unwrap());
@@ -527,4 +547,32 @@ fn a_source_that_no_longer_gives_its_model_leaves_the_row_pinned() {
             .unwrap();
         assert!(rec.process.same_model(&today));
     });
+}
+
+/// A batch opens only the tables it touches: buffering a message opens the
+/// message tables and their index rows, not those of jobs, user tasks,
+/// instances or decisions; a later write to a job opens the job tables.
+#[test]
+fn a_batch_opens_only_the_tables_it_touches() {
+    let db = MemoryStore::new();
+    db.write(|t| {
+        assert!(!t.messages.is_open(), "nothing is opened before it is used");
+        t.put_message(&message(1, MessageState::Buffered)).unwrap();
+        assert!(t.messages.is_open() && t.buffer.is_open() && t.expiry.is_open());
+        for (name, open) in [
+            ("jobs", t.jobs.is_open()),
+            ("cont_due", t.cont_due.is_open()),
+            ("tasks", t.tasks.is_open()),
+            ("instances", t.instances.is_open()),
+            ("tokens", t.tokens.is_open()),
+            ("decisions", t.decisions.is_open()),
+            ("definition_sources", t.definition_sources.is_open()),
+        ] {
+            assert!(!open, "a buffered message opened {name}");
+        }
+        t.put_job(&job(7, JobKind::ContinueAfter, JobState::Ready, 10))
+            .unwrap();
+        assert!(t.jobs.is_open() && t.cont_due.is_open());
+    });
+    assert_eq!(db.verify(), Vec::<String>::new());
 }

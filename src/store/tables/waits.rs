@@ -14,7 +14,7 @@ impl Tables<'_> {
     /// written: [`Tables::put_instance`]).
     pub fn subscribers(&self, name: &str, key: &str) -> Result<Vec<(u64, u64)>, StoreError> {
         let mut out = Vec::new();
-        for v in self.subscriptions.get((name, key))? {
+        for v in self.subscriptions.get()?.get((name, key))? {
             out.push(v?.value());
         }
         Ok(out)
@@ -23,7 +23,7 @@ impl Tables<'_> {
     /// Pairs (instance, token) waiting for signal `name`.
     pub fn signal_subscribers(&self, name: &str) -> Result<Vec<(u64, u64)>, StoreError> {
         let mut out = Vec::new();
-        for v in self.signal_subs.get(name)? {
+        for v in self.signal_subs.get()?.get(name)? {
             out.push(v?.value());
         }
         Ok(out)
@@ -31,12 +31,12 @@ impl Tables<'_> {
 
     /// Active instances that will still catch (message, key).
     pub fn expecting(&self, name: &str, key: &str) -> Result<Vec<u64>, StoreError> {
-        multimap_u64(&self.expect, name, key)
+        multimap_u64(self.expect.get()?, name, key)
     }
 
     /// Instances that caught (message, key) or ended: a later one is late.
     pub fn passed(&self, name: &str, key: &str) -> Result<Vec<u64>, StoreError> {
-        multimap_u64(&self.passed, name, key)
+        multimap_u64(self.passed.get()?, name, key)
     }
 
     /// Instance `inst` is past (message, key) (`on`), or forgotten by retention.
@@ -47,7 +47,7 @@ impl Tables<'_> {
         inst: u64,
         on: bool,
     ) -> Result<(), StoreError> {
-        set_member(&mut self.passed, (name, key), inst, on)
+        set_member(self.passed.get_mut()?, (name, key), inst, on)
     }
 }
 

@@ -8,13 +8,11 @@
 use super::*;
 
 impl Engine<'_, '_> {
-    pub(super) fn activate_activity(
-        &mut self,
-        inst: u64,
-        token: u64,
-        idx: usize,
-        kind: &ActivityKind,
-    ) -> R<()> {
+    /// An activity starts its work: a job for a worker or handler, a user
+    /// task, a message it waits for, a child instance; a script, a decision
+    /// or a plain task runs in this step and the token leaves.
+    pub(super) fn activate_activity(&mut self, at: At, kind: &ActivityKind) -> R<()> {
+        let At { inst, token, idx } = at;
         let p = self.proc_of(inst);
         let id = &p.at(idx).id;
         match kind {

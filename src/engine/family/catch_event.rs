@@ -8,13 +8,11 @@
 use super::*;
 
 impl Engine<'_, '_> {
-    pub(super) fn activate_catch(
-        &mut self,
-        inst: u64,
-        token: u64,
-        idx: usize,
-        kind: &CatchKind,
-    ) -> R<()> {
+    /// A catch event waits for its timer, message, signal or condition (a
+    /// condition that holds already lets the token pass); a link catch
+    /// passes on.
+    pub(super) fn activate_catch(&mut self, at: At, kind: &CatchKind) -> R<()> {
+        let At { inst, token, idx } = at;
         let p = self.proc_of(inst);
         let id = &p.at(idx).id;
         match kind {

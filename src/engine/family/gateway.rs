@@ -10,13 +10,10 @@
 use super::*;
 
 impl Engine<'_, '_> {
-    pub(super) fn activate_gateway(
-        &mut self,
-        inst: u64,
-        token: u64,
-        idx: usize,
-        kind: &GatewayKind,
-    ) -> R<()> {
+    /// A gateway passes the token on to choose its flows when it leaves; an
+    /// event-based gateway waits for the first of its events.
+    pub(super) fn activate_gateway(&mut self, at: At, kind: &GatewayKind) -> R<()> {
+        let At { inst, token, idx } = at;
         match kind {
             GatewayKind::Event => self.open_event_gateway(inst, token, idx),
             GatewayKind::Exclusive { .. }

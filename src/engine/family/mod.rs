@@ -22,18 +22,27 @@ mod scope;
 mod start;
 mod throw_event;
 
+/// Where a token is activated: its instance, the token, the element's index.
+#[derive(Clone, Copy)]
+struct At {
+    inst: u64,
+    token: u64,
+    idx: usize,
+}
+
 impl Engine<'_, '_> {
     /// What the element does when a token reaches it (after its boundary
     /// events were opened): rest, run, or pass on.
     pub(super) fn activate(&mut self, inst: u64, token: u64, idx: usize) -> R<()> {
         let p = self.proc_of(inst);
+        let at = At { inst, token, idx };
         match &p.at(idx).kind {
-            ElementKind::Activity(kind) => self.activate_activity(inst, token, idx, kind),
-            ElementKind::Start(kind) => self.activate_start(inst, token, idx, kind),
-            ElementKind::Catch(kind) => self.activate_catch(inst, token, idx, kind),
-            ElementKind::Throw(kind) => self.activate_throw(inst, token, idx, kind),
-            ElementKind::Gateway(kind) => self.activate_gateway(inst, token, idx, kind),
-            ElementKind::Scope(kind) => self.activate_scope(inst, token, idx, kind),
+            ElementKind::Activity(kind) => self.activate_activity(at, kind),
+            ElementKind::Start(kind) => self.activate_start(at, kind),
+            ElementKind::Catch(kind) => self.activate_catch(at, kind),
+            ElementKind::Throw(kind) => self.activate_throw(at, kind),
+            ElementKind::Gateway(kind) => self.activate_gateway(at, kind),
+            ElementKind::Scope(kind) => self.activate_scope(at, kind),
             ElementKind::Boundary { .. } => {
                 self.activate_boundary(inst, token, idx);
                 Ok(())

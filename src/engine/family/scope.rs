@@ -9,13 +9,10 @@
 use super::*;
 
 impl Engine<'_, '_> {
-    pub(super) fn activate_scope(
-        &mut self,
-        inst: u64,
-        token: u64,
-        idx: usize,
-        kind: &ScopeKind,
-    ) -> R<()> {
+    /// A scope is entered: a subprocess starts inside, an ad-hoc subprocess
+    /// opens its activities, an event subprocess's listener waits.
+    pub(super) fn activate_scope(&mut self, at: At, kind: &ScopeKind) -> R<()> {
+        let At { inst, token, idx } = at;
         match kind {
             ScopeKind::SubProcess { start, .. } => {
                 self.enter_scope(inst, token, idx, *start);

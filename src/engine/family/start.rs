@@ -7,13 +7,9 @@
 use super::*;
 
 impl Engine<'_, '_> {
-    pub(super) fn activate_start(
-        &mut self,
-        inst: u64,
-        token: u64,
-        idx: usize,
-        kind: &StartKind,
-    ) -> R<()> {
+    /// A start event has happened when its token is here: it passes on.
+    pub(super) fn activate_start(&mut self, at: At, kind: &StartKind) -> R<()> {
+        let At { inst, token, idx } = at;
         match kind {
             StartKind::Plain
             | StartKind::Message { .. }

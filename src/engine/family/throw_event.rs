@@ -10,13 +10,10 @@
 use super::*;
 
 impl Engine<'_, '_> {
-    pub(super) fn activate_throw(
-        &mut self,
-        inst: u64,
-        token: u64,
-        idx: usize,
-        kind: &ThrowKind,
-    ) -> R<()> {
+    /// A throw event does its throw (a signal, an escalation, an error, a
+    /// compensation, a link) or ends its token, its scope or the instance.
+    pub(super) fn activate_throw(&mut self, at: At, kind: &ThrowKind) -> R<()> {
+        let At { inst, token, idx } = at;
         let p = self.proc_of(inst);
         let id = &p.at(idx).id;
         match kind {

@@ -310,13 +310,9 @@ impl Snapshot {
         let Some(t) = self.optional(COMPENSATIONS)? else {
             return Ok(Vec::new());
         };
-        let mut out = Vec::new();
-        for row in t.range((inst, 0)..=(inst, u64::MAX))? {
-            if let Ok(c) = codec::decode(row?.1.value()) {
-                out.push(c);
-            }
-        }
-        Ok(out)
+        // a row that cannot be read is left out of the view
+        let rows = super::tables::read_compensables(&t, inst)?;
+        Ok(rows.into_iter().filter_map(|(_, c)| c.ok()).collect())
     }
 
     /// Up to `limit` signals thrown here that not every other partition took
@@ -722,23 +718,12 @@ impl Snapshot {
         id: &str,
         version: Option<u32>,
     ) -> Result<Option<DecisionRecord>, StoreError> {
-        let version = match version {
-            Some(v) => v,
-            None => match self.optional(DECISION_LATEST)? {
-                Some(t) => match t.get(id)? {
-                    Some(g) => g.value(),
-                    None => return Ok(None),
-                },
-                None => return Ok(None),
-            },
-        };
-        let Some(t) = self.optional(DECISIONS)? else {
-            return Ok(None);
-        };
-        match t.get((id, version))? {
-            Some(g) => Ok(Some(codec::decode(g.value())?)),
-            None => Ok(None),
-        }
+        super::tables::read_decision(
+            self.optional(DECISION_LATEST)?.as_ref(),
+            self.optional(DECISIONS)?.as_ref(),
+            id,
+            version,
+        )
     }
 
     /// Every deployed decision with its latest version, by id.

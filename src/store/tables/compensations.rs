@@ -20,16 +20,10 @@ impl Tables<'_> {
 
     /// Every compensable completion of `inst`, in order of completion.
     pub fn compensables(&self, inst: u64) -> Result<Vec<(u64, Compensable)>, StoreError> {
-        let mut out = Vec::new();
-        for row in self
-            .compensations
-            .get()?
-            .range((inst, 0)..=(inst, u64::MAX))?
-        {
-            let (k, v) = row?;
-            out.push((k.value().1, codec::decode(v.value())?));
-        }
-        Ok(out)
+        read_compensables(self.compensations.get()?, inst)?
+            .into_iter()
+            .map(|(seq, c)| Ok((seq, c?)))
+            .collect()
     }
 
     /// Rewrites row `seq` of `inst` (its scope moved).
@@ -58,4 +52,23 @@ impl Tables<'_> {
             .retain_in((inst, 0)..=(inst, u64::MAX), |_, _| false)?;
         Ok(())
     }
+}
+
+/// A compensable completion as stored, or why it cannot be read.
+pub(crate) type Readable = Result<Compensable, CodecError>;
+
+/// The compensable completions of `inst` in `rows`, in order of completion,
+/// each as stored or why it cannot be read: the one read of them, for the
+/// write transaction (which refuses an unreadable row) and a read snapshot
+/// (whose views show what they can).
+pub(crate) fn read_compensables(
+    rows: &impl ReadableTable<(u64, u64), &'static [u8]>,
+    inst: u64,
+) -> Result<Vec<(u64, Readable)>, StoreError> {
+    let mut out = Vec::new();
+    for row in rows.range((inst, 0)..=(inst, u64::MAX))? {
+        let (k, v) = row?;
+        out.push((k.value().1, codec::decode(v.value())));
+    }
+    Ok(out)
 }

@@ -27,6 +27,8 @@ mod migrations;
 mod tasks;
 mod waits;
 
+pub(crate) use compensations::read_compensables;
+pub(crate) use decisions::read_decision;
 pub(crate) use definitions::read_definition;
 pub(crate) use instances::Resting;
 use jobs::JobRows;

@@ -40,9 +40,7 @@ impl Postfach {
         lease: Millis,
         fetch: Vec<String>,
     ) -> Result<Vec<LockedJob>, Error> {
-        crate::limits::LEASE.check(lease)?;
-        crate::limits::check_count("max", max, crate::limits::LOCK_BATCH)?;
-        crate::limits::check_name("worker", owner)?;
+        check_lock(max, owner, lease)?;
         for name in &fetch {
             crate::limits::check_name("fetch_variables", name)?;
         }
@@ -77,9 +75,7 @@ impl Postfach {
         lease: Millis,
         in_process: bool,
     ) -> Result<Vec<LockedJob>, Error> {
-        crate::limits::LEASE.check(lease)?;
-        crate::limits::check_count("max", max, crate::limits::LOCK_BATCH)?;
-        crate::limits::check_name("worker", owner)?;
+        check_lock(max, owner, lease)?;
         self.submit(Command::LockJobs {
             topic: topic.into(),
             max,
@@ -179,4 +175,13 @@ impl Postfach {
     pub async fn retry_job(&self, job: u64) -> Result<(), Error> {
         self.submit(Command::RetryJob { job }).await.map(|_| ())
     }
+}
+
+/// What every lock request carries, range-checked: the lease, the batch size
+/// and the worker's name.
+fn check_lock(max: usize, owner: &str, lease: Millis) -> Result<(), Error> {
+    crate::limits::LEASE.check(lease)?;
+    crate::limits::check_count("max", max, crate::limits::LOCK_BATCH)?;
+    crate::limits::check_name("worker", owner)?;
+    Ok(())
 }

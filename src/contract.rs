@@ -167,3 +167,21 @@ pub fn worked_json(
         json!({"continuations": total.continuations, "tasks_completed": total.tasks_completed, "tasks_failed": total.tasks_failed, "tasks_waiting": waiting}),
     )
 }
+
+/// A migration's answer (docs/cli.md `migrate`): how many instances moved
+/// (or, in a dry run, would), each refused one with its reason, and per
+/// instance what happens to each token.
+pub fn migration_json(r: &crate::MigrationReport, dry_run: bool) -> Value {
+    json!({
+        "migrated": r.migrated.len(),
+        "refused": r.refused.iter().map(|(i, why)| json!({
+            "instance": i.to_string(),
+            "reason": why,
+        })).collect::<Vec<_>>(),
+        "dry_run": dry_run,
+        "instances": r.migrated.iter().map(|m| json!({
+            "instance": m.instance.to_string(),
+            "tokens": m.tokens,
+        })).collect::<Vec<_>>(),
+    })
+}

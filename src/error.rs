@@ -48,7 +48,9 @@ impl Error {
             self,
             Error::Rejected { .. }
                 | Error::Engine(
-                    EngineError::RepairRefused { .. } | EngineError::NoSingleScope { .. }
+                    EngineError::RepairRefused { .. }
+                        | EngineError::NoSingleScope { .. }
+                        | EngineError::MigrationRefused { .. }
                 )
         )
     }

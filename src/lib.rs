@@ -93,8 +93,9 @@ pub use clock::{Clock, ManualClock, Millis, SystemClock};
 pub use codec::CodecError;
 pub use commit::wal::{LogState, Salvage as LogSalvage};
 pub use engine::{
-    Config, Delivery, Deployed, EngineError, JobRefusal, LockedJob, Malformed, Outcome,
-    ParkedEvent, Publish, Repair, TaskAction, TaskRefusal, Triggered, backoff,
+    Carry, Config, Delivery, Deployed, EngineError, JobRefusal, LockedJob, Malformed, Migrated,
+    MigrationPlan, MigrationReport, Outcome, ParkedEvent, Publish, Repair, TaskAction, TaskRefusal,
+    TokenMove, Triggered, backoff,
 };
 pub use jobs::{HandlerError, JobContext};
 pub use model::{Vars, vars};

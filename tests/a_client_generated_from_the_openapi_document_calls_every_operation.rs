@@ -25,12 +25,12 @@ from gen.api.default import (
     complete, complete_ad_hoc, conditions, correlate, decisions, deploy, discard,
     evaluate, extend, fail, instance, instances, job_object, jobs, live, messages,
     metrics, move_token, partition, process_xml, processes, publish, ready, requeue,
-    retry, signal, start, statistics, task_action, tasks, trigger, work,
+    retry, signal, start, statistics, task_action, tasks, trigger, work, migrate,
 )
 from gen.models import (
     AcquireBody, ActivateBody, BackupBody, BpmnErrorBody, CompleteBody, ConditionsBody,
     DeployBody, DiscardBody, EvaluateBody, ExtendBody, FailBody, MessageBody,
-    SignalBody, StartBody, TaskBody, TokenBody, TriggerBody, VariablesBody,
+    SignalBody, StartBody, TaskBody, TokenBody, TriggerBody, VariablesBody, MigrationBody,
 )
 
 c = Client(base_url=sys.argv[1], timeout=30.0)
@@ -81,6 +81,7 @@ calls = [
     ("backup", lambda: backup.sync_detailed(client=c, body=BackupBody())),
     ("work", lambda: work.sync_detailed(client=c)),
     ("audit", lambda: audit.sync_detailed(client=c, limit=10)),
+    ("migrate", lambda: migrate.sync_detailed(client=c, body=MigrationBody(process="auftrag-ausfuehrung", from_version=1, to_version=1, dry_run=True))),
 ]
 for name, call in calls:
     r = call()

@@ -64,6 +64,10 @@ fn walk(instance: &str) -> Vec<(Vec<String>, &'static [i32])> {
             refused,
         ),
         w("cancel 999999", refused),
+        w(
+            "migrate auftrag-ausfuehrung --from-version 1 --to-version 1 --dry-run",
+            refused,
+        ),
         w("ad-hoc INSTANCE 999999 --activate rueckfrage", refused),
         w("ad-hoc INSTANCE 999999 --complete", refused),
         w("cleanup", ok),

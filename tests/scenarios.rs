@@ -108,6 +108,7 @@ mod reopen_loses_nothing;
 mod repair_refuses_an_empty_element;
 mod repair_story_invoices_exactly_once;
 mod retention_removes_exactly_what_it_should;
+mod running_orders_migrate_to_a_new_version;
 mod script_and_rule_tasks_wait_for_their_worker;
 mod send_tasks_wait_for_their_worker;
 mod server_runs_inside_a_host_and_stops_on_its_signal;

@@ -93,6 +93,9 @@ pub(super) fn next_step(e: &Error) -> Option<String> {
                 postfach::JobRefusal::NotATask => None,
             },
             E::RepairRefused { .. } => Some("pass --force to add it anyway".into()),
+            E::MigrationRefused { instance, .. } => Some(format!(
+                "see its tokens with `postfach instance {instance}`; map the element with --map OLD=NEW, or repair the instance first"
+            )),
             E::NoSingleScope {
                 instance,
                 subprocess,

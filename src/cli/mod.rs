@@ -18,6 +18,7 @@ mod failure;
 mod instances;
 mod jobs;
 mod messages;
+mod migrate;
 mod offline;
 mod prelude;
 mod remote;
@@ -292,6 +293,13 @@ pub enum Command {
     ///
     /// Example: postfach ad-hoc 17 klaerung --complete
     AdHoc(repair::AdHocArgs),
+    /// Move running instances of one version of a process to another: each
+    /// token goes to its element's counterpart (same id unless --map), its
+    /// wait kept where the target is the same kind, re-opened where not; an
+    /// instance that cannot move is refused with its reason and unchanged.
+    ///
+    /// Example: postfach migrate auftrag-ausfuehrung --from-version 1 --to-version 2 --dry-run
+    Migrate(migrate::MigrateArgs),
     /// Add a token before an element (repair). Refused when it would open a second
     /// subscription for an already subscribed message and key, unless --force.
     ///
@@ -467,5 +475,6 @@ async fn execute(pf: &Postfach, command: Command) -> Result<Output, Failure> {
         Command::Cancel(args) => repair::cancel(pf, args).await,
         Command::SetVariables(args) => repair::set_variables(pf, args).await,
         Command::AdHoc(args) => repair::ad_hoc(pf, args).await,
+        Command::Migrate(args) => migrate::migrate(pf, args).await,
     }
 }

@@ -555,6 +555,11 @@ async fn send_repair(c: &Client, command: Command) -> Result<Output, Failure> {
             let doc = c.call(&Call::to("cancel_instance")?.at(a.instance)).await?;
             return Ok(shown(doc, repair::cancelled_text));
         }
+        Command::Migrate(a) => {
+            let b = super::migrate::migration_request(a)?;
+            let doc = c.call(&Call::to("migrate")?.body(&b)).await?;
+            return Ok(shown(doc, super::migrate::migrated_text));
+        }
         Command::SetVariables(a) => {
             let b = repair::variables_request(&a)?;
             let call = Call::to("set_variables")?.at(a.instance).body(&b);

@@ -176,6 +176,10 @@ pub(super) fn send_topics(pairs: &[String]) -> Result<BTreeMap<String, String>, 
     named_pairs("--send-topic", "ELEMENT", "TOPIC", pairs)
 }
 
+pub(super) fn element_map(pairs: &[String]) -> Result<BTreeMap<String, String>, Failure> {
+    named_pairs("--map", "OLD", "NEW", pairs)
+}
+
 /// `flag LEFT=RIGHT` options as a map: neither side blank, the right side a
 /// name within the limits.
 fn named_pairs(

@@ -80,6 +80,21 @@ impl Command {
                 ),
             ),
             Command::BackupTaken { id } => ("backup", format!("backup {id}")),
+            Command::Migrate {
+                plan,
+                instances,
+                dry_run: false,
+            } => (
+                "migrate",
+                format!(
+                    "{} instances of {} from version {} to {}",
+                    instances.len(),
+                    plan.process,
+                    plan.from,
+                    plan.to
+                ),
+            ),
+            Command::Migrate { dry_run: true, .. } => return None,
             Command::By { command, .. } => return command.audited(),
             Command::Start { .. }
             | Command::Publish(_)

@@ -180,6 +180,13 @@ pub(crate) enum Command {
     BackupTaken {
         id: String,
     },
+    /// Instances of one version move to another as `plan` says (or, with
+    /// `dry_run`, are only checked); each is migrated whole or refused.
+    Migrate {
+        plan: crate::engine::MigrationPlan,
+        instances: Vec<u64>,
+        dry_run: bool,
+    },
 }
 
 impl Command {
@@ -216,6 +223,8 @@ pub(crate) enum Reply {
     Triggered(crate::engine::Triggered),
     /// The instances a command started.
     StartedAll(Vec<u64>),
+    /// What a migration did to each instance.
+    Migrated(crate::engine::MigrationReport),
     Done,
 }
 
@@ -243,6 +252,7 @@ reply_as! {
     job_state: JobState => JobState,
     triggered: Triggered => crate::engine::Triggered,
     started_all: StartedAll => Vec<u64>,
+    migrated: Migrated => crate::engine::MigrationReport,
 }
 
 pub(super) fn apply(
@@ -350,17 +360,31 @@ pub(super) fn apply(
             vars,
         } => e.set_variables(*instance, *token, *local, vars).map(done)?,
         Command::BackupTaken { .. } => Reply::Done,
-        Command::By { by, command } => {
-            e.acting_as(Some(by));
-            let reply = apply(e, command, parsed);
-            e.acting_as(None);
-            let reply = reply?;
-            if let Some((operation, target)) = command.audited() {
-                e.audit(by, operation, &target)?;
-            }
-            reply
-        }
+        Command::Migrate {
+            plan,
+            instances,
+            dry_run,
+        } => Reply::Migrated(e.migrate_all(plan, instances, *dry_run)?),
+        Command::By { by, command } => apply_by(e, by, command, parsed)?,
     })
+}
+
+/// A command done by principal `by`: applied as theirs, with its audit
+/// entry in the same transaction.
+fn apply_by(
+    e: &mut Engine<'_, '_>,
+    by: &str,
+    command: &Command,
+    parsed: Option<Parsed>,
+) -> Result<Reply, EngineError> {
+    e.acting_as(Some(by));
+    let reply = apply(e, command, parsed);
+    e.acting_as(None);
+    let reply = reply?;
+    if let Some((operation, target)) = command.audited() {
+        e.audit(by, operation, &target)?;
+    }
+    Ok(reply)
 }
 
 /// The reply of a command that answers nothing but that it was done.

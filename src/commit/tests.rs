@@ -63,7 +63,7 @@ fn the_fetching_lock_command_is_pinned() {
 }
 
 /// How many variants `Command` has; [`variant_index`] numbers them.
-const VARIANTS: usize = 33;
+const VARIANTS: usize = 34;
 
 /// The position of `c`'s variant in the enum (its tag in the log). The
 /// match has no wildcard arm: a new variant does not compile until it is
@@ -103,6 +103,7 @@ fn variant_index(c: &Command) -> usize {
         Command::CancelInstance { .. } => 30,
         Command::SetVariables { .. } => 31,
         Command::BackupTaken { .. } => 32,
+        Command::Migrate { .. } => 33,
     }
 }
 
@@ -257,6 +258,16 @@ fn later_variants() -> Vec<Command> {
         Command::BackupTaken {
             id: "20261206T150000Z-p0".into(),
         },
+        Command::Migrate {
+            plan: crate::engine::MigrationPlan {
+                process: "auftrag".into(),
+                from: 1,
+                to: 2,
+                map: [("warten".to_string(), "abwarten".to_string())].into(),
+            },
+            instances: vec![7, 9],
+            dry_run: false,
+        },
     ]
 }
 
@@ -297,6 +308,7 @@ const GOLDEN_EACH: [&str; VARIANTS] = [
     "011e01",
     "011f0102010b7b226f6b223a747275657d",
     "0120133230323631323036543135303030305a2d7030",
+    "012107617566747261670102010677617274656e08616277617274656e02070900",
 ];
 
 #[test]

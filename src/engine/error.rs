@@ -88,6 +88,14 @@ pub enum EngineError {
         /// Where that instance's token is.
         existing_element: String,
     },
+    /// An instance cannot move to another version as a migration plan says.
+    #[error("instance {instance} cannot migrate: {reason}")]
+    MigrationRefused {
+        /// The instance.
+        instance: u64,
+        /// Why, naming the token, element and version.
+        reason: String,
+    },
     /// The instance has completed or was cancelled.
     #[error("instance {0} has ended; it can no longer be modified")]
     InstanceEnded(u64),

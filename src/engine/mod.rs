@@ -48,6 +48,8 @@ mod family;
 mod flow;
 mod jobs;
 mod messages;
+mod migration;
+pub use migration::{Carry, Migrated, MigrationPlan, MigrationReport, TokenMove};
 mod multi_instance;
 mod parked_events;
 pub use parked_events::{EVENT_ID_PREFIX, ParkedEvent};

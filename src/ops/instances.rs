@@ -166,6 +166,8 @@ pub struct InstanceFilter {
     pub state: Option<String>,
     /// Only instances of this process.
     pub process: Option<String>,
+    /// Only instances of this version of their process.
+    pub version: Option<u32>,
     /// Only instances that wait for, expect or caught a message with this
     /// correlation key (found through the subscription indexes).
     pub key: Option<String>,
@@ -449,6 +451,7 @@ impl Reader {
 
     pub(super) fn keeps(&self, f: &InstanceFilter, rec: &InstanceRecord) -> Result<bool, RErr> {
         if f.process.as_ref().is_some_and(|p| &rec.process != p)
+            || f.version.is_some_and(|v| rec.version != v)
             || f.started_from.is_some_and(|t| rec.started_at < t)
             || f.started_before.is_some_and(|t| rec.started_at >= t)
             || f.waiting_at

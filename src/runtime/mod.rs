@@ -11,6 +11,7 @@
 mod actions;
 mod backups;
 mod jobs;
+mod migrate;
 
 use crate::clock::{Clock, Millis};
 pub use crate::commit::CommitStats;

@@ -682,3 +682,4 @@ proptest! {
 }
 
 mod compensation;
+mod migration;

@@ -74,6 +74,7 @@ pub(super) const OPERATIONS: &[Operation] = &[
         ById("id"),
         Operate,
     ),
+    op("migrate", Method::POST, "/migrations", Summed, Admin),
     op(
         "complete_ad_hoc",
         Method::POST,
@@ -98,6 +99,7 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(trigger))
         .routes(routes!(activate))
         .routes(routes!(complete_ad_hoc))
+        .routes(routes!(migrate))
 }
 
 /// The body of `deploy`: a BPMN or DMN model and how to read it.
@@ -242,6 +244,7 @@ impl InstancesQuery {
             waiting_at: self.waiting_at.clone(),
             state: self.state.clone(),
             process: self.process.clone(),
+            version: None,
             key: self.key.clone(),
             variable,
             has_incident: self.has_incident,
@@ -481,4 +484,83 @@ pub(super) async fn trigger(
         "triggered": t.element,
         "waiting_at": t.waiting_at,
     })))
+}
+
+/// The body of `migrate`: the plan, and which instances of the old version
+/// (the filters of `instances`; all running ones when none is given).
+#[derive(serde::Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MigrationBody {
+    /// The process id.
+    pub process: String,
+    /// The version the instances run now.
+    pub from_version: u32,
+    /// The version they move to.
+    pub to_version: u32,
+    /// Element ids of the old version mapped to ids of the new; an element
+    /// not named keeps its id.
+    #[serde(default)]
+    pub map: BTreeMap<String, String>,
+    /// Only instances with a token at this element.
+    pub waiting_at: Option<String>,
+    /// `active` (default) or `incident`.
+    pub state: Option<String>,
+    /// Only instances that wait for, expect or caught a message with this correlation key.
+    pub key: Option<String>,
+    /// With `value`: only instances whose variable of this name has that value.
+    pub variable: Option<String>,
+    /// The value `variable` must have.
+    pub value: Option<String>,
+    /// RFC 3339: started at or after.
+    pub started_from: Option<String>,
+    /// RFC 3339: started before.
+    pub started_before: Option<String>,
+    /// Only instances with (`true`) or without (`false`) an incident.
+    pub has_incident: Option<bool>,
+    /// Only say what would happen to each instance.
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+impl MigrationBody {
+    /// The plan, the filter of the instances and whether it is a dry run;
+    /// what is wrong names the field.
+    pub fn plan(self) -> Result<(crate::MigrationPlan, InstanceFilter, bool), String> {
+        if let Some(st) = &self.state
+            && !["active", "incident"].contains(&st.as_str())
+        {
+            return Err(format!(
+                "state {st:?}: only running instances migrate (active or incident)"
+            ));
+        }
+        let filter = InstancesQuery {
+            waiting_at: self.waiting_at,
+            state: self.state,
+            key: self.key,
+            variable: self.variable,
+            value: self.value,
+            started_from: self.started_from,
+            started_before: self.started_before,
+            has_incident: self.has_incident,
+            ..InstancesQuery::default()
+        }
+        .filter()?;
+        let plan = crate::MigrationPlan {
+            process: self.process,
+            from: self.from_version,
+            to: self.to_version,
+            map: self.map,
+        };
+        Ok((plan, filter, self.dry_run))
+    }
+}
+
+#[utoipa::path(post, path = "/migrations", request_body = MigrationBody, responses((status = 200, description = "Migrate running instances of one version to another: each moves whole or is refused with its reason (dry_run: only says what would happen)", body = serde_json::Value)))]
+pub(super) async fn migrate(
+    State(s): State<AppState>,
+    b: Result<Json<MigrationBody>, JsonRejection>,
+) -> ApiResult {
+    let (plan, filter, dry_run) = body(b)?.plan().map_err(ApiError::BadRequest)?;
+    let report = s.pf.migrate(plan, &filter, dry_run).await?;
+    Ok(Json(crate::contract::migration_json(&report, dry_run)))
 }

@@ -202,6 +202,7 @@ pub(crate) fn status_of(e: &Error) -> StatusCode {
             | E::InstanceEnded(_)
             | E::NotTriggerable { .. }
             | E::AdHocRefused { .. }
+            | E::MigrationRefused { .. }
             | E::TaskRefused { .. } => StatusCode::CONFLICT,
         },
     }
@@ -474,8 +475,8 @@ pub(super) async fn openapi() -> Response {
 /// writes it.
 pub mod requests {
     pub use super::instances::{
-        ActivateBody, ConditionsBody, DeployBody, InstancesQuery, StartBody, TokenBody,
-        TriggerBody, VariablesBody,
+        ActivateBody, ConditionsBody, DeployBody, InstancesQuery, MigrationBody, StartBody,
+        TokenBody, TriggerBody, VariablesBody,
     };
     pub use super::jobs::{
         AcquireBody, BpmnErrorBody, CompleteBody, ExtendBody, FailBody, JobsQuery,

@@ -302,6 +302,43 @@ impl Tables<'_> {
         Ok(())
     }
 
+    /// Instance `rec` moves to version `to` of its process (a migration;
+    /// its jobs moved first, [`Tables::move_job_versions`]): the
+    /// `version_tokens` rows and token gauges of its tokens (every token, as
+    /// stored) move from `before`'s version to `to`, and `before` says `to`
+    /// from then on, so that writing the instance compares like with like.
+    /// Its history rows, which name elements by their place in the model,
+    /// are written again by `models` (old, new).
+    pub fn move_version(
+        &mut self,
+        rec: &InstanceRecord,
+        before: &mut Resting,
+        to: u32,
+        models: (&Process, &Process),
+    ) -> Result<(), StoreError> {
+        let (inst, tokens) = (rec.id, &rec.tokens);
+        let (process, from) = before.scope.clone();
+        self.rewrite_history(rec, models)?;
+        for t in tokens {
+            let (e, since, tok, incident) = resting_row(t);
+            for (version, insert) in [(from, false), (to, true)] {
+                let vk = (process.as_str(), version, e, since, inst, tok);
+                if insert {
+                    self.version_tokens.get_mut()?.insert(vk, ())?;
+                } else {
+                    self.version_tokens.get_mut()?.remove(vk)?;
+                }
+                self.gauge(&stat_key(STAT_TOKENS, &process, version, e), insert)?;
+                if incident {
+                    self.gauge(&stat_key(STAT_INCIDENTS, &process, version, e), insert)?;
+                }
+            }
+        }
+        self.scopes.borrow_mut().insert(inst, (process.clone(), to));
+        before.scope = (process, to);
+        Ok(())
+    }
+
     /// Moves one token's row and the rows derived from it from `was` (as
     /// stored; `None`: new) to `now` (`None`: removed). A body that stops
     /// being one takes its items with it.
@@ -422,6 +459,32 @@ impl Tables<'_> {
 
     /// Writes `rec.new_history` as one row keyed by the sequence of its first
     /// entry, `rec.history_len`.
+    /// Writes every history row of `rec` again, read by the old model and
+    /// written by the new (an element the new one lacks is kept as text).
+    fn rewrite_history(
+        &mut self,
+        rec: &InstanceRecord,
+        (old, new): (&Process, &Process),
+    ) -> Result<(), StoreError> {
+        let mut rows = Vec::new();
+        for row in self
+            .history
+            .get()?
+            .range((rec.id, 0)..=(rec.id, u64::MAX))?
+        {
+            let (k, v) = row?;
+            let entries = super::history::decode(v.value(), rec.started_at, Some(old))?;
+            rows.push((k.value().1, entries));
+        }
+        for (seq, entries) in rows {
+            let bytes = super::history::encode(&entries, rec.started_at, Some(new))?;
+            self.history
+                .get_mut()?
+                .insert((rec.id, seq), bytes.as_slice())?;
+        }
+        Ok(())
+    }
+
     pub(super) fn append_history(
         &mut self,
         rec: &mut InstanceRecord,

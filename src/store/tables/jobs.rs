@@ -167,6 +167,86 @@ impl Tables<'_> {
         e.1 += incidents;
     }
 
+    /// Instance `inst` of `process` moves from version `from` to `to` (a
+    /// migration): the job gauge moves of this transaction not yet applied
+    /// are applied under `from`, and the ready and incident gauges of `jobs`
+    /// (every job its tokens hold) move to `to`. Call before
+    /// [`Tables::move_version`].
+    pub fn move_job_versions(
+        &mut self,
+        inst: u64,
+        jobs: &[JobRecord],
+        (process, from): (&str, u32),
+        to: u32,
+    ) -> Result<(), StoreError> {
+        self.settle_job_stats(inst, process, from)?;
+        for j in jobs {
+            self.move_job_gauges(j, process, from, to)?;
+        }
+        Ok(())
+    }
+
+    /// The job gauge moves of instance `inst` this transaction holds, applied
+    /// now under (`process`, `version`): its version is about to change.
+    fn settle_job_stats(
+        &mut self,
+        inst: u64,
+        process: &str,
+        version: u32,
+    ) -> Result<(), StoreError> {
+        let mine: Vec<(u64, String)> = self
+            .job_stats
+            .range((inst, String::new())..)
+            .take_while(|((i, _), _)| *i == inst)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in mine {
+            let Some((ready, incidents)) = self.job_stats.remove(&k) else {
+                continue;
+            };
+            for (kind, delta) in [(STAT_READY, ready), (STAT_INCIDENTS, incidents)] {
+                let key = stat_key(kind, process, version, &k.1);
+                for _ in 0..delta.unsigned_abs() {
+                    self.gauge(&key, delta > 0)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Job `j`'s ready and incident gauges move from version `from` of
+    /// `process` to `to` (its instance migrates).
+    fn move_job_gauges(
+        &mut self,
+        j: &JobRecord,
+        process: &str,
+        from: u32,
+        to: u32,
+    ) -> Result<(), StoreError> {
+        let rows = self.stored_job_rows(j.id)?.unwrap_or(JobRows::NONE);
+        for (kind, counted) in [(STAT_READY, rows.4), (STAT_INCIDENTS, rows.3)] {
+            if counted {
+                self.gauge(&stat_key(kind, process, from, &j.element), false)?;
+                self.gauge(&stat_key(kind, process, to, &j.element), true)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Job `id` belongs to element `element` from now on (its instance
+    /// migrated): its gauges move with it.
+    pub fn rename_job(&mut self, id: u64, element: &str) -> Result<(), StoreError> {
+        let Some(mut job) = self.job(id)? else {
+            return Ok(());
+        };
+        if job.element == element {
+            return Ok(());
+        }
+        self.remove_job(&job)?;
+        job.element = element.to_string();
+        self.put_job(&job)
+    }
+
     pub(super) fn due_rows(
         &mut self,
         id: u64,

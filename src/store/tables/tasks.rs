@@ -26,6 +26,24 @@ impl Tables<'_> {
         Ok(())
     }
 
+    /// User task `id` belongs to element `element` (named `name`) from now
+    /// on (its instance migrated): assignee, candidates and dates stay, its
+    /// row and gauge move.
+    pub fn rename_task(
+        &mut self,
+        id: u64,
+        element: &str,
+        name: Option<String>,
+    ) -> Result<(), StoreError> {
+        let Some(mut rec) = self.task(id)? else {
+            return Ok(());
+        };
+        self.remove_task(id)?;
+        rec.element = element.to_string();
+        rec.name = name;
+        self.put_task(&rec)
+    }
+
     /// Removes a user task (completed, or its token left) with its row and gauge.
     pub fn remove_task(&mut self, id: u64) -> Result<(), StoreError> {
         if let Some(rec) = self.task(id)? {

@@ -1,0 +1,69 @@
+//! Migrating running instances to another version of their process: the
+//! instances are chosen on a read snapshot by the filters of `instances`,
+//! then migrated in slices, one command each, so live traffic interleaves.
+//!
+//! Invariant: each instance is checked again by the engine inside the write
+//! that migrates it (one that ended or moved in between is refused there,
+//! never migrated twice); a refused instance changes nothing.
+
+use super::Postfach;
+use crate::commit::Command;
+use crate::engine::{MigrationPlan, MigrationReport};
+use crate::error::Error;
+use crate::ops::InstanceFilter;
+
+/// Instances migrated by one command: a slice small enough that commands
+/// of live traffic wait for it no longer than for a few ordinary batches.
+const MIGRATION_SLICE: usize = 256;
+
+impl Postfach {
+    /// Migrates the running instances of version `plan.from` of
+    /// `plan.process` that `filter` selects (its process, version and state
+    /// are set here) to version `plan.to`, or with `dry_run` says what
+    /// would happen to each. Each instance moves whole or is refused with
+    /// its reason in the report. Refused as a whole when either version is
+    /// not deployed or both are the same.
+    pub async fn migrate(
+        &self,
+        plan: MigrationPlan,
+        filter: &InstanceFilter,
+        dry_run: bool,
+    ) -> Result<MigrationReport, Error> {
+        crate::limits::check_name("process", &plan.process)?;
+        for (old, new) in &plan.map {
+            crate::limits::check_name("mapped element", old)?;
+            crate::limits::check_name("mapped element", new)?;
+        }
+        let mut filter = filter.clone();
+        filter.process = Some(plan.process.clone());
+        filter.version = Some(plan.from);
+        filter.state.get_or_insert_with(|| "active".to_string());
+        let mut ids = Vec::new();
+        for view in self.reader()?.instances(&filter)? {
+            ids.push(view.instance.parse::<u64>().map_err(|_| {
+                Error::Store(crate::store::StoreError::Aborted(format!(
+                    "instance id {:?} is not a number",
+                    view.instance
+                )))
+            })?);
+        }
+        let mut report = MigrationReport::default();
+        // one command even for none: it checks that both versions exist
+        for slice in ids
+            .chunks(MIGRATION_SLICE)
+            .chain(ids.is_empty().then_some(&[][..]))
+        {
+            let r = self
+                .submit(Command::Migrate {
+                    plan: plan.clone(),
+                    instances: slice.to_vec(),
+                    dry_run,
+                })
+                .await?
+                .migrated()?;
+            report.migrated.extend(r.migrated);
+            report.refused.extend(r.refused);
+        }
+        Ok(report)
+    }
+}

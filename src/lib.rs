@@ -92,6 +92,7 @@ pub mod trace;
 pub use clock::{Clock, ManualClock, Millis, SystemClock};
 pub use codec::CodecError;
 pub use commit::wal::{LogState, Salvage as LogSalvage};
+pub use engine::MAX_BATCH_ITEMS;
 pub use engine::{
     Carry, Config, Delivery, Deployed, EngineError, JobRefusal, LockedJob, Malformed, Migrated,
     MigrationPlan, MigrationReport, Outcome, ParkedEvent, Publish, Repair, TaskAction, TaskRefusal,
@@ -100,8 +101,10 @@ pub use engine::{
 pub use jobs::{HandlerError, JobContext};
 pub use model::{Vars, vars};
 pub use runtime::{
-    Archive, CommitStats, Deployment, Error, Options, Postfach, Recovery, WorkReport,
+    Archive, BATCH_SLICE, CommitStats, Deployment, Error, Options, Postfach, Recovery, Selection,
+    WorkReport,
 };
+pub use store::batches::{BatchItem, BatchOp, BatchRecord, BatchState, BatchStatus, ItemOutcome};
 pub use store::damage::install_hook as install_damage_hook;
 pub use store::{FileCheck, JobState, MessageState, ParkedEvents, Reason, StoreError, TaskRecord};
 

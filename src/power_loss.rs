@@ -32,7 +32,8 @@
 //! sync, a named answered call is lost.
 //!
 //! A backup cut by the power (`during_backup.rs`) leaves the database
-//! whole and the backup either complete or refused as partial.
+//! whole and the backup either complete or refused as partial; a batch cut
+//! by the power (`during_batch.rs`) resumes and does every item once.
 //!
 //! `cargo test` runs 24 cases; `benches/power_loss.sh` runs thousands.
 
@@ -45,6 +46,7 @@ use workload::{Op, op, options, workload};
 
 mod check;
 mod during_backup;
+mod during_batch;
 mod workload;
 
 /// When the power goes.

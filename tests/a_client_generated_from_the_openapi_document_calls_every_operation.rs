@@ -26,11 +26,13 @@ from gen.api.default import (
     evaluate, extend, fail, instance, instances, job_object, jobs, live, messages,
     metrics, move_token, partition, process_xml, processes, publish, ready, requeue,
     retry, signal, start, statistics, task_action, tasks, trigger, work, migrate,
+    create_batch, batches, batch, stop_batch,
 )
 from gen.models import (
     AcquireBody, ActivateBody, BackupBody, BpmnErrorBody, CompleteBody, ConditionsBody,
     DeployBody, DiscardBody, EvaluateBody, ExtendBody, FailBody, MessageBody,
     SignalBody, StartBody, TaskBody, TokenBody, TriggerBody, VariablesBody, MigrationBody,
+    BatchBody,
 )
 
 c = Client(base_url=sys.argv[1], timeout=30.0)
@@ -82,6 +84,10 @@ calls = [
     ("work", lambda: work.sync_detailed(client=c)),
     ("audit", lambda: audit.sync_detailed(client=c, limit=10)),
     ("migrate", lambda: migrate.sync_detailed(client=c, body=MigrationBody(process="auftrag-ausfuehrung", from_version=1, to_version=1, dry_run=True))),
+    ("create_batch", lambda: create_batch.sync_detailed(client=c, body=BatchBody(operation="retry", process="auftrag-ausfuehrung"))),
+    ("batches", lambda: batches.sync_detailed(client=c)),
+    ("batch", lambda: batch.sync_detailed(none, client=c)),
+    ("stop_batch", lambda: stop_batch.sync_detailed(none, client=c)),
 ]
 for name, call in calls:
     r = call()
@@ -208,6 +214,8 @@ fn a_client_generated_from_the_openapi_document_calls_every_operation_correctly(
         "work",
         "audit",
         "instance",
+        "create_batch",
+        "batches",
     ] {
         ok(name);
     }

@@ -54,6 +54,7 @@ mod damaged_log_refuses_to_open_until_recovered;
 mod deploy_reports_what_it_does_not_run;
 mod dmn_tck_cases_decide_as_the_tck_expects;
 mod duplicate_message_id_is_recognised;
+mod durable_batches_are_worked_off_once;
 mod early_message_waits_in_buffer;
 mod embedded_subprocesses_scope_their_waits;
 mod errors_and_escalations_reach_the_subprocess_around_them;

@@ -77,6 +77,14 @@ pub(super) fn next_step(e: &Error) -> Option<String> {
                 "correlate every message of the process by the same variable, or run it unpartitioned".into(),
             ),
             E::UnknownJob(_) => Some("list jobs with `postfach jobs`".into()),
+            E::UnknownBatch(_) => Some("list batches with `postfach batches`".into()),
+            E::BatchRefused { .. } => Some("see it with `postfach batches`".into()),
+            E::NoIncident(i) | E::InstanceRunning(i) => {
+                Some(format!("see it with `postfach instance {i}`"))
+            }
+            E::NoSingleToken { instance, .. } => Some(format!(
+                "see its tokens with `postfach instance {instance}` and move them one by one (postfach move-token)"
+            )),
             E::UnknownMessageId(_) => Some("list messages with `postfach messages`".into()),
             E::UnknownToken { instance, .. } => Some(format!(
                 "see its tokens with `postfach instance {instance}`"

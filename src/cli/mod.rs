@@ -13,6 +13,7 @@
 
 mod audit;
 mod backups;
+mod batches;
 mod cluster;
 mod failure;
 mod instances;
@@ -293,6 +294,19 @@ pub enum Command {
     ///
     /// Example: postfach ad-hoc 17 klaerung --complete
     AdHoc(repair::AdHocArgs),
+    /// A durable batch over the filters of `instances` (or the parked
+    /// messages): cancel, retry, migrate, move-token, requeue, discard or
+    /// delete; each item's outcome recorded, resumed after a crash, followed
+    /// with a progress bar until done (unless --detach); `status ID`, `stop ID`.
+    ///
+    /// Example: postfach batch retry --process auftrag-ausfuehrung
+    ///
+    /// Example: postfach batch status 12
+    Batch(batches::BatchArgs),
+    /// Every batch with its progress.
+    ///
+    /// Example: postfach batches
+    Batches,
     /// Move running instances of one version of a process to another: each
     /// token goes to its element's counterpart (same id unless --map), its
     /// wait kept where the target is the same kind, re-opened where not; an
@@ -476,5 +490,7 @@ async fn execute(pf: &Postfach, command: Command) -> Result<Output, Failure> {
         Command::SetVariables(args) => repair::set_variables(pf, args).await,
         Command::AdHoc(args) => repair::ad_hoc(pf, args).await,
         Command::Migrate(args) => migrate::migrate(pf, args).await,
+        Command::Batch(args) => batches::batch(pf, args).await,
+        Command::Batches => batches::batches(pf),
     }
 }

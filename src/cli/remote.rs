@@ -555,6 +555,11 @@ async fn send_repair(c: &Client, command: Command) -> Result<Output, Failure> {
             let doc = c.call(&Call::to("cancel_instance")?.at(a.instance)).await?;
             return Ok(shown(doc, repair::cancelled_text));
         }
+        Command::Batch(a) => return super::batches::batch_over(c, a).await,
+        Command::Batches => {
+            let doc = c.call(&Call::to("batches")?).await?;
+            return Ok(shown(doc, super::batches::batches_text));
+        }
         Command::Migrate(a) => {
             let b = super::migrate::migration_request(a)?;
             let doc = c.call(&Call::to("migrate")?.body(&b)).await?;

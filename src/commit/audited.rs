@@ -95,6 +95,20 @@ impl Command {
                 ),
             ),
             Command::Migrate { dry_run: true, .. } => return None,
+            Command::CreateBatch { op, items } => (
+                "batch",
+                format!(
+                    "{} of {} {}",
+                    op.name(),
+                    items.len(),
+                    if op.on_messages() {
+                        "messages"
+                    } else {
+                        "instances"
+                    }
+                ),
+            ),
+            Command::StopBatch { batch } => ("batch-stop", format!("batch {batch}")),
             Command::By { command, .. } => return command.audited(),
             Command::Start { .. }
             | Command::Publish(_)
@@ -113,7 +127,8 @@ impl Command {
             | Command::ParkedEventsSent { .. }
             | Command::SignalOnce { .. }
             | Command::SignalsForwarded { .. }
-            | Command::StartByConditions { .. } => return None,
+            | Command::StartByConditions { .. }
+            | Command::RunBatch { .. } => return None,
         })
     }
 

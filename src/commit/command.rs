@@ -187,6 +187,20 @@ pub(crate) enum Command {
         instances: Vec<u64>,
         dry_run: bool,
     },
+    /// A durable batch of `op` over `items`, fixed from now on.
+    CreateBatch {
+        op: crate::store::batches::BatchOp,
+        items: Vec<crate::store::batches::BatchItem>,
+    },
+    /// The next slice of at most `limit` items of batch `batch`.
+    RunBatch {
+        batch: u64,
+        limit: usize,
+    },
+    /// A caller stops batch `batch`.
+    StopBatch {
+        batch: u64,
+    },
 }
 
 impl Command {
@@ -225,6 +239,8 @@ pub(crate) enum Reply {
     StartedAll(Vec<u64>),
     /// What a migration did to each instance.
     Migrated(crate::engine::MigrationReport),
+    /// A batch as it is after the command.
+    Batch(crate::store::batches::BatchRecord),
     Done,
 }
 
@@ -253,6 +269,7 @@ reply_as! {
     triggered: Triggered => crate::engine::Triggered,
     started_all: StartedAll => Vec<u64>,
     migrated: Migrated => crate::engine::MigrationReport,
+    batch: Batch => crate::store::batches::BatchRecord,
 }
 
 pub(super) fn apply(
@@ -365,6 +382,9 @@ pub(super) fn apply(
             instances,
             dry_run,
         } => Reply::Migrated(e.migrate_all(plan, instances, *dry_run)?),
+        Command::CreateBatch { op, items } => Reply::Batch(e.create_batch(op, items)?),
+        Command::RunBatch { batch, limit } => Reply::Batch(e.run_batch(*batch, *limit)?),
+        Command::StopBatch { batch } => Reply::Batch(e.stop_batch(*batch)?),
         Command::By { by, command } => apply_by(e, by, command, parsed)?,
     })
 }

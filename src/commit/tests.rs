@@ -63,7 +63,7 @@ fn the_fetching_lock_command_is_pinned() {
 }
 
 /// How many variants `Command` has; [`variant_index`] numbers them.
-const VARIANTS: usize = 34;
+const VARIANTS: usize = 37;
 
 /// The position of `c`'s variant in the enum (its tag in the log). The
 /// match has no wildcard arm: a new variant does not compile until it is
@@ -104,6 +104,9 @@ fn variant_index(c: &Command) -> usize {
         Command::SetVariables { .. } => 31,
         Command::BackupTaken { .. } => 32,
         Command::Migrate { .. } => 33,
+        Command::CreateBatch { .. } => 34,
+        Command::RunBatch { .. } => 35,
+        Command::StopBatch { .. } => 36,
     }
 }
 
@@ -268,6 +271,21 @@ fn later_variants() -> Vec<Command> {
             instances: vec![7, 9],
             dry_run: false,
         },
+        Command::CreateBatch {
+            op: crate::store::batches::BatchOp::MoveToken {
+                from: "warten".into(),
+                to: "pruefen".into(),
+            },
+            items: vec![
+                crate::store::batches::BatchItem::Instance(7),
+                crate::store::batches::BatchItem::Message("M/1".into()),
+            ],
+        },
+        Command::RunBatch {
+            batch: 3,
+            limit: 100,
+        },
+        Command::StopBatch { batch: 3 },
     ]
 }
 
@@ -309,6 +327,9 @@ const GOLDEN_EACH: [&str; VARIANTS] = [
     "011f0102010b7b226f6b223a747275657d",
     "0120133230323631323036543135303030305a2d7030",
     "012107617566747261670102010677617274656e08616277617274656e02070900",
+    "0122030677617274656e077072756566656e02000701034d2f31",
+    "01230364",
+    "012403",
 ];
 
 #[test]

@@ -96,6 +96,33 @@ pub enum EngineError {
         /// Why, naming the token, element and version.
         reason: String,
     },
+    /// No batch has this id.
+    #[error("batch {0} does not exist")]
+    UnknownBatch(u64),
+    /// A batch, or an item of one, refused what was asked.
+    #[error("batch {batch}: {reason}")]
+    BatchRefused {
+        /// The batch (0: one being created).
+        batch: u64,
+        /// Why.
+        reason: String,
+    },
+    /// The instance has no job in an incident to retry.
+    #[error("instance {0} has no job in an incident")]
+    NoIncident(u64),
+    /// A token named by its element is not there exactly once.
+    #[error("instance {instance} has {count} tokens at '{element}', not one")]
+    NoSingleToken {
+        /// The instance.
+        instance: u64,
+        /// The element.
+        element: String,
+        /// How many tokens rest there.
+        count: usize,
+    },
+    /// The instance still runs; only an ended one can be deleted.
+    #[error("instance {0} is still running; only an ended instance is deleted")]
+    InstanceRunning(u64),
     /// The instance has completed or was cancelled.
     #[error("instance {0} has ended; it can no longer be modified")]
     InstanceEnded(u64),

@@ -33,6 +33,8 @@ pub use tasks::{TaskAction, TaskRefusal};
 
 mod ad_hoc;
 mod audit;
+mod batches;
+pub use batches::MAX_BATCH_ITEMS;
 mod calls;
 mod catch;
 mod compensation;

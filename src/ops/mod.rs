@@ -8,6 +8,7 @@
 //! One module per view family: [`instances`], [`messages`], [`jobs`],
 //! [`tasks`], [`processes`]; each adds its questions to the one [`Reader`].
 
+mod batches;
 mod decisions;
 mod instances;
 mod jobs;
@@ -15,6 +16,7 @@ mod messages;
 mod processes;
 mod tasks;
 
+pub use batches::{REFUSED_SHOWN, batch_json};
 pub use decisions::{Decision, DecisionView};
 pub use instances::{
     CandidateView, HistoryView, InstanceDetail, InstanceFilter, InstancePage, InstancePaging,

@@ -10,6 +10,8 @@
 
 mod actions;
 mod backups;
+mod batches;
+pub use batches::{BATCH_SLICE, Selection};
 mod jobs;
 mod migrate;
 

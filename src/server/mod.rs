@@ -157,6 +157,7 @@ pub async fn run(
         pf.partition().index(),
     ));
     let watcher = spawn_watcher(pf.clone(), alarms.clone(), backups.clone());
+    let batcher = spawn_batch_runner(pf.clone());
     // one shutdown for both: the API stops accepting, the edge stops pulling
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let (mut stop_http, mut stop_edge) = (stop_rx.clone(), stop_rx.clone());
@@ -219,6 +220,7 @@ pub async fn run(
         edge.stop().await;
     });
     watcher.abort();
+    batcher.abort();
     if let Some(z) = zeebe {
         let _ = z.await; // it stopped with the API
     }
@@ -284,6 +286,20 @@ fn spawn_watcher(
             }
             while let Ok((_, _, true)) = pf.cleanup(1000).await {}
             tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+        }
+    })
+}
+
+/// Works off the durable batches: every running one a slice at a time,
+/// looking for new ones every 200 ms (a batch a crash interrupted goes on
+/// from its cursor once the server runs again).
+fn spawn_batch_runner(pf: Postfach) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            if let Err(e) = pf.run_batches(|_| {}).await {
+                tracing::warn!(error = %e, "a batch slice failed; it is tried again");
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
         }
     })
 }

@@ -7,6 +7,7 @@
 //!
 //! The tables and their keys are laid out in [`schema`].
 
+pub mod batches;
 pub mod compensations;
 pub mod damage;
 pub(crate) mod history;

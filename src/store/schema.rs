@@ -46,6 +46,8 @@
 //!   process → latest version; `message_catalog`: (message, process) → what starts or waits for it
 //! - `decisions`: (decision, version) → [`DecisionRecord`] (with the DMN XML it was deployed
 //!   from); `decision_latest`: decision → latest version
+//! - `batches`: id → [`crate::store::batches::BatchRecord`]; `batch_items`:
+//!   (batch, position) → the item and its outcome
 //! - `audit`: seq → [`crate::audit::AuditEntry`] — who made an audited change,
 //!   written with the change, removed by retention
 //!
@@ -213,6 +215,12 @@ pub(crate) const COMPENSATIONS: TableDefinition<(u64, u64), &[u8]> =
 /// The audit trail: sequence → entry (`crate::audit::AuditEntry`).
 pub(crate) const AUDIT: TableDefinition<u64, &[u8]> = TableDefinition::new("audit");
 pub(crate) const DECISIONS: TableDefinition<(&str, u32), &[u8]> = TableDefinition::new("decisions");
+/// Batch id → a [`crate::store::batches::BatchRecord`].
+pub(crate) const BATCHES: TableDefinition<u64, &[u8]> = TableDefinition::new("batches");
+/// (batch, position) → a [`crate::store::batches::BatchItemRow`]: the item
+/// and, once reached, its outcome.
+pub(crate) const BATCH_ITEMS: TableDefinition<(u64, u64), &[u8]> =
+    TableDefinition::new("batch_items");
 /// Decision id → its latest version.
 pub(crate) const DECISION_LATEST: TableDefinition<&str, u32> =
     TableDefinition::new("decision_latest");
@@ -273,6 +281,8 @@ pub(crate) fn every_table(v: &mut impl TableVisitor) -> Result<(), StoreError> {
     v.table(DECISIONS)?;
     v.table(DECISION_LATEST)?;
     v.table(AUDIT)?;
+    v.table(BATCHES)?;
+    v.table(BATCH_ITEMS)?;
     v.multimap(SUBSCRIPTIONS)?;
     v.multimap(EXPECT)?;
     v.multimap(PASSED)?;

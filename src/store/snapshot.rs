@@ -33,7 +33,7 @@ impl Snapshot {
     /// A table a database of an earlier release may not have yet (it is
     /// created on the first writable open): `None` then — the one place a
     /// read decides what a missing table means is its caller's `else`.
-    fn optional<K: redb::Key + 'static, V: redb::Value + 'static>(
+    pub(super) fn optional<K: redb::Key + 'static, V: redb::Value + 'static>(
         &self,
         def: TableDefinition<K, V>,
     ) -> Result<Option<ReadOnlyTable<K, V>>, StoreError> {

@@ -23,24 +23,11 @@
 
 use super::*;
 use crate::store::JobRecord;
+pub use crate::store::batches::MigrationPlan;
 use plan::{Step, boundary_counterpart, check_compensables, plan_instance};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 mod plan;
-
-/// A migration of a process's instances from one version to another.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
-pub struct MigrationPlan {
-    /// The process id.
-    pub process: String,
-    /// The version the instances run now.
-    pub from: u32,
-    /// The version they move to.
-    pub to: u32,
-    /// Element ids of `from` mapped to ids of `to`; an element not named
-    /// maps to the element of the same id.
-    pub map: BTreeMap<String, String>,
-}
 
 /// What happens to one token in a migration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

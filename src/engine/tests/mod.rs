@@ -681,5 +681,6 @@ proptest! {
     }
 }
 
+mod batches;
 mod compensation;
 mod migration;

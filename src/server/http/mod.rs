@@ -6,6 +6,7 @@
 //! rejection or refused repair, 500 storage); bodies are size-limited; binding to a
 //! non-loopback address requires a bearer token.
 
+mod batches;
 mod instances;
 mod jobs;
 mod messages;
@@ -189,7 +190,8 @@ pub(crate) fn status_of(e: &Error) -> StatusCode {
             | E::UnknownMessageId(_)
             | E::UnknownToken { .. }
             | E::UnknownTask(_)
-            | E::UnknownDecision(_) => StatusCode::NOT_FOUND,
+            | E::UnknownDecision(_)
+            | E::UnknownBatch(_) => StatusCode::NOT_FOUND,
             // the variables given leave the decision without a value
             E::DecisionFailed { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             E::NoStartEvent(_)
@@ -203,6 +205,10 @@ pub(crate) fn status_of(e: &Error) -> StatusCode {
             | E::NotTriggerable { .. }
             | E::AdHocRefused { .. }
             | E::MigrationRefused { .. }
+            | E::BatchRefused { .. }
+            | E::NoIncident(_)
+            | E::NoSingleToken { .. }
+            | E::InstanceRunning(_)
             | E::TaskRefused { .. } => StatusCode::CONFLICT,
         },
     }
@@ -407,9 +413,10 @@ const OPERATIONS: &[Operation] = &[
 ];
 
 /// The catalogue's families (`super::catalogue`), each beside its handlers.
-pub(crate) fn families() -> [&'static [Operation]; 5] {
+pub(crate) fn families() -> [&'static [Operation]; 6] {
     [
         OPERATIONS,
+        batches::OPERATIONS,
         instances::OPERATIONS,
         messages::OPERATIONS,
         jobs::OPERATIONS,
@@ -432,6 +439,7 @@ fn api() -> OpenApiRouter<AppState> {
         .merge(messages::routes())
         .merge(jobs::routes())
         .merge(processes::routes())
+        .merge(batches::routes())
 }
 
 /// `routes` with a body limit of `limit` bytes (a model's size) instead of
@@ -474,6 +482,7 @@ pub(super) async fn openapi() -> Response {
 /// one type per request for the handler that reads it and the client that
 /// writes it.
 pub mod requests {
+    pub use super::batches::BatchBody;
     pub use super::instances::{
         ActivateBody, ConditionsBody, DeployBody, InstancesQuery, MigrationBody, StartBody,
         TokenBody, TriggerBody, VariablesBody,

@@ -16,6 +16,7 @@ use super::*;
 use redb::{MultimapTable, ReadableMultimapTable, ReadableTable, Table, WriteTransaction};
 
 mod audit;
+mod batches;
 mod compensations;
 mod decisions;
 mod definitions;
@@ -106,6 +107,8 @@ pub(crate) struct Tables<'t> {
     decisions: LazyTable<'t, (&'static str, u32), &'static [u8]>,
     decision_latest: LazyTable<'t, &'static str, u32>,
     audit: LazyTable<'t, u64, &'static [u8]>,
+    batches: LazyTable<'t, u64, &'static [u8]>,
+    batch_items: LazyTable<'t, (u64, u64), &'static [u8]>,
 }
 
 /// The partition stamped in `meta`, if any (a damaged stamp is refused).
@@ -183,6 +186,8 @@ impl<'t> Tables<'t> {
             decisions: Lazy::new(tx, |tx| tx.open_table(DECISIONS)),
             decision_latest: Lazy::new(tx, |tx| tx.open_table(DECISION_LATEST)),
             audit: Lazy::new(tx, |tx| tx.open_table(AUDIT)),
+            batches: Lazy::new(tx, |tx| tx.open_table(BATCHES)),
+            batch_items: Lazy::new(tx, |tx| tx.open_table(BATCH_ITEMS)),
         })
     }
 

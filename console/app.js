@@ -1,5 +1,5 @@
 // The postfach console: which view the hash names (overview, instances, one
-// instance, messages, incidents, tasks, audit), the process and version picked, and
+// instance, messages, incidents, tasks, batches, audit), the process and version picked, and
 // one refresh path that renders the current view every few seconds and
 // records its outcome. Polling, not server-sent events: every view reads a
 // snapshot in one request, so a page left open costs one small request per
@@ -14,9 +14,10 @@ import { renderInstance, renderInstances } from './instances.js';
 import { renderJobs } from './jobs.js';
 import { renderTasks } from './tasks.js';
 import { renderAudit } from './audit.js';
+import { renderBatches } from './batches.js';
 
 const REFRESH_MS = 5000;
-const VIEWS = ['overview', 'instances', 'instance', 'messages', 'jobs', 'tasks', 'audit', 'cluster'];
+const VIEWS = ['overview', 'instances', 'instance', 'messages', 'jobs', 'tasks', 'batches', 'audit', 'cluster'];
 const state = { process: null, version: null };
 
 function view() {
@@ -40,6 +41,7 @@ async function refresh() {
       case 'messages': await renderMessages(refresh); break;
       case 'jobs': await renderJobs(refresh); break;
       case 'tasks': await renderTasks(); break;
+      case 'batches': await renderBatches(); break;
       case 'audit': await renderAudit(); break;
       case 'cluster': await renderCluster(); break;
     }

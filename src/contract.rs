@@ -179,6 +179,7 @@ pub fn migration_json(r: &crate::MigrationReport, dry_run: bool) -> Value {
             "reason": why,
         })).collect::<Vec<_>>(),
         "dry_run": dry_run,
+        "batch": r.batch.map(|b| b.to_string()),
         "instances": r.migrated.iter().map(|m| json!({
             "instance": m.instance.to_string(),
             "tokens": m.tokens,

@@ -101,8 +101,8 @@ pub use engine::{
 pub use jobs::{HandlerError, JobContext};
 pub use model::{Vars, vars};
 pub use runtime::{
-    Archive, BATCH_SLICE, CommitStats, Deployment, Error, Options, Postfach, Recovery, Selection,
-    WorkReport,
+    Archive, BATCH_SLICE, CommitStats, Deployment, Error, MIGRATE_IN_CALL, Options, Postfach,
+    Recovery, Selection, WorkReport,
 };
 pub use store::batches::{BatchItem, BatchOp, BatchRecord, BatchState, BatchStatus, ItemOutcome};
 pub use store::damage::install_hook as install_damage_hook;

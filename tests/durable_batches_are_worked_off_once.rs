@@ -231,3 +231,66 @@ fn a_batch_through_a_gateway_fans_out_to_every_partition_and_is_followed_to_its_
         10
     );
 }
+
+#[test]
+fn a_migration_of_more_instances_than_one_call_takes_becomes_a_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::launch(dir.path(), &[], &[]);
+    let url = format!("http://{}", srv.addr);
+    let n = postfach::MIGRATE_IN_CALL + 1;
+    for k in 0..n {
+        let (status, v) = srv.json(
+            "POST",
+            "/instances",
+            Some(json!({"process": "auftrag-ausfuehrung", "variables": {"auftragId": format!("B-{k}")}})),
+        );
+        assert_eq!(status, 201, "{v}");
+    }
+    let xml = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/bpmn/auftrag-ausfuehrung.bpmn"
+    ))
+    .unwrap()
+    .replace("Rechnung stellen", "Rechnung schreiben");
+    let (status, v) = srv.json(
+        "POST",
+        "/deployments",
+        Some(json!({"xml": xml, "correlation_keys": {"AuftragAbgeschlossen": "auftragId"}})),
+    );
+    assert_eq!(status, 200, "{v}");
+    let answer = cli_ok(
+        &url,
+        None,
+        &[
+            "migrate",
+            "auftrag-ausfuehrung",
+            "--from-version",
+            "1",
+            "--to-version",
+            "2",
+        ],
+    );
+    let id = answer["batch"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{answer}"))
+        .to_string();
+    let end = srv.wait_for(&format!("/batches/{id}"), |b| b["state"] == "done");
+    assert_eq!(
+        (&end["operation"], &end["done"]),
+        (&json!("migrate"), &json!(n)),
+        "{end}"
+    );
+    let (_, left) = srv.json(
+        "GET",
+        "/instances?process=auftrag-ausfuehrung&limit=10",
+        None,
+    );
+    assert!(
+        left["instances"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|i| i["version"] == 2),
+        "{left}"
+    );
+}

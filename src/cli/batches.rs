@@ -221,6 +221,15 @@ pub(super) async fn batch(pf: &Postfach, a: BatchArgs) -> Result<Output, Failure
         }
     };
     if follow {
+        return follow_local(pf, id).await;
+    }
+    shown_status(pf, id)
+}
+
+/// Works batch `id` (and any other running one) off here with a progress
+/// bar, then shows it.
+pub(super) async fn follow_local(pf: &Postfach, id: u64) -> Result<Output, Failure> {
+    {
         let progress = bar(0);
         pf.run_batches(|b| {
             if b.id == id {
@@ -232,6 +241,10 @@ pub(super) async fn batch(pf: &Postfach, a: BatchArgs) -> Result<Output, Failure
         .await?;
         progress.finish_and_clear();
     }
+    shown_status(pf, id)
+}
+
+fn shown_status(pf: &Postfach, id: u64) -> Result<Output, Failure> {
     let status = pf
         .reader()?
         .batch(id, postfach::ops::REFUSED_SHOWN)?

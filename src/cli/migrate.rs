@@ -79,6 +79,10 @@ pub(super) fn migration_request(a: MigrateArgs) -> Result<MigrationBody, Failure
 pub(super) async fn migrate(pf: &Postfach, a: MigrateArgs) -> Result<Output, Failure> {
     let (plan, filter, dry_run) = migration_request(a)?.plan().map_err(usage)?;
     let report = pf.migrate(plan, &filter, dry_run).await?;
+    if let Some(id) = report.batch {
+        // a large selection became a batch: worked off here, then shown
+        return super::batches::follow_local(pf, id).await;
+    }
     Ok(shown(
         postfach::contract::migration_json(&report, dry_run),
         migrated_text,
@@ -88,6 +92,13 @@ pub(super) async fn migrate(pf: &Postfach, a: MigrateArgs) -> Result<Output, Fai
 /// The human text of `migrate`: the count, then each refused instance
 /// with its reason and, in a dry run, each instance's tokens.
 pub(super) fn migrated_text(d: &Value) -> String {
+    if d["batch"].is_string() {
+        return format!(
+            "too many instances for one call: batch {} migrates them (postfach batch status {})",
+            s(&d["batch"]),
+            s(&d["batch"])
+        );
+    }
     let dry = d["dry_run"].as_bool().unwrap_or(false);
     let mut text = format!(
         "{} instance(s) {}",

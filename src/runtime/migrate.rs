@@ -16,13 +16,19 @@ use crate::ops::InstanceFilter;
 /// of live traffic wait for it no longer than for a few ordinary batches.
 const MIGRATION_SLICE: usize = 256;
 
+/// Instances a migration moves within the call; a larger selection becomes
+/// a durable batch (resumed after a crash, followed with `batch status`).
+pub const MIGRATE_IN_CALL: usize = 1000;
+
 impl Postfach {
     /// Migrates the running instances of version `plan.from` of
     /// `plan.process` that `filter` selects (its process, version and state
     /// are set here) to version `plan.to`, or with `dry_run` says what
     /// would happen to each. Each instance moves whole or is refused with
-    /// its reason in the report. Refused as a whole when either version is
-    /// not deployed or both are the same.
+    /// its reason in the report. More than [`MIGRATE_IN_CALL`] instances
+    /// (not a dry run) become a durable batch of exactly them, named in the
+    /// report's `batch`, which whoever runs batches works off. Refused as a
+    /// whole when either version is not deployed or both are the same.
     pub async fn migrate(
         &self,
         plan: MigrationPlan,
@@ -48,6 +54,18 @@ impl Postfach {
             })?);
         }
         let mut report = MigrationReport::default();
+        if !dry_run && ids.len() > MIGRATE_IN_CALL {
+            let items = ids.into_iter().map(crate::BatchItem::Instance).collect();
+            let b = self
+                .submit(Command::CreateBatch {
+                    op: crate::BatchOp::Migrate(plan),
+                    items,
+                })
+                .await?
+                .batch()?;
+            report.batch = Some(b.id);
+            return Ok(report);
+        }
         // one command even for none: it checks that both versions exist
         for slice in ids
             .chunks(MIGRATION_SLICE)

@@ -14,6 +14,7 @@ mod batches;
 pub use batches::{BATCH_SLICE, Selection};
 mod jobs;
 mod migrate;
+pub use migrate::MIGRATE_IN_CALL;
 
 use crate::clock::{Clock, Millis};
 pub use crate::commit::CommitStats;

@@ -66,6 +66,11 @@ const ASSETS: &[(&str, &str, &[u8])] = &[
         include_bytes!("../../console/cluster.js"),
     ),
     (
+        "batches.js",
+        "text/javascript; charset=utf-8",
+        include_bytes!("../../console/batches.js"),
+    ),
+    (
         "audit.js",
         "text/javascript; charset=utf-8",
         include_bytes!("../../console/audit.js"),

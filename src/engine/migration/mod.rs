@@ -75,6 +75,9 @@ pub struct MigrationReport {
     pub migrated: Vec<Migrated>,
     /// The instances refused: (instance, why).
     pub refused: Vec<(u64, String)>,
+    /// A selection too large to migrate in one call became this durable
+    /// batch ([`crate::Postfach::migrate`]); its items' outcomes are its own.
+    pub batch: Option<u64>,
 }
 
 impl<'a, 't> Engine<'a, 't> {

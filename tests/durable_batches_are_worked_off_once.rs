@@ -94,6 +94,36 @@ fn a_batch_on_a_local_database_records_each_item_and_refuses_what_it_cannot_do()
     assert_eq!(left["instances"], json!([]), "{left}");
     let listed = local(&db, &["batches"]);
     assert_eq!(listed["batches"].as_array().unwrap().len(), 2, "{listed}");
+    // an order whose hand-over ran out of attempts is retried by a batch
+    local(
+        &db,
+        &["start", "auftrag-ausfuehrung", "--var", "auftragId=L-7"],
+    );
+    local(&db, &["work", "--until-idle"]);
+    let got = local(&db, &["acquire", "auftragUebergeben", "--worker", "w"]);
+    let job = &got["jobs"][0];
+    let (id, lease) = (job["job"].as_str().unwrap(), job["lease_token"].to_string());
+    local(
+        &db,
+        &[
+            "fail",
+            id,
+            "--lease-token",
+            &lease,
+            "--error",
+            "down",
+            "--retries",
+            "0",
+        ],
+    );
+    let retried = local(&db, &["batch", "retry", "--process", "auftrag-ausfuehrung"]);
+    assert_eq!(
+        (&retried["items"], &retried["done"]),
+        (&json!(1), &json!(1)),
+        "{retried}"
+    );
+    let jobs = local(&db, &["jobs", "--incidents"]);
+    assert_eq!(jobs["jobs"], json!([]), "{jobs}");
     // detached, the batch waits for whoever runs batches
     local(
         &db,

@@ -228,7 +228,7 @@ fn every_command_line_shown_names_flags_that_exist() {
             }
             let Some(sub) = words.get(i) else { continue };
             let mut path = vec![sub.to_string()];
-            if ["task", "cluster"].contains(sub)
+            if ["task", "cluster", "batch"].contains(sub)
                 && let Some(action) = words.get(i + 1)
             {
                 path.push(action.to_string());

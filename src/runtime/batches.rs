@@ -53,25 +53,25 @@ impl Postfach {
         match selection {
             Selection::Instances(f) => {
                 let mut f = f.clone();
-                match op {
+                // which instances it takes: running ones (active, with an
+                // incident or without), or for `delete` ended ones
+                let running = match op {
                     BatchOp::Migrate(plan) => {
                         f.process = Some(plan.process.clone());
                         f.version = Some(plan.from);
-                        f.state.get_or_insert_with(|| "active".into());
+                        true
                     }
                     BatchOp::Retry => {
                         f.has_incident.get_or_insert(true);
-                        f.state.get_or_insert_with(|| "active".into());
+                        true
                     }
-                    BatchOp::Cancel | BatchOp::MoveToken { .. } => {
-                        f.state.get_or_insert_with(|| "active".into());
-                    }
-                    BatchOp::Delete | BatchOp::Requeue | BatchOp::Discard { .. } => {}
-                }
+                    BatchOp::Cancel | BatchOp::MoveToken { .. } => true,
+                    BatchOp::Delete | BatchOp::Requeue | BatchOp::Discard { .. } => false,
+                };
                 let ended = |s: &str| s == "completed" || s == "cancelled";
                 let mut out = Vec::new();
                 for v in reader.instances(&f)? {
-                    if matches!(op, BatchOp::Delete) && !ended(v.state) {
+                    if ended(v.state) == running {
                         continue;
                     }
                     if let Ok(id) = v.instance.parse() {

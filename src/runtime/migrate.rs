@@ -43,9 +43,12 @@ impl Postfach {
         let mut filter = filter.clone();
         filter.process = Some(plan.process.clone());
         filter.version = Some(plan.from);
-        filter.state.get_or_insert_with(|| "active".to_string());
         let mut ids = Vec::new();
+        // running ones: active, and active with an incident
         for view in self.reader()?.instances(&filter)? {
+            if matches!(view.state, "completed" | "cancelled") {
+                continue;
+            }
             ids.push(view.instance.parse::<u64>().map_err(|_| {
                 Error::Store(crate::store::StoreError::Aborted(format!(
                     "instance id {:?} is not a number",

@@ -357,3 +357,100 @@ proptest! {
         }
     }
 }
+
+/// A service task `arbeiten` with a message boundary event (`storno`) and,
+/// with `inside`, the task inside a subprocess `rahmen`.
+fn boundary_model(inside: bool) -> String {
+    let task = r#"<serviceTask id="arbeiten" flowable:type="external" flowable:topic="arbeiten"/>
+      <boundaryEvent id="storno" attachedToRef="arbeiten"><messageEventDefinition messageRef="m"/></boundaryEvent>
+      <sequenceFlow id="b1" sourceRef="storno" targetRef="ende2"/>
+      <endEvent id="ende2"/>"#;
+    let body = if inside {
+        format!(
+            r#"<subProcess id="rahmen"><startEvent id="is"/><sequenceFlow id="i1" sourceRef="is" targetRef="arbeiten"/>{task}
+              <sequenceFlow id="i2" sourceRef="arbeiten" targetRef="ie"/><endEvent id="ie"/></subProcess>
+              <sequenceFlow id="f1" sourceRef="s" targetRef="rahmen"/><sequenceFlow id="f2" sourceRef="rahmen" targetRef="e"/>"#
+        )
+    } else {
+        format!(
+            r#"{task}<sequenceFlow id="f1" sourceRef="s" targetRef="arbeiten"/><sequenceFlow id="f2" sourceRef="arbeiten" targetRef="e"/>"#
+        )
+    };
+    format!(
+        r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL" xmlns:flowable="http://flowable.org/bpmn" targetNamespace="t">
+  <message id="m" name="Storno"/>
+  <process id="arbeit"><startEvent id="s"/>{body}<endEvent id="e"/></process>
+</definitions>"#
+    )
+}
+
+#[test]
+fn a_boundary_whose_key_variable_changed_or_a_scope_the_target_lacks_is_refused() {
+    let mut h = Harness {
+        db: MemoryStore::new(),
+        defs: DefCache::default(),
+        cfg: Config::default(),
+        now: T0,
+    };
+    let by = |v: &str| [("Storno".to_string(), v.to_string())].into();
+    h.step(|e| e.deploy("a.bpmn", &boundary_model(false), &by("auftragId"), None))
+        .unwrap();
+    let vars = crate::model::vars([("auftragId", "1".into()), ("kunde", "k".into())]);
+    let inst = h.step(|e| e.start("arbeit", vars.clone(), None)).unwrap();
+    // version 2 correlates the boundary's message by another variable
+    h.step(|e| e.deploy("a.bpmn", &boundary_model(false), &by("kunde"), None))
+        .unwrap();
+    let plan = |from, to| MigrationPlan {
+        process: "arbeit".into(),
+        from,
+        to,
+        map: Default::default(),
+    };
+    let err = h.migrate(&plan(1, 2), inst, false).unwrap_err().to_string();
+    assert!(
+        err.contains("waits for message 'Storno' by variable 'auftragId'"),
+        "{err}"
+    );
+    // version 3 puts the task inside a subprocess the instance is not in
+    h.step(|e| e.deploy("a.bpmn", &boundary_model(true), &by("auftragId"), None))
+        .unwrap();
+    let err = h.migrate(&plan(1, 3), inst, false).unwrap_err().to_string();
+    assert!(err.contains("lies inside 'rahmen'"), "{err}");
+    // and back: a token inside the subprocess cannot leave it
+    let inner = h.step(|e| e.start("arbeit", vars.clone(), None)).unwrap();
+    let err = h
+        .migrate(&plan(3, 1), inner, false)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("is not inside 'rahmen'") || err.contains("has no counterpart"),
+        "{err}"
+    );
+    // a migration by a principal says who in the history
+    h.step(|e| {
+        e.acting_as(Some("anna"));
+        e.migrate(&plan(3, 4), inner, true)
+    })
+    .unwrap_err();
+    h.step(|e| {
+        e.deploy(
+            "a.bpmn",
+            &boundary_model(true).replace("ende2", "ende3"),
+            &by("auftragId"),
+            None,
+        )
+    })
+    .unwrap();
+    h.step(|e| {
+        e.acting_as(Some("anna"));
+        e.migrate(&plan(3, 4), inner, false)
+    })
+    .unwrap();
+    assert!(
+        h.history_of(inner)
+            .iter()
+            .any(|l| l.contains("migrated v3 → v4 by anna")),
+        "{:?}",
+        h.history_of(inner)
+    );
+}

@@ -250,6 +250,7 @@ BLOCKS = {
     "http-tokens": include_md("http-tokens"),
     "http-jwt": include_md("http-jwt"),
     "backup": include_md("backup"),
+    "migration": include_md("migration"),
     "compare": include_md("compare"),
     "zeebe": include_md("zeebe"),
     "vendor-sweep": render_sweep,

@@ -4,9 +4,11 @@
 //! whoever runs batches (the server's batch runner, or the command line in
 //! the foreground).
 //!
-//! Invariant: a slice is one command of at most [`BATCH_SLICE`] items, so
-//! the commands of live traffic queue behind one slice at most; a batch
-//! resumed after a crash goes on from its durable cursor.
+//! Invariant: a slice is one command of at most [`BATCH_SLICE`] items, and
+//! the runner rests as long as a slice took before the next, so the
+//! commands of live traffic queue behind one slice at most and a batch
+//! holds the writer at most half the time; a batch resumed after a crash
+//! goes on from its durable cursor.
 
 use super::Postfach;
 use crate::commit::Command;
@@ -16,7 +18,7 @@ use crate::store::batches::{BatchItem, BatchOp, BatchRecord, BatchState};
 
 /// Items one slice of a batch does: one command, short enough that live
 /// traffic waits for it no longer than for a few ordinary batches.
-pub const BATCH_SLICE: usize = 100;
+pub const BATCH_SLICE: usize = 16;
 
 /// Which items a batch takes.
 #[derive(Debug, Clone)]
@@ -128,11 +130,13 @@ impl Postfach {
             }
             for id in running {
                 let before = self.reader()?.batch(id, 0)?.map_or(0, |b| b.record.next);
+                let took = std::time::Instant::now();
                 let after = self.run_batch_slice(id).await?;
                 items += after.next.saturating_sub(before);
                 progress(&after);
-                // room for live traffic between two slices
-                tokio::task::yield_now().await;
+                // room for live traffic: as long again as the slice took, so
+                // a batch holds the writer at most half the time
+                tokio::time::sleep(took.elapsed()).await;
             }
         }
     }

@@ -12,10 +12,6 @@ use crate::engine::{MigrationPlan, MigrationReport};
 use crate::error::Error;
 use crate::ops::InstanceFilter;
 
-/// Instances migrated by one command: a slice small enough that commands
-/// of live traffic wait for it no longer than for a few ordinary batches.
-const MIGRATION_SLICE: usize = 256;
-
 /// Instances a migration moves within the call; a larger selection becomes
 /// a durable batch (resumed after a crash, followed with `batch status`).
 pub const MIGRATE_IN_CALL: usize = 1000;
@@ -71,7 +67,7 @@ impl Postfach {
         }
         // one command even for none: it checks that both versions exist
         for slice in ids
-            .chunks(MIGRATION_SLICE)
+            .chunks(crate::BATCH_SLICE)
             .chain(ids.is_empty().then_some(&[][..]))
         {
             let r = self

@@ -1,8 +1,8 @@
 //! Retention: removes completed instances and settled messages past the
 //! retention period, from cursors, a bounded number of records per batch.
 //!
-//! Invariant: never removes parked messages, incidents or active instances, and
-//! never anything younger than the dedup window.
+//! Invariant: never removes parked messages, incidents, active instances or
+//! running batches, and never anything younger than the dedup window.
 
 use super::*;
 
@@ -61,6 +61,9 @@ impl<'a, 't> Engine<'a, 't> {
         self.t.set_cursor("retention_cursor_instances", next_inst)?;
         // the ids of signals applied here, once past the dedup window too
         self.t.forget_signals_before(cutoff, limit)?;
+        // and ended batches with their items, as long as completed instances
+        self.t
+            .forget_batches_before(self.now.saturating_sub(self.cfg.retention), limit)?;
         // the audit trail is kept as long as completed instances
         self.t
             .forget_audit_before(self.now.saturating_sub(self.cfg.retention), limit)?;

@@ -187,3 +187,21 @@ fn a_delete_batch_removes_ended_instances_and_refuses_running_ones() {
     let status = snap.batch(b.id, 10).unwrap().unwrap();
     assert!(status.refused[0].2.contains("still running"), "{status:?}");
 }
+
+#[test]
+fn retention_removes_ended_batches_with_their_items_and_keeps_running_ones() {
+    let mut h = Harness::reference();
+    let orders: Vec<u64> = (0..3).map(|k| h.start(&k.to_string())).collect();
+    let ended = h.batch(BatchOp::Cancel, instances(&orders[..1]));
+    h.slice(ended.id, 10);
+    let running = h.batch(BatchOp::Cancel, instances(&orders[1..]));
+    h.now += h.cfg.retention + 1;
+    h.step(|e| e.cleanup(100)).unwrap();
+    h.check_invariants();
+    let snap = h.db.snapshot();
+    assert!(snap.batch(ended.id, 10).unwrap().is_none());
+    assert!(snap.batch_items(ended.id).unwrap().is_empty());
+    let kept = snap.batch(running.id, 10).unwrap().unwrap();
+    assert_eq!(kept.record.state, BatchState::Running);
+    assert_eq!(snap.batch_items(running.id).unwrap().len(), 2);
+}

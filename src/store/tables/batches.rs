@@ -2,7 +2,9 @@
 //! (`batch_items`, keyed (batch, position)).
 //!
 //! Invariant: a batch's item rows are written once when it is created and
-//! then only given their outcome, in the transaction that did the item.
+//! then only given their outcome, in the transaction that did the item;
+//! they go with their batch, which retention removes once it ended longer
+//! ago than the retention period.
 
 use super::*;
 use crate::store::batches::{BatchItem, BatchItemRow, BatchRecord, ItemOutcome};
@@ -66,5 +68,31 @@ impl Tables<'_> {
             .get_mut()?
             .insert((id, pos), codec::encode(&row)?.as_slice())?;
         Ok(())
+    }
+
+    /// Removes up to `limit` batches that ended before `cutoff`, with their
+    /// item rows; running ones stay. Returns how many went.
+    pub fn forget_batches_before(
+        &mut self,
+        cutoff: crate::clock::Millis,
+        limit: usize,
+    ) -> Result<usize, StoreError> {
+        let mut old = Vec::new();
+        for row in self.batches.get()?.iter()? {
+            let rec: BatchRecord = codec::decode(row?.1.value())?;
+            if rec.finished_at.is_some_and(|t| t < cutoff) {
+                old.push(rec.id);
+                if old.len() >= limit {
+                    break;
+                }
+            }
+        }
+        for id in &old {
+            self.batch_items
+                .get_mut()?
+                .retain_in((*id, 0)..=(*id, u64::MAX), |_, _| false)?;
+            self.batches.get_mut()?.remove(*id)?;
+        }
+        Ok(old.len())
     }
 }

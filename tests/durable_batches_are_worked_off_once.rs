@@ -145,6 +145,22 @@ fn a_batch_on_a_local_database_records_each_item_and_refuses_what_it_cannot_do()
     let id = detached["batch"].as_str().unwrap().to_string();
     let status = local(&db, &["batch", "status", &id]);
     assert_eq!(status["reached"], json!(0), "{status}");
+    // a name out of range is refused naming the field, before anything is stored
+    let o = Command::new(env!("CARGO_BIN_EXE_postfach"))
+        .arg("--db")
+        .arg(&db)
+        .args(["batch", "discard", "--by", "ops\u{7}", "--why", "x"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("by"), "{o:?}");
+    assert_eq!(
+        local(&db, &["batches"])["batches"]
+            .as_array()
+            .unwrap()
+            .len(),
+        4
+    );
     let stopped = local(&db, &["batch", "stop", &id]);
     assert_eq!(stopped["state"], json!("cancelled"), "{stopped}");
 }

@@ -34,15 +34,31 @@ pub enum Selection {
 impl Postfach {
     /// Creates a durable batch of `op` over the items `selection` chooses
     /// now; [`Postfach::run_batches`] (the server runs it) works it off.
-    /// Refused when the selection is not of the kind `op` takes.
+    /// Refused when a name it carries (element, process, mapped element,
+    /// who discards) is out of range, or the selection is not of the kind
+    /// `op` takes.
     pub async fn create_batch(
         &self,
         op: BatchOp,
         selection: &Selection,
     ) -> Result<BatchRecord, Error> {
-        if let BatchOp::MoveToken { from, to } = &op {
-            crate::limits::check_name("element", from)?;
-            crate::limits::check_name("element", to)?;
+        use crate::limits::check_name;
+        match &op {
+            BatchOp::MoveToken { from, to } => {
+                check_name("element", from)?;
+                check_name("element", to)?;
+            }
+            BatchOp::Migrate(plan) => {
+                check_name("process", &plan.process)?;
+                for (old, new) in &plan.map {
+                    check_name("mapped element", old)?;
+                    check_name("mapped element", new)?;
+                }
+            }
+            BatchOp::Discard { by, .. } => {
+                check_name("by", by)?;
+            }
+            BatchOp::Cancel | BatchOp::Retry | BatchOp::Requeue | BatchOp::Delete => {}
         }
         let items = self.select(&op, selection)?;
         self.submit(Command::CreateBatch { op, items })

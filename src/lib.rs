@@ -86,6 +86,7 @@ pub mod reference;
 mod runtime;
 #[cfg(feature = "server")]
 pub mod server;
+pub mod slots;
 mod store;
 pub mod trace;
 

@@ -26,7 +26,7 @@ from gen.api.default import (
     evaluate, extend, fail, instance, instances, job_object, jobs, live, messages,
     metrics, move_token, partition, process_xml, processes, publish, ready, requeue,
     retry, signal, start, statistics, task_action, tasks, trigger, work, migrate,
-    create_batch, batches, batch, stop_batch,
+    create_batch, batches, batch, stop_batch, slots,
 )
 from gen.models import (
     AcquireBody, ActivateBody, BackupBody, BpmnErrorBody, CompleteBody, ConditionsBody,
@@ -44,6 +44,7 @@ calls = [
     ("ready", lambda: ready.sync_detailed(client=c)),
     ("metrics", lambda: metrics.sync_detailed(client=c)),
     ("partition", lambda: partition.sync_detailed(client=c)),
+    ("slots", lambda: slots.sync_detailed(client=c)),
     ("deploy", lambda: deploy.sync_detailed(client=c, body=DeployBody(xml=model, file="antrag-freigabe.bpmn"))),
     ("start", lambda: start.sync_detailed(client=c, body=StartBody(process="antrag-freigabe"))),
     ("conditions", lambda: conditions.sync_detailed(client=c, body=ConditionsBody())),
@@ -199,6 +200,7 @@ fn a_client_generated_from_the_openapi_document_calls_every_operation_correctly(
         "live",
         "ready",
         "partition",
+        "slots",
         "deploy",
         "start",
         "conditions",

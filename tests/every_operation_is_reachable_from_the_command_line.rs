@@ -81,6 +81,7 @@ fn walk(instance: &str) -> Vec<(Vec<String>, &'static [i32])> {
         w("health", ok),
         w("health --live", ok),
         w("partition", ok),
+        w("cluster slot A-1", ok),
         w("alarms", ok),
         w("metrics", ok),
     ]

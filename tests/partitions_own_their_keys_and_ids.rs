@@ -103,7 +103,7 @@ async fn an_unpartitioned_database_with_data_does_not_become_a_partition() {
 }
 
 #[tokio::test]
-async fn ids_carry_the_partition_that_handed_them_out() {
+async fn ids_carry_the_slot_of_their_key() {
     let dir = tempfile::tempdir().unwrap();
     let pf = open_as(&dir.path().join("p3.redb"), Some(part(3, 4))).unwrap();
     pf.deploy("a.bpmn", MODEL, Default::default())
@@ -138,6 +138,7 @@ async fn ids_carry_the_partition_that_handed_them_out() {
     let job_ids: Vec<u64> = jobs.iter().map(|j| j.task.job).collect();
     let task_ids: Vec<u64> = tasks.iter().map(|t| t.task.parse().unwrap()).collect();
     let record: u64 = d.message_id.trim_start_matches("pf-").parse().unwrap();
+    let map = postfach::slots::SlotMap::new(4).unwrap();
     for id in instances
         .iter()
         .chain(&job_ids)
@@ -145,15 +146,21 @@ async fn ids_carry_the_partition_that_handed_them_out() {
         .chain([&record])
     {
         assert_eq!(
-            id % 4,
+            map.partition_of_id(*id),
             3,
             "id {id} names partition 3 (instances {instances:?}, jobs {job_ids:?}, tasks {task_ids:?}, message record {record})"
         );
+        // slot s lies on s mod 4 until a move: id mod P still names it
+        assert_eq!(id % 4, 3, "{id}");
     }
     assert_eq!(
-        instances[0], 7,
-        "the first instance of partition 3 of 4 is 1·4+3"
+        instances[0],
+        4096 + u64::from(map.slot_of_key(&key_of(3, 0))),
+        "the first instance is 1·S + the slot of its key"
     );
+    // a job carries its instance's slot, the message record its key's
+    assert_eq!(map.slot_of_id(job_ids[0]), map.slot_of_id(instances[0]));
+    assert_eq!(map.slot_of_id(record), map.slot_of_key(&key_of(3, 0)));
     pf.close();
 }
 
@@ -174,7 +181,7 @@ async fn keys_and_ids_of_other_partitions_are_refused_before_anything_is_written
         Error::Engine(EngineError::OtherPartition {
             owner: o,
             here: 0,
-            count: 4,
+            version: 1,
             ..
         }) if o == owner => {
             assert!(e.to_string().contains(what), "{e}");
@@ -193,7 +200,7 @@ async fn keys_and_ids_of_other_partitions_are_refused_before_anything_is_written
     refused(
         e,
         2,
-        &format!("message key '{theirs}' belongs to partition 2 of 4"),
+        &format!("message key '{theirs}' belongs to partition 2 (slot map version 1)"),
     );
     let e = pf
         .start(
@@ -203,7 +210,11 @@ async fn keys_and_ids_of_other_partitions_are_refused_before_anything_is_written
         )
         .await
         .unwrap_err();
-    refused(e, 2, "belongs to partition 2 of 4; this is partition 0");
+    refused(
+        e,
+        2,
+        "belongs to partition 2 (slot map version 1); this is partition 0",
+    );
     let e = pf.start("auftrag", Vars::new(), None).await.unwrap_err();
     assert!(
         matches!(&e, Error::Engine(EngineError::KeyNeeded { variable, .. }) if variable == "auftragId"),
@@ -462,8 +473,9 @@ async fn conditional_starts_happen_on_partition_0_only() {
         "{e:?}"
     );
     assert!(
-        e.to_string()
-            .contains("a conditional start belongs to partition 0 of 2; this is partition 1"),
+        e.to_string().contains(
+            "a conditional start belongs to partition 0 (slot map version 1); this is partition 1"
+        ),
         "{e}"
     );
     assert!(

@@ -117,6 +117,19 @@ pub(crate) enum ClusterCommand {
         #[arg(long, value_name = "ID")]
         id: Option<String>,
     },
+    /// The key slot of a correlation key and the partition that owns it:
+    /// per the slot map of the cluster --server names (a gateway or a
+    /// partition), or per the map a new cluster of --partitions P starts
+    /// with.
+    ///
+    /// Example: postfach --server http://127.0.0.1:7820 cluster slot A-1
+    Slot {
+        /// The correlation key (its UTF-8 bytes are hashed).
+        key: String,
+        /// Without --server: the partitions the cluster started with.
+        #[arg(long, value_name = "P")]
+        partitions: Option<u64>,
+    },
     /// A local cluster in the foreground, for trying it out: P partition
     /// processes (`run --partitions P --partition I`, each with its own
     /// database under --dir, on the ports after the gateway's) and a gateway
@@ -440,6 +453,7 @@ pub(super) async fn cluster(cli: &Cli, args: &ClusterArgs) -> Result<Output, Fai
         ClusterCommand::Status => status(cli).await,
         ClusterCommand::Backup { id } => backup(cli, id.clone()).await,
         ClusterCommand::Up(up_args) => up(up_args).await,
+        ClusterCommand::Slot { key, partitions } => super::slots::slot(cli, key, *partitions).await,
     }
 }
 
@@ -498,10 +512,10 @@ async fn status(cli: &Cli) -> Result<Output, Failure> {
     Ok(out(v, text))
 }
 
-/// One line per partition.
+/// One line per partition, then the slot map's version.
 fn status_text(v: &Value) -> String {
     let mut text = String::from(
-        "partition  up     ready  version   waiting  oldest wait  buffered  parked  jobs due  incidents\n",
+        "partition  up     ready  version   slots  waiting  oldest wait  buffered  parked  jobs due  incidents\n",
     );
     for p in v["partitions"].as_array().into_iter().flatten() {
         let n = |f: &str| p[f].as_u64().map_or("-".to_string(), |n| n.to_string());
@@ -509,11 +523,12 @@ fn status_text(v: &Value) -> String {
             humantime::format_duration(std::time::Duration::from_secs(ms / 1000)).to_string()
         });
         text.push_str(&format!(
-            "{:<10} {:<6} {:<6} {:<9} {:<8} {:<12} {:<9} {:<7} {:<9} {}\n",
+            "{:<10} {:<6} {:<6} {:<9} {:<6} {:<8} {:<12} {:<9} {:<7} {:<9} {}\n",
             n("partition"),
             p["up"].as_bool().unwrap_or(false),
             p["ready"].as_bool().unwrap_or(false),
             p["version"].as_str().unwrap_or("-"),
+            n("slots_owned"),
             n("tokens_waiting"),
             oldest,
             n("buffered"),
@@ -524,6 +539,17 @@ fn status_text(v: &Value) -> String {
         if let Some(e) = p["error"].as_str().or(p["not_ready"].as_str()) {
             text.push_str(&format!("           {e}\n"));
         }
+    }
+    if let Some(version) = v["map_version"].as_u64() {
+        text.push_str(&format!(
+            "slot map version {version}: {} slots",
+            v["slot_count"].as_u64().unwrap_or(0)
+        ));
+        let moves = v["moves"].as_array().map_or(0, Vec::len);
+        if moves > 0 {
+            text.push_str(&format!(", {moves} move(s) in flight"));
+        }
+        text.push('\n');
     }
     text
 }

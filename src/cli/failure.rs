@@ -70,6 +70,9 @@ pub(super) fn next_step(e: &Error) -> Option<String> {
             E::OtherPartition { owner, .. } => Some(format!(
                 "send it to partition {owner}, or through the cluster's gateway, which routes by key and id"
             )),
+            E::SlotMoving { .. } => Some(
+                "nothing was written; run it again in a moment, once the move is done (`postfach batches` shows it)".into(),
+            ),
             E::KeyNeeded { variable, .. } => Some(format!(
                 "give the correlation key with --var {variable}=VALUE"
             )),

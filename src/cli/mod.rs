@@ -26,6 +26,7 @@ mod remote;
 mod repair;
 mod serve;
 mod show;
+mod slots;
 mod tasks;
 mod values;
 mod views;

@@ -45,7 +45,7 @@ impl<'a, 't> Engine<'a, 't> {
             self.def(&plan.process, plan.from)?;
             self.def(&plan.process, plan.to)?;
         }
-        let id = self.t.next_id("batch")?;
+        let id = self.t.next_partition_id("batch")?;
         let empty = items.is_empty();
         let rec = BatchRecord {
             id,

@@ -79,7 +79,9 @@ impl<'a, 't> Engine<'a, 't> {
             }
         };
         let business_key = self.inst(inst).business_key.clone();
-        let child = self.create_instance(def, version, vars, business_key, start)?;
+        // a called instance shares its caller's slot: they move together
+        let slot = self.slot_of_id(inst)?;
+        let child = self.create_instance(def, version, vars, business_key, start, slot)?;
         self.inst(child).called_by = Some((inst, token));
         self.history(child, process, &format!("called_by {inst}"));
         self.set_token(inst, token, &el.id, Wait::Child { instance: child });

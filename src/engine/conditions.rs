@@ -46,7 +46,7 @@ impl<'a, 't> Engine<'a, 't> {
                 what: "a conditional start".into(),
                 owner: 0,
                 here: part.index(),
-                count: part.count(),
+                version: self.map_version()?,
             });
         }
         if let Some(p) = process
@@ -66,12 +66,14 @@ impl<'a, 't> Engine<'a, 't> {
                     if model::eval_bool(condition, vars, now).unwrap_or(false))
             });
             for idx in starts {
+                let slot = self.home_slot()?;
                 started.push(self.create_instance(
                     def.clone(),
                     version,
                     vars.clone(),
                     None,
                     idx,
+                    slot,
                 )?);
             }
         }

@@ -185,7 +185,9 @@ pub enum EngineError {
         why: String,
     },
     /// A correlation key or id that another partition of the cluster owns.
-    #[error("{what} belongs to partition {owner} of {count}; this is partition {here}")]
+    #[error(
+        "{what} belongs to partition {owner} (slot map version {version}); this is partition {here}"
+    )]
     OtherPartition {
         /// What was addressed ("message key 'A-1'", "instance 17").
         what: String,
@@ -193,8 +195,21 @@ pub enum EngineError {
         owner: u32,
         /// This partition.
         here: u32,
-        /// Partitions in the cluster.
-        count: u32,
+        /// The version of the slot map that says so.
+        version: u64,
+    },
+    /// A correlation key or id whose slot is moving to another partition:
+    /// nothing is written for it until the move is done.
+    #[error("{what} is in slot {slot}, which is moving from partition {here} to partition {to}")]
+    SlotMoving {
+        /// What was addressed.
+        what: String,
+        /// Its slot.
+        slot: u32,
+        /// This partition.
+        here: u32,
+        /// Where the slot goes.
+        to: u32,
     },
     /// In a cluster, an instance is placed by its correlation key: a start
     /// without it cannot be placed.

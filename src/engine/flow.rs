@@ -19,30 +19,30 @@ impl<'a, 't> Engine<'a, 't> {
             .none_start()
             .ok_or_else(|| EngineError::NoStartEvent(process.to_string()))?;
         let start_idx = def.index_of(&start.id).unwrap_or(0);
-        self.place_start(&def, &vars)?;
-        let id = self.create_instance(def, version, vars, business_key, start_idx)?;
+        let slot = self.place_start(&def, &vars)?;
+        let id = self.create_instance(def, version, vars, business_key, start_idx, slot)?;
         self.run()?;
         Ok(id)
     }
 
-    /// In a cluster, an instance started by a command lives on the partition
-    /// of its correlation key: refused here when another partition owns it,
-    /// or when the start does not set it. A process without a keyed message
-    /// may start on any partition.
-    fn place_start(&self, def: &Process, vars: &Vars) -> R<()> {
-        let p = self.cfg.partition;
-        if !p.is_clustered() {
-            return Ok(());
-        }
+    /// In a cluster, an instance started by a command lives in the slot of
+    /// its correlation key: refused here when another partition owns it (or
+    /// it is moving), or when the start does not set it. A process without a
+    /// keyed message may start on any partition, in a slot it owns. Returns
+    /// the slot.
+    fn place_start(&mut self, def: &Process, vars: &Vars) -> R<u32> {
+        let Some(state) = self.t.slot_state()? else {
+            return Ok(0);
+        };
         let Some(message) = def.keyed_messages().next() else {
-            return Ok(());
+            return self.home_slot();
         };
         match def.correlation_key(message, vars) {
-            Ok(key) => self.own_key(&key),
+            Ok(key) => self.own_key(&key).map(|()| state.map.slot_of_key(&key)),
             Err(variable) => Err(EngineError::KeyNeeded {
                 process: def.id.clone(),
                 variable: variable.to_string(),
-                count: p.count(),
+                count: state.map.partitions(),
             }),
         }
     }
@@ -54,8 +54,9 @@ impl<'a, 't> Engine<'a, 't> {
         vars: Vars,
         business_key: Option<String>,
         start: usize,
+        slot: u32,
     ) -> R<u64> {
-        let id = self.t.next_id("instance")?;
+        let id = self.t.next_slot_id("instance", slot)?;
         let rec = InstanceRecord {
             id,
             process: def.id.clone(),

@@ -26,7 +26,7 @@ impl<'a, 't> Engine<'a, 't> {
         kind: JobKind,
         due_at: Millis,
     ) -> R<u64> {
-        let id = self.t.next_job_id()?;
+        let id = self.t.next_job_id(self.slot_of_id(inst)?)?;
         let rec = self.inst(inst);
         rec.activations += 1;
         let key = format!("{inst}:{element}:{}", rec.activations);

@@ -183,7 +183,7 @@ impl<'a, 't> Engine<'a, 't> {
                 r
             }
             None => {
-                let seq = self.t.next_message_seq()?;
+                let seq = self.t.next_message_seq(self.slot_of_key(&msg.key)?)?;
                 let id = msg.message_id.clone();
                 let mut rec = self.new_record(seq, id.unwrap_or_else(|| format!("pf-{seq}")));
                 rec.name = msg.name.clone();
@@ -264,8 +264,15 @@ impl<'a, 't> Engine<'a, 't> {
         {
             vars.insert(var.clone(), serde_json::Value::String(rec.key.clone()));
         }
-        let inst =
-            self.create_instance(def.clone(), version, vars, Some(rec.key.clone()), start)?;
+        let slot = self.slot_of_key(&rec.key)?;
+        let inst = self.create_instance(
+            def.clone(),
+            version,
+            vars,
+            Some(rec.key.clone()),
+            start,
+            slot,
+        )?;
         Ok((inst, def.at(start).id.clone()))
     }
 
@@ -305,7 +312,9 @@ impl<'a, 't> Engine<'a, 't> {
             let id = m.message_id.clone();
             return Ok(unsettled(Outcome::Duplicate, id, None, Vec::new()));
         }
-        let seq = self.t.next_message_seq()?;
+        // a message without a key is kept in a slot of this partition's
+        let slot = self.home_slot()?;
+        let seq = self.t.next_message_seq(slot)?;
         let mut rec = self.new_record(seq, m.message_id.clone());
         rec.name = m.name.clone();
         rec.raw = Some(m.raw.clone());
@@ -478,7 +487,8 @@ impl<'a, 't> Engine<'a, 't> {
             let starts =
                 def.process_starts(|k| matches!(k, StartKind::Signal { signal } if signal == name));
             for idx in starts {
-                self.create_instance(def.clone(), version, vars.clone(), None, idx)?;
+                let slot = self.home_slot()?;
+                self.create_instance(def.clone(), version, vars.clone(), None, idx, slot)?;
                 started += 1;
             }
         }

@@ -58,6 +58,7 @@ pub use parked_events::{EVENT_ID_PREFIX, ParkedEvent};
 mod repair;
 mod retention;
 mod scripts;
+mod slots;
 mod tasks;
 #[cfg(test)]
 mod tests;
@@ -295,34 +296,6 @@ impl<'a, 't> Engine<'a, 't> {
     /// The jobs this command created so far.
     pub(crate) fn jobs_created(&self) -> &[u64] {
         &self.jobs_created
-    }
-
-    /// Refuses an id another partition handed out.
-    fn own_id(&self, kind: &str, id: u64) -> R<()> {
-        let p = self.cfg.partition;
-        if p.owns_id(id) {
-            return Ok(());
-        }
-        Err(EngineError::OtherPartition {
-            what: format!("{kind} {id}"),
-            owner: p.of_id(id),
-            here: p.index(),
-            count: p.count(),
-        })
-    }
-
-    /// Refuses a correlation key another partition owns.
-    fn own_key(&self, key: &str) -> R<()> {
-        let p = self.cfg.partition;
-        if p.owns_key(key) {
-            return Ok(());
-        }
-        Err(EngineError::OtherPartition {
-            what: format!("message key '{key}'"),
-            owner: p.of_key(key),
-            here: p.index(),
-            count: p.count(),
-        })
     }
 
     fn def(&self, process: &str, version: u32) -> R<Arc<Process>> {

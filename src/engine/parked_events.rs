@@ -48,7 +48,7 @@ impl<'a, 't> Engine<'a, 't> {
         let Some(cfg) = self.t.parked_events() else {
             return Ok(());
         };
-        let id = self.t.next_id("parked_event")?;
+        let id = self.t.next_partition_id("parked_event")?;
         let mut event = json!({
             "eventId": format!("{EVENT_ID_PREFIX}{id}"),
             "event": what.as_str(),

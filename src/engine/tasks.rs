@@ -117,7 +117,7 @@ impl<'a, 't> Engine<'a, 't> {
             form_key,
             created_at: self.now,
         };
-        rec.id = self.t.next_id("task")?;
+        rec.id = self.t.next_slot_id("task", self.slot_of_id(inst)?)?;
         self.t.put_task(&rec)?;
         self.history(inst, &el.id, &format!("task_created {}", rec.id));
         Ok(Some(rec.id))

@@ -73,7 +73,9 @@ impl Engine<'_, '_> {
         }
         for (idx, timer) in p.timer_starts() {
             let repetitions_left = timer.repetitions();
-            let id = self.t.next_job_id()?;
+            // a start timer belongs to the partition, not to a slot's key
+            let slot = self.home_slot().unwrap_or(0);
+            let id = self.t.next_job_id(slot)?;
             let element = p.at(idx).id.clone();
             self.t.put_job(&JobRecord {
                 id,
@@ -128,7 +130,8 @@ impl Engine<'_, '_> {
             };
             self.t.put_job(&next)?;
         }
-        self.create_instance(def, *version, Vars::new(), None, idx)?;
+        let slot = self.home_slot()?;
+        self.create_instance(def, *version, Vars::new(), None, idx, slot)?;
         self.run()
     }
 

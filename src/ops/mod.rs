@@ -6,7 +6,7 @@
 //! command line contract.
 //!
 //! One module per view family: [`instances`], [`messages`], [`jobs`],
-//! [`tasks`], [`processes`]; each adds its questions to the one [`Reader`].
+//! [`tasks`], [`processes`], [`batches`], [`slots`]; each adds its questions to the one [`Reader`].
 
 mod batches;
 mod decisions;
@@ -14,6 +14,7 @@ mod instances;
 mod jobs;
 mod messages;
 mod processes;
+mod slots;
 mod tasks;
 
 pub use batches::{REFUSED_SHOWN, batch_json};
@@ -27,6 +28,7 @@ pub use messages::{
     MessageCursorError, MessageFilter, MessagePage, MessageView, OutgoingSignal, PendingEvent,
 };
 pub use processes::{DeployedView, ElementStatistics, ProcessStatistics, VersionView};
+pub use slots::{move_json, slots_json};
 pub use tasks::{TaskFilter, TaskView};
 
 use crate::clock::Millis;

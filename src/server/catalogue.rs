@@ -17,9 +17,14 @@ use axum::http::Method;
 /// Where an operation runs in a cluster of partitions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Placement {
-    /// On the partition that owns the id in the path parameter named here
-    /// (`id mod P`).
+    /// On the partition that owns the id in the path parameter named here:
+    /// the owner of the slot it carries, per the slot map.
     ById(&'static str),
+    /// On the partition whose number the id in the path parameter named
+    /// here carries (`id mod 1024`: a batch, which stays where it was made).
+    ByPartitionId(&'static str),
+    /// The slot map: gathered from every partition by the gateway.
+    SlotMap,
     /// On the partition of the body's correlation `key`.
     ByKey,
     /// A start: any partition, which hands a keyed start to its owner.

@@ -43,6 +43,7 @@ pub(crate) fn init(
         let mut t = Tables::open(&tx)?;
         let new = t.is_new()?;
         let partition = t.stamp_partition(path, given, new)?;
+        t.adopt_slots()?;
         t.stamp_format(path)?;
         t.upgrade_indexes()?;
         partition

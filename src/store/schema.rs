@@ -48,6 +48,8 @@
 //!   from); `decision_latest`: decision → latest version
 //! - `batches`: id → [`crate::store::batches::BatchRecord`]; `batch_items`:
 //!   (batch, position) → the item and its outcome
+//! - `slot_state`: `"state"` → [`crate::slots::SlotState`], the slot map a
+//!   partition of a cluster holds and its moves in flight (none unpartitioned)
 //! - `audit`: seq → [`crate::audit::AuditEntry`] — who made an audited change,
 //!   written with the change, removed by retention
 //!
@@ -221,6 +223,11 @@ pub(crate) const BATCHES: TableDefinition<u64, &[u8]> = TableDefinition::new("ba
 /// and, once reached, its outcome.
 pub(crate) const BATCH_ITEMS: TableDefinition<(u64, u64), &[u8]> =
     TableDefinition::new("batch_items");
+/// `"state"` → the partition's [`crate::slots::SlotState`]: the slot map it
+/// knows and its moves in flight (absent unpartitioned).
+pub(crate) const SLOT_STATE: TableDefinition<&str, &[u8]> = TableDefinition::new("slot_state");
+/// The one key of [`SLOT_STATE`].
+pub(crate) const SLOT_STATE_KEY: &str = "state";
 /// Decision id → its latest version.
 pub(crate) const DECISION_LATEST: TableDefinition<&str, u32> =
     TableDefinition::new("decision_latest");
@@ -283,6 +290,7 @@ pub(crate) fn every_table(v: &mut impl TableVisitor) -> Result<(), StoreError> {
     v.table(AUDIT)?;
     v.table(BATCHES)?;
     v.table(BATCH_ITEMS)?;
+    v.table(SLOT_STATE)?;
     v.multimap(SUBSCRIPTIONS)?;
     v.multimap(EXPECT)?;
     v.multimap(PASSED)?;

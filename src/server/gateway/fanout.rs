@@ -394,5 +394,15 @@ pub(super) async fn status(State(gw): State<Gw>, headers: HeaderMap) -> Response
             v
         })
         .collect();
-    Json(json!({"partitions": list})).into_response()
+    let mut doc = json!({"partitions": list});
+    // the cluster's slot map beside them: `slots`, `map_version`, `moves`
+    let (map, moves) = super::slots::gathered(&gw, &p.headers).await;
+    if let Some(map) = map
+        && let Value::Object(o) = super::slots::map_json(&map, moves)
+    {
+        for (k, v) in o {
+            doc[k] = v;
+        }
+    }
+    Json(doc).into_response()
 }

@@ -17,6 +17,7 @@ mod fanout;
 pub mod gather;
 mod pages;
 pub mod route;
+mod slots;
 
 use super::ServerError;
 use super::catalogue::Placement;
@@ -79,18 +80,15 @@ struct Gw {
     unreached: Arc<std::sync::atomic::AtomicU64>,
     /// Signals given an id here so far (part of the next id).
     signals: Arc<std::sync::atomic::AtomicU64>,
+    /// The slot map it routes by.
+    map: Arc<slots::MapCache>,
+    /// The admin token, for the gateway's own questions (the slot map).
+    admin: Option<String>,
 }
 
 impl Gw {
     fn next_turn(&self) -> u32 {
         self.turn.fetch_add(1, Ordering::Relaxed) % self.parts.count()
-    }
-
-    fn partition_of_key(&self, key: &str) -> u32 {
-        match crate::partition::Partition::new(0, u64::from(self.parts.count())) {
-            Ok(p) => p.of_key(key),
-            Err(_) => 0,
-        }
     }
 }
 
@@ -104,15 +102,18 @@ pub fn router(config: GatewayConfig) -> Router {
                 .unwrap_or_else(|_| Partitions::new(config.partitions)),
             None => Partitions::new(config.partitions),
         },
+        admin: config.token.clone(),
         keys: super::auth::Keys::with_issuer(config.token, config.tokens, config.issuer),
         turn: Arc::new(AtomicU32::new(0)),
         unreached: Default::default(),
         signals: Default::default(),
+        map: Default::default(),
     };
     let routes = Router::new()
         .route("/health/live", get(live))
         .route("/health/ready", get(ready))
         .route("/cluster/status", get(status))
+        .route("/slots", get(slot_map))
         .fallback(forward);
     super::auth::face(routes, gw.keys.clone()).with_state(gw)
 }
@@ -323,18 +324,34 @@ async fn forward(State(gw): State<Gw>, req: Request) -> Response {
     };
     match placement {
         Placement::ById(_) => match id {
-            Some(id) => one(&gw, id % u64::from(gw.parts.count()), &p).await,
+            Some(id) => {
+                let at = slots::map(&gw, &p.headers).await.partition_of_id(id);
+                by_map(&gw, at, &p).await
+            }
             // not a number: the partition's 400
             None => any(&gw, &p).await,
         },
+        Placement::ByPartitionId(_) => match id {
+            Some(id) => match crate::slots::partition_of_partition_id(id) {
+                i if i < gw.parts.count() => one(&gw, u64::from(i), &p).await,
+                // a batch id of a partition the gateway does not know: the
+                // partitions' 404 as any would give it
+                _ => any(&gw, &p).await,
+            },
+            None => any(&gw, &p).await,
+        },
+        Placement::SlotMap => slot_map(State(gw.clone()), p.headers.clone()).await,
         Placement::PartitionZero => one(&gw, 0, &p).await,
         Placement::ByKey => {
             let key = serde_json::from_slice::<Value>(&p.body)
                 .ok()
                 .and_then(|v| v.get("key").and_then(Value::as_str).map(str::to_string));
             // no key: partition 0 answers 400 as any partition would
-            let owner = key.map(|k| gw.partition_of_key(&k)).unwrap_or(0);
-            one(&gw, u64::from(owner), &p).await
+            let at = match key {
+                Some(k) => slots::map(&gw, &p.headers).await.partition_of_key(&k),
+                None => 0,
+            };
+            by_map(&gw, at, &p).await
         }
         Placement::Start => start(&gw, &p).await,
         Placement::Everywhere => everywhere(&gw, &p).await,
@@ -350,6 +367,30 @@ async fn forward(State(gw): State<Gw>, req: Request) -> Response {
         Placement::BackupSet => backup_set(&gw, p).await,
         // the gateway answers its health itself; forwarded, any would do
         Placement::Same | Placement::Local => any(&gw, &p).await,
+    }
+}
+
+/// A request the slot map placed on partition `at` (see [`slots::placed`]).
+async fn by_map(gw: &Gw, at: u32, p: &Passed) -> Response {
+    let sent = slots::Sent {
+        method: &p.method,
+        path: &p.path_and_query(),
+        headers: &p.headers,
+        body: &p.body,
+    };
+    match slots::placed(gw, at, sent).await {
+        Ok(a) => respond(a),
+        Err(u) => unreachable(&u),
+    }
+}
+
+/// `GET /slots` on a gateway: the cluster's map gathered now, with every
+/// partition's moves in flight.
+async fn slot_map(State(gw): State<Gw>, headers: HeaderMap) -> Response {
+    match slots::gathered(&gw, &headers).await {
+        (Some(map), moves) => Json(slots::map_json(&map, moves)).into_response(),
+        (None, _) => Json(json!({"slot_count": null, "map_version": 0, "slots": [], "moves": []}))
+            .into_response(),
     }
 }
 

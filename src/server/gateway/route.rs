@@ -42,7 +42,7 @@ impl List {
 pub fn route(method: &Method, path: &str) -> Option<(Placement, Option<u64>)> {
     let (op, params) = catalogue::find(method, path)?;
     let id = match op.placement {
-        Placement::ById(name) => params
+        Placement::ById(name) | Placement::ByPartitionId(name) => params
             .iter()
             .find(|(n, _)| *n == name)
             .and_then(|(_, v)| v.parse::<u64>().ok()),

@@ -13,12 +13,18 @@ use crate::store::batches::BatchOp;
 pub(super) const OPERATIONS: &[Operation] = &[
     op("create_batch", Method::POST, "/batches", Summed, Admin),
     op("batches", Method::GET, "/batches", Summed, Read),
-    op("batch", Method::GET, "/batches/{id}", ById("id"), Read),
+    op(
+        "batch",
+        Method::GET,
+        "/batches/{id}",
+        ByPartitionId("id"),
+        Read,
+    ),
     op(
         "stop_batch",
         Method::POST,
         "/batches/{id}/stop",
-        ById("id"),
+        ByPartitionId("id"),
         Admin,
     ),
 ];

@@ -142,15 +142,27 @@ impl IntoResponse for ApiError {
             doc["conflict"] = json!({"message": message, "key": key,
                 "instance": existing_instance.to_string(), "element": existing_element});
         }
-        if let Error::Engine(EngineError::OtherPartition { owner, .. }) = &e {
+        if let Error::Engine(EngineError::OtherPartition { owner, version, .. }) = &e {
             // the owner, for a gateway to send it on
             doc["partition"] = json!(owner);
+            doc["map_version"] = json!(version);
+        }
+        if let Error::Engine(EngineError::SlotMoving { slot, to, .. }) = &e {
+            doc["moving"] = json!({"slot": slot, "to": to});
         }
         if e.is_rejection() {
             // refused by the rules (exit 3 on the command line), not a fault
             doc["rejected"] = json!(true);
         }
-        (status_of(&e), Json(doc)).into_response()
+        let mut response = (status_of(&e), Json(doc)).into_response();
+        if matches!(&e, Error::Engine(EngineError::SlotMoving { .. })) {
+            // a move takes a moment: the caller retries, a gateway for it
+            response.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from_static("1"),
+            );
+        }
+        response
     }
 }
 
@@ -183,6 +195,8 @@ pub(crate) fn status_of(e: &Error) -> StatusCode {
             E::Parse(_) | E::KeyNeeded { .. } | E::MixedKeys { .. } => StatusCode::BAD_REQUEST,
             // sent to a partition that does not own it: the gateway routes
             E::OtherPartition { .. } => StatusCode::MISDIRECTED_REQUEST,
+            // its slot is moving to another partition: nothing written, retry
+            E::SlotMoving { .. } => StatusCode::SERVICE_UNAVAILABLE,
             E::UnknownProcess(_)
             | E::UnknownInstance(_)
             | E::UnknownElement { .. }
@@ -295,9 +309,12 @@ async fn partition(State(s): State<AppState>) -> ApiResult {
     let waiting = r.waiting_summary()?;
     let oldest = waiting.iter().map(|(_, _, since)| *since).min();
     let (jobs_due, incidents) = r.job_counts()?;
+    let slots = r.slot_state()?;
     Ok(Json(json!({
         "partition": p.index(),
         "partitions": p.count(),
+        "slots_owned": slots.as_ref().map(|s| s.map.count_owned(s.me)),
+        "map_version": slots.as_ref().map_or(0, |s| s.map.version()),
         "version": env!("CARGO_PKG_VERSION"),
         "tokens_waiting": waiting.iter().map(|(_, n, _)| n).sum::<u64>(),
         "oldest_wait_ms": oldest.map(|o| r.now().saturating_sub(o)),
@@ -399,6 +416,13 @@ async fn audit(State(s): State<AppState>, Query(q): Query<AuditQuery>) -> ApiRes
     Ok(Json(documents::audit(&s.pf.reader()?.audit(&filter)?)))
 }
 
+#[utoipa::path(get, path = "/slots", responses((status = 200, description = "The slot map: on a partition the map it holds (`slot_count`, `map_version`, `slots`: `[[first, last, partition], …]`), the ranges it owns and its moves in flight; on a gateway the cluster's map gathered from every partition (what `cluster status` and `cluster slot` show)", body = serde_json::Value)))]
+async fn slots(State(s): State<AppState>) -> ApiResult {
+    Ok(Json(crate::ops::slots_json(
+        s.pf.reader()?.slot_state()?.as_ref(),
+    )))
+}
+
 /// The server's own operations: health, metrics, this partition,
 /// retention, a pass of the executor, a backup and the audit trail.
 const OPERATIONS: &[Operation] = &[
@@ -406,6 +430,7 @@ const OPERATIONS: &[Operation] = &[
     op("ready", Method::GET, "/health/ready", Local, Open),
     op("metrics", Method::GET, "/metrics", Metrics, Read),
     op("partition", Method::GET, "/partition", Same, Read),
+    op("slots", Method::GET, "/slots", SlotMap, Read),
     op("cleanup", Method::POST, "/cleanup", Summed, Operate),
     op("work", Method::POST, "/work", Summed, Operate),
     op("backup", Method::POST, "/backups", BackupSet, Admin),
@@ -431,6 +456,7 @@ fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(ready))
         .routes(routes!(metrics))
         .routes(routes!(partition))
+        .routes(routes!(slots))
         .routes(routes!(cleanup))
         .routes(routes!(work))
         .routes(routes!(backup))

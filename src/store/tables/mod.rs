@@ -25,6 +25,7 @@ mod jobs;
 mod lazy;
 mod messages;
 mod migrations;
+mod slots;
 mod tasks;
 mod waits;
 
@@ -109,6 +110,9 @@ pub(crate) struct Tables<'t> {
     audit: LazyTable<'t, u64, &'static [u8]>,
     batches: LazyTable<'t, u64, &'static [u8]>,
     batch_items: LazyTable<'t, (u64, u64), &'static [u8]>,
+    slot_state: LazyTable<'t, &'static str, &'static [u8]>,
+    /// The slot state read in this transaction (`None` inside: unpartitioned).
+    slots: std::cell::OnceCell<Option<std::sync::Arc<crate::slots::SlotState>>>,
 }
 
 /// The partition stamped in `meta`, if any (a damaged stamp is refused).
@@ -188,36 +192,14 @@ impl<'t> Tables<'t> {
             audit: Lazy::new(tx, |tx| tx.open_table(AUDIT)),
             batches: Lazy::new(tx, |tx| tx.open_table(BATCHES)),
             batch_items: Lazy::new(tx, |tx| tx.open_table(BATCH_ITEMS)),
+            slot_state: Lazy::new(tx, |tx| tx.open_table(SLOT_STATE)),
+            slots: std::cell::OnceCell::new(),
         })
     }
 
     /// Takes the next value of a named sequence (starting at 1).
     pub fn next_seq(&mut self, name: &'static str) -> Result<u64, StoreError> {
         self.add(name, 1)
-    }
-
-    /// The accept sequence of a new message: known to have no record yet, so
-    /// its first write needs no lookup.
-    pub fn next_message_seq(&mut self) -> Result<u64, StoreError> {
-        let seq = self.next_id("message")?;
-        self.message_rows.insert(seq, None);
-        Ok(seq)
-    }
-
-    /// The id of a new job (see [`Tables::next_message_seq`]).
-    pub fn next_job_id(&mut self) -> Result<u64, StoreError> {
-        let id = self.next_id("job")?;
-        self.job_rows.insert(id, None);
-        Ok(id)
-    }
-
-    /// The id of a new record of kind `name` (an instance, a user task; jobs
-    /// and messages have their own): `n · count + index` for the n-th, so
-    /// the id names the partition that owns it
-    /// ([`crate::partition::Partition::id`]).
-    pub fn next_id(&mut self, name: &'static str) -> Result<u64, StoreError> {
-        let n = self.add(name, 1)?;
-        Ok(self.partition.id(n))
     }
 
     /// Whether the database was just created (no format stamped yet).

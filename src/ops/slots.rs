@@ -1,0 +1,46 @@
+//! The slot map as a partition shows it: the map it holds, its own ranges
+//! and its moves in flight ([`crate::slots`]).
+//!
+//! Invariant: read-only, like every view; renders whatever is stored.
+
+use super::{RErr, Reader};
+use crate::slots::{SlotMove, SlotState};
+use serde_json::{Value, json};
+
+impl Reader {
+    /// This partition's slot state (`None` unpartitioned).
+    pub fn slot_state(&self) -> Result<Option<SlotState>, RErr> {
+        self.snap.slot_state()
+    }
+}
+
+/// A partition's slot state in the shape of `GET /slots`: its number, the
+/// map's slot count, version and ranges (`slots`: `[[first, last,
+/// partition], …]`), the ranges it owns and its moves in flight.
+/// Unpartitioned: partition 0 and no map.
+pub fn slots_json(state: Option<&SlotState>) -> Value {
+    let Some(s) = state else {
+        return json!({"partition": 0, "slot_count": null, "map_version": 0, "slots": [], "moves": []});
+    };
+    json!({
+        "partition": s.me,
+        "slot_count": s.map.slots(),
+        "base_partitions": s.map.base(),
+        "map_version": s.map.version(),
+        "slots": s.map.to_json(),
+        "owned": s.map.owned_by(s.me).iter().map(|r| json!([r.first, r.last])).collect::<Vec<_>>(),
+        "moves": s.moves.iter().map(move_json).collect::<Vec<_>>(),
+    })
+}
+
+/// A move in flight: its id, slots, source, target and the version it makes.
+pub fn move_json(m: &SlotMove) -> Value {
+    json!({
+        "move": m.id.to_string(),
+        "first": m.first,
+        "last": m.last,
+        "from": m.from,
+        "to": m.to,
+        "version": m.version,
+    })
+}

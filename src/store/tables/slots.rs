@@ -1,0 +1,112 @@
+//! A partition's slot state in its transaction, and the ids that carry a
+//! slot or the partition ([`crate::slots`]).
+//!
+//! Invariant: ids of one kind never repeat in a cluster — a slot id
+//! `n · S + slot` is unique because one partition owns a slot at a time and
+//! a partition taking slots continues its counters above the giver's; a
+//! cluster that adopted slots hands out ids above every one it handed out
+//! as `n · P + index` before.
+
+use super::*;
+use crate::slots::{SlotMap, SlotState, partition_id, slot_id};
+use std::sync::Arc;
+
+impl<'t> Tables<'t> {
+    /// The partition's slot state (`None` unpartitioned), read once per
+    /// transaction.
+    pub fn slot_state(&self) -> Result<Option<Arc<SlotState>>, StoreError> {
+        if let Some(s) = self.slots.get() {
+            return Ok(s.clone());
+        }
+        let read = if self.partition.is_clustered() {
+            match self.slot_state.get()?.get(SLOT_STATE_KEY)? {
+                Some(v) => Some(Arc::new(crate::codec::decode::<SlotState>(v.value())?)),
+                None => None,
+            }
+        } else {
+            None
+        };
+        Ok(self.slots.get_or_init(|| read).clone())
+    }
+
+    /// Stores the partition's slot state.
+    pub fn put_slot_state(&mut self, state: SlotState) -> Result<(), StoreError> {
+        let bytes = crate::codec::encode(&state)?;
+        self.slot_state
+            .get_mut()?
+            .insert(SLOT_STATE_KEY, bytes.as_slice())?;
+        self.slots = std::cell::OnceCell::from(Some(Arc::new(state)));
+        Ok(())
+    }
+
+    /// The id of the next record of kind `name` that belongs to `slot`
+    /// (an instance, its jobs and tasks, a message): `n · S + slot` in a
+    /// cluster, `n` unpartitioned.
+    pub fn next_slot_id(&mut self, name: &'static str, slot: u32) -> Result<u64, StoreError> {
+        let n = self.add(name, 1)?;
+        Ok(match self.slot_state()? {
+            Some(s) => slot_id(n, s.map.slots(), slot),
+            None => n,
+        })
+    }
+
+    /// The accept sequence of a new message in `slot` (its key's): known to
+    /// have no record yet, so its first write needs no lookup.
+    pub fn next_message_seq(&mut self, slot: u32) -> Result<u64, StoreError> {
+        let seq = self.next_slot_id("message", slot)?;
+        self.message_rows.insert(seq, None);
+        Ok(seq)
+    }
+
+    /// The id of a new job in `slot` (its instance's; see
+    /// [`Tables::next_message_seq`]).
+    pub fn next_job_id(&mut self, slot: u32) -> Result<u64, StoreError> {
+        let id = self.next_slot_id("job", slot)?;
+        self.job_rows.insert(id, None);
+        Ok(id)
+    }
+
+    /// The id of the next record of kind `name` the partition keeps for
+    /// itself (a batch, a parked event): `n · 1024 + index` in a cluster.
+    pub fn next_partition_id(&mut self, name: &'static str) -> Result<u64, StoreError> {
+        let n = self.add(name, 1)?;
+        Ok(if self.partition.is_clustered() {
+            partition_id(n, self.partition.index())
+        } else {
+            n
+        })
+    }
+
+    /// The counter `name` stands at (the last `n` handed out).
+    pub fn counter_at(&mut self, name: &'static str) -> Result<u64, StoreError> {
+        self.add(name, 0)
+    }
+
+    /// Gives a clustered database its slot state when it has none: the map
+    /// of its partitions (slot s on s mod P, every key where it was). A
+    /// database from before slots keeps its counters: the n-th id after the
+    /// change, `n · S + slot` (S ≥ P) or `n · 1024 + index`, lies above every
+    /// `m · P + index` with m < n it handed out before.
+    pub(in crate::store) fn adopt_slots(&mut self) -> Result<(), StoreError> {
+        let p = self.partition;
+        if !p.is_clustered() || self.slot_state()?.is_some() {
+            return Ok(());
+        }
+        let map = SlotMap::new(p.count()).map_err(|e| CodecError::Decode(e.to_string()))?;
+        self.put_slot_state(SlotState::new(p.index(), map))
+    }
+}
+
+impl crate::store::snapshot::Snapshot {
+    /// The partition's slot state (`None` unpartitioned, or a database from
+    /// before slots opened read-only).
+    pub fn slot_state(&self) -> Result<Option<SlotState>, StoreError> {
+        let Some(t) = self.optional(SLOT_STATE)? else {
+            return Ok(None);
+        };
+        match redb::ReadableTable::get(&t, SLOT_STATE_KEY)? {
+            Some(v) => Ok(Some(crate::codec::decode(v.value())?)),
+            None => Ok(None),
+        }
+    }
+}

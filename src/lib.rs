@@ -93,17 +93,17 @@ pub mod trace;
 pub use clock::{Clock, ManualClock, Millis, SystemClock};
 pub use codec::CodecError;
 pub use commit::wal::{LogState, Salvage as LogSalvage};
-pub use engine::MAX_BATCH_ITEMS;
 pub use engine::{
     Carry, Config, Delivery, Deployed, EngineError, JobRefusal, LockedJob, Malformed, Migrated,
     MigrationPlan, MigrationReport, Outcome, ParkedEvent, Publish, Repair, TaskAction, TaskRefusal,
     TokenMove, Triggered, backoff,
 };
+pub use engine::{MAX_BATCH_ITEMS, MoveCommand};
 pub use jobs::{HandlerError, JobContext};
 pub use model::{Vars, vars};
 pub use runtime::{
-    Archive, BATCH_SLICE, CommitStats, Deployment, Error, MIGRATE_IN_CALL, Options, Postfach,
-    Recovery, Selection, WorkReport,
+    Archive, BATCH_SLICE, CommitStats, Deployment, Driven, Error, MIGRATE_IN_CALL, MOVE_SLICE,
+    MoveTarget, Options, Postfach, Recovery, Selection, WorkReport,
 };
 pub use store::batches::{BatchItem, BatchOp, BatchRecord, BatchState, BatchStatus, ItemOutcome};
 pub use store::damage::install_hook as install_damage_hook;

@@ -65,6 +65,33 @@ impl Partition {
         })
     }
 
+    /// Partition `index` of a cluster created with `count` partitions, where
+    /// `index` may be `count` or above: a partition that joined the cluster
+    /// to grow it, which owns no slot until one is moved to it
+    /// ([`crate::slots`]). Range-checked: `count` as for [`Partition::new`],
+    /// `index` below [`MAX_PARTITIONS`].
+    pub fn member(index: u64, count: u64) -> Result<Self, PartitionError> {
+        if count == 0 || count > u64::from(MAX_PARTITIONS) {
+            return Err(PartitionError::Count(count));
+        }
+        if index >= u64::from(MAX_PARTITIONS) {
+            return Err(PartitionError::Index {
+                index,
+                count: MAX_PARTITIONS,
+            });
+        }
+        Ok(Partition {
+            index: index as u32,
+            count: count as u32,
+        })
+    }
+
+    /// Whether this partition joined after the cluster was created (its
+    /// number is its first count or above).
+    pub fn joined(self) -> bool {
+        self.index >= self.count
+    }
+
     /// This partition's number.
     pub fn index(self) -> u32 {
         self.index
@@ -77,7 +104,7 @@ impl Partition {
 
     /// Whether the engine is one of several partitions.
     pub fn is_clustered(self) -> bool {
-        self.count > 1
+        self.count > 1 || self.index > 0
     }
 
     /// The partition that owns correlation key `key`.
@@ -109,6 +136,13 @@ impl Partition {
 
 impl std::fmt::Display for Partition {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.joined() {
+            return write!(
+                f,
+                "partition {} (joined a cluster created with {})",
+                self.index, self.count
+            );
+        }
         write!(f, "partition {} of {}", self.index, self.count)
     }
 }

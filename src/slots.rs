@@ -259,6 +259,23 @@ impl SlotMap {
             .sum()
     }
 
+    /// This map with each of `slots` on `partition`, at `version`.
+    pub fn assign_all(
+        &self,
+        slots: &[(u32, u32)],
+        partition: u32,
+        version: u64,
+    ) -> Result<Self, SlotError> {
+        let mut next = self.clone();
+        for (first, last) in slots {
+            check_range(self.slots, u64::from(*first), u64::from(*last))?;
+            check_partitions(u64::from(partition) + 1)?;
+            next.put(*first, *last, partition);
+        }
+        next.version = version.max(self.version);
+        Ok(next)
+    }
+
     /// This map with slots `first ..= last` on `partition`, one version on.
     pub fn assign(&self, first: u32, last: u32, partition: u32) -> Result<Self, SlotError> {
         check_range(self.slots, u64::from(first), u64::from(last))?;
@@ -409,27 +426,63 @@ pub struct SlotState {
     pub moves: Vec<SlotMove>,
 }
 
-/// A move of slots `first ..= last` from one partition to another.
+/// Whether a stored record (an id or sequence that carries its slot) is
+/// live here: its slot is this partition's and not moving. With no move in
+/// flight everything stored is.
+pub fn is_live(state: Option<&SlotState>, id: u64) -> bool {
+    match state {
+        Some(s) if !s.moves.is_empty() => s.ownership(s.map.slot_of_id(id)) == Ownership::Mine,
+        _ => true,
+    }
+}
+
+/// A move of the slots `from` owns in `first ..= last` to partition `to`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SlotMove {
-    /// The move's id (given by its source).
+    /// The move's id (its batch's on the source).
     pub id: u64,
-    /// First slot moved.
+    /// First slot of the range.
     pub first: u32,
-    /// Last slot moved (inclusive).
+    /// Last slot of the range (inclusive).
     pub last: u32,
+    /// The slots it carries: those of the range `from` owned, as ranges.
+    pub slots: Vec<(u32, u32)>,
     /// The partition that owned them.
     pub from: u32,
     /// The partition that takes them.
     pub to: u32,
+    /// Where the source reaches the target (its API's base URL).
+    pub to_url: String,
     /// The map version the move makes.
     pub version: u64,
+    /// Where the move is, as this partition sees it.
+    pub phase: MovePhase,
+}
+
+/// Where a move is on one side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MovePhase {
+    /// Source: the slots are fenced (no write accepted), their records are
+    /// being sent.
+    Exporting,
+    /// Source: the target owns the slots; their records here are being
+    /// removed, `forgotten` items so far.
+    Forgetting {
+        /// Items removed so far.
+        forgotten: u64,
+    },
+    /// Target: records arrive, the items before `imported` are written;
+    /// the slots are not this partition's until the source hands them over.
+    Importing {
+        /// Items written so far.
+        imported: u64,
+    },
 }
 
 impl SlotMove {
     /// Whether `slot` is one the move carries.
     pub fn holds(&self, slot: u32) -> bool {
-        (self.first..=self.last).contains(&slot)
+        self.slots.iter().any(|(a, b)| (*a..=*b).contains(&slot))
     }
 }
 
@@ -474,7 +527,7 @@ impl SlotState {
         match self
             .moves
             .iter()
-            .find(|m| m.from == self.me && m.holds(slot))
+            .find(|m| m.from == self.me && m.phase == MovePhase::Exporting && m.holds(slot))
         {
             Some(m) => Ownership::Moving { to: m.to },
             None => Ownership::Mine,
@@ -508,4 +561,63 @@ impl SlotState {
         }
         None
     }
+}
+
+/// One move of a growth plan: the slots of `from` in `first ..= last` go
+/// to `to` (exactly the ones the plan chose: no other slot of `from` lies
+/// in the range).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlannedMove {
+    /// First slot of the range.
+    pub first: u32,
+    /// Last slot of the range.
+    pub last: u32,
+    /// The partition that gives them.
+    pub from: u32,
+    /// The partition that takes them.
+    pub to: u32,
+}
+
+/// How `map` grows to `partitions`: every partition below the map's count
+/// that owns more than its share (S / P', the first S mod P' one more)
+/// gives its highest slots to the new partitions (those from the map's
+/// count on), in order, until each has its share. Only moves; none when
+/// the map has `partitions` already.
+pub fn grow_plan(map: &SlotMap, partitions: u32) -> Result<Vec<PlannedMove>, SlotError> {
+    check_partitions(u64::from(partitions))?;
+    let now = map.partitions();
+    let share = |p: u32| map.slots() / partitions + u32::from(p < map.slots() % partitions);
+    let mut needs: Vec<(u32, u32)> = (now..partitions)
+        .map(|p| (p, share(p).saturating_sub(map.count_owned(p))))
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    let mut plan = Vec::new();
+    for from in 0..now.min(partitions) {
+        let owned: Vec<u32> = map
+            .owned_by(from)
+            .iter()
+            .flat_map(|r| r.first..=r.last)
+            .collect();
+        let surplus = (owned.len() as u32).saturating_sub(share(from)) as usize;
+        let mut give = &owned[owned.len() - surplus..];
+        while !give.is_empty() {
+            let Some((to, need)) = needs.first_mut() else {
+                break;
+            };
+            let n = (*need as usize).min(give.len());
+            let (chunk, rest) = give.split_at(n);
+            plan.push(PlannedMove {
+                first: chunk[0],
+                last: chunk[n - 1],
+                from,
+                to: *to,
+            });
+            give = rest;
+            *need -= n as u32;
+            if *need == 0 {
+                needs.remove(0);
+            }
+        }
+    }
+    Ok(plan)
 }

@@ -26,13 +26,13 @@ from gen.api.default import (
     evaluate, extend, fail, instance, instances, job_object, jobs, live, messages,
     metrics, move_token, partition, process_xml, processes, publish, ready, requeue,
     retry, signal, start, statistics, task_action, tasks, trigger, work, migrate,
-    create_batch, batches, batch, stop_batch, slots,
+    create_batch, batches, batch, stop_batch, slots, move_slots, slot_step,
 )
 from gen.models import (
     AcquireBody, ActivateBody, BackupBody, BpmnErrorBody, CompleteBody, ConditionsBody,
     DeployBody, DiscardBody, EvaluateBody, ExtendBody, FailBody, MessageBody,
     SignalBody, StartBody, TaskBody, TokenBody, TriggerBody, VariablesBody, MigrationBody,
-    BatchBody,
+    BatchBody, MoveBody, SlotStepBody,
 )
 
 c = Client(base_url=sys.argv[1], timeout=30.0)
@@ -45,6 +45,8 @@ calls = [
     ("metrics", lambda: metrics.sync_detailed(client=c)),
     ("partition", lambda: partition.sync_detailed(client=c)),
     ("slots", lambda: slots.sync_detailed(client=c)),
+    ("move_slots", lambda: move_slots.sync_detailed(client=c, body=MoveBody(first=0, last=9, to=1, to_url="http://127.0.0.1:1"))),
+    ("slot_step", lambda: slot_step.sync_detailed(client=c, body=SlotStepBody(step=sys.argv[4]))),
     ("deploy", lambda: deploy.sync_detailed(client=c, body=DeployBody(xml=model, file="antrag-freigabe.bpmn"))),
     ("start", lambda: start.sync_detailed(client=c, body=StartBody(process="antrag-freigabe"))),
     ("conditions", lambda: conditions.sync_detailed(client=c, body=ConditionsBody())),
@@ -144,6 +146,24 @@ fn a_client_generated_from_the_openapi_document_calls_every_operation_correctly(
             env!("CARGO_MANIFEST_DIR"),
             "/bpmn/antrag-freigabe.bpmn"
         ))
+        // a move step as a source sends it (the unpartitioned server refuses it)
+        .arg(
+            postfach::server::http::requests::SlotStepBody::of(&postfach::MoveCommand::Adopt {
+                slot_move: postfach::slots::SlotMove {
+                    id: 1024,
+                    first: 0,
+                    last: 0,
+                    slots: vec![(0, 0)],
+                    from: 1,
+                    to: 0,
+                    to_url: "http://127.0.0.1:1".into(),
+                    version: 2,
+                    phase: postfach::slots::MovePhase::Exporting,
+                },
+            })
+            .unwrap()
+            .step,
+        )
         .env(
             "PYTHONPATH",
             std::env::join_paths([dir.path(), tool.as_path()]).unwrap(),

@@ -377,11 +377,20 @@ fn run_takes_its_partition_from_the_flag_or_the_pod_name() {
         err.contains("is partition 3 of 4; it was opened as partition 2 of 4"),
         "{err}"
     );
+    // a number at or above P is a partition that joined to grow the
+    // cluster: not this database either
     let o = run(&["--partitions", "4", "--partition", "9"], "x");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("it was opened as partition 9 (joined a cluster created with 4)"),
+        "{err}"
+    );
+    let o = run(&["--partitions", "4", "--partition", "1024"], "x");
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(
-        err.contains("partition 9 does not exist in a cluster of 4"),
+        err.contains("partition 1024 does not exist in a cluster of 1024"),
         "{err}"
     );
     let o = run(&["--partitions", "4"], "web");

@@ -13,7 +13,7 @@ use super::serve::{Signals, check_exposure, server_token};
 use super::values::correlation_keys;
 use clap::{Args, Subcommand};
 use postfach::server::gateway::GatewayConfig;
-use serde_json::{Value, json};
+use serde_json::json;
 use std::path::PathBuf;
 
 #[derive(Args, Debug)]
@@ -129,6 +129,40 @@ pub(crate) enum ClusterCommand {
         /// Without --server: the partitions the cluster started with.
         #[arg(long, value_name = "P")]
         partitions: Option<u64>,
+    },
+    /// Moves slots FIRST-LAST to partition --to, through the gateway
+    /// --server names: every partition that owns slots of the range fences
+    /// them and sends what they hold, a batch each; followed until each is
+    /// done unless --detach.
+    ///
+    /// Example: postfach --server http://127.0.0.1:7820 cluster move-slots 0-1023 --to 4
+    MoveSlots {
+        /// The slots, FIRST-LAST or one slot.
+        range: String,
+        /// The partition that takes them.
+        #[arg(long, value_name = "P")]
+        to: u32,
+        /// Only the slots of the range this partition owns.
+        #[arg(long, value_name = "P")]
+        from: Option<u32>,
+        /// Begin the moves and answer their batches without following them.
+        #[arg(long)]
+        detach: bool,
+    },
+    /// Grows the cluster to P' partitions, through the gateway --server
+    /// names (which lists all of them): partitions P … P'-1 must be up and
+    /// own no slot; every other partition gives its highest slots to them
+    /// until each owns S / P', as moves followed to their end unless
+    /// --detach.
+    ///
+    /// Example: postfach --server http://127.0.0.1:7820 cluster grow --partitions 6
+    Grow {
+        /// The partitions the cluster has afterwards.
+        #[arg(long, value_name = "P")]
+        partitions: u32,
+        /// Begin the moves and answer their batches without following them.
+        #[arg(long)]
+        detach: bool,
     },
     /// A local cluster in the foreground, for trying it out: P partition
     /// processes (`run --partitions P --partition I`, each with its own
@@ -450,10 +484,19 @@ async fn run_gateway(
 /// `postfach cluster …`.
 pub(super) async fn cluster(cli: &Cli, args: &ClusterArgs) -> Result<Output, Failure> {
     match &args.action {
-        ClusterCommand::Status => status(cli).await,
+        ClusterCommand::Status => super::slots::status(cli).await,
         ClusterCommand::Backup { id } => backup(cli, id.clone()).await,
         ClusterCommand::Up(up_args) => up(up_args).await,
         ClusterCommand::Slot { key, partitions } => super::slots::slot(cli, key, *partitions).await,
+        ClusterCommand::MoveSlots {
+            range,
+            to,
+            from,
+            detach,
+        } => super::slots::move_slots(cli, range, *to, *from, *detach).await,
+        ClusterCommand::Grow { partitions, detach } => {
+            super::slots::grow(cli, *partitions, *detach).await
+        }
     }
 }
 
@@ -470,88 +513,6 @@ async fn backup(cli: &Cli, id: Option<String>) -> Result<Output, Failure> {
     let call = super::remote::Call::to("backup")?.body(&body);
     let doc = client.call(&call).await?;
     Ok(super::show::shown(doc, super::backups::backup_text))
-}
-
-async fn status(cli: &Cli) -> Result<Output, Failure> {
-    if cli.server.is_none() {
-        return Err(usage(
-            "cluster status asks a gateway: give --server URL (or $POSTFACH_SERVER)".into(),
-        ));
-    }
-    let client = client_of(cli)?;
-    let url = format!("{}/cluster/status", client.server);
-    let answer = client
-        .exchange(axum::http::Method::GET, "/cluster/status", None)
-        .await?;
-    let status = answer.status.as_u16();
-    let v = answer
-        .json()
-        .ok_or_else(|| usage(format!("{url} answered {status} without JSON")))?;
-    if status != 200 {
-        return Err(Failure {
-            code: 1,
-            message: format!(
-                "{url} answered {status}: {} (is it a gateway? `postfach gateway` serves /cluster/status)",
-                v["error"].as_str().unwrap_or("no reason given")
-            ),
-            json: None,
-        });
-    }
-    let text = status_text(&v);
-    let down = v["partitions"]
-        .as_array()
-        .map(|l| l.iter().filter(|p| p["ready"] != json!(true)).count())
-        .unwrap_or(0);
-    if down > 0 {
-        return Err(Failure {
-            code: 1,
-            message: format!("{text}{down} partition(s) not ready"),
-            json: Some(v),
-        });
-    }
-    Ok(out(v, text))
-}
-
-/// One line per partition, then the slot map's version.
-fn status_text(v: &Value) -> String {
-    let mut text = String::from(
-        "partition  up     ready  version   slots  waiting  oldest wait  buffered  parked  jobs due  incidents\n",
-    );
-    for p in v["partitions"].as_array().into_iter().flatten() {
-        let n = |f: &str| p[f].as_u64().map_or("-".to_string(), |n| n.to_string());
-        let oldest = p["oldest_wait_ms"].as_u64().map_or("-".to_string(), |ms| {
-            humantime::format_duration(std::time::Duration::from_secs(ms / 1000)).to_string()
-        });
-        text.push_str(&format!(
-            "{:<10} {:<6} {:<6} {:<9} {:<6} {:<8} {:<12} {:<9} {:<7} {:<9} {}\n",
-            n("partition"),
-            p["up"].as_bool().unwrap_or(false),
-            p["ready"].as_bool().unwrap_or(false),
-            p["version"].as_str().unwrap_or("-"),
-            n("slots_owned"),
-            n("tokens_waiting"),
-            oldest,
-            n("buffered"),
-            n("parked"),
-            n("jobs_due"),
-            n("incidents"),
-        ));
-        if let Some(e) = p["error"].as_str().or(p["not_ready"].as_str()) {
-            text.push_str(&format!("           {e}\n"));
-        }
-    }
-    if let Some(version) = v["map_version"].as_u64() {
-        text.push_str(&format!(
-            "slot map version {version}: {} slots",
-            v["slot_count"].as_u64().unwrap_or(0)
-        ));
-        let moves = v["moves"].as_array().map_or(0, Vec::len);
-        if moves > 0 {
-            text.push_str(&format!(", {moves} move(s) in flight"));
-        }
-        text.push('\n');
-    }
-    text
 }
 
 /// `postfach cluster up`: the partitions as child processes, the gateway in

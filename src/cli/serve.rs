@@ -129,12 +129,14 @@ pub(crate) struct RunArgs {
     /// [correlation_keys] (see README).
     #[arg(long, value_name = "PATH")]
     pub(crate) config: Option<PathBuf>,
-    /// Run as one of P partitions of a cluster (1–1024); without it,
-    /// unpartitioned.
+    /// Run as a partition of a cluster created with P partitions (1–1024);
+    /// without it, unpartitioned.
     #[arg(long, value_name = "P")]
     pub(crate) partitions: Option<u64>,
     /// This process's partition number, 0 … P-1 (default: the number at
-    /// the end of $HOSTNAME, as StatefulSet pods are named NAME-ORDINAL).
+    /// the end of $HOSTNAME, as StatefulSet pods are named NAME-ORDINAL); P
+    /// or above joins the cluster empty, to take slots `cluster grow` or
+    /// `cluster move-slots` moves to it.
     #[arg(long, value_name = "I", requires = "partitions")]
     pub(crate) partition: Option<u64>,
     /// Where partition I of the cluster serves its API: I=http://HOST:PORT,
@@ -248,7 +250,9 @@ pub(super) fn partition_of(
             })?
         }
     };
-    postfach::partition::Partition::new(index, count)
+    // a number at or above P joins the cluster empty, to take slots moved
+    // to it (the pods a StatefulSet adds when it grows)
+    postfach::partition::Partition::member(index, count)
         .map(Some)
         .map_err(|e| usage(format!("--partitions {count} --partition {index}: {e}")))
 }

@@ -95,20 +95,9 @@ impl Command {
                 ),
             ),
             Command::Migrate { dry_run: true, .. } => return None,
-            Command::CreateBatch { op, items } => (
-                "batch",
-                format!(
-                    "{} of {} {}",
-                    op.name(),
-                    items.len(),
-                    if op.on_messages() {
-                        "messages"
-                    } else {
-                        "instances"
-                    }
-                ),
-            ),
+            Command::CreateBatch { op, items } => ("batch", batch_of(op, items.len())),
             Command::StopBatch { batch } => ("batch-stop", format!("batch {batch}")),
+            Command::SlotMove(step) => return moved(step),
             Command::By { command, .. } => return command.audited(),
             Command::Start { .. }
             | Command::Publish(_)
@@ -147,4 +136,33 @@ impl Command {
             _ => self,
         }
     }
+}
+
+/// A move of slots is audited when it begins; the steps after it are the
+/// move's own, not a caller's.
+fn moved(step: &crate::engine::MoveCommand) -> Option<(&'static str, String)> {
+    use crate::engine::MoveCommand as M;
+    match step {
+        M::Begin {
+            first, last, to, ..
+        } => Some((
+            "move-slots",
+            format!("slots {first}-{last} to partition {to}"),
+        )),
+        M::Exported { .. }
+        | M::Flip { .. }
+        | M::Forget { .. }
+        | M::Import { .. }
+        | M::Adopt { .. } => None,
+    }
+}
+
+/// What a batch created over `items` items does, for the audit trail.
+fn batch_of(op: &crate::store::batches::BatchOp, items: usize) -> String {
+    let what = if op.on_messages() {
+        "messages"
+    } else {
+        "instances"
+    };
+    format!("{} of {items} {what}", op.name())
 }

@@ -201,6 +201,8 @@ pub(crate) enum Command {
     StopBatch {
         batch: u64,
     },
+    /// A step of a move of key slots between partitions.
+    SlotMove(crate::engine::MoveCommand),
 }
 
 impl Command {
@@ -385,6 +387,10 @@ pub(super) fn apply(
         Command::CreateBatch { op, items } => Reply::Batch(e.create_batch(op, items)?),
         Command::RunBatch { batch, limit } => Reply::Batch(e.run_batch(*batch, *limit)?),
         Command::StopBatch { batch } => Reply::Batch(e.stop_batch(*batch)?),
+        Command::SlotMove(step) => match e.slot_move(step)? {
+            Some(b) => Reply::Batch(b),
+            None => Reply::Done,
+        },
         Command::By { by, command } => apply_by(e, by, command, parsed)?,
     })
 }

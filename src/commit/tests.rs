@@ -63,7 +63,7 @@ fn the_fetching_lock_command_is_pinned() {
 }
 
 /// How many variants `Command` has; [`variant_index`] numbers them.
-const VARIANTS: usize = 37;
+const VARIANTS: usize = 38;
 
 /// The position of `c`'s variant in the enum (its tag in the log). The
 /// match has no wildcard arm: a new variant does not compile until it is
@@ -107,6 +107,7 @@ fn variant_index(c: &Command) -> usize {
         Command::CreateBatch { .. } => 34,
         Command::RunBatch { .. } => 35,
         Command::StopBatch { .. } => 36,
+        Command::SlotMove(_) => 37,
     }
 }
 
@@ -286,6 +287,10 @@ fn later_variants() -> Vec<Command> {
             limit: 100,
         },
         Command::StopBatch { batch: 3 },
+        Command::SlotMove(crate::engine::MoveCommand::Exported {
+            batch: 1024,
+            upto: 16,
+        }),
     ]
 }
 
@@ -330,7 +335,81 @@ const GOLDEN_EACH: [&str; VARIANTS] = [
     "0122030677617274656e077072756566656e02000701034d2f31",
     "01230364",
     "012403",
+    "012501fb000410",
 ];
+
+/// One example of every step of a slot move, in enum order, and its log
+/// bytes (the steps travel inside [`Command::SlotMove`]).
+fn every_move_step() -> Vec<(crate::engine::MoveCommand, &'static str)> {
+    use crate::engine::MoveCommand as M;
+    use crate::slots::{MovePhase, SlotMove};
+    let sm = SlotMove {
+        id: 1024,
+        first: 0,
+        last: 9,
+        slots: vec![(0, 0), (2, 2)],
+        from: 0,
+        to: 1,
+        to_url: "http://p1".into(),
+        version: 2,
+        phase: MovePhase::Exporting,
+    };
+    vec![
+        (
+            M::Begin {
+                first: 0,
+                last: 9,
+                to: 1,
+                to_url: "http://p1".into(),
+                version: 2,
+            },
+            "010000090109687474703a2f2f703102",
+        ),
+        (
+            M::Exported {
+                batch: 1024,
+                upto: 16,
+            },
+            "0101fb000410",
+        ),
+        (M::Flip { batch: 1024 }, "0102fb0004"),
+        (
+            M::Forget {
+                batch: 1024,
+                limit: 16,
+            },
+            "0103fb000410",
+        ),
+        (
+            M::Import {
+                slot_move: sm.clone(),
+                upto: 2,
+                counters: vec![("instance".into(), 7)],
+                records: vec![
+                    crate::store::Moved::Message(4096, vec![1, 2]),
+                    crate::store::Moved::Gone,
+                ],
+            },
+            "0104fb000400090200000202000109687474703a2f2f70310200020108696e7374616e6365070201fb001002010202",
+        ),
+        (
+            M::Adopt { slot_move: sm },
+            "0105fb000400090200000202000109687474703a2f2f70310200",
+        ),
+    ]
+}
+
+#[test]
+fn every_move_step_has_golden_bytes() {
+    for (i, (step, golden)) in every_move_step().iter().enumerate() {
+        let hex: String = crate::codec::encode(step)
+            .unwrap()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(hex, *golden, "the log bytes of move step {i} changed");
+    }
+}
 
 #[test]
 fn every_command_variant_has_golden_bytes() {

@@ -71,9 +71,9 @@ impl<'a, 't> Engine<'a, 't> {
     /// cursor, recording each one's outcome; the batch is done once every
     /// item has one. A batch that is not running is answered as it is.
     pub fn run_batch(&mut self, id: u64, limit: usize) -> R<BatchRecord> {
-        self.own_id("batch", id)?;
         let mut rec = self.t.batch(id)?.ok_or(EngineError::UnknownBatch(id))?;
-        if rec.state != BatchState::Running {
+        // a slot move is worked off by its own steps (`engine::moves`)
+        if rec.state != BatchState::Running || matches!(rec.op, BatchOp::MoveSlots { .. }) {
             return Ok(rec);
         }
         let caller = std::mem::replace(&mut self.actor, rec.by.clone());
@@ -138,8 +138,9 @@ impl<'a, 't> Engine<'a, 't> {
                 | BatchOp::MoveToken { .. }
                 | BatchOp::Delete
                 | BatchOp::Requeue
-                | BatchOp::Discard { .. },
-                BatchItem::Instance(_) | BatchItem::Message(_),
+                | BatchOp::Discard { .. }
+                | BatchOp::MoveSlots { .. },
+                BatchItem::Instance(_) | BatchItem::Message(_) | BatchItem::MessageRecord(_),
             ) => Err(EngineError::BatchRefused {
                 batch: 0,
                 reason: format!("a {} batch does not take '{item}'", op.name()),
@@ -149,8 +150,13 @@ impl<'a, 't> Engine<'a, 't> {
 
     /// Stops running batch `id`: the items not reached keep no outcome.
     pub fn stop_batch(&mut self, id: u64) -> R<BatchRecord> {
-        self.own_id("batch", id)?;
         let mut rec = self.t.batch(id)?.ok_or(EngineError::UnknownBatch(id))?;
+        if matches!(rec.op, BatchOp::MoveSlots { .. }) {
+            return Err(EngineError::BatchRefused {
+                batch: id,
+                reason: "a slot move runs to its end once begun: its slots are fenced until the target owns them".into(),
+            });
+        }
         if rec.state != BatchState::Running {
             return Err(EngineError::BatchRefused {
                 batch: id,

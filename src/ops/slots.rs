@@ -5,12 +5,34 @@
 
 use super::{RErr, Reader};
 use crate::slots::{SlotMove, SlotState};
+use crate::store::Moved;
 use serde_json::{Value, json};
 
 impl Reader {
     /// This partition's slot state (`None` unpartitioned).
     pub fn slot_state(&self) -> Result<Option<SlotState>, RErr> {
         self.snap.slot_state()
+    }
+
+    /// Items `from ..` (at most `limit`) of move batch `batch`, read for
+    /// sending to its target, each instance with its passed pairs per its
+    /// model.
+    pub fn moved_items(&self, batch: u64, from: u64, limit: usize) -> Result<Vec<Moved>, RErr> {
+        let pairs = |p: &str, v: u32, vars: &crate::model::Vars| -> Vec<(String, String)> {
+            match self.process(p, v) {
+                Ok(Some(m)) => m
+                    .correlation_pairs(vars)
+                    .map(|(a, b)| (a.to_string(), b))
+                    .collect(),
+                _ => Vec::new(),
+            }
+        };
+        self.snap.export_items(batch, from, limit, &pairs)
+    }
+
+    /// Where this partition's id counters stand (a target goes on above).
+    pub fn id_counters(&self) -> Result<Vec<(String, u64)>, RErr> {
+        self.snap.id_counters()
     }
 }
 

@@ -59,6 +59,13 @@ impl Postfach {
                 check_name("by", by)?;
             }
             BatchOp::Cancel | BatchOp::Retry | BatchOp::Requeue | BatchOp::Delete => {}
+            BatchOp::MoveSlots { .. } => {
+                return Err(crate::EngineError::BatchRefused {
+                    batch: 0,
+                    reason: "slots are moved by a slot move (`cluster move-slots`), which chooses its own items".into(),
+                }
+                .into());
+            }
         }
         let items = self.select(&op, selection)?;
         self.submit(Command::CreateBatch { op, items })
@@ -83,7 +90,7 @@ impl Postfach {
                         f.has_incident.get_or_insert(true);
                         true
                     }
-                    BatchOp::Cancel | BatchOp::MoveToken { .. } => true,
+                    BatchOp::Cancel | BatchOp::MoveToken { .. } | BatchOp::MoveSlots { .. } => true,
                     BatchOp::Delete | BatchOp::Requeue | BatchOp::Discard { .. } => false,
                 };
                 let ended = |s: &str| s == "completed" || s == "cancelled";
@@ -138,7 +145,10 @@ impl Postfach {
                 .reader()?
                 .batches()?
                 .into_iter()
-                .filter(|b| b.state == BatchState::Running)
+                // a slot move is driven by its own runner (`runtime::moves`)
+                .filter(|b| {
+                    b.state == BatchState::Running && !matches!(b.op, BatchOp::MoveSlots { .. })
+                })
                 .map(|b| b.id)
                 .collect();
             if running.is_empty() {

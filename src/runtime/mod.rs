@@ -14,7 +14,9 @@ mod batches;
 pub use batches::{BATCH_SLICE, Selection};
 mod jobs;
 mod migrate;
+mod moves;
 pub use migrate::MIGRATE_IN_CALL;
+pub use moves::{Driven, MOVE_SLICE, MoveTarget};
 
 use crate::clock::{Clock, Millis};
 pub use crate::commit::CommitStats;

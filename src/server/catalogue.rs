@@ -25,6 +25,10 @@ pub enum Placement {
     ByPartitionId(&'static str),
     /// The slot map: gathered from every partition by the gateway.
     SlotMap,
+    /// A move of a range of slots: begun on every partition that owns
+    /// slots of it, each its own part, with the target's address and a
+    /// map version of its own.
+    MoveSlots,
     /// On the partition of the body's correlation `key`.
     ByKey,
     /// A start: any partition, which hands a keyed start to its owner.

@@ -20,6 +20,7 @@ pub mod documents;
 pub mod gateway;
 pub mod http;
 pub mod metrics;
+mod moves;
 pub mod oidc;
 #[cfg(feature = "otlp")]
 pub mod otlp;
@@ -158,6 +159,7 @@ pub async fn run(
     ));
     let watcher = spawn_watcher(pf.clone(), alarms.clone(), backups.clone());
     let batcher = spawn_batch_runner(pf.clone());
+    let mover = moves::spawn_runner(pf.clone(), listen.token.clone());
     // one shutdown for both: the API stops accepting, the edge stops pulling
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let (mut stop_http, mut stop_edge) = (stop_rx.clone(), stop_rx.clone());
@@ -221,6 +223,7 @@ pub async fn run(
     });
     watcher.abort();
     batcher.abort();
+    mover.abort();
     if let Some(z) = zeebe {
         let _ = z.await; // it stopped with the API
     }

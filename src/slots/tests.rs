@@ -176,3 +176,60 @@ proptest! {
         prop_assert_eq!(naive(&back), owners);
     }
 }
+
+proptest! {
+    /// A growth plan gives every new partition its share and takes it
+    /// evenly from the others: afterwards every partition owns S / P' or
+    /// one more, each move takes exactly slots its source owned, and the
+    /// slots no move names stay where they were.
+    #[test]
+    fn a_growth_plan_shares_the_slots_evenly(
+        p in 1u32..=8,
+        grow in 1u32..=6,
+        moves in proptest::collection::vec((0u32..4096, 0u32..200, 0u32..8), 0..4),
+    ) {
+        let mut m = SlotMap::new(p).unwrap();
+        for (first, len, to) in moves {
+            let first = first % m.slots();
+            m = m.assign(first, (first + len).min(m.slots() - 1), to % p).unwrap();
+        }
+        let target = m.partitions() + grow;
+        let plan = grow_plan(&m, target).unwrap();
+        let before = naive(&m);
+        let mut after = m.clone();
+        for mv in &plan {
+            // exactly the source's slots in the range move
+            for s in mv.first..=mv.last {
+                if before[s as usize] == mv.from {
+                    after = after.assign(s, s, mv.to).unwrap();
+                }
+            }
+            prop_assert!(mv.to >= m.partitions());
+        }
+        let share = m.slots() / target;
+        for q in 0..target {
+            let owned = after.count_owned(q);
+            prop_assert!(owned <= share + 1, "{q} owns {owned}, share {share}");
+        }
+        for q in m.partitions()..target {
+            prop_assert!(after.count_owned(q) >= share, "new {q}: {}", after.count_owned(q));
+        }
+    }
+}
+
+#[test]
+fn four_partitions_grow_to_six() {
+    let m = SlotMap::new(4).unwrap();
+    let plan = grow_plan(&m, 6).unwrap();
+    // 4096 = 4·683 + 2·682: each of the four keeps 683 and gives 341
+    let mut to = [0u32; 6];
+    let mut from = [0u32; 6];
+    for mv in &plan {
+        let n = (mv.first..=mv.last).filter(|s| s % 4 == mv.from).count() as u32;
+        to[mv.to as usize] += n;
+        from[mv.from as usize] += n;
+    }
+    assert_eq!(&to[4..], &[682, 682]);
+    assert_eq!(&from[..4], &[341, 341, 341, 341]);
+    assert!(grow_plan(&m, 4).unwrap().is_empty());
+}

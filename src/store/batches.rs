@@ -52,6 +52,17 @@ pub enum BatchOp {
     },
     /// Delete each ended instance with its history.
     Delete,
+    /// Move slots `first ..= last` of this partition to partition `to`:
+    /// each instance and message record is sent there, then forgotten here
+    /// (`crate::slots::SlotMove`; the move's id is the batch's).
+    MoveSlots {
+        /// First slot of the range.
+        first: u32,
+        /// Last slot of the range.
+        last: u32,
+        /// The partition that takes them.
+        to: u32,
+    },
 }
 
 impl BatchOp {
@@ -65,6 +76,7 @@ impl BatchOp {
             BatchOp::Requeue => "requeue",
             BatchOp::Discard { .. } => "discard",
             BatchOp::Delete => "delete",
+            BatchOp::MoveSlots { .. } => "move-slots",
         }
     }
 
@@ -76,7 +88,8 @@ impl BatchOp {
             | BatchOp::Retry
             | BatchOp::Migrate(_)
             | BatchOp::MoveToken { .. }
-            | BatchOp::Delete => false,
+            | BatchOp::Delete
+            | BatchOp::MoveSlots { .. } => false,
         }
     }
 }
@@ -89,6 +102,8 @@ pub enum BatchItem {
     Instance(u64),
     /// A message id (`NAME/ID` or the sequence).
     Message(String),
+    /// A message record by its sequence (a slot move's).
+    MessageRecord(u64),
 }
 
 impl std::fmt::Display for BatchItem {
@@ -96,6 +111,7 @@ impl std::fmt::Display for BatchItem {
         match self {
             BatchItem::Instance(i) => write!(f, "{i}"),
             BatchItem::Message(m) => f.write_str(m),
+            BatchItem::MessageRecord(seq) => write!(f, "message record {seq}"),
         }
     }
 }

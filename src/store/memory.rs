@@ -22,6 +22,15 @@ impl MemoryStore {
         MemoryStore { db }
     }
 
+    /// An empty database that is partition `p` of a cluster.
+    pub fn partition(p: crate::partition::Partition) -> Self {
+        let db = redb::Database::builder()
+            .create_with_backend(redb::backends::InMemoryBackend::new())
+            .expect("in-memory database");
+        init(&db, "memory", Some(p)).expect("tables created");
+        MemoryStore { db }
+    }
+
     /// One write transaction over every table; committed when `f` returns.
     pub fn write<T>(&self, f: impl FnOnce(&mut Tables<'_>) -> T) -> T {
         let mut tx = self.db.begin_write().expect("write transaction");

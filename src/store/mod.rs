@@ -195,7 +195,7 @@ mod pinned;
 #[cfg(test)]
 mod sim;
 mod snapshot;
-mod tables;
+pub(crate) mod tables;
 pub(crate) mod verify;
 
 /// A table opened where a database of an earlier release may not have it
@@ -227,6 +227,7 @@ pub use instance::*;
 pub(crate) use memory::MemoryStore;
 pub use open::*;
 pub(crate) use snapshot::Snapshot;
+pub use tables::{ID_COUNTERS, Moved};
 pub(crate) use tables::{Resting, Tables};
 
 // ---------- records ----------

@@ -11,7 +11,7 @@ pub(crate) type DeployedVersion = (u32, Millis, String);
 
 /// One read snapshot of every table.
 pub(crate) struct Snapshot {
-    tx: ReadTransaction,
+    pub(super) tx: ReadTransaction,
 }
 
 /// A kept event about a parked message: (row id, JSON).
@@ -23,7 +23,7 @@ impl Snapshot {
         Snapshot { tx }
     }
 
-    fn table<K: redb::Key + 'static, V: redb::Value + 'static>(
+    pub(super) fn table<K: redb::Key + 'static, V: redb::Value + 'static>(
         &self,
         def: TableDefinition<K, V>,
     ) -> Result<ReadOnlyTable<K, V>, StoreError> {

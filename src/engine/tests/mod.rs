@@ -33,6 +33,25 @@ impl Harness {
         h
     }
 
+    /// Partition `index` of a cluster of `count`, with the reference model
+    /// deployed.
+    fn partition(index: u64, count: u64) -> Self {
+        let p = crate::partition::Partition::new(index, count).unwrap();
+        let mut h = Harness {
+            db: MemoryStore::partition(p),
+            defs: DefCache::default(),
+            cfg: Config {
+                partition: p,
+                ..Config::default()
+            },
+            now: T0,
+        };
+        let keys = [(MSG.to_string(), "auftragId".to_string())].into();
+        h.step(|e| e.deploy("ref.bpmn", REFERENCE, &keys, None))
+            .unwrap();
+        h
+    }
+
     /// One batch: the TTL sweep and lease release every batch does, then `f`.
     fn step<T>(&mut self, f: impl FnOnce(&mut Engine<'_, '_>) -> R<T>) -> R<T> {
         let (defs, cfg, now) = (&self.defs, &self.cfg, self.now);
@@ -684,3 +703,4 @@ proptest! {
 mod batches;
 mod compensation;
 mod migration;
+mod moves;

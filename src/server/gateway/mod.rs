@@ -341,6 +341,10 @@ async fn forward(State(gw): State<Gw>, req: Request) -> Response {
             None => any(&gw, &p).await,
         },
         Placement::SlotMap => slot_map(State(gw.clone()), p.headers.clone()).await,
+        Placement::MoveSlots => match slots::begin_moves(&gw, &p.headers, &p.body).await {
+            Ok((status, v)) => json_response(status, v),
+            Err((status, why)) => problem(status, why),
+        },
         Placement::PartitionZero => one(&gw, 0, &p).await,
         Placement::ByKey => {
             let key = serde_json::from_slice::<Value>(&p.body)

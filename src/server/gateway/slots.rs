@@ -276,3 +276,140 @@ pub(super) async fn placed(gw: &Gw, at: u32, r: Sent<'_>) -> Result<Answer, Unre
         return Ok(a);
     }
 }
+
+/// `POST /slots/moves` through a gateway: the range's slots move to
+/// partition `to` — every partition that owns slots of it begins its part,
+/// with `to`'s address and a map version of its own. Refused (nothing
+/// begun) when `to` is not one of the gateway's partitions or does not
+/// answer ready, or when no other partition owns a slot of the range.
+pub(super) async fn begin_moves(
+    gw: &Gw,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Result<(StatusCode, Value), (StatusCode, String)> {
+    let bad = |why: String| (StatusCode::BAD_REQUEST, why);
+    let b: crate::server::http::requests::MoveBody =
+        serde_json::from_slice(body).map_err(|e| bad(format!("request body: {e}")))?;
+    if b.to >= gw.parts.count() {
+        return Err(bad(format!(
+            "to: partition {} is not one of the gateway's {} partitions (give it --partition-url {}=URL)",
+            b.to,
+            gw.parts.count(),
+            b.to
+        )));
+    }
+    let answers = gather(gw, headers).await;
+    let (map, in_flight) = match merge(&answers) {
+        Some((m, moves)) => (Arc::new(m), moves),
+        None if answers.is_empty() => {
+            return Err((
+                StatusCode::SERVICE_UNAVAILABLE,
+                "no partition answered with its slot map".into(),
+            ));
+        }
+        None => {
+            return Err((
+                StatusCode::CONFLICT,
+                "the cluster is unpartitioned: it has no slots to move".into(),
+            ));
+        }
+    };
+    gw.map.put(map.clone());
+    // each move makes a version of its own, above every one in flight
+    let base = in_flight
+        .iter()
+        .filter_map(|m| m["version"].as_u64())
+        .fold(map.version(), u64::max);
+    crate::slots::parse_range(&format!("{}-{}", b.first, b.last), map.slots())
+        .map_err(|e| bad(e.to_string()))?;
+    target_ready(gw, b.to, headers).await?;
+    let mut sources: Vec<u32> = map
+        .ranges()
+        .iter()
+        .filter(|r| r.last >= b.first && r.first <= b.last && r.partition != b.to)
+        .filter(|r| b.from.is_none_or(|f| f == r.partition))
+        .map(|r| r.partition)
+        .collect();
+    sources.sort_unstable();
+    sources.dedup();
+    if sources.is_empty() {
+        return Err((
+            StatusCode::CONFLICT,
+            match b.from {
+                Some(f) => format!("partition {f} owns none of slots {}-{}", b.first, b.last),
+                None => format!(
+                    "slots {}-{} are on partition {} already",
+                    b.first, b.last, b.to
+                ),
+            },
+        ));
+    }
+    let mut moves = Vec::new();
+    let mut failed = None;
+    for (k, src) in sources.iter().enumerate() {
+        let part = crate::server::http::requests::MoveBody {
+            first: b.first,
+            last: b.last,
+            to: b.to,
+            from: Some(*src),
+            to_url: Some(gw.parts.url(b.to).to_string()),
+            version: Some(base + 1 + k as u64),
+        };
+        let sent = serde_json::to_vec(&part).unwrap_or_default();
+        let mut h = headers.clone();
+        h.insert(
+            header::CONTENT_TYPE,
+            header::HeaderValue::from_static("application/json"),
+        );
+        match gw
+            .parts
+            .send(*src, Method::POST, "/slots/moves", &h, Bytes::from(sent))
+            .await
+        {
+            Ok(a) if a.status.is_success() => {
+                let mut v = a.json().unwrap_or(Value::Null);
+                v["partition"] = json!(src);
+                moves.push(v);
+            }
+            Ok(a) => {
+                let why = a
+                    .json()
+                    .and_then(|v| v["error"].as_str().map(str::to_string))
+                    .unwrap_or_else(|| a.status.to_string());
+                moves.push(json!({"partition": src, "error": why}));
+                failed.get_or_insert(a.status);
+            }
+            Err(u) => {
+                moves.push(json!({"partition": src, "error": u.to_string()}));
+                failed.get_or_insert(StatusCode::SERVICE_UNAVAILABLE);
+            }
+        }
+    }
+    gw.map.stale();
+    Ok((
+        failed.unwrap_or(StatusCode::OK),
+        json!({"moves": moves, "map_version": map.version()}),
+    ))
+}
+
+/// Refuses a move whose target does not answer ready.
+async fn target_ready(gw: &Gw, to: u32, headers: &HeaderMap) -> Result<(), (StatusCode, String)> {
+    match gw
+        .parts
+        .send(to, Method::GET, "/health/ready", headers, Bytes::new())
+        .await
+    {
+        Ok(a) if a.status.is_success() => Ok(()),
+        Ok(a) => Err((
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "partition {to} is not ready ({}): a move needs its target up",
+                a.status
+            ),
+        )),
+        Err(u) => Err((
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("{u}: a move needs its target up"),
+        )),
+    }
+}

@@ -11,6 +11,7 @@ mod instances;
 mod jobs;
 mod messages;
 mod processes;
+mod slots;
 
 pub use instances::MAX_PAGE;
 
@@ -416,13 +417,6 @@ async fn audit(State(s): State<AppState>, Query(q): Query<AuditQuery>) -> ApiRes
     Ok(Json(documents::audit(&s.pf.reader()?.audit(&filter)?)))
 }
 
-#[utoipa::path(get, path = "/slots", responses((status = 200, description = "The slot map: on a partition the map it holds (`slot_count`, `map_version`, `slots`: `[[first, last, partition], …]`), the ranges it owns and its moves in flight; on a gateway the cluster's map gathered from every partition (what `cluster status` and `cluster slot` show)", body = serde_json::Value)))]
-async fn slots(State(s): State<AppState>) -> ApiResult {
-    Ok(Json(crate::ops::slots_json(
-        s.pf.reader()?.slot_state()?.as_ref(),
-    )))
-}
-
 /// The server's own operations: health, metrics, this partition,
 /// retention, a pass of the executor, a backup and the audit trail.
 const OPERATIONS: &[Operation] = &[
@@ -430,7 +424,6 @@ const OPERATIONS: &[Operation] = &[
     op("ready", Method::GET, "/health/ready", Local, Open),
     op("metrics", Method::GET, "/metrics", Metrics, Read),
     op("partition", Method::GET, "/partition", Same, Read),
-    op("slots", Method::GET, "/slots", SlotMap, Read),
     op("cleanup", Method::POST, "/cleanup", Summed, Operate),
     op("work", Method::POST, "/work", Summed, Operate),
     op("backup", Method::POST, "/backups", BackupSet, Admin),
@@ -438,10 +431,11 @@ const OPERATIONS: &[Operation] = &[
 ];
 
 /// The catalogue's families (`super::catalogue`), each beside its handlers.
-pub(crate) fn families() -> [&'static [Operation]; 6] {
+pub(crate) fn families() -> [&'static [Operation]; 7] {
     [
         OPERATIONS,
         batches::OPERATIONS,
+        slots::OPERATIONS,
         instances::OPERATIONS,
         messages::OPERATIONS,
         jobs::OPERATIONS,
@@ -456,7 +450,6 @@ fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(ready))
         .routes(routes!(metrics))
         .routes(routes!(partition))
-        .routes(routes!(slots))
         .routes(routes!(cleanup))
         .routes(routes!(work))
         .routes(routes!(backup))
@@ -466,6 +459,7 @@ fn api() -> OpenApiRouter<AppState> {
         .merge(jobs::routes())
         .merge(processes::routes())
         .merge(batches::routes())
+        .merge(slots::routes())
 }
 
 /// `routes` with a body limit of `limit` bytes (a model's size) instead of
@@ -518,5 +512,6 @@ pub mod requests {
     };
     pub use super::messages::{DiscardBody, MessageBody, MessagesQuery, SignalBody};
     pub use super::processes::{EvaluateBody, StatisticsQuery, TaskBody, TasksQuery};
+    pub use super::slots::{MoveBody, SlotStepBody};
     pub use super::{AuditQuery, BackupBody};
 }

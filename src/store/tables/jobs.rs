@@ -293,11 +293,23 @@ impl Tables<'_> {
         Ok(())
     }
 
+    /// Whether job `id` is a timer start's (read only while a move is in
+    /// flight, for a job whose slot is not live).
+    fn is_start_timer(&self, id: u64) -> Result<bool, StoreError> {
+        let job: Option<JobRecord> = get_record(self.jobs.get()?, id)?;
+        Ok(job.is_some_and(|j| matches!(j.kind, JobKind::StartTimer { .. })))
+    }
+
     /// Up to `limit` continuation and timer jobs due by `now`, oldest first.
     pub fn due_continuations(&self, now: Millis, limit: usize) -> Result<Vec<u64>, StoreError> {
         let mut due = Vec::new();
         for row in self.cont_due.get()?.range((0u64, 0u64)..=(now, u64::MAX))? {
-            due.push(row?.0.value().1);
+            let id = row?.0.value().1;
+            // a slot in a move waits; a start timer is the partition's
+            if !self.is_live(id)? && !self.is_start_timer(id)? {
+                continue;
+            }
+            due.push(id);
             if due.len() >= limit {
                 break;
             }
@@ -318,7 +330,11 @@ impl Tables<'_> {
             .get()?
             .range((topic, 0u64, 0u64)..=(topic, now, u64::MAX))?
         {
-            ids.push(row?.0.value().2);
+            let id = row?.0.value().2;
+            if !self.is_live(id)? {
+                continue;
+            }
+            ids.push(id);
             if ids.len() >= limit {
                 break;
             }
@@ -330,7 +346,10 @@ impl Tables<'_> {
     pub fn leases_until(&self, until: Millis) -> Result<Vec<(Millis, u64)>, StoreError> {
         let mut out = Vec::new();
         for row in self.leases.get()?.range((0u64, 0u64)..=(until, u64::MAX))? {
-            out.push(row?.0.value());
+            let (at, id) = row?.0.value();
+            if self.is_live(id)? {
+                out.push((at, id));
+            }
         }
         Ok(out)
     }

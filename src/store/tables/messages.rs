@@ -198,7 +198,12 @@ impl Tables<'_> {
     pub fn expired(&self, now: Millis, limit: usize) -> Result<Vec<(Millis, u64)>, StoreError> {
         let mut due = Vec::new();
         for row in self.expiry.get()?.range((0u64, 0u64)..=(now, u64::MAX))? {
-            due.push(row?.0.value());
+            let (at, seq) = row?.0.value();
+            // a message in a slot in a move expires where the move leaves it
+            if !self.is_live(seq)? {
+                continue;
+            }
+            due.push((at, seq));
             if due.len() >= limit {
                 break;
             }

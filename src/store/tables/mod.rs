@@ -25,6 +25,7 @@ mod jobs;
 mod lazy;
 mod messages;
 mod migrations;
+mod moves;
 mod slots;
 mod tasks;
 mod waits;
@@ -39,6 +40,7 @@ use messages::MessageRows;
 pub(in crate::store) use messages::message_instances;
 #[cfg(test)]
 pub(in crate::store) use migrations::overrides_giving;
+pub use moves::{ID_COUNTERS, Moved};
 
 /// The tables of one write transaction, each opened when the batch first
 /// uses it ([`Lazy`]).
@@ -123,7 +125,7 @@ fn stored_partition(
     let index = meta.get(PARTITION_INDEX_KEY)?.map(|g| g.value());
     match (count, index) {
         (None, None) => Ok(None),
-        (Some(c), Some(i)) => crate::partition::Partition::new(i, c)
+        (Some(c), Some(i)) => crate::partition::Partition::member(i, c)
             .map(Some)
             .map_err(|e| CodecError::Decode(format!("the stored partition: {e}")).into()),
         _ => Err(

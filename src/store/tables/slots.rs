@@ -82,6 +82,43 @@ impl<'t> Tables<'t> {
         self.add(name, 0)
     }
 
+    /// Raises counter `name` to at least `n` (a partition taking slots
+    /// continues above the giver, so no id repeats).
+    pub fn raise_counter(&mut self, name: &'static str, n: u64) -> Result<(), StoreError> {
+        let at = self.add(name, 0)?;
+        if n > at {
+            self.add(name, n - at)?;
+        }
+        Ok(())
+    }
+
+    /// Whether the record `id` names (a job, message record, instance) is
+    /// live here: its slot is this partition's and not moving (see
+    /// [`crate::slots::is_live`]). A start timer belongs to the partition,
+    /// whatever slot its id carries.
+    pub(super) fn is_live(&self, id: u64) -> Result<bool, StoreError> {
+        let state = self.slot_state()?;
+        Ok(crate::slots::is_live(state.as_deref(), id))
+    }
+
+    /// Every instance id, in order (keys only: a move picks its items).
+    pub fn instance_ids(&self) -> Result<Vec<u64>, StoreError> {
+        let mut out = Vec::new();
+        for row in self.instances.get()?.iter()? {
+            out.push(row?.0.value());
+        }
+        Ok(out)
+    }
+
+    /// Every message record's sequence, in order.
+    pub fn message_seqs(&self) -> Result<Vec<u64>, StoreError> {
+        let mut out = Vec::new();
+        for row in self.messages.get()?.iter()? {
+            out.push(row?.0.value());
+        }
+        Ok(out)
+    }
+
     /// Gives a clustered database its slot state when it has none: the map
     /// of its partitions (slot s on s mod P, every key where it was). A
     /// database from before slots keeps its counters: the n-th id after the

@@ -33,7 +33,9 @@
 //!
 //! A backup cut by the power (`during_backup.rs`) leaves the database
 //! whole and the backup either complete or refused as partial; a batch cut
-//! by the power (`during_batch.rs`) resumes and does every item once.
+//! by the power (`during_batch.rs`) resumes and does every item once; a
+//! slot move cut on either side (`during_move.rs`) resumes and leaves
+//! everything on one partition.
 //!
 //! `cargo test` runs 24 cases; `benches/power_loss.sh` runs thousands.
 
@@ -47,6 +49,7 @@ use workload::{Op, op, options, workload};
 mod check;
 mod during_backup;
 mod during_batch;
+mod during_move;
 mod workload;
 
 /// When the power goes.

@@ -435,6 +435,7 @@ fn router_drain(
                         topic: format!("{topic}-p{{partition}}"),
                         partition_subscription: format!("{topic}-p{{partition}}"),
                         create: Some(false),
+                        slot_map: None,
                     },
                 ))
                 .unwrap();

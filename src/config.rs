@@ -356,6 +356,12 @@ pub struct ClusterConfig {
     /// others. As `--partition-url I=URL` on the command line.
     #[serde(default)]
     pub partition_urls: Vec<String>,
+    /// The topic of partition I, `{partition}` for I (what the router
+    /// forwards to): a delivery for a key whose slot another partition owns
+    /// — its slot moved since it was forwarded — goes on to that
+    /// partition's topic. As `--forward-topic` on the command line.
+    #[serde(default)]
+    pub forward_topic: Option<String>,
 }
 
 impl ClusterConfig {

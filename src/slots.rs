@@ -337,6 +337,32 @@ impl SlotMap {
         self.moved = merged;
     }
 
+    /// The map as `GET /slots` and `cluster status --json` show it
+    /// (`slot_count`, `map_version`, `base_partitions`, `slots`: `[[first,
+    /// last, partition], …]`), range-checked; `None` for an unpartitioned
+    /// answer (no slot count).
+    pub fn from_json(v: &serde_json::Value) -> Result<Option<Self>, SlotError> {
+        let Some(count) = v["slot_count"].as_u64() else {
+            return Ok(None);
+        };
+        let n = |x: &serde_json::Value| x.as_u64().map(|n| n.min(u64::from(u32::MAX)) as u32);
+        let ranges = v["slots"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|r| {
+                Some(SlotRange {
+                    first: n(&r[0])?,
+                    last: n(&r[1])?,
+                    partition: n(&r[2])?,
+                })
+            })
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| SlotError::Syntax(v["slots"].to_string()))?;
+        let base = n(&v["base_partitions"]).unwrap_or(1);
+        Self::from_ranges(count, v["map_version"].as_u64().unwrap_or(1), base, &ranges).map(Some)
+    }
+
     /// The map as `[[first, last, partition], …]`.
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::Value::Array(

@@ -11,7 +11,7 @@
 #![cfg(feature = "server")]
 use crate::common;
 use common::server::{Gateway, Server, cli_ok, free_ports, http};
-use postfach::slots::{SlotMap, SlotRange};
+use postfach::slots::SlotMap;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
@@ -34,24 +34,9 @@ fn partition(dir: &std::path::Path, i: u64, port: u16) -> Server {
 
 /// The cluster's map as `cluster status --json` shows it.
 fn map_of(url: &str) -> SlotMap {
-    let v = cli_ok(url, None, &["cluster", "status"]);
-    let ranges: Vec<SlotRange> = v["slots"]
-        .as_array()
+    SlotMap::from_json(&cli_ok(url, None, &["cluster", "status"]))
         .unwrap()
-        .iter()
-        .map(|r| SlotRange {
-            first: r[0].as_u64().unwrap() as u32,
-            last: r[1].as_u64().unwrap() as u32,
-            partition: r[2].as_u64().unwrap() as u32,
-        })
-        .collect();
-    SlotMap::from_ranges(
-        v["slot_count"].as_u64().unwrap(),
-        v["map_version"].as_u64().unwrap(),
-        v["base_partitions"].as_u64().unwrap() as u32,
-        &ranges,
-    )
-    .unwrap()
+        .unwrap()
 }
 
 /// Sends the completion of `key` until some partition answers it (a

@@ -85,6 +85,12 @@ pub(crate) struct RouteArgs {
     /// emulator (default: named as its topic).
     #[arg(long, value_name = "TEMPLATE", requires = "subscription")]
     pub(crate) partition_subscription: Option<String>,
+    /// A gateway whose slot map the router routes by, asked every 2 s (with
+    /// $POSTFACH_TOKEN): needed once slots move; without it, the map the
+    /// cluster started with, and a partition hands on what is no longer
+    /// its own (run --forward-topic).
+    #[arg(long, value_name = "URL", requires = "subscription")]
+    pub(crate) slot_map: Option<String>,
     /// How long a delivery stays leased to a router that stopped answering
     /// before Pub/Sub hands it out again (10s … 10m; default 10s: a forward
     /// takes milliseconds, and a killed router's deliveries come back soon).
@@ -200,6 +206,7 @@ fn router_config(
         partition_subscription,
         topic,
         create: None,
+        slot_map: route.slot_map.clone(),
     };
     cfg.check().map_err(|e| usage(e.to_string()))?;
     let file = super::serve::run_config(config)?;

@@ -144,6 +144,12 @@ pub(crate) struct RunArgs {
     /// processes throw reach the others through them ([cluster] in --config).
     #[arg(long = "partition-url", value_name = "I=URL", requires = "partitions")]
     pub(crate) partition_url: Vec<String>,
+    /// The topic of partition I, with {partition} where I goes (the
+    /// router's --forward-topic): a delivery for a key whose slot moved to
+    /// another partition goes on to that one's topic ([cluster]
+    /// forward_topic in --config).
+    #[arg(long, value_name = "TEMPLATE", requires = "partitions")]
+    pub(crate) forward_topic: Option<String>,
     #[command(flatten)]
     pub(crate) tls: TlsArgs,
     /// Serve Zeebe's gateway protocol (gRPC) for Camunda 8's clients and
@@ -194,6 +200,7 @@ pub(super) async fn run(pf: &Postfach, args: RunArgs) -> Result<Output, Failure>
         partitions: _,
         partition: _,
         partition_url,
+        forward_topic,
         tls,
         zeebe_listen,
     } = args;
@@ -204,6 +211,9 @@ pub(super) async fn run(pf: &Postfach, args: RunArgs) -> Result<Output, Failure>
     config.send_topics.extend(send_topics(&send_topic)?);
     if !partition_url.is_empty() {
         config.cluster.partition_urls = super::cluster::partition_urls(&partition_url)?;
+    }
+    if forward_topic.is_some() {
+        config.cluster.forward_topic = forward_topic;
     }
     if let Some(mut s) = consume.config() {
         s.ttl = message_ttl;

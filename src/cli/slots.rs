@@ -10,7 +10,7 @@ use super::Cli;
 use super::prelude::*;
 use super::remote::Call;
 use super::remote::client_of;
-use postfach::slots::{SlotMap, SlotRange};
+use postfach::slots::SlotMap;
 use serde_json::{Value, json};
 
 /// `cluster slot KEY`: `{"key", "slot", "partition", "map_version"}`.
@@ -19,27 +19,12 @@ pub(super) async fn slot(cli: &Cli, key: &str, partitions: Option<u64>) -> Resul
         (Some(_), _) => {
             let client = client_of(cli)?;
             let v = client.call(&super::remote::Call::to("slots")?).await?;
-            let ranges: Option<Vec<SlotRange>> = v["slots"].as_array().map(|l| {
-                l.iter()
-                    .filter_map(|r| {
-                        Some(SlotRange {
-                            first: r[0].as_u64()? as u32,
-                            last: r[1].as_u64()? as u32,
-                            partition: r[2].as_u64()? as u32,
-                        })
-                    })
-                    .collect()
-            });
-            match (v["slot_count"].as_u64(), ranges) {
-                (Some(count), Some(ranges)) => SlotMap::from_ranges(
-                    count,
-                    v["map_version"].as_u64().unwrap_or(1),
-                    v["base_partitions"].as_u64().unwrap_or(1) as u32,
-                    &ranges,
-                )
-                .map_err(|e| usage(format!("the slot map the server holds: {e}")))?,
+            match SlotMap::from_json(&v)
+                .map_err(|e| usage(format!("the slot map the server holds: {e}")))?
+            {
+                Some(map) => map,
                 // unpartitioned: every key is on the one partition
-                _ => {
+                None => {
                     let v = json!({"key": key, "slot": null, "partition": 0, "map_version": 0});
                     return Ok(out(
                         v,
@@ -167,29 +152,9 @@ async fn server_map(
     }
     let client = client_of(cli)?;
     let v = client.call(&Call::to("slots")?).await?;
-    let ranges: Vec<SlotRange> = v["slots"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|r| {
-            Some(SlotRange {
-                first: r[0].as_u64()? as u32,
-                last: r[1].as_u64()? as u32,
-                partition: r[2].as_u64()? as u32,
-            })
-        })
-        .collect();
-    let Some(count) = v["slot_count"].as_u64() else {
-        return Ok((client, None));
-    };
-    let map = SlotMap::from_ranges(
-        count,
-        v["map_version"].as_u64().unwrap_or(1),
-        v["base_partitions"].as_u64().unwrap_or(1) as u32,
-        &ranges,
-    )
-    .map_err(|e| usage(format!("the slot map the server holds: {e}")))?;
-    Ok((client, Some(map)))
+    let map =
+        SlotMap::from_json(&v).map_err(|e| usage(format!("the slot map the server holds: {e}")))?;
+    Ok((client, map))
 }
 
 /// `cluster move-slots FIRST-LAST --to P [--from P]`: the gateway begins a

@@ -15,6 +15,7 @@ pub mod emulator;
 pub mod gcs_emulator;
 pub mod notifications;
 pub mod outbox;
+pub mod reroute;
 pub mod router;
 pub mod storage;
 
@@ -367,7 +368,17 @@ impl Edge {
             hold_acks: cfg!(debug_assertions)
                 && std::env::var("POSTFACH_TEST_HOLD_ACKS").is_ok_and(|v| v == "1"),
         };
-        let sink = std::sync::Arc::new(pf.clone());
+        // a delivery for a slot that moved goes on to its owner's topic
+        let topics = match &config.cluster.forward_topic {
+            Some(t) if pf.partition().is_clustered() => {
+                Some(reroute::Topics::new(conn.clone(), t, None, 10)?)
+            }
+            _ => None,
+        };
+        let sink = std::sync::Arc::new(reroute::Reroute {
+            pf: pf.clone(),
+            topics,
+        });
         let mut consumers = Vec::new();
         for s in &config.subscriptions {
             let c = Consumer::start(conn.clone(), s, sink.clone(), options.clone())?;

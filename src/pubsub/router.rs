@@ -1,8 +1,11 @@
 //! The cluster's router: consumes the shared subscription with the consumer
 //! every partition uses, decodes each delivery's correlation key with the
 //! subscription's own rules, and publishes it unchanged to the topic of the
-//! partition that owns the key, which that partition consumes as it would
-//! consume the shared one.
+//! partition that owns the key's slot per the slot map it holds (gathered
+//! from a gateway every few seconds with `slot_map`, else the map the
+//! cluster started with), which that partition consumes as it would
+//! consume the shared one; a partition that no longer owns the slot hands
+//! the delivery on ([`super::reroute`]).
 //!
 //! Invariants:
 //! - A delivery is acked only once the broker confirmed its forward (a failed
@@ -18,16 +21,13 @@
 //!   control (outstanding messages and bytes), as every consumer's is.
 
 use super::consumer::{Consumer, ConsumerOptions, Take, Taken};
+use super::reroute::Topics;
 use super::{Connection, PubsubError, SubscriptionOptions};
 use crate::ingress::{Decoded, Incoming, SubscriptionConfig};
 use crate::partition::Partition;
-use google_cloud_pubsub::client::Publisher;
-use google_cloud_pubsub::model::Message;
+use crate::slots::SlotMap;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// How long a forward may wait for the broker's confirmation.
-const FORWARD_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What the router forwards where.
 #[derive(Debug, Clone)]
@@ -44,6 +44,10 @@ pub struct RouterConfig {
     /// Create the topics and partition subscriptions when missing (an
     /// emulator's default).
     pub create: Option<bool>,
+    /// A gateway whose `GET /slots` gives the map to route by, asked every
+    /// few seconds (with `$POSTFACH_TOKEN`); none: the map the cluster
+    /// started with.
+    pub slot_map: Option<String>,
 }
 
 impl RouterConfig {
@@ -82,39 +86,79 @@ impl RouterConfig {
 
 /// Forwards each delivery to the topic of its key's partition.
 struct Forward {
-    partition: Partition,
-    topics: Vec<(String, Publisher)>,
+    map: Arc<std::sync::RwLock<SlotMap>>,
+    topics: Topics,
 }
 
 impl Take for Forward {
     async fn take(&self, incoming: &Incoming, decoded: Decoded) -> Taken {
         let to = match &decoded {
-            Decoded::Publish(p) => self.partition.of_key(&p.key),
+            Decoded::Publish(p) => self
+                .map
+                .read()
+                .map(|m| m.partition_of_key(&p.key))
+                .unwrap_or(0),
             Decoded::Malformed(_) => 0,
         };
-        let (topic, publisher) = &self.topics[to as usize];
-        let msg = Message::new()
-            .set_data(bytes::Bytes::from(incoming.data.clone()))
-            .set_attributes(incoming.forwarded_attributes());
-        Taken::Forwarded(
-            match tokio::time::timeout(FORWARD_TIMEOUT, publisher.publish(msg)).await {
-                Ok(Ok(id)) => {
-                    tracing::debug!(topic = %topic, partition = to, pubsub_message_id = %incoming.broker_id, forwarded_as = %id, "delivery forwarded");
-                    Ok(id)
-                }
-                Ok(Err(e)) => Err(format!("forward to {topic}: {e}")),
-                Err(_) => Err(format!(
-                    "forward to {topic}: no confirmation within {} s",
-                    FORWARD_TIMEOUT.as_secs()
-                )),
-            },
-        )
+        Taken::Forwarded(self.topics.forward(to, incoming).await)
     }
+}
+
+/// How often a router asks its gateway for the slot map.
+const MAP_EVERY: Duration = Duration::from_secs(2);
+
+/// Asks `url`'s `GET /slots` for the map every [`MAP_EVERY`] and keeps the
+/// newest version; opens the topics of partitions it names for the first
+/// time.
+fn spawn_map_refresh(
+    url: String,
+    map: Arc<std::sync::RwLock<SlotMap>>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let client =
+            crate::server::client::Http::new(Duration::from_secs(2), Duration::from_secs(10));
+        let mut headers = axum::http::HeaderMap::new();
+        if let Ok(t) = std::env::var("POSTFACH_TOKEN")
+            && let Ok(v) = axum::http::HeaderValue::from_str(&format!("Bearer {}", t.trim()))
+        {
+            headers.insert(axum::http::header::AUTHORIZATION, v);
+        }
+        let full = format!("{}/slots", url.trim_end_matches('/'));
+        loop {
+            let got = client
+                .send(
+                    axum::http::Method::GET,
+                    &full,
+                    &headers,
+                    bytes::Bytes::new(),
+                )
+                .await;
+            match got
+                .ok()
+                .and_then(|a| a.json())
+                .map(|v| SlotMap::from_json(&v))
+            {
+                Some(Ok(Some(m))) => {
+                    if let Ok(mut held) = map.write()
+                        && m.version() > held.version()
+                    {
+                        tracing::info!(version = m.version(), "router routes by a new slot map");
+                        *held = m;
+                    }
+                }
+                other => {
+                    tracing::warn!(url = %full, answer = ?other.map(|r| r.map(|_| ())), "no slot map from the gateway; routing by the one held")
+                }
+            }
+            tokio::time::sleep(MAP_EVERY).await;
+        }
+    })
 }
 
 /// A running router.
 pub struct Router {
     consumer: Consumer,
+    refresh: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Router {
@@ -122,8 +166,6 @@ impl Router {
     /// (emulators by default), then consumes the shared subscription.
     pub async fn start(conn: Connection, cfg: &RouterConfig) -> Result<Self, PubsubError> {
         cfg.check()?;
-        let partition = Partition::new(0, u64::from(cfg.partitions))
-            .map_err(|e| PubsubError::Config(e.to_string()))?;
         if cfg.create.unwrap_or(conn.is_emulator()) {
             // the partitions' leases as long as the shared subscription's
             let options = || SubscriptionOptions {
@@ -136,21 +178,28 @@ impl Router {
                 conn.ensure_subscription(&cfg.subscription.subscription, t, options())
                     .await?;
             }
-            for i in 0..cfg.partitions {
-                conn.ensure_topic(&cfg.topic_of(i)).await?;
-                conn.ensure_subscription(&cfg.subscription_of(i), &cfg.topic_of(i), options())
-                    .await?;
-            }
         }
-        let mut topics = Vec::new();
+        let create = cfg.create.unwrap_or(conn.is_emulator());
+        let topics = Topics::new(
+            conn.clone(),
+            &cfg.topic,
+            create.then_some(cfg.partition_subscription.as_str()),
+            cfg.subscription.lease_extension().as_secs().clamp(10, 600) as i32,
+        )?;
         for i in 0..cfg.partitions {
-            let t = cfg.topic_of(i);
-            topics.push((conn.topic_path(&t), conn.publisher(&t).await?));
+            topics.open(i).await?;
         }
+        let map = Arc::new(std::sync::RwLock::new(
+            SlotMap::new(cfg.partitions).map_err(|e| PubsubError::Config(e.to_string()))?,
+        ));
+        let refresh = cfg
+            .slot_map
+            .clone()
+            .map(|url| spawn_map_refresh(url, map.clone()));
         let consumer = Consumer::start(
             conn.clone(),
             &cfg.subscription,
-            Arc::new(Forward { partition, topics }),
+            Arc::new(Forward { map, topics }),
             ConsumerOptions::default(),
         )?;
         eprintln!(
@@ -160,7 +209,7 @@ impl Router {
             conn.topic_path(&cfg.topic),
             conn.describe()
         );
-        Ok(Router { consumer })
+        Ok(Router { consumer, refresh })
     }
 
     /// Its consumer's counters and state (for readiness and metrics).
@@ -170,6 +219,9 @@ impl Router {
 
     /// Stops pulling; forwards in flight finish and are acked.
     pub async fn stop(self) {
+        if let Some(r) = &self.refresh {
+            r.abort();
+        }
         self.consumer.stop().await;
     }
 }
@@ -185,6 +237,7 @@ mod tests {
             topic: topic.into(),
             partition_subscription: sub.into(),
             create: None,
+            slot_map: None,
         }
     }
 

@@ -450,6 +450,11 @@ pub struct SlotState {
     pub map: SlotMap,
     /// Moves this partition is the source or the target of, not finished.
     pub moves: Vec<SlotMove>,
+    /// Ids below this were handed out before the cluster had slots (as
+    /// `n · P + index`): they name no slot of their key, so a move waits
+    /// until no such instance runs and no such message is buffered (0:
+    /// none).
+    pub legacy_below: u64,
 }
 
 /// Whether a stored record (an id or sequence that carries its slot) is
@@ -538,6 +543,7 @@ impl SlotState {
             me,
             map,
             moves: Vec::new(),
+            legacy_below: 0,
         }
     }
 

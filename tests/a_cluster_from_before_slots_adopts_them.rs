@@ -73,6 +73,16 @@ async fn a_cluster_of_two_from_before_slots_runs_on_with_them() {
             .map(|i| i.instance.parse().unwrap())
             .collect();
         assert_eq!(old.len(), if index == 0 { 4 } else { 3 }, "{old:?}");
+        // their ids name no slot of their key: no slot moves while they run
+        let e = pf
+            .begin_slot_move(0, 4095, 1 - index, "http://127.0.0.1:1", None)
+            .await
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("dates from before this cluster had slots"),
+            "{e}"
+        );
         assert!(
             old.iter().all(|id| id % 2 == u64::from(index) && *id < 64),
             "{old:?}"
@@ -140,6 +150,12 @@ async fn a_cluster_of_two_from_before_slots_runs_on_with_them() {
                 .map(|i| (&i.instance, i.state))
                 .collect::<Vec<_>>()
         );
+        // once every order from before slots has ended, slots move
+        let b = pf
+            .begin_slot_move(0, 4095, 1 - index, "http://127.0.0.1:1", None)
+            .await
+            .unwrap();
+        assert_eq!(b.op.name(), "move-slots");
         // a key of the other partition is refused, naming it
         let e = pf
             .start(

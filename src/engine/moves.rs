@@ -163,6 +163,13 @@ impl<'a, 't> Engine<'a, 't> {
                 m.id, m.first, m.last
             )));
         }
+        if s.legacy_below > 0
+            && let Some(what) = self.t.legacy_in_flight(s.legacy_below)?
+        {
+            return Err(refused(format!(
+                "{what} dates from before this cluster had slots and is still open; its id names no slot of its key, so slots move once such instances have ended and such messages are settled"
+            )));
+        }
         let in_range = |id: u64| {
             let slot = s.map.slot_of_id(id);
             mine.iter().any(|(a, b)| (*a..=*b).contains(&slot))

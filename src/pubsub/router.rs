@@ -115,30 +115,27 @@ fn spawn_map_refresh(
     map: Arc<std::sync::RwLock<SlotMap>>,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let client =
-            crate::server::client::Http::new(Duration::from_secs(2), Duration::from_secs(10));
-        let mut headers = axum::http::HeaderMap::new();
-        if let Ok(t) = std::env::var("POSTFACH_TOKEN")
-            && let Ok(v) = axum::http::HeaderValue::from_str(&format!("Bearer {}", t.trim()))
-        {
-            headers.insert(axum::http::header::AUTHORIZATION, v);
-        }
+        let client = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(2))
+            .timeout(Duration::from_secs(10))
+            .build()
+            .unwrap_or_default();
+        let token = std::env::var("POSTFACH_TOKEN").ok();
         let full = format!("{}/slots", url.trim_end_matches('/'));
         loop {
-            let got = client
-                .send(
-                    axum::http::Method::GET,
-                    &full,
-                    &headers,
-                    bytes::Bytes::new(),
-                )
-                .await;
-            match got
-                .ok()
-                .and_then(|a| a.json())
-                .map(|v| SlotMap::from_json(&v))
-            {
-                Some(Ok(Some(m))) => {
+            let mut ask = client.get(&full);
+            if let Some(t) = &token {
+                ask = ask.bearer_auth(t.trim());
+            }
+            let got = match ask.send().await {
+                Ok(a) => a
+                    .json::<serde_json::Value>()
+                    .await
+                    .map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            };
+            match got.map(|v| SlotMap::from_json(&v)) {
+                Ok(Ok(Some(m))) => {
                     if let Ok(mut held) = map.write()
                         && m.version() > held.version()
                     {

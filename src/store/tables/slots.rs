@@ -110,6 +110,25 @@ impl<'t> Tables<'t> {
         Ok(out)
     }
 
+    /// Whether an instance with an id below `below` runs, or a message
+    /// record with a sequence below it is buffered (records from before
+    /// slots, which a move cannot place by their id).
+    pub fn legacy_in_flight(&self, below: u64) -> Result<Option<String>, StoreError> {
+        for row in self.instances.get()?.range(0..below)? {
+            let (k, v) = row?;
+            if decode_instance(v.value())?.ended_at.is_none() {
+                return Ok(Some(format!("instance {}", k.value())));
+            }
+        }
+        for row in self.messages.get()?.range(0..below)? {
+            let (k, v) = row?;
+            if decode_message(v.value())?.state == MessageState::Buffered {
+                return Ok(Some(format!("buffered message record {}", k.value())));
+            }
+        }
+        Ok(None)
+    }
+
     /// Every message record's sequence, in order.
     pub fn message_seqs(&self) -> Result<Vec<u64>, StoreError> {
         let mut out = Vec::new();
@@ -130,7 +149,17 @@ impl<'t> Tables<'t> {
             return Ok(());
         }
         let map = SlotMap::new(p.count()).map_err(|e| CodecError::Decode(e.to_string()))?;
-        self.put_slot_state(SlotState::new(p.index(), map))
+        let mut state = SlotState::new(p.index(), map);
+        // every id handed out so far is `m · P + index` with m at most the
+        // highest counter
+        let mut highest = 0;
+        for kind in crate::store::ID_COUNTERS {
+            highest = highest.max(self.counter_at(kind)?);
+        }
+        if highest > 0 {
+            state.legacy_below = (highest + 1).saturating_mul(u64::from(p.count()));
+        }
+        self.put_slot_state(state)
     }
 }
 

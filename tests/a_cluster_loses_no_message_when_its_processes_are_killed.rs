@@ -1,15 +1,18 @@
 //! The cluster as it runs in production, processes on one machine standing in
 //! for pods and a partition's directory for its disk: the Pub/Sub emulator, 4
-//! partition processes, 2 routers on the shared subscription and 2 gateways.
-//! Orders start through the gateways (a quarter of them while the loop runs, so
+//! partition processes and 2 that joined empty, 2 routers on the shared
+//! subscription (routing by the gateway's slot map) and 2 gateways. Orders
+//! start through the gateways (a quarter of them while the loop runs, so
 //! their completions arrive early and wait in the buffer), completions stream
-//! into the shared subscription (a twentieth twice, some undecodable), and a
-//! partition, a router or a gateway is SIGKILLed at random moments and started
-//! again on its own directory and address. Afterwards every published event id
-//! has exactly one outcome on exactly one partition — correlated on the
-//! partition of its key, parked `malformed` on partition 0 — none is missing,
-//! completions for finished orders are parked `late`, and no order is invoiced
-//! twice.
+//! into the shared subscription (a twentieth twice, some undecodable), the
+//! cluster grows from 4 to 6 partitions in the middle, and a partition (a
+//! source or a target of a move among them), a router or a gateway is
+//! SIGKILLed at random moments and started again on its own directory and
+//! address. Afterwards every published event id has exactly one outcome on
+//! exactly one partition — correlated on the partition the final slot map
+//! names for its key, parked `malformed` — none is missing, completions for
+//! finished orders are parked `late`, every order is on the partition the
+//! map names, and no order is invoiced twice.
 //!
 //! `POSTFACH_CLUSTER_ORDERS`, `POSTFACH_CLUSTER_KILLS` and
 //! `POSTFACH_CLUSTER_SEED` make it longer or reproduce a run
@@ -28,6 +31,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const P: u64 = 4;
+/// Partitions after the cluster grew.
+const GROWN: u64 = 6;
 const SUB: &str = "auftrag-abgeschlossen-sub";
 const TOPIC: &str = "auftrag-abgeschlossen";
 
@@ -107,6 +112,8 @@ fn partition(dir: &std::path::Path, i: u64, listen: &str, broker: &Broker) -> Se
             P.to_string(),
             "--partition".into(),
             i.to_string(),
+            "--forward-topic".into(),
+            "auftrag-abgeschlossen-{partition}".into(),
         ],
         &[
             ("PUBSUB_EMULATOR_HOST", broker.emulator.host()),
@@ -119,7 +126,7 @@ fn partition(dir: &std::path::Path, i: u64, listen: &str, broker: &Broker) -> Se
     s
 }
 
-fn router(broker: &Broker) -> Proc {
+fn router(broker: &Broker, slot_map: &str) -> Proc {
     let args: Vec<String> = [
         "router",
         "--partitions",
@@ -134,6 +141,8 @@ fn router(broker: &Broker) -> Proc {
         "auftrag-abgeschlossen-{partition}",
         "--streams",
         "2",
+        "--slot-map",
+        slot_map,
     ]
     .iter()
     .map(|s| s.to_string())
@@ -151,14 +160,23 @@ fn gateway(partitions: &[String], listen: &str, broker: &Broker) -> Proc {
 }
 
 fn start_order(gateways: &[Proc], n: usize) {
-    let gw = gateways[n % gateways.len()].addr.as_deref().unwrap();
-    let (status, body) = http(
-        gw,
-        "POST",
-        "/instances",
-        Some(&json!({"process": PROCESS, "variables": {"auftragId": format!("A-{n}")}})),
-    );
-    assert_eq!(status, 201, "order A-{n}: {body}");
+    // a key whose slot moves, or whose partition is down, is asked again
+    let end = Instant::now() + Duration::from_secs(60);
+    loop {
+        let gw = gateways[n % gateways.len()].addr.as_deref().unwrap();
+        let (status, body) = http(
+            gw,
+            "POST",
+            "/instances",
+            Some(&json!({"process": PROCESS, "variables": {"auftragId": format!("A-{n}")}})),
+        );
+        if status == 503 && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(100));
+            continue;
+        }
+        assert_eq!(status, 201, "order A-{n}: {body}");
+        return;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -177,16 +195,25 @@ async fn a_cluster_loses_no_message_when_its_processes_are_killed() {
     let mut rng = Rng(seed);
     let early = orders / 4;
     let malformed = 20usize;
-    let owner = |key: &str| u64::from(Partition::new(0, P).unwrap().of_key(key));
 
     let broker = Broker::start();
     broker.reference_topics(SUB).await;
+    // the partitions that join later consume subscriptions of their own
+    for i in P..GROWN {
+        let t = format!("{TOPIC}-{i}");
+        broker.topic_with_subscription(&t, &t).await;
+    }
+    let gw_base = free_ports(2);
+    let gw_addrs: Vec<String> = (0..2)
+        .map(|g| format!("127.0.0.1:{}", gw_base + g))
+        .collect();
+    let slot_map = format!("http://{}", gw_addrs[0]);
     // the routers create the partitions' topics and subscriptions (emulator)
     let mut routers: Vec<Proc> =
-        tokio::task::block_in_place(|| (0..2).map(|_| router(&broker)).collect());
-    let dirs: Vec<_> = (0..P).map(|_| tempfile::tempdir().unwrap()).collect();
+        tokio::task::block_in_place(|| (0..2).map(|_| router(&broker, &slot_map)).collect());
+    let dirs: Vec<_> = (0..GROWN).map(|_| tempfile::tempdir().unwrap()).collect();
     let mut parts: Vec<Option<Server>> = tokio::task::block_in_place(|| {
-        (0..P)
+        (0..GROWN)
             .map(|i| {
                 Some(partition(
                     dirs[i as usize].path(),
@@ -202,11 +229,11 @@ async fn a_cluster_loses_no_message_when_its_processes_are_killed() {
         .map(|p| p.as_ref().unwrap().addr.clone())
         .collect();
     let mut gateways: Vec<Proc> = tokio::task::block_in_place(|| {
-        (0..2)
-            .map(|_| gateway(&addrs, "127.0.0.1:0", &broker))
+        gw_addrs
+            .iter()
+            .map(|a| gateway(&addrs, a, &broker))
             .collect()
     });
-    let gw_addrs: Vec<String> = gateways.iter().map(|g| g.addr.clone().unwrap()).collect();
     tokio::task::block_in_place(|| {
         for n in 0..orders - early {
             start_order(&gateways, n);
@@ -266,6 +293,11 @@ async fn a_cluster_loses_no_message_when_its_processes_are_killed() {
         });
         let pause = Duration::from_millis(200 + rng.below(1500));
         tokio::time::sleep(pause).await;
+        if kill == 2 {
+            // the cluster grows in the middle: its moves run through the
+            // kills that follow
+            tokio::task::block_in_place(|| grow(&gw_addrs));
+        }
         // each kind (partition, router, gateway) once in the first three
         // kills, in a random order; the kind of the rest at random
         let victim = match kill {
@@ -274,7 +306,7 @@ async fn a_cluster_loses_no_message_when_its_processes_are_killed() {
         };
         tokio::task::block_in_place(|| match victim {
             0 => {
-                let i = rng.below(P) as usize;
+                let i = rng.below(GROWN) as usize;
                 eprintln!("kill {kill} after {pause:?}: partition {i}");
                 parts[i].take().unwrap().kill9();
                 parts[i] = Some(partition(dirs[i].path(), i as u64, &addrs[i], &broker));
@@ -283,7 +315,7 @@ async fn a_cluster_loses_no_message_when_its_processes_are_killed() {
                 let r = rng.below(2) as usize;
                 eprintln!("kill {kill} after {pause:?}: router {r}");
                 routers[r].kill9();
-                routers[r] = router(&broker);
+                routers[r] = router(&broker, &slot_map);
             }
             _ => {
                 let g = rng.below(2) as usize;
@@ -300,6 +332,9 @@ async fn a_cluster_loses_no_message_when_its_processes_are_killed() {
         }
     });
     let published = publishing.await.unwrap();
+    // every move runs to its end
+    let map = tokio::task::block_in_place(|| grown(&gw_addrs[0]));
+    let owner = |key: &str| u64::from(map.partition_of_key(key));
 
     // settle: every order invoiced on its partition, every undecodable one
     // parked on partition 0
@@ -317,6 +352,8 @@ async fn a_cluster_loses_no_message_when_its_processes_are_killed() {
     let settle_start = Instant::now();
     let settled = tokio::task::block_in_place(|| {
         let end = Instant::now() + Duration::from_secs(600);
+        // undecodable deliveries are parked on partition 0 (their records
+        // may move with its slots after)
         let parked = || {
             parts[0]
                 .as_ref()
@@ -438,10 +475,6 @@ async fn a_cluster_loses_no_message_when_its_processes_are_killed() {
                         ("parked", Some("malformed")),
                         "{id}"
                     );
-                    assert_eq!(
-                        *on, 0,
-                        "{id}: an undecodable delivery is parked on partition 0"
-                    );
                 }
                 if ok {
                     assert_eq!(
@@ -478,13 +511,75 @@ async fn a_cluster_loses_no_message_when_its_processes_are_killed() {
     }
     assert_eq!(invoices.len(), orders, "every order invoiced");
     for (order, on) in &invoices {
+        // invoiced once, where its order was then (it may have moved since)
         assert_eq!(on.len(), 1, "{order} invoiced {} times", on.len());
-        assert_eq!(
-            on[0],
-            owner(order),
-            "{order} invoiced on partition {}",
-            on[0]
-        );
+    }
+    // every order on exactly the partition the final map names
+    for (i, pf) in readers.iter().enumerate() {
+        let r = pf.reader().unwrap();
+        for v in r.instances(&Default::default()).unwrap() {
+            let id: u64 = v.instance.parse().unwrap();
+            assert_eq!(
+                u64::from(map.partition_of_id(id)),
+                i as u64,
+                "order {id} on partition {i}"
+            );
+        }
+    }
+    assert_eq!(
+        (0..GROWN as u32)
+            .map(|p| map.count_owned(p))
+            .collect::<Vec<_>>(),
+        vec![683, 683, 683, 683, 682, 682],
+        "each of the six owns a sixth"
+    );
+}
+
+/// `cluster grow --partitions 6` through a gateway that is up, begun and
+/// left to run (asked again while a partition it needs is down).
+fn grow(gw_addrs: &[String]) {
+    let end = Instant::now() + Duration::from_secs(60);
+    loop {
+        for gw in gw_addrs {
+            let o = Command::new(env!("CARGO_BIN_EXE_postfach"))
+                .args(["--json", "--server", &format!("http://{gw}")])
+                .args([
+                    "cluster",
+                    "grow",
+                    "--partitions",
+                    &GROWN.to_string(),
+                    "--detach",
+                ])
+                .output()
+                .unwrap();
+            if o.status.success() {
+                eprintln!("cluster: growing to {GROWN} partitions");
+                return;
+            }
+            eprintln!(
+                "cluster: grow not begun yet: {}",
+                String::from_utf8_lossy(&o.stderr).trim()
+            );
+        }
+        assert!(Instant::now() < end, "the cluster does not begin to grow");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// The map once no move is in flight any more.
+fn grown(gw: &str) -> postfach::slots::SlotMap {
+    let end = Instant::now() + Duration::from_secs(300);
+    loop {
+        let (status, v) = http(gw, "GET", "/slots", None);
+        if status == 200
+            && v["moves"].as_array().is_some_and(Vec::is_empty)
+            && let Ok(Some(map)) = postfach::slots::SlotMap::from_json(&v)
+            && map.count_owned(GROWN as u32 - 1) > 0
+        {
+            return map;
+        }
+        assert!(Instant::now() < end, "the moves do not end: {status} {v}");
+        std::thread::sleep(Duration::from_millis(200));
     }
 }
 

@@ -480,7 +480,13 @@ async fn start(gw: &Gw, p: &Passed) -> Response {
             .and_then(|v| v.get("partition").and_then(Value::as_u64))
         && owner < u64::from(gw.parts.count())
     {
-        return one(gw, owner, p).await;
+        // the owner, and while its slot moves, until it is done
+        return by_map(gw, owner as u32, p).await;
+    }
+    if a.status == StatusCode::SERVICE_UNAVAILABLE
+        && a.json().is_some_and(|v| v.get("moving").is_some())
+    {
+        return by_map(gw, first, p).await;
     }
     respond(a)
 }
@@ -498,7 +504,7 @@ async fn start_elsewhere(gw: &Gw, p: &Passed, first: u32, u: Unreachable) -> Res
                     .and_then(|v| v.get("partition").and_then(Value::as_u64))
                 && owner < u64::from(n)
             {
-                return one(gw, owner, p).await;
+                return by_map(gw, owner as u32, p).await;
             }
             return respond(a);
         }

@@ -251,6 +251,7 @@ BLOCKS = {
     "http-jwt": include_md("http-jwt"),
     "backup": include_md("backup"),
     "migration": include_md("migration"),
+    "slot-move": include_md("slot_move"),
     "compare": include_md("compare"),
     "zeebe": include_md("zeebe"),
     "vendor-sweep": render_sweep,

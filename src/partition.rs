@@ -1,22 +1,25 @@
-//! Partitions of a cluster: which partition owns a correlation key, an id.
+//! Partitions of a cluster: which partition a database is, and the hash
+//! that places a correlation key.
 //!
-//! A cluster has a fixed number `count` of partitions, chosen when it is
-//! created; partition `index` is one postfach process with its own database.
-//! An instance lives on the partition of its correlation key's value, and
-//! every message for that key goes there, so buffering, deduplication,
-//! `late`, `ambiguous` and exactly-one stay decisions of one partition.
+//! A cluster is created with `count` partitions; partition `index` is one
+//! postfach process with its own database. An instance lives on the
+//! partition that owns its correlation key, and every message for that key
+//! goes there, so buffering, deduplication, `late`, `ambiguous` and
+//! exactly-one stay decisions of one partition.
 //!
-//! The partition of a key is [`key_hash`] of the key's UTF-8 bytes modulo
-//! `count`: 64-bit FNV-1a (offset basis `0xcbf29ce484222325`, prime
-//! `0x100000001b3`), fixed forever — changing it would send the messages of
-//! running instances to partitions that do not have them. The ids a
-//! partition hands out (instances, jobs, message records, user tasks) are
-//! `n · count + index` for its n-th id of that kind, so `id mod count` is the
-//! partition that owns it, without a lookup. Unpartitioned (`count` 1) the
-//! ids are 1, 2, 3 … as they always were.
+//! A key is placed by [`key_hash`] of its UTF-8 bytes — 64-bit FNV-1a
+//! (offset basis `0xcbf29ce484222325`, prime `0x100000001b3`), fixed forever
+//! — into a key slot, and the slot map names the slot's partition
+//! ([`crate::slots`]). A cluster starts with slot s on s mod `count`, so
+//! [`Partition::of_key`] and [`Partition::of_id`] (modulo `count`) say where
+//! a key or id lies until a slot moves; the engine asks the map. A
+//! partition numbered `count` or above joined the cluster to grow it
+//! ([`Partition::member`]). Unpartitioned (`count` 1, `index` 0) ids are 1,
+//! 2, 3 … as they always were.
 //!
-//! Invariant: `Partition::new` accepts only `index < count ≤ MAX_PARTITIONS`,
-//! and `of_key`/`of_id` of any value is below `count`.
+//! Invariant: `Partition::new` accepts only `index < count ≤
+//! MAX_PARTITIONS`, `Partition::member` `index < MAX_PARTITIONS`, and
+//! `of_key`/`of_id` of any value is below `count`.
 
 /// The most partitions a cluster may have.
 pub const MAX_PARTITIONS: u32 = 1024;

@@ -610,16 +610,16 @@ pub struct PlannedMove {
     pub to: u32,
 }
 
-/// How `map` grows to `partitions`: every partition below the map's count
-/// that owns more than its share (S / P', the first S mod P' one more)
-/// gives its highest slots to the new partitions (those from the map's
-/// count on), in order, until each has its share. Only moves; none when
-/// the map has `partitions` already.
+/// How `map` grows to `partitions`: every partition that owns more than
+/// its share (S / P', the first S mod P' one more) gives its highest slots
+/// to those that own less — the new partitions (from the map's count on)
+/// and any that had fewer — in order, until each has its share. Only
+/// moves; none when every partition has its share already.
 pub fn grow_plan(map: &SlotMap, partitions: u32) -> Result<Vec<PlannedMove>, SlotError> {
     check_partitions(u64::from(partitions))?;
     let now = map.partitions();
     let share = |p: u32| map.slots() / partitions + u32::from(p < map.slots() % partitions);
-    let mut needs: Vec<(u32, u32)> = (now..partitions)
+    let mut needs: Vec<(u32, u32)> = (0..partitions)
         .map(|p| (p, share(p).saturating_sub(map.count_owned(p))))
         .filter(|(_, n)| *n > 0)
         .collect();

@@ -508,6 +508,14 @@ pub enum MovePhase {
         /// Items written so far.
         imported: u64,
     },
+    /// Source: the slots still take writes while their records are copied;
+    /// what is written meanwhile is noted (the store's move delta) and sent
+    /// again, in further rounds while it is large, then under the fence
+    /// ([`MovePhase::Exporting`]).
+    Copying {
+        /// Rounds of the delta sent so far (0: the first copy).
+        round: u32,
+    },
 }
 
 impl SlotMove {

@@ -153,7 +153,8 @@ fn moved(step: &crate::engine::MoveCommand) -> Option<(&'static str, String)> {
         | M::Flip { .. }
         | M::Forget { .. }
         | M::Import { .. }
-        | M::Adopt { .. } => None,
+        | M::Adopt { .. }
+        | M::CatchUp { .. } => None,
     }
 }
 

@@ -393,8 +393,32 @@ fn every_move_step() -> Vec<(crate::engine::MoveCommand, &'static str)> {
             "0104fb000400090200000202000109687474703a2f2f70310200020108696e7374616e6365070201fb001002010202",
         ),
         (
-            M::Adopt { slot_move: sm },
+            M::Adopt {
+                slot_move: sm.clone(),
+            },
             "0105fb000400090200000202000109687474703a2f2f70310200",
+        ),
+        (
+            M::CatchUp {
+                batch: 1024,
+                fence_at: 512,
+            },
+            "0106fb0004fb0002",
+        ),
+        (
+            M::Import {
+                slot_move: SlotMove {
+                    phase: MovePhase::Copying { round: 1 },
+                    ..sm
+                },
+                upto: 4,
+                counters: vec![],
+                records: vec![
+                    crate::store::Moved::InstanceGone(4097),
+                    crate::store::Moved::MessageGone(8193),
+                ],
+            },
+            "0104fb000400090200000202000109687474703a2f2f703102030104000203fb011004fb0120",
         ),
     ]
 }

@@ -1,17 +1,24 @@
 //! A move of key slots from one partition (the source) to another (the
-//! target), as steps of each side's state machine. The source fences the
-//! slots and fixes what they hold as a batch (`Begin`); sends it a slice at a
-//! time, marking each slice once the target wrote it (`Exported`); hands the
-//! slots over once the target owns them (`Flip`); and removes what they held
-//! here a slice at a time (`Forget`). The target writes each slice (`Import`)
-//! and takes the slots when the source says so (`Adopt`).
+//! target), as steps of each side's state machine. The source fixes what
+//! the slots hold as a batch (`Begin`) and copies it a slice at a time while
+//! the slots still take writes, marking each slice once the target wrote it
+//! (`Exported`); the store notes every record written in the slots
+//! meanwhile (its move delta), and `CatchUp` appends those to the batch to
+//! be sent again — in further copying rounds while the delta is large, then
+//! with the slots fenced, so the fence lasts only as long as the last,
+//! small delta takes. The source hands the slots over once the target owns
+//! them (`Flip`) and removes what they held here a slice at a time
+//! (`Forget`). The target writes each slice (`Import`; a record it has
+//! already is replaced, one gone at the source removed) and takes the slots
+//! when the source says so (`Adopt`).
 //!
 //! Invariants: one owner per slot per map version, and no write accepted on
-//! a slot in a move — the source refuses every write for a fenced slot from
-//! `Begin` on (`SlotMoving`) and every one after `Flip` (`OtherPartition`,
-//! naming the target); the target refuses them until `Adopt` (naming the
-//! source). Every step is idempotent: a slice repeated after a crash of
-//! either side writes nothing twice (the target remembers how far it
+//! a slot in a move but by its owner — while copying, only the source takes
+//! writes (the target refuses them until `Adopt`, naming the source); under
+//! the fence, nobody (`SlotMoving`); after `Flip`, only the target (the
+//! source names it). The slots change hands only with the delta empty and
+//! every item sent. Every step is idempotent: a slice repeated after a crash
+//! of either side writes nothing twice (the target remembers how far it
 //! imported, the source how far it exported and forgot).
 
 use super::*;
@@ -75,7 +82,20 @@ pub enum MoveCommand {
         /// The move as the source has it.
         slot_move: SlotMove,
     },
+    /// Source: every item sent; append what was written in the slots since
+    /// (the delta) to the items, and fence the slots once the delta was at
+    /// most `fence_at` items (or after [`COPY_ROUNDS`] rounds).
+    CatchUp {
+        /// The move (its batch).
+        batch: u64,
+        /// The largest delta sent under the fence.
+        fence_at: u64,
+    },
 }
+
+/// Rounds a move copies its slots' delta while they take writes; the next
+/// is sent under the fence whatever its size.
+pub const COPY_ROUNDS: u32 = 4;
 
 fn refused(why: String) -> EngineError {
     EngineError::BatchRefused {
@@ -109,6 +129,7 @@ impl<'a, 't> Engine<'a, 't> {
                 .import_moved(slot_move, *upto, counters, records)
                 .map(|()| None),
             MoveCommand::Adopt { slot_move } => self.adopt_move(slot_move).map(|()| None),
+            MoveCommand::CatchUp { batch, fence_at } => self.catch_up(*batch, *fence_at).map(Some),
         }
     }
 
@@ -118,8 +139,9 @@ impl<'a, 't> Engine<'a, 't> {
             .ok_or_else(|| refused("an unpartitioned engine has no slots to move".into()))
     }
 
-    /// Fences the slots this partition owns in `first ..= last` and fixes
-    /// what they hold (instances, then message records) as a move batch.
+    /// Fixes what the slots this partition owns in `first ..= last` hold
+    /// (instances, then message records) as a move batch, to be copied
+    /// while they take writes.
     fn begin_move(
         &mut self,
         first: u32,
@@ -212,7 +234,7 @@ impl<'a, 't> Engine<'a, 't> {
             to,
             to_url: to_url.to_string(),
             version,
-            phase: MovePhase::Exporting,
+            phase: MovePhase::Copying { round: 0 },
         });
         self.t.put_slot_state(next)?;
         Ok(rec)
@@ -237,7 +259,8 @@ impl<'a, 't> Engine<'a, 't> {
     /// The target wrote the items before `upto`: they count as done.
     fn exported(&mut self, batch: u64, upto: u64) -> R<BatchRecord> {
         let (m, mut rec) = self.outgoing(batch)?;
-        if m.phase != MovePhase::Exporting || upto <= rec.next {
+        let sending = matches!(m.phase, MovePhase::Exporting | MovePhase::Copying { .. });
+        if !sending || upto <= rec.next {
             return Ok(rec);
         }
         let upto = upto.min(rec.items);
@@ -259,6 +282,52 @@ impl<'a, 't> Engine<'a, 't> {
         Ok(rec)
     }
 
+    /// Every item sent: what was written in the slots since joins the items
+    /// (the delta, taken), and the slots are fenced once it was at most
+    /// `fence_at` items or the copying rounds are spent. With items unsent,
+    /// or said again once fenced with nothing new, it changes nothing.
+    fn catch_up(&mut self, batch: u64, fence_at: u64) -> R<BatchRecord> {
+        let (m, mut rec) = self.outgoing(batch)?;
+        let round = match m.phase {
+            MovePhase::Copying { round } => Some(round),
+            MovePhase::Exporting => None,
+            MovePhase::Forgetting { .. } | MovePhase::Importing { .. } => return Ok(rec),
+        };
+        if rec.next < rec.items {
+            return Ok(rec);
+        }
+        let delta = self.t.take_move_delta(batch)?;
+        if !delta.is_empty() {
+            self.t.append_batch_items(batch, rec.items, &delta)?;
+            rec.items += delta.len() as u64;
+            self.t.put_batch(&rec)?;
+        }
+        if let Some(round) = round {
+            let phase = if delta.len() as u64 <= fence_at || round + 1 >= COPY_ROUNDS {
+                MovePhase::Exporting
+            } else {
+                MovePhase::Copying { round: round + 1 }
+            };
+            let s = self.state()?;
+            let mut next = (*s).clone();
+            for x in next.moves.iter_mut().filter(|x| x.id == batch) {
+                x.phase = phase;
+            }
+            self.t.put_slot_state(next)?;
+        }
+        Ok(rec)
+    }
+
+    /// Target: removes its copy of instance `id` (sent again, or gone at
+    /// the source), with what is its own.
+    fn forget_copy(&mut self, id: u64) -> R<()> {
+        if self.t.instance(id)?.is_some() {
+            let pairs = self.pairs_of_instance(id)?;
+            self.t.forget_instance(id, &*pairs)?;
+        }
+        Ok(())
+    }
+
     /// The target owns the slots: the map gives them to it at the move's
     /// version, and what they held here is forgotten from now on.
     fn flip_move(&mut self, batch: u64) -> R<BatchRecord> {
@@ -266,9 +335,9 @@ impl<'a, 't> Engine<'a, 't> {
         if m.phase != MovePhase::Exporting {
             return Ok(rec);
         }
-        if rec.next < rec.items {
+        if rec.next < rec.items || self.t.has_move_delta(batch)? {
             return Err(refused(format!(
-                "move {batch} has sent {} of {} items; the target takes the slots once it has all",
+                "move {batch} has sent {} of {} items and has writes to send again; the target takes the slots once it has all",
                 rec.next, rec.items
             )));
         }
@@ -398,9 +467,14 @@ impl<'a, 't> Engine<'a, 't> {
                         })?,
                         None => continue,
                     };
+                    self.forget_copy(i.id)?;
                     self.t.import_instance(i, Some(&model))?;
                 }
                 Moved::Message(seq, bytes) => self.t.import_message(*seq, bytes)?,
+                Moved::InstanceGone(id) => self.forget_copy(*id)?,
+                Moved::MessageGone(seq) => {
+                    self.t.forget_message(*seq)?;
+                }
                 Moved::Gone => {}
             }
         }

@@ -1,7 +1,9 @@
 //! Slot moves through the facade: the source begins a move, then drives it
 //! a slice at a time — each slice read on a snapshot and sent to the target
-//! ([`MoveTarget`]), marked once the target wrote it — hands the slots over
-//! once the target has every item, and forgets them a slice at a time.
+//! ([`MoveTarget`]), marked once the target wrote it; once every item is
+//! sent, the writes made meanwhile join the items (`CatchUp`) until the
+//! slots are fenced and nothing is left — hands the slots over once the
+//! target has every item, and forgets them a slice at a time.
 //!
 //! Invariant: the source marks a slice sent only after the target answered
 //! that it wrote it, and flips the map only after the target took the
@@ -18,6 +20,11 @@ use std::future::Future;
 
 /// Items one slice of a move carries.
 pub const MOVE_SLICE: usize = 32;
+
+/// The largest delta a move sends with its slots fenced: a larger one is
+/// copied in another round while the slots take writes. At the rate a move
+/// sends, this many items take well under a second.
+pub const FENCE_AT: u64 = 512;
 
 /// Where a move's source sends the steps its target applies (`Import`,
 /// `Adopt`): the target's API at `url`, or a test's engine.
@@ -92,38 +99,8 @@ impl Postfach {
         let mut driven = Driven::default();
         for m in state.moves.iter().filter(|m| m.from == state.me) {
             match m.phase {
-                MovePhase::Exporting => {
-                    let reader = self.reader()?;
-                    let Some(b) = reader.batch(m.id, 0)? else {
-                        continue;
-                    };
-                    if b.record.next < b.record.items {
-                        let records = reader.moved_items(m.id, b.record.next, MOVE_SLICE)?;
-                        let upto = b.record.next + records.len() as u64;
-                        let step = MoveCommand::Import {
-                            slot_move: m.clone(),
-                            upto,
-                            counters: reader.id_counters()?,
-                            records,
-                        };
-                        drop(reader);
-                        target
-                            .send(&m.to_url, &step)
-                            .await
-                            .map_err(|e| unreachable(m, &e))?;
-                        self.slot_move_step(MoveCommand::Exported { batch: m.id, upto })
-                            .await?;
-                    } else {
-                        let step = MoveCommand::Adopt {
-                            slot_move: m.clone(),
-                        };
-                        target
-                            .send(&m.to_url, &step)
-                            .await
-                            .map_err(|e| unreachable(m, &e))?;
-                        self.slot_move_step(MoveCommand::Flip { batch: m.id })
-                            .await?;
-                    }
+                MovePhase::Copying { .. } | MovePhase::Exporting => {
+                    self.send_move(m, target).await?;
                 }
                 MovePhase::Forgetting { .. } => {
                     self.slot_move_step(MoveCommand::Forget {
@@ -141,6 +118,61 @@ impl Postfach {
             .slot_state()?
             .map_or(0, |s| s.moves.iter().filter(|m| m.from == s.me).count());
         Ok(driven)
+    }
+}
+
+impl Postfach {
+    /// Sends the next slice of move `m`; with every item sent, takes the
+    /// delta (`CatchUp`), and hands the slots over once they are fenced and
+    /// nothing is left to send.
+    async fn send_move(
+        &self,
+        m: &crate::slots::SlotMove,
+        target: &impl MoveTarget,
+    ) -> Result<(), Error> {
+        let reader = self.reader()?;
+        let Some(b) = reader.batch(m.id, 0)? else {
+            return Ok(());
+        };
+        if b.record.next < b.record.items {
+            let records = reader.moved_items(m.id, b.record.next, MOVE_SLICE)?;
+            let upto = b.record.next + records.len() as u64;
+            let step = MoveCommand::Import {
+                slot_move: m.clone(),
+                upto,
+                counters: reader.id_counters()?,
+                records,
+            };
+            drop(reader);
+            target
+                .send(&m.to_url, &step)
+                .await
+                .map_err(|e| unreachable(m, &e))?;
+            self.slot_move_step(MoveCommand::Exported { batch: m.id, upto })
+                .await?;
+            return Ok(());
+        }
+        drop(reader);
+        let caught = self
+            .slot_move_step(MoveCommand::CatchUp {
+                batch: m.id,
+                fence_at: FENCE_AT,
+            })
+            .await?;
+        let fenced = m.phase == MovePhase::Exporting;
+        if !fenced || caught.is_none_or(|b| b.next < b.items) {
+            return Ok(());
+        }
+        let step = MoveCommand::Adopt {
+            slot_move: m.clone(),
+        };
+        target
+            .send(&m.to_url, &step)
+            .await
+            .map_err(|e| unreachable(m, &e))?;
+        self.slot_move_step(MoveCommand::Flip { batch: m.id })
+            .await?;
+        Ok(())
     }
 }
 

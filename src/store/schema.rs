@@ -49,7 +49,10 @@
 //! - `batches`: id → [`crate::store::batches::BatchRecord`]; `batch_items`:
 //!   (batch, position) → the item and its outcome
 //! - `slot_state`: `"state"` → [`crate::slots::SlotState`], the slot map a
-//!   partition of a cluster holds and its moves in flight (none unpartitioned)
+//!   partition of a cluster holds and its moves in flight (none unpartitioned);
+//!   `move_delta`: (move, kind, id) → () — the instances (kind 0) and
+//!   message records (kind 1) of slots being moved away that were written
+//!   after the move began, to be sent again before the slots change hands
 //! - `audit`: seq → [`crate::audit::AuditEntry`] — who made an audited change,
 //!   written with the change, removed by retention
 //!
@@ -226,6 +229,11 @@ pub(crate) const BATCH_ITEMS: TableDefinition<(u64, u64), &[u8]> =
 /// `"state"` → the partition's [`crate::slots::SlotState`]: the slot map it
 /// knows and its moves in flight (absent unpartitioned).
 pub(crate) const SLOT_STATE: TableDefinition<&str, &[u8]> = TableDefinition::new("slot_state");
+/// (move, kind, id) → (): an instance (kind 0) or message record (kind 1)
+/// of a slot leaving in a move, written after the move began
+/// ([`crate::store::tables`]' delta).
+pub(crate) const MOVE_DELTA: TableDefinition<(u64, u64, u64), ()> =
+    TableDefinition::new("move_delta");
 /// The one key of [`SLOT_STATE`].
 pub(crate) const SLOT_STATE_KEY: &str = "state";
 /// Decision id → its latest version.
@@ -291,6 +299,7 @@ pub(crate) fn every_table(v: &mut impl TableVisitor) -> Result<(), StoreError> {
     v.table(BATCHES)?;
     v.table(BATCH_ITEMS)?;
     v.table(SLOT_STATE)?;
+    v.table(MOVE_DELTA)?;
     v.multimap(SUBSCRIPTIONS)?;
     v.multimap(EXPECT)?;
     v.multimap(PASSED)?;

@@ -51,6 +51,32 @@ impl Harness {
             .unwrap()
     }
 
+    /// Instance `id` or message record `seq` as this side would send it.
+    fn export_one(&self, id: Option<u64>, seq: Option<u64>) -> Moved {
+        let snap = self.db.snapshot();
+        let defs = &self.defs;
+        let pairs = |p: &str, v: u32, vars: &Vars| -> Vec<(String, String)> {
+            defs.get(p, v)
+                .map(|m| {
+                    m.correlation_pairs(vars)
+                        .map(|(a, b)| (a.to_string(), b))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        match (id, seq) {
+            (Some(id), _) => match snap.export_instance(id, &pairs).unwrap() {
+                Some(i) => Moved::Instance(Box::new(i)),
+                None => Moved::InstanceGone(id),
+            },
+            (None, Some(seq)) => match snap.export_message(seq).unwrap() {
+                Some(bytes) => Moved::Message(seq, bytes),
+                None => Moved::MessageGone(seq),
+            },
+            (None, None) => Moved::Gone,
+        }
+    }
+
     fn counters(&mut self) -> Vec<(String, u64)> {
         let mut out = Vec::new();
         self.db.write(|t| {
@@ -72,15 +98,30 @@ impl Harness {
     }
 }
 
+/// What a test does while a move runs, and when the move fences.
+struct During<'f> {
+    /// Called while the slots are copied and take writes: after the first
+    /// slice, and after each round that leaves them copying.
+    copying: &'f mut dyn FnMut(&mut Harness, &mut Harness),
+    /// Called once the slots are fenced.
+    fenced: &'f mut dyn FnMut(&mut Harness, &mut Harness),
+    /// The largest delta sent under the fence.
+    fence_at: u64,
+}
+
+fn nothing(_: &mut Harness, _: &mut Harness) {}
+
 /// Moves the slots of partition 0 in `first ..= last` to partition 1, two
-/// items a slice, each slice sent twice; `during` runs while the slots are
-/// fenced. Returns the move's batch.
+/// items a slice, each slice sent twice, as the source's driver does; before
+/// the slots change hands, checks that the target holds every moved record
+/// exactly as the source does. Returns the move's batch and the copying
+/// rounds it took after the first copy.
 fn move_slots(
     src: &mut Harness,
     dst: &mut Harness,
     (first, last): (u32, u32),
-    during: impl FnOnce(&mut Harness, &mut Harness),
-) -> BatchRecord {
+    during: During<'_>,
+) -> (BatchRecord, u32) {
     let version = src
         .db
         .snapshot()
@@ -100,25 +141,46 @@ fn move_slots(
         })
         .unwrap()
         .unwrap();
-    during(src, dst);
-    let sm = src.slot_move(b.id);
-    let counters = src.counters();
-    let mut at = 0;
-    while at < b.items {
-        let records = src.export(b.id, at, 2);
-        let upto = at + records.len() as u64;
-        for _ in 0..2 {
-            dst.mv(MoveCommand::Import {
-                slot_move: sm.clone(),
-                upto,
-                counters: counters.clone(),
-                records: records.clone(),
-            })
-            .unwrap();
+    let (mut at, mut rounds, mut fenced) = (0, 0, false);
+    loop {
+        let items = src
+            .db
+            .snapshot()
+            .batch(b.id, 0)
+            .unwrap()
+            .unwrap()
+            .record
+            .items;
+        if at < items {
+            send_slice(src, dst, b.id, at);
+            if at == 0 && !fenced {
+                (during.copying)(src, dst);
+            }
+            at = (at + 2).min(items);
+            continue;
         }
-        src.mv(MoveCommand::Exported { batch: b.id, upto }).unwrap();
-        at = upto;
+        let r = src
+            .mv(MoveCommand::CatchUp {
+                batch: b.id,
+                fence_at: during.fence_at,
+            })
+            .unwrap()
+            .unwrap();
+        match src.slot_move(b.id).phase {
+            MovePhase::Copying { round } => {
+                rounds = round;
+                (during.copying)(src, dst);
+            }
+            MovePhase::Exporting if !fenced => {
+                fenced = true;
+                (during.fenced)(src, dst);
+            }
+            MovePhase::Exporting if r.next == r.items => break,
+            phase => assert_eq!(phase, MovePhase::Exporting),
+        }
     }
+    same_records(src, dst, b.id);
+    let sm = src.slot_move(b.id);
     for _ in 0..2 {
         dst.mv(MoveCommand::Adopt {
             slot_move: sm.clone(),
@@ -135,8 +197,50 @@ fn move_slots(
             .unwrap()
             .unwrap();
         if r.state == BatchState::Done {
-            return r;
+            return (r, rounds);
         }
+    }
+}
+
+/// Sends the slice of move `batch` from item `at` (two items) twice, and
+/// marks it sent.
+fn send_slice(src: &mut Harness, dst: &mut Harness, batch: u64, at: u64) {
+    let sm = src.slot_move(batch);
+    let counters = src.counters();
+    let records = src.export(batch, at, 2);
+    let upto = at + records.len() as u64;
+    for _ in 0..2 {
+        dst.mv(MoveCommand::Import {
+            slot_move: sm.clone(),
+            upto,
+            counters: counters.clone(),
+            records: records.clone(),
+        })
+        .unwrap();
+    }
+    src.mv(MoveCommand::Exported { batch, upto }).unwrap();
+}
+
+/// Every item of move `batch` reads the same, row for row, on both sides.
+fn same_records(src: &Harness, dst: &Harness, batch: u64) {
+    let items = src
+        .db
+        .snapshot()
+        .batch(batch, 0)
+        .unwrap()
+        .unwrap()
+        .record
+        .items;
+    let sent = src.export(batch, 0, items as usize);
+    for (pos, theirs) in sent.into_iter().enumerate() {
+        let ours = match &theirs {
+            Moved::Instance(i) => dst.export_one(Some(i.id), None),
+            Moved::Message(seq, _) => dst.export_one(None, Some(*seq)),
+            Moved::InstanceGone(id) => dst.export_one(Some(*id), None),
+            Moved::MessageGone(seq) => dst.export_one(None, Some(*seq)),
+            Moved::Gone => Moved::Gone,
+        };
+        assert_eq!(ours, theirs, "item {pos} of move {batch}");
     }
 }
 
@@ -167,7 +271,7 @@ fn orders_buffered_completions_and_dedup_records_move_to_the_new_owner() {
     let (first, last) = (0, 2047);
     let moved = |k: &String| (first..=last).contains(&map.slot_of_key(k));
     assert!(slots.iter().any(|s| *s <= last), "{slots:?}");
-    let b = move_slots(&mut src, &mut dst, (first, last), |src, dst| {
+    let mut fenced = |src: &mut Harness, dst: &mut Harness| {
         // fenced: the source refuses, the target refuses naming the source
         for k in keys.iter().filter(|k| moved(k)) {
             let e = src.publish_result(k, "during").unwrap_err();
@@ -178,7 +282,13 @@ fn orders_buffered_completions_and_dedup_records_move_to_the_new_owner() {
                 "{e:?}"
             );
         }
-    });
+    };
+    let during = During {
+        copying: &mut nothing,
+        fenced: &mut fenced,
+        fence_at: 512,
+    };
+    let (b, _) = move_slots(&mut src, &mut dst, (first, last), during);
     assert!(b.items > 0);
     // the map: both agree the moved slots are partition 1's, at version 2
     for h in [&src, &dst] {
@@ -330,5 +440,121 @@ fn a_move_of_slots_the_source_does_not_own_or_already_moving_is_refused() {
         s.moves[0].slots,
         vec![(0, 0), (2, 2), (4, 4), (6, 6), (8, 8)]
     );
-    assert_eq!(s.moves[0].phase, MovePhase::Exporting);
+    assert_eq!(s.moves[0].phase, MovePhase::Copying { round: 0 });
+}
+
+/// Keys of partition 0 of 2 whose slots are in 0 … 2047, the first `n`.
+fn moving_keys(n: usize) -> Vec<String> {
+    let map = SlotMap::new(2).unwrap();
+    keys_of_0(8 * n)
+        .into_iter()
+        .filter(|k| map.slot_of_key(k) <= 2047)
+        .take(n)
+        .collect()
+}
+
+/// Moves slots 0 … 2047 of four waiting orders with `fence_at`; while they
+/// are copied, round after round, `writes` rounds write: the order of that
+/// round takes its completion (and its next steps run), and the first round
+/// also starts an order and buffers an early completion. Returns the rounds
+/// and the two harnesses.
+fn copy_under_writes(fence_at: u64, writes: usize) -> (u32, Harness, Harness, Vec<String>) {
+    let mut src = Harness::partition(0, 2);
+    let mut dst = Harness::partition(1, 2);
+    let keys = moving_keys(6);
+    for k in &keys[..4] {
+        src.start(k);
+    }
+    src.work();
+    let mut round = 0;
+    let mut copying = |src: &mut Harness, dst: &mut Harness| {
+        if round >= writes {
+            return;
+        }
+        let k = &keys[round];
+        // the source takes the write; the target refuses it, naming the source
+        let e = dst.publish_result(k, "early").unwrap_err();
+        assert!(
+            matches!(e, EngineError::OtherPartition { owner: 0, .. }),
+            "{e:?}"
+        );
+        let d = src.publish(k, &format!("done-{k}"));
+        assert_eq!(d.outcome, Outcome::Correlated, "{k}");
+        if round == 0 {
+            src.start(&keys[4]);
+            let d = src.publish(&keys[5], "early-5");
+            assert_eq!(d.outcome, Outcome::Buffered);
+        }
+        src.work();
+        round += 1;
+    };
+    let mut fenced = |src: &mut Harness, _: &mut Harness| {
+        let e = src.publish_result(&keys[0], "fenced").unwrap_err();
+        assert!(matches!(e, EngineError::SlotMoving { to: 1, .. }), "{e:?}");
+    };
+    let during = During {
+        copying: &mut copying,
+        fenced: &mut fenced,
+        fence_at,
+    };
+    let (b, rounds) = move_slots(&mut src, &mut dst, (0, 2047), during);
+    assert_eq!(b.state, BatchState::Done);
+    (rounds, src, dst, keys)
+}
+
+#[test]
+fn writes_taken_while_slots_are_copied_follow_them_to_the_new_owner() {
+    let (rounds, src, mut dst, keys) = copy_under_writes(512, 1);
+    assert_eq!(rounds, 0, "a small delta is sent under the fence at once");
+    // nothing of the moved slots is left on the source
+    assert!(src.messages().is_empty(), "{:?}", src.messages());
+    assert!(
+        src.db
+            .snapshot()
+            .instances_after(None, false, 100)
+            .unwrap()
+            .is_empty()
+    );
+    // the completion taken while copying is there: a redelivery is a
+    // duplicate, and the order went on past its catch
+    let d = dst.publish(&keys[0], &format!("done-{}", keys[0]));
+    assert_eq!(d.outcome, Outcome::Duplicate);
+    // the others still wait for theirs
+    for k in &keys[1..4] {
+        let d = dst.publish(k, &format!("done-{k}"));
+        assert_eq!(d.outcome, Outcome::Correlated, "{k}");
+    }
+    // the order started while copying is there, and the early completion
+    // buffered then takes the order that starts for it now
+    assert_eq!(
+        dst.db
+            .snapshot()
+            .instances_after(None, false, 100)
+            .unwrap()
+            .len(),
+        5
+    );
+    let late = dst.start(&keys[5]);
+    dst.work();
+    let m = dst
+        .messages()
+        .into_iter()
+        .find(|m| m.message_id == "early-5")
+        .unwrap();
+    assert_eq!(m.instance, Some(late), "{m:?}");
+}
+
+#[test]
+fn a_large_delta_is_copied_again_before_the_fence_and_the_rounds_end() {
+    // one round of writes: copied again, then fenced with nothing left
+    let (rounds, ..) = copy_under_writes(0, 1);
+    assert_eq!(rounds, 1);
+    // writes in every round: the fence comes after the last round anyway,
+    // and what the rounds wrote is on the target
+    let (rounds, _, mut dst, keys) = copy_under_writes(0, 4);
+    assert_eq!(rounds, crate::engine::moves::COPY_ROUNDS - 1);
+    for k in &keys[..4] {
+        let d = dst.publish(k, &format!("done-{k}"));
+        assert_eq!(d.outcome, Outcome::Duplicate, "{k}");
+    }
 }

@@ -16,16 +16,28 @@ impl Tables<'_> {
         rec: &BatchRecord,
         items: &[BatchItem],
     ) -> Result<(), StoreError> {
-        for (pos, item) in items.iter().enumerate() {
+        self.append_batch_items(rec.id, 0, items)?;
+        self.put_batch(rec)
+    }
+
+    /// Writes `items` as the items of batch `id` from position `from` on,
+    /// none reached yet (the caller counts them in its record).
+    pub fn append_batch_items(
+        &mut self,
+        id: u64,
+        from: u64,
+        items: &[BatchItem],
+    ) -> Result<(), StoreError> {
+        for (pos, item) in (from..).zip(items) {
             let row = BatchItemRow {
                 item: item.clone(),
                 outcome: None,
             };
             self.batch_items
                 .get_mut()?
-                .insert((rec.id, pos as u64), codec::encode(&row)?.as_slice())?;
+                .insert((id, pos), codec::encode(&row)?.as_slice())?;
         }
-        self.put_batch(rec)
+        Ok(())
     }
 
     /// Writes a batch record.

@@ -11,6 +11,7 @@ use crate::store::compensations::Compensable;
 impl Tables<'_> {
     /// Remembers a completion of a compensable activity of `inst`.
     pub fn put_compensable(&mut self, inst: u64, c: &Compensable) -> Result<u64, StoreError> {
+        self.touched.instance_written(inst);
         let seq = self.next_seq("compensation")?;
         self.compensations
             .get_mut()?
@@ -33,6 +34,7 @@ impl Tables<'_> {
         seq: u64,
         c: &Compensable,
     ) -> Result<(), StoreError> {
+        self.touched.instance_written(inst);
         self.compensations
             .get_mut()?
             .insert((inst, seq), codec::encode(c)?.as_slice())?;
@@ -41,12 +43,14 @@ impl Tables<'_> {
 
     /// Forgets row `seq` of `inst`.
     pub fn remove_compensable(&mut self, inst: u64, seq: u64) -> Result<(), StoreError> {
+        self.touched.instance_written(inst);
         self.compensations.get_mut()?.remove((inst, seq))?;
         Ok(())
     }
 
     /// Forgets every row of `inst` (it has ended).
     pub fn clear_compensables(&mut self, inst: u64) -> Result<(), StoreError> {
+        self.touched.instance_written(inst);
         self.compensations
             .get_mut()?
             .retain_in((inst, 0)..=(inst, u64::MAX), |_, _| false)?;

@@ -214,6 +214,7 @@ impl Tables<'_> {
 
     /// Removes the items of multi-instance body `body` of `inst`.
     pub fn clear_body_items(&mut self, inst: u64, body: u64) -> Result<(), StoreError> {
+        self.touched.instance_written(inst);
         self.body_items
             .get_mut()?
             .retain_in((inst, body, 0)..=(inst, body, u32::MAX), |_, _| false)?;
@@ -228,6 +229,7 @@ impl Tables<'_> {
         index: u32,
         item: &BodyItem,
     ) -> Result<(), StoreError> {
+        self.touched.instance_written(inst);
         self.body_items
             .get_mut()?
             .insert((inst, body, index), codec::encode(item)?.as_slice())?;
@@ -264,6 +266,7 @@ impl Tables<'_> {
     ) -> Result<(), StoreError> {
         let after = Resting::of(rec);
         self.remember_scope(rec);
+        self.touched.instance_written(rec.id);
         let (process, version) = (rec.process.clone(), rec.version);
         debug_assert!(
             before.scope.0.is_empty() || before.scope == after.scope,
@@ -317,6 +320,7 @@ impl Tables<'_> {
         models: (&Process, &Process),
     ) -> Result<(), StoreError> {
         let (inst, tokens) = (rec.id, &rec.tokens);
+        self.touched.instance_written(inst);
         let (process, from) = before.scope.clone();
         self.rewrite_history(rec, models)?;
         for t in tokens {
@@ -506,6 +510,7 @@ impl Tables<'_> {
     /// `expect` rows and its history. `rec` holds every token.
     pub fn remove_instance(&mut self, rec: &InstanceRecord) -> Result<(), StoreError> {
         self.remember_scope(rec);
+        self.touched.instance_written(rec.id);
         for t in rec.tokens.iter() {
             self.token_rows(rec.id, &rec.process, rec.version, Some(t), None)?;
         }

@@ -86,6 +86,9 @@ impl Tables<'_> {
     /// Writes a job record and brings its due and lease rows in line with it.
     pub fn put_job(&mut self, rec: &JobRecord) -> Result<(), StoreError> {
         let new = JobRows::of(rec);
+        if new.2.is_none() {
+            self.touched.instance_written(rec.instance);
+        }
         let old = self.stored_job_rows(rec.id)?.unwrap_or(JobRows::NONE);
         if old.0 != new.0 {
             self.due_rows(rec.id, &old.0, false)?;
@@ -131,6 +134,9 @@ impl Tables<'_> {
         else {
             return Ok(());
         };
+        if schedule.is_none() {
+            self.touched.instance_written(rec.instance);
+        }
         self.due_rows(rec.id, &due, false)?;
         self.lease_rows(rec.id, lease, false)?;
         if incident {

@@ -87,6 +87,7 @@ impl Tables<'_> {
 
     /// Writes a message record and brings its index rows in line with its state.
     pub fn put_message(&mut self, rec: &MessageRecord) -> Result<(), StoreError> {
+        self.touched.message_written(rec.seq);
         let new = MessageRows::of(rec);
         match self.stored_message_rows(rec.seq)? {
             None => {
@@ -160,6 +161,7 @@ impl Tables<'_> {
 
     /// Removes a message record with all its index rows, `dedup` included.
     pub fn remove_message(&mut self, rec: &MessageRecord) -> Result<(), StoreError> {
+        self.touched.message_written(rec.seq);
         let rows = match self.stored_message_rows(rec.seq)? {
             Some(rows) => rows,
             None => return Ok(()),

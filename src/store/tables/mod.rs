@@ -20,6 +20,7 @@ mod batches;
 mod compensations;
 mod decisions;
 mod definitions;
+mod delta;
 mod instances;
 mod jobs;
 mod lazy;
@@ -113,6 +114,10 @@ pub(crate) struct Tables<'t> {
     batches: LazyTable<'t, u64, &'static [u8]>,
     batch_items: LazyTable<'t, (u64, u64), &'static [u8]>,
     slot_state: LazyTable<'t, &'static str, &'static [u8]>,
+    move_delta: LazyTable<'t, (u64, u64, u64), ()>,
+    /// The instances and message records written in this transaction (in a
+    /// cluster): [`Tables::finish`] notes those of slots being moved away.
+    touched: delta::Written,
     /// The slot state read in this transaction (`None` inside: unpartitioned).
     slots: std::cell::OnceCell<Option<std::sync::Arc<crate::slots::SlotState>>>,
 }
@@ -195,6 +200,8 @@ impl<'t> Tables<'t> {
             batches: Lazy::new(tx, |tx| tx.open_table(BATCHES)),
             batch_items: Lazy::new(tx, |tx| tx.open_table(BATCH_ITEMS)),
             slot_state: Lazy::new(tx, |tx| tx.open_table(SLOT_STATE)),
+            move_delta: Lazy::new(tx, |tx| tx.open_table(MOVE_DELTA)),
+            touched: delta::Written::new(partition.is_clustered()),
             slots: std::cell::OnceCell::new(),
         })
     }
@@ -275,7 +282,65 @@ impl<'t> Tables<'t> {
         Ok(())
     }
 
-    /// Writes sequences and counters of this batch; call once before commit.
+    /// The partition's slot state (`None` unpartitioned), read once per
+    /// transaction.
+    pub fn slot_state(
+        &self,
+    ) -> Result<Option<std::sync::Arc<crate::slots::SlotState>>, StoreError> {
+        if let Some(s) = self.slots.get() {
+            return Ok(s.clone());
+        }
+        let read = if self.partition.is_clustered() {
+            match self.slot_state.get()?.get(SLOT_STATE_KEY)? {
+                Some(v) => Some(std::sync::Arc::new(crate::codec::decode::<
+                    crate::slots::SlotState,
+                >(v.value())?)),
+                None => None,
+            }
+        } else {
+            None
+        };
+        Ok(self.slots.get_or_init(|| read).clone())
+    }
+
+    /// Writes a `move_delta` row for each record written in this
+    /// transaction whose slot is in a move leaving this partition and not
+    /// yet handed over.
+    pub(super) fn note_delta(&mut self) -> Result<(), StoreError> {
+        let touched = self.touched.take();
+        if touched.is_empty() {
+            return Ok(());
+        }
+        let Some(s) = self.slot_state()? else {
+            return Ok(());
+        };
+        let leaving: Vec<&crate::slots::SlotMove> = s
+            .moves
+            .iter()
+            .filter(|m| {
+                m.from == s.me
+                    && matches!(
+                        m.phase,
+                        crate::slots::MovePhase::Copying { .. }
+                            | crate::slots::MovePhase::Exporting
+                    )
+            })
+            .collect();
+        if leaving.is_empty() {
+            return Ok(());
+        }
+        for item in touched {
+            let slot = s.map.slot_of_id(item.id());
+            for m in leaving.iter().filter(|m| m.holds(slot)) {
+                let (kind, id) = item.row();
+                self.move_delta.get_mut()?.insert((m.id, kind, id), ())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes sequences and counters of this batch, and the move delta its
+    /// writes make (`delta`); call once before commit.
     pub fn finish(&mut self) -> Result<(), StoreError> {
         for ((inst, element), (ready, incidents)) in std::mem::take(&mut self.job_stats) {
             // a job whose instance is gone counts nowhere (verify agrees)
@@ -289,6 +354,7 @@ impl<'t> Tables<'t> {
                 }
             }
         }
+        self.note_delta()?;
         for (k, v) in std::mem::take(&mut self.pending) {
             self.meta.insert(k.as_str(), v)?;
         }

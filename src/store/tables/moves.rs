@@ -8,9 +8,11 @@
 //! them through the store's own record writers, so every index row and gauge
 //! of the target follows from the records as for any write, and the source
 //! removes them the same way. A record read for a move is taken whole or not
-//! at all.
+//! at all. The move's delta (`move_delta`, noted by the writers, see
+//! `delta`) is taken whole, with this transaction's own writes.
 
 use super::*;
+use crate::store::batches::BatchItem;
 use crate::store::snapshot::Snapshot;
 
 /// An instance as it moves: its rows as stored.
@@ -38,6 +40,11 @@ pub enum Moved {
     Message(u64, Vec<u8>),
     /// An item that was gone when it was read (removed by retention).
     Gone,
+    /// Instance `id` was gone when it was read: the target removes its copy.
+    InstanceGone(u64),
+    /// Message record `seq` was gone when it was read: the target removes
+    /// its copy.
+    MessageGone(u64),
 }
 
 /// The id counters a target of a move continues above the source's, so no
@@ -140,7 +147,7 @@ impl Snapshot {
         limit: usize,
         pairs: PairsOf<'_>,
     ) -> Result<Vec<Moved>, StoreError> {
-        use crate::store::batches::{BatchItem, BatchItemRow};
+        use crate::store::batches::BatchItemRow;
         let mut out = Vec::new();
         let Some(items) = self.optional(BATCH_ITEMS)? else {
             return Ok(out);
@@ -150,11 +157,11 @@ impl Snapshot {
             out.push(match row.item {
                 BatchItem::Instance(id) => match self.export_instance(id, pairs)? {
                     Some(i) => Moved::Instance(Box::new(i)),
-                    None => Moved::Gone,
+                    None => Moved::InstanceGone(id),
                 },
                 BatchItem::MessageRecord(seq) => match self.export_message(seq)? {
                     Some(bytes) => Moved::Message(seq, bytes),
-                    None => Moved::Gone,
+                    None => Moved::MessageGone(seq),
                 },
                 BatchItem::Message(_) => Moved::Gone,
             });
@@ -299,5 +306,37 @@ impl Tables<'_> {
             }
             None => Ok(false),
         }
+    }
+}
+
+impl Tables<'_> {
+    /// Takes the delta of move `batch` noted so far (this transaction's
+    /// writes included), as batch items, leaving none.
+    pub fn take_move_delta(&mut self, batch: u64) -> Result<Vec<BatchItem>, StoreError> {
+        self.note_delta()?;
+        let mut out = Vec::new();
+        self.move_delta.get_mut()?.retain_in(
+            (batch, 0, 0)..=(batch, u64::MAX, u64::MAX),
+            |(_, kind, id), ()| {
+                out.push(if kind == 0 {
+                    BatchItem::Instance(id)
+                } else {
+                    BatchItem::MessageRecord(id)
+                });
+                false
+            },
+        )?;
+        Ok(out)
+    }
+
+    /// Whether move `batch` has a delta not yet taken.
+    pub fn has_move_delta(&mut self, batch: u64) -> Result<bool, StoreError> {
+        self.note_delta()?;
+        Ok(self
+            .move_delta
+            .get()?
+            .range((batch, 0, 0)..=(batch, u64::MAX, u64::MAX))?
+            .next()
+            .is_some())
     }
 }

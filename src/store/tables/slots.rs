@@ -12,23 +12,6 @@ use crate::slots::{SlotMap, SlotState, partition_id, slot_id};
 use std::sync::Arc;
 
 impl<'t> Tables<'t> {
-    /// The partition's slot state (`None` unpartitioned), read once per
-    /// transaction.
-    pub fn slot_state(&self) -> Result<Option<Arc<SlotState>>, StoreError> {
-        if let Some(s) = self.slots.get() {
-            return Ok(s.clone());
-        }
-        let read = if self.partition.is_clustered() {
-            match self.slot_state.get()?.get(SLOT_STATE_KEY)? {
-                Some(v) => Some(Arc::new(crate::codec::decode::<SlotState>(v.value())?)),
-                None => None,
-            }
-        } else {
-            None
-        };
-        Ok(self.slots.get_or_init(|| read).clone())
-    }
-
     /// Stores the partition's slot state.
     pub fn put_slot_state(&mut self, state: SlotState) -> Result<(), StoreError> {
         let bytes = crate::codec::encode(&state)?;

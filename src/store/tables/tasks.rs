@@ -14,6 +14,7 @@ impl Tables<'_> {
     /// Writes an open user task; a new one gets its `tasks_at` row and moves
     /// the open-task gauge of its element (element and creation never change).
     pub fn put_task(&mut self, rec: &TaskRecord) -> Result<(), StoreError> {
+        self.touched.instance_written(rec.instance);
         if self.tasks.get()?.get(rec.id)?.is_none() {
             self.tasks_at
                 .get_mut()?
@@ -47,6 +48,7 @@ impl Tables<'_> {
     /// Removes a user task (completed, or its token left) with its row and gauge.
     pub fn remove_task(&mut self, id: u64) -> Result<(), StoreError> {
         if let Some(rec) = self.task(id)? {
+            self.touched.instance_written(rec.instance);
             self.tasks_at
                 .get_mut()?
                 .remove((rec.element.as_str(), rec.created_at, rec.id))?;

@@ -47,6 +47,7 @@ impl Tables<'_> {
         inst: u64,
         on: bool,
     ) -> Result<(), StoreError> {
+        self.touched.instance_written(inst);
         set_member(self.passed.get_mut()?, (name, key), inst, on)
     }
 }

@@ -170,6 +170,15 @@ impl SlotMap {
             .max(self.partitions)
     }
 
+    /// The partitions that own slots: one more than the highest that owns
+    /// one (after a shrink, fewer than [`SlotMap::partitions`]).
+    pub fn owning(&self) -> u32 {
+        (0..self.partitions())
+            .rev()
+            .find(|p| self.count_owned(*p) > 0)
+            .map_or(0, |p| p + 1)
+    }
+
     /// The slot of correlation key `key`.
     pub fn slot_of_key(&self, key: &str) -> u32 {
         (key_hash(key.as_bytes()) % u64::from(self.slots)) as u32
@@ -603,7 +612,7 @@ impl SlotState {
     }
 }
 
-/// One move of a growth plan: the slots of `from` in `first ..= last` go
+/// One move of a growth or shrink plan: the slots of `from` in `first ..= last` go
 /// to `to` (exactly the ones the plan chose: no other slot of `from` lies
 /// in the range).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -618,21 +627,28 @@ pub struct PlannedMove {
     pub to: u32,
 }
 
-/// How `map` grows to `partitions`: every partition that owns more than
-/// its share (S / P', the first S mod P' one more) gives its highest slots
-/// to those that own less — the new partitions (from the map's count on)
-/// and any that had fewer — in order, until each has its share. Only
-/// moves; none when every partition has its share already.
-pub fn grow_plan(map: &SlotMap, partitions: u32) -> Result<Vec<PlannedMove>, SlotError> {
+/// How `map` comes to `partitions` partitions, growing or shrinking: the
+/// share of partitions 0 … P'-1 is S / P' (the first S mod P' one more),
+/// of every other one none. Every partition that owns more than its share
+/// gives its highest slots to those that own less — new partitions, any
+/// that had fewer, the remaining ones of a shrink — in order, until each has
+/// its share. Only moves; none when every partition has its share already.
+pub fn balance_plan(map: &SlotMap, partitions: u32) -> Result<Vec<PlannedMove>, SlotError> {
     check_partitions(u64::from(partitions))?;
     let now = map.partitions();
-    let share = |p: u32| map.slots() / partitions + u32::from(p < map.slots() % partitions);
+    let share = |p: u32| {
+        if p < partitions {
+            map.slots() / partitions + u32::from(p < map.slots() % partitions)
+        } else {
+            0
+        }
+    };
     let mut needs: Vec<(u32, u32)> = (0..partitions)
         .map(|p| (p, share(p).saturating_sub(map.count_owned(p))))
         .filter(|(_, n)| *n > 0)
         .collect();
     let mut plan = Vec::new();
-    for from in 0..now.min(partitions) {
+    for from in 0..now {
         let owned: Vec<u32> = map
             .owned_by(from)
             .iter()

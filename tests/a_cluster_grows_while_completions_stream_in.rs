@@ -6,8 +6,10 @@
 //! move waits, a partition that is down is asked again), every order is on
 //! exactly the partition the final map names and is invoiced once, and a
 //! completion sent again after the move is a duplicate where its order now
-//! lives. A move to a partition that is down, and one of slots a partition
-//! does not own, are refused before anything is fenced.
+//! lives. Then it shrinks back to two (`cluster shrink --partitions 2`):
+//! partition 2 gives every slot to the others, and its orders follow. A
+//! move to a partition that is down, and one of slots a partition does not
+//! own, are refused before anything moves.
 #![cfg(feature = "server")]
 use crate::common;
 use common::server::{Gateway, Server, cli_ok, free_ports, http};
@@ -218,7 +220,34 @@ fn two_partitions_grow_to_three_under_load_with_a_kill_in_the_middle() {
         assert_eq!(again["outcome"], json!("duplicate"), "{k}: {again}");
     }
 
-    // a move to a partition that is down is refused, nothing fenced
+    // it shrinks back: partition 2 gives every slot it owns to 0 and 1,
+    // and every order lives where the map says, once
+    let o = gw.cli(&["cluster", "shrink", "--partitions", "3"]);
+    assert_eq!(o.status.code(), Some(2), "3 partitions own slots already");
+    let shrunk = cli_ok(&url, None, &["cluster", "shrink", "--partitions", "2"]);
+    assert!(!shrunk["moves"].as_array().unwrap().is_empty(), "{shrunk}");
+    let back = map_of(&url);
+    assert_eq!(
+        (0..3).map(|p| back.count_owned(p)).collect::<Vec<_>>(),
+        vec![2048, 2048, 0],
+        "{shrunk}"
+    );
+    for (k, id) in keys.iter().zip(&ids) {
+        let on: Vec<usize> = (0..3)
+            .filter(|p| http(&addrs[*p], "GET", &format!("/instances/{id}"), None).0 == 200)
+            .collect();
+        assert_eq!(
+            on,
+            vec![back.partition_of_key(k) as usize],
+            "{k} order {id}"
+        );
+    }
+    for k in moved.iter().take(3) {
+        let again = complete(&gw.addr, k, &format!("done-{k}"));
+        assert_eq!(again["outcome"], json!("duplicate"), "{k}: {again}");
+    }
+
+    // a move to a partition that is down is refused, nothing moves
     parts[2].take().unwrap().kill9();
     let o = gw.cli(&["cluster", "move-slots", "0-9", "--to", "2"]);
     assert!(!o.status.success());

@@ -170,6 +170,20 @@ pub(crate) enum ClusterCommand {
         #[arg(long)]
         detach: bool,
     },
+    /// Shrinks the cluster to P' partitions, through the gateway --server
+    /// names: partitions P' and above give every slot they own to
+    /// partitions 0 … P'-1 until each owns S / P', as moves followed to
+    /// their end unless --detach; then they own nothing and can be stopped.
+    ///
+    /// Example: postfach --server http://127.0.0.1:7820 cluster shrink --partitions 4
+    Shrink {
+        /// The partitions that own slots afterwards.
+        #[arg(long, value_name = "P")]
+        partitions: u32,
+        /// Begin the moves and answer their batches without following them.
+        #[arg(long)]
+        detach: bool,
+    },
     /// A local cluster in the foreground, for trying it out: P partition
     /// processes (`run --partitions P --partition I`, each with its own
     /// database under --dir, on the ports after the gateway's) and a gateway
@@ -502,7 +516,10 @@ pub(super) async fn cluster(cli: &Cli, args: &ClusterArgs) -> Result<Output, Fai
             detach,
         } => super::slots::move_slots(cli, range, *to, *from, *detach).await,
         ClusterCommand::Grow { partitions, detach } => {
-            super::slots::grow(cli, *partitions, *detach).await
+            super::slots::balance(cli, *partitions, false, *detach).await
+        }
+        ClusterCommand::Shrink { partitions, detach } => {
+            super::slots::balance(cli, *partitions, true, *detach).await
         }
     }
 }

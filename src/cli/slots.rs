@@ -1,6 +1,6 @@
 //! The cluster's partitions and key slots on the command line: `cluster
 //! status` (every partition and the slot map), `cluster slot KEY` (where a
-//! key lies), `cluster move-slots` and `cluster grow` (slots moved, the
+//! key lies), `cluster move-slots`, `cluster grow` and `cluster shrink` (slots moved, the
 //! moves followed to their end).
 //!
 //! Invariant: a map read from a server is range-checked before it is used;
@@ -253,22 +253,33 @@ fn moves_text(moves: &[Value]) -> String {
     text.trim_end().to_string()
 }
 
-/// `cluster grow --partitions P'`: the new partitions must be among the
-/// gateway's and own no slot; the plan's moves are begun (each its source
-/// and range) and followed to their end unless `detach`.
-pub(super) async fn grow(cli: &Cli, partitions: u32, detach: bool) -> Result<Output, Failure> {
-    let (client, map) = server_map(cli, "cluster grow").await?;
+/// `cluster grow --partitions P'` (`shrink`: false) or `cluster shrink
+/// --partitions P'` (`shrink`: true). Growing, the new partitions must be
+/// among the gateway's and ready; shrinking, every partition that owns
+/// slots must be ready. The plan's moves are begun (each its source and
+/// range) and followed to their end unless `detach`.
+pub(super) async fn balance(
+    cli: &Cli,
+    partitions: u32,
+    shrink: bool,
+    detach: bool,
+) -> Result<Output, Failure> {
+    let verb = if shrink { "shrink" } else { "grow" };
+    let (client, map) = server_map(cli, &format!("cluster {verb}")).await?;
     let Some(map) = map else {
         return Err(Failure {
             code: 1,
-            message: "cluster grow: the server is unpartitioned; a cluster created with --partitions grows".into(),
+            message: format!(
+                "cluster {verb}: the server is unpartitioned; a cluster created with --partitions grows and shrinks"
+            ),
             json: None,
         });
     };
-    let now = map.partitions();
-    if partitions <= now {
+    let now = map.owning();
+    if (!shrink && partitions <= now) || (shrink && (partitions >= now || partitions == 0)) {
+        let names = if shrink { "fewer, at least 1" } else { "more" };
         return Err(usage(format!(
-            "--partitions {partitions}: the cluster has {now} partitions; grow names more"
+            "--partitions {partitions}: {now} partitions own slots; {verb} names {names}"
         )));
     }
     let status = client
@@ -283,19 +294,23 @@ pub(super) async fn grow(cli: &Cli, partitions: u32, detach: bool) -> Result<Out
             partitions - 1
         )));
     }
+    let needed = if shrink { 0..now } else { now..partitions };
     for p in status["partitions"].as_array().into_iter().flatten() {
         let i = p["partition"].as_u64().unwrap_or(0) as u32;
-        if (now..partitions).contains(&i) && p["ready"] != json!(true) {
+        if needed.contains(&i) && p["ready"] != json!(true) {
+            let why = if shrink {
+                "every partition that owns slots must be up while a cluster shrinks"
+            } else {
+                "the partitions a cluster grows to must be up"
+            };
             return Err(Failure {
                 code: 1,
-                message: format!(
-                    "partition {i} is not ready: the partitions a cluster grows to must be up"
-                ),
+                message: format!("partition {i} is not ready: {why}"),
                 json: None,
             });
         }
     }
-    let plan = postfach::slots::grow_plan(&map, partitions)
+    let plan = postfach::slots::balance_plan(&map, partitions)
         .map_err(|e| usage(format!("--partitions {partitions}: {e}")))?;
     let mut moves = Vec::new();
     for mv in &plan {
@@ -316,7 +331,7 @@ pub(super) async fn grow(cli: &Cli, partitions: u32, detach: bool) -> Result<Out
         follow(&client, &moves).await?
     };
     let text = format!(
-        "{} move(s) to grow from {now} to {partitions} partitions\n{}",
+        "{} move(s) to {verb} from {now} to {partitions} partitions\n{}",
         plan.len(),
         moves_text(&ended)
     );

@@ -178,13 +178,14 @@ proptest! {
 }
 
 proptest! {
-    /// A growth plan leaves every partition its share: afterwards each owns
-    /// S / P' or one more, however uneven the map was, each move taking
-    /// exactly slots its source owned.
+    /// A plan to grow or shrink leaves every partition its share: afterwards
+    /// each of the P' owns S / P' or one more and every other one none,
+    /// however uneven the map was, each move taking exactly slots its source
+    /// owned.
     #[test]
-    fn a_growth_plan_shares_the_slots_evenly(
+    fn a_plan_shares_the_slots_evenly_growing_or_shrinking(
         p in 1u32..=8,
-        grow in 1u32..=6,
+        grow in -7i32..=6,
         moves in proptest::collection::vec((0u32..4096, 0u32..200, 0u32..8), 0..4),
     ) {
         let mut m = SlotMap::new(p).unwrap();
@@ -192,8 +193,8 @@ proptest! {
             let first = first % m.slots();
             m = m.assign(first, (first + len).min(m.slots() - 1), to % p).unwrap();
         }
-        let target = m.partitions() + grow;
-        let plan = grow_plan(&m, target).unwrap();
+        let target = (m.partitions() as i32 + grow).max(1) as u32;
+        let plan = balance_plan(&m, target).unwrap();
         let before = naive(&m);
         let mut after = m.clone();
         for mv in &plan {
@@ -213,13 +214,17 @@ proptest! {
         for q in 0..target {
             prop_assert!(after.count_owned(q) >= share, "{q}: {}", after.count_owned(q));
         }
+        for q in target..m.partitions() {
+            prop_assert_eq!(after.count_owned(q), 0, "{} keeps slots", q);
+        }
+        prop_assert_eq!(after.owning(), target);
     }
 }
 
 #[test]
 fn four_partitions_grow_to_six() {
     let m = SlotMap::new(4).unwrap();
-    let plan = grow_plan(&m, 6).unwrap();
+    let plan = balance_plan(&m, 6).unwrap();
     // 4096 = 4·683 + 2·682: each of the four keeps 683 and gives 341
     let mut to = [0u32; 6];
     let mut from = [0u32; 6];
@@ -230,5 +235,31 @@ fn four_partitions_grow_to_six() {
     }
     assert_eq!(&to[4..], &[682, 682]);
     assert_eq!(&from[..4], &[341, 341, 341, 341]);
-    assert!(grow_plan(&m, 4).unwrap().is_empty());
+    assert!(balance_plan(&m, 4).unwrap().is_empty());
+}
+
+#[test]
+fn six_partitions_shrink_to_four() {
+    let m = SlotMap::new(4).unwrap();
+    let m = apply(&m, &balance_plan(&m, 6).unwrap());
+    assert_eq!(m.owning(), 6);
+    let plan = balance_plan(&m, 4).unwrap();
+    assert!(plan.iter().all(|mv| mv.from >= 4 && mv.to < 4), "{plan:?}");
+    let m = apply(&m, &plan);
+    assert_eq!(m.owning(), 4);
+    assert_eq!(
+        (0..6).map(|p| m.count_owned(p)).collect::<Vec<_>>(),
+        vec![1024, 1024, 1024, 1024, 0, 0]
+    );
+}
+
+/// `map` after the moves of `plan`, each taking only its source's slots.
+fn apply(map: &SlotMap, plan: &[PlannedMove]) -> SlotMap {
+    let mut m = map.clone();
+    for mv in plan {
+        for s in (mv.first..=mv.last).filter(|s| map.owner(*s) == mv.from) {
+            m = m.assign(s, s, mv.to).unwrap();
+        }
+    }
+    m
 }

@@ -56,7 +56,7 @@ pub struct MoveBody {
     pub version: Option<u64>,
 }
 
-#[utoipa::path(post, path = "/slots/moves", request_body = MoveBody, responses((status = 200, description = "Begin moving the slots of the range this partition owns to partition `to`: they are fenced at once (their writes answered 503 until the target owns them), what they hold is fixed as a move batch the server sends a slice at a time; answers the batch (`batch status` follows it). Through a gateway every partition that owns slots of the range begins its part (`moves`: one batch per source)", body = serde_json::Value)))]
+#[utoipa::path(post, path = "/slots/moves", request_body = MoveBody, responses((status = 200, description = "Begin moving the slots of the range this partition owns to partition `to`: what they hold is fixed as a move batch the server copies a slice at a time while they still take writes, then sends the writes made meanwhile again and fences the slots (their writes answered 503) only for the last of those, until the target owns them; answers the batch (`batch status` follows it). Through a gateway every partition that owns slots of the range begins its part (`moves`: one batch per source)", body = serde_json::Value)))]
 async fn move_slots(
     State(s): State<AppState>,
     b: Result<Json<MoveBody>, JsonRejection>,

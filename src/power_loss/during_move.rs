@@ -2,10 +2,13 @@
 //! slot it owns — 34 orders waiting at their completion, one completed, one
 //! completion buffered early — to partition 1, two slices of records, and
 //! the power of the source, or of the target, is cut at every disk
-//! operation of the move, with every fate of the unsynced writes. Opened
-//! again, the move goes on to its end, and then everything is on exactly one
-//! partition: every order and message record on the target, with its
-//! history, none on the source, both stores whole and the map saying so.
+//! operation of the move, with every fate of the unsynced writes. While the
+//! slots are copied, a completion for an order already sent is taken on
+//! the source (the move's delta). Opened again, the move goes on to its
+//! end, and then everything is on exactly one partition: every order and
+//! message record on the target, with its history — the completion taken
+//! during the copy too, once it was acknowledged — none on the source, both
+//! stores whole and the map saying so.
 
 use super::workload::{deploy_all, options};
 use super::{Unsynced, runtime};
@@ -83,13 +86,28 @@ async fn prepare(src: &Postfach, dst: &Postfach) -> Option<()> {
     Some(())
 }
 
-/// Drives the move until nothing leaves the source (or a step fails).
-async fn drive(src: &Postfach, dst: &Postfach) -> Result<(), String> {
+/// Drives the move until nothing leaves the source (or a step fails). With
+/// `write`, after the first step — the slots still being copied — the
+/// completion `during` of an order sent in that step is published on the
+/// source, and `write` says once it was acknowledged.
+async fn drive(src: &Postfach, dst: &Postfach, write: Option<&mut bool>) -> Result<(), String> {
+    let mut write = write;
     for _ in 0..100 {
         let d = src
             .drive_moves(&Direct(dst))
             .await
             .map_err(|e| e.to_string())?;
+        if let Some(acked) = write.take() {
+            src.publish(Publish {
+                name: super::workload::MESSAGE.into(),
+                key: keys(2)[1].clone(),
+                message_id: Some("during".into()),
+                ..Publish::default()
+            })
+            .await
+            .map_err(|e| e.to_string())?;
+            *acked = true;
+        }
         if d.left == 0 {
             return Ok(());
         }
@@ -97,8 +115,9 @@ async fn drive(src: &Postfach, dst: &Postfach) -> Result<(), String> {
     Err("the move does not end".into())
 }
 
-/// Everything on exactly one partition, both stores whole.
-fn problems(src: &Postfach, dst: &Postfach) -> Vec<String> {
+/// Everything on exactly one partition, both stores whole; the completion
+/// taken during the copy on the target when it was `acked`.
+fn problems(src: &Postfach, dst: &Postfach, acked: bool) -> Vec<String> {
     let mut out = Vec::new();
     for (name, pf) in [("source", src), ("target", dst)] {
         for p in pf.store_problems().unwrap_or_else(|e| vec![e.to_string()]) {
@@ -124,12 +143,13 @@ fn problems(src: &Postfach, dst: &Postfach) -> Vec<String> {
             out.push(format!("order {id} arrived without its history"));
         }
     }
-    for m in ["done-0", "early"] {
+    for m in ["done-0", "early", "during"] {
         let (a, b) = (
             rs.message(m).unwrap_or_default().len(),
             rd.message(m).unwrap_or_default().len(),
         );
-        if (a, b) != (0, 1) {
+        let lost_unacked = m == "during" && !acked && (a, b) == (0, 0);
+        if (a, b) != (0, 1) && !lost_unacked {
             out.push(format!("message {m}: {a} on the source, {b} on the target"));
         }
     }
@@ -176,7 +196,8 @@ async fn case(side: usize, cut_at: Option<u64>, fate: Unsynced) -> (Vec<String>,
         return (Vec::new(), false, (0, 0));
     }
     let begin = disks[side].ops();
-    let cut = drive(&src, &dst).await.is_err();
+    let mut acked = false;
+    let cut = drive(&src, &dst, Some(&mut acked)).await.is_err();
     let span = (begin, disks[side].ops());
     let mut pfs = [Some(src), Some(dst)];
     if cut {
@@ -193,14 +214,14 @@ async fn case(side: usize, cut_at: Option<u64>, fate: Unsynced) -> (Vec<String>,
         let [Some(src), Some(dst)] = &pfs else {
             unreachable!("both open")
         };
-        if let Err(e) = drive(src, dst).await {
+        if let Err(e) = drive(src, dst, None).await {
             return (vec![format!("the move does not resume: {e}")], true, span);
         }
     }
     let [Some(src), Some(dst)] = &pfs else {
         unreachable!("both open")
     };
-    let found = problems(src, dst);
+    let found = problems(src, dst, acked);
     for pf in pfs.into_iter().flatten() {
         pf.close();
     }

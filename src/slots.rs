@@ -527,6 +527,19 @@ pub enum MovePhase {
     },
 }
 
+impl MovePhase {
+    /// The phase's name: `copying`, `fenced`, `forgetting` (the source's),
+    /// `importing` (the target's).
+    pub fn name(&self) -> &'static str {
+        match self {
+            MovePhase::Copying { .. } => "copying",
+            MovePhase::Exporting => "fenced",
+            MovePhase::Forgetting { .. } => "forgetting",
+            MovePhase::Importing { .. } => "importing",
+        }
+    }
+}
+
 impl SlotMove {
     /// Whether `slot` is one the move carries.
     pub fn holds(&self, slot: u32) -> bool {

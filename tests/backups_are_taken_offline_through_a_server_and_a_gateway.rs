@@ -134,6 +134,7 @@ fn a_running_server_and_a_gateway_take_backups_into_their_own_directory() {
 
     // two partitions behind a gateway: one backup each
     let mut parts = Vec::new();
+    let mut launched = Vec::new();
     for i in 0..2 {
         let pdir = dir.path().join(format!("p{i}"));
         std::fs::create_dir_all(&pdir).unwrap();
@@ -146,6 +147,7 @@ fn a_running_server_and_a_gateway_take_backups_into_their_own_directory() {
             i.to_string(),
         ];
         parts.push(Server::launch(&pdir, &args, &[]));
+        launched.push((pdir, args));
     }
     let addrs: Vec<String> = parts.iter().map(|p| p.addr.clone()).collect();
     let gw = Gateway::start(&addrs);
@@ -189,6 +191,15 @@ fn a_running_server_and_a_gateway_take_backups_into_their_own_directory() {
         "{b}"
     );
     one_set_id_names_the_clusters_backup(&format!("http://{}", gw.addr), &backups, dir.path());
+    let (pdir, args) = launched.pop().unwrap();
+    let p1 = parts.pop().unwrap();
+    parts.push(a_set_waits_for_slot_moves_in_flight(
+        &format!("http://{}", gw.addr),
+        &parts[0],
+        p1,
+        (&pdir, args),
+        &backups,
+    ));
     for p in parts {
         p.stop();
     }
@@ -299,4 +310,50 @@ fn a_server_takes_backups_on_a_schedule_and_keeps_the_newest() {
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
+}
+
+/// A backup set is taken between slot moves. With a move in flight —
+/// partition 0's slots 0-9 to partition 1, begun on partition 0 while 1 is
+/// down — `cluster backup` waits for it, and past `--wait` is refused
+/// naming it, taking nothing; once partition 1 is back and the move has
+/// ended, the set is taken. Returns partition 1, started again.
+fn a_set_waits_for_slot_moves_in_flight(
+    gw: &str,
+    p0: &Server,
+    p1: Server,
+    (pdir, mut args): (&Path, Vec<String>),
+    backups: &Path,
+) -> Server {
+    let addr1 = p1.addr.clone();
+    p1.kill9();
+    let (status, begun) = p0.json(
+        "POST",
+        "/slots/moves",
+        Some(serde_json::json!({"first": 0, "last": 9, "to": 1, "to_url": format!("http://{addr1}")})),
+    );
+    assert_eq!(status, 200, "{begun}");
+    let o = postfach(&[
+        "--server", gw, "cluster", "backup", "--id", "mid-move", "--wait", "1",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("slots 0-9 from partition 0 to 1") && err.contains("between slot moves"),
+        "{err}"
+    );
+    for taken in ["mid-move", "mid-move-p0", "mid-move-p1"] {
+        assert!(!backups.join(taken).exists(), "nothing taken: {taken}");
+    }
+    args.extend(["--listen".to_string(), addr1]);
+    let p1 = Server::launch(pdir, &args, &[]);
+    let b = json(&["--server", gw, "cluster", "backup", "--id", "after-move"]);
+    assert_eq!(each_id(&b), ["after-move-p0", "after-move-p1"], "{b}");
+    let (_, held) = p0.json("GET", "/slots", None);
+    assert_eq!(
+        held["moves"],
+        serde_json::json!([]),
+        "the move ended first: {held}"
+    );
+    assert_eq!(held["map_version"], 2, "{held}");
+    p1
 }

@@ -122,6 +122,10 @@ pub(crate) enum ClusterCommand {
         /// The set's id (default: the gateway's instant).
         #[arg(long, value_name = "ID")]
         id: Option<String>,
+        /// How long to wait for slot moves in flight to end: a set is taken
+        /// between moves.
+        #[arg(long, value_name = "SECONDS", default_value_t = 600)]
+        wait: u64,
     },
     /// The key slot of a correlation key and the partition that owns it:
     /// per the slot map of the cluster --server names (a gateway or a
@@ -137,9 +141,10 @@ pub(crate) enum ClusterCommand {
         partitions: Option<u64>,
     },
     /// Moves slots FIRST-LAST to partition --to, through the gateway
-    /// --server names: every partition that owns slots of the range fences
-    /// them and sends what they hold, a batch each; followed until each is
-    /// done unless --detach.
+    /// --server names: every partition that owns slots of the range copies
+    /// what they hold while they still take writes, then fences them for
+    /// the writes made meanwhile, a batch each; followed until each is done
+    /// unless --detach.
     ///
     /// Example: postfach --server http://127.0.0.1:7820 cluster move-slots 0-1023 --to 4
     MoveSlots {
@@ -506,7 +511,7 @@ async fn run_gateway(
 pub(super) async fn cluster(cli: &Cli, args: &ClusterArgs) -> Result<Output, Failure> {
     match &args.action {
         ClusterCommand::Status => super::slots::status(cli).await,
-        ClusterCommand::Backup { id } => backup(cli, id.clone()).await,
+        ClusterCommand::Backup { id, wait } => backup(cli, id.clone(), *wait).await,
         ClusterCommand::Up(up_args) => up(up_args).await,
         ClusterCommand::Slot { key, partitions } => super::slots::slot(cli, key, *partitions).await,
         ClusterCommand::MoveSlots {
@@ -526,7 +531,10 @@ pub(super) async fn cluster(cli: &Cli, args: &ClusterArgs) -> Result<Output, Fai
 
 /// `cluster backup`: the catalogue's `backup` through a gateway, which
 /// gives every partition the same set id.
-async fn backup(cli: &Cli, id: Option<String>) -> Result<Output, Failure> {
+/// `cluster backup`: a set is taken between slot moves; while the gateway
+/// answers that moves are in flight (409 with `moves`), it is asked again
+/// each second for up to `wait` seconds.
+async fn backup(cli: &Cli, id: Option<String>, wait: u64) -> Result<Output, Failure> {
     if cli.server.is_none() {
         return Err(usage(
             "cluster backup asks a gateway: give --server URL (or $POSTFACH_SERVER)".into(),
@@ -535,7 +543,22 @@ async fn backup(cli: &Cli, id: Option<String>) -> Result<Output, Failure> {
     let client = client_of(cli)?;
     let body = postfach::server::http::requests::BackupBody { id };
     let call = super::remote::Call::to("backup")?.body(&body);
-    let doc = client.call(&call).await?;
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(wait);
+    let mut told = false;
+    let doc = loop {
+        let answer = client.answer(&call).await?;
+        let moving = answer.status == 409 && answer.json().is_some_and(|d| d["moves"].is_array());
+        if !moving || std::time::Instant::now() >= until {
+            break client.call_answered(&answer)?;
+        }
+        if !told {
+            eprintln!(
+                "slot moves are in flight; the backup set waits for them (up to --wait {wait} s)"
+            );
+            told = true;
+        }
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    };
     Ok(super::show::shown(doc, super::backups::backup_text))
 }
 

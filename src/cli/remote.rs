@@ -233,6 +233,11 @@ impl Client {
         self.whole(self.document(&answer)?)
     }
 
+    /// The document of an answer already read, as `call` gives it.
+    pub(super) fn call_answered(&self, answer: &Answer) -> Result<Value, Failure> {
+        self.whole(self.document(answer)?)
+    }
+
     /// A document that covers every partition; one that names partitions a
     /// gateway could not reach is an error (exit 1) carrying what was read.
     fn whole(&self, doc: Value) -> Result<Value, Failure> {

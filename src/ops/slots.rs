@@ -64,5 +64,6 @@ pub fn move_json(m: &SlotMove) -> Value {
         "from": m.from,
         "to": m.to,
         "version": m.version,
+        "phase": m.phase.name(),
     })
 }

@@ -206,8 +206,46 @@ pub(super) async fn combined(gw: &Gw, p: &Passed, merge: fn(&[Value]) -> Value) 
 
 /// A backup of every partition under one set id: the caller's, else the
 /// gateway's instant; a body that is not a JSON object goes on as it is,
-/// for the partitions' 400.
+/// for the partitions' 400. A set is taken between slot moves — with moves
+/// in flight it is refused (409 with the moves; the caller waits), and no
+/// move begins through this gateway while it is taken — so that a restored
+/// set holds each slot on one partition: a set taken across a move could
+/// bring a slot back on both sides, or on none.
 pub(super) async fn backup_set(gw: &Gw, mut p: Passed) -> Response {
+    let _set = gw.sets.write().await;
+    let (_, moves) = super::slots::gathered(gw, &p.headers).await;
+    if !moves.is_empty() {
+        let named: Vec<String> = moves
+            .iter()
+            .filter(|m| m["phase"] != json!("importing"))
+            .map(|m| {
+                format!(
+                    "move {} of slots {}-{} from partition {} to {} ({})",
+                    m["move"].as_str().unwrap_or("?"),
+                    m["first"],
+                    m["last"],
+                    m["from"],
+                    m["to"],
+                    m["phase"].as_str().unwrap_or("?")
+                )
+            })
+            .collect();
+        let mut r = json_response(
+            StatusCode::CONFLICT,
+            json!({
+                "error": format!(
+                    "{} in flight: a backup set is taken between slot moves, so that no slot is restored on two partitions or on none; take it once they are done",
+                    named.join(", ")
+                ),
+                "moves": moves,
+            }),
+        );
+        r.headers_mut().insert(
+            axum::http::header::RETRY_AFTER,
+            axum::http::HeaderValue::from_static("1"),
+        );
+        return r;
+    }
     let given = if p.body.is_empty() {
         Some(serde_json::Map::new())
     } else {

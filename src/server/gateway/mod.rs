@@ -84,6 +84,9 @@ struct Gw {
     map: Arc<slots::MapCache>,
     /// The admin token, for the gateway's own questions (the slot map).
     admin: Option<String>,
+    /// Held for writing while a backup set is taken, for reading while a
+    /// move begins: no move begins through this gateway during a set.
+    sets: Arc<tokio::sync::RwLock<()>>,
 }
 
 impl Gw {
@@ -108,6 +111,7 @@ pub fn router(config: GatewayConfig) -> Router {
         unreached: Default::default(),
         signals: Default::default(),
         map: Default::default(),
+        sets: Default::default(),
     };
     let routes = Router::new()
         .route("/health/live", get(live))

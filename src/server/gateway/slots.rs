@@ -288,6 +288,12 @@ pub(super) async fn begin_moves(
     body: &Bytes,
 ) -> Result<(StatusCode, Value), (StatusCode, String)> {
     let bad = |why: String| (StatusCode::BAD_REQUEST, why);
+    let _set = gw.sets.try_read().map_err(|_| {
+        (
+            StatusCode::CONFLICT,
+            "a backup set is being taken; begin the move once it is done".to_string(),
+        )
+    })?;
     let b: crate::server::http::requests::MoveBody =
         serde_json::from_slice(body).map_err(|e| bad(format!("request body: {e}")))?;
     if b.to >= gw.parts.count() {

@@ -558,3 +558,43 @@ fn a_large_delta_is_copied_again_before_the_fence_and_the_rounds_end() {
         assert_eq!(d.outcome, Outcome::Duplicate, "{k}");
     }
 }
+
+#[test]
+fn a_job_the_sources_own_handler_holds_is_ready_at_the_target() {
+    let mut src = Harness::partition(0, 2);
+    let mut dst = Harness::partition(1, 2);
+    let keys = moving_keys(1);
+    let order = src.start(&keys[0]);
+    src.step(|e| e.run_continuations(100)).unwrap();
+    let held = src
+        .step(|e| e.lock_jobs("auftragUebergeben", 10, "pid-0", 300_000, true, None))
+        .unwrap();
+    assert_eq!(held.len(), 1);
+    let during = During {
+        copying: &mut nothing,
+        fenced: &mut nothing,
+        fence_at: 512,
+    };
+    move_slots(&mut src, &mut dst, (0, 2047), during);
+    // the source's handler finishes late: refused, naming the owner
+    let j = &held[0];
+    let e = src
+        .step(|e| e.complete_job(j.task.job, Some(j.lease_token), &Vars::new()))
+        .unwrap_err();
+    assert!(
+        matches!(e, EngineError::OtherPartition { owner: 1, .. }),
+        "{e:?}"
+    );
+    // at the target the job is ready at once, not held for the lease's
+    // five minutes, and its order goes on
+    let jobs = dst
+        .step(|e| e.lock_jobs("auftragUebergeben", 10, "pid-1", 30_000, true, None))
+        .unwrap();
+    assert_eq!(
+        jobs.iter().map(|j| j.task.instance).collect::<Vec<_>>(),
+        [order]
+    );
+    dst.step(|e| e.complete_job(jobs[0].task.job, Some(jobs[0].lease_token), &Vars::new()))
+        .unwrap();
+    dst.check_invariants();
+}

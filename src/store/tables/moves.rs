@@ -55,6 +55,20 @@ pub const ID_COUNTERS: [&str; 4] = ["instance", "job", "task", "message"];
 /// variables `vars` correlates by (the model's answer).
 pub type PairsOf<'a> = &'a dyn Fn(&str, u32, &Vars) -> Vec<(String, String)>;
 
+/// A job's row as it travels: a lease of the source's own handlers does
+/// not — they cannot complete the job at the target — so there it is ready
+/// (as at an engine's restart); an external worker's lease travels, its
+/// completion routed to the new owner.
+fn travelling_job(bytes: &[u8]) -> Result<Vec<u8>, StoreError> {
+    let mut job: JobRecord = codec::decode(bytes)?;
+    if !job.lease.as_ref().is_some_and(|l| l.in_process) {
+        return Ok(bytes.to_vec());
+    }
+    job.lease = None;
+    job.state = JobState::Ready;
+    Ok(codec::encode(&job)?)
+}
+
 impl Snapshot {
     /// Instance `id` with what is its own, as stored (`None`: gone). Its
     /// passed pairs are those of `pairs` that are stored.
@@ -95,7 +109,7 @@ impl Snapshot {
         let jobs = self.table(JOBS)?;
         for j in held_jobs {
             if let Some(g) = jobs.get(j)? {
-                out.jobs.push(g.value().to_vec());
+                out.jobs.push(travelling_job(g.value())?);
             }
         }
         let mut vars = Vars::new();

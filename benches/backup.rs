@@ -63,33 +63,6 @@ where
     }
 }
 
-/// 64 publishers publishing until `stop`; the latency of each publish.
-async fn publishers(pf: &Postfach, stop: Arc<AtomicBool>) -> Vec<Duration> {
-    let mut tasks = Vec::new();
-    for _ in 0..64 {
-        let (pf, stop) = (pf.clone(), stop.clone());
-        tasks.push(tokio::spawn(async move {
-            let mut lat = Vec::new();
-            while !stop.load(Ordering::Relaxed) {
-                let t = Instant::now();
-                pf.publish(buffered("load")).await.unwrap();
-                lat.push(t.elapsed());
-            }
-            lat
-        }));
-    }
-    let mut all = Vec::new();
-    for t in tasks {
-        all.extend(t.await.unwrap());
-    }
-    all.sort();
-    all
-}
-
-fn quantile(sorted: &[Duration], q: f64) -> Duration {
-    sorted[((sorted.len() as f64 - 1.0) * q) as usize]
-}
-
 /// MB/s of reading `path` once from the disk: its pages are dropped from
 /// the page cache first (`posix_fadvise(DONTNEED)`).
 fn disk_read_mb_s(path: &std::path::Path) -> f64 {
@@ -157,7 +130,7 @@ fn main() {
         let stop = Arc::new(AtomicBool::new(false));
         let load = tokio::spawn({
             let (pf, stop) = (pf.clone(), stop.clone());
-            async move { publishers(&pf, stop).await }
+            async move { support::publishers(&pf, stop, |_, _| Some(buffered("load"))).await }
         });
         tokio::time::sleep(Duration::from_millis(500)).await;
         let started = Instant::now();
@@ -169,7 +142,7 @@ fn main() {
         let stop = Arc::new(AtomicBool::new(false));
         let load = tokio::spawn({
             let (pf, stop) = (pf.clone(), stop.clone());
-            async move { publishers(&pf, stop).await }
+            async move { support::publishers(&pf, stop, |_, _| Some(buffered("load"))).await }
         });
         tokio::time::sleep(Duration::from_millis(500) + took).await;
         stop.store(true, Ordering::Relaxed);
@@ -181,8 +154,8 @@ fn main() {
     let copy_bytes: u64 = manifest.files.iter().map(|f| f.bytes).sum();
     let backup_mb_s = copy_bytes as f64 / 1e6 / took.as_secs_f64();
     let disk_mb_s = disk_read_mb_s(&db);
-    let p99_during = quantile(&during, 0.99);
-    let p99_without = quantile(&without, 0.99);
+    let p99_during = support::quantile(&during, 0.99);
+    let p99_without = support::quantile(&without, 0.99);
     let ratio = p99_during.as_secs_f64() / p99_without.as_secs_f64();
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     let md = format!(
@@ -196,9 +169,9 @@ fn main() {
          | p99 during vs without (target ≤ 2×) | {ratio:.2}× |\n",
         copy_bytes as f64 / 1e6,
         took.as_secs_f64(),
-        ms(quantile(&without, 0.5)),
+        ms(support::quantile(&without, 0.5)),
         ms(p99_without),
-        ms(quantile(&during, 0.5)),
+        ms(support::quantile(&during, 0.5)),
         ms(p99_during),
     );
     println!("\n{md}");
@@ -211,8 +184,8 @@ fn main() {
         "backup_mb_s": backup_mb_s,
         "disk_read_mb_s": disk_mb_s,
         "publish_ms": {
-            "without": {"p50": ms(quantile(&without, 0.5)), "p99": ms(p99_without), "n": without.len()},
-            "during": {"p50": ms(quantile(&during, 0.5)), "p99": ms(p99_during), "n": during.len()},
+            "without": {"p50": ms(support::quantile(&without, 0.5)), "p99": ms(p99_without), "n": without.len()},
+            "during": {"p50": ms(support::quantile(&during, 0.5)), "p99": ms(p99_during), "n": during.len()},
         },
         "p99_ratio": ratio,
     });

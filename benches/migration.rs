@@ -37,33 +37,6 @@ fn buffered() -> Publish {
     }
 }
 
-/// 64 publishers publishing until `stop`; the latency of each publish.
-async fn publishers(pf: &Postfach, stop: Arc<AtomicBool>) -> Vec<Duration> {
-    let mut tasks = Vec::new();
-    for _ in 0..64 {
-        let (pf, stop) = (pf.clone(), stop.clone());
-        tasks.push(tokio::spawn(async move {
-            let mut lat = Vec::new();
-            while !stop.load(Ordering::Relaxed) {
-                let t = Instant::now();
-                pf.publish(buffered()).await.unwrap();
-                lat.push(t.elapsed());
-            }
-            lat
-        }));
-    }
-    let mut all = Vec::new();
-    for t in tasks {
-        all.extend(t.await.unwrap());
-    }
-    all.sort();
-    all
-}
-
-fn quantile(sorted: &[Duration], q: f64) -> Duration {
-    sorted[((sorted.len() as f64 - 1.0) * q) as usize]
-}
-
 async fn fill(pf: &Postfach, n: u64) {
     let mut tasks = Vec::new();
     for c in 0..64 {
@@ -131,7 +104,7 @@ fn main() {
         let stop = Arc::new(AtomicBool::new(false));
         let load = tokio::spawn({
             let (pf, stop) = (pf.clone(), stop.clone());
-            async move { publishers(&pf, stop).await }
+            async move { support::publishers(&pf, stop, |_, _| Some(buffered())).await }
         });
         tokio::time::sleep(Duration::from_millis(500)).await;
         let (took, done, refused) = migrate(&pf).await;
@@ -141,7 +114,7 @@ fn main() {
         let stop = Arc::new(AtomicBool::new(false));
         let load = tokio::spawn({
             let (pf, stop) = (pf.clone(), stop.clone());
-            async move { publishers(&pf, stop).await }
+            async move { support::publishers(&pf, stop, |_, _| Some(buffered())).await }
         });
         tokio::time::sleep(Duration::from_millis(500) + took).await;
         stop.store(true, Ordering::Relaxed);
@@ -150,7 +123,10 @@ fn main() {
         (took, done, refused, during, without)
     });
     let rate = done as f64 / took.as_secs_f64();
-    let (p99_during, p99_without) = (quantile(&during, 0.99), quantile(&without, 0.99));
+    let (p99_during, p99_without) = (
+        support::quantile(&during, 0.99),
+        support::quantile(&without, 0.99),
+    );
     let ratio = p99_during.as_secs_f64() / p99_without.as_secs_f64();
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     let md = format!(
@@ -161,9 +137,9 @@ fn main() {
          | publish p50 / p99 during the migration | {:.2} / {:.2} ms |\n\
          | p99 during vs without (target ≤ 2×) | {ratio:.2}× |\n",
         took.as_secs_f64(),
-        ms(quantile(&without, 0.5)),
+        ms(support::quantile(&without, 0.5)),
         ms(p99_without),
-        ms(quantile(&during, 0.5)),
+        ms(support::quantile(&during, 0.5)),
         ms(p99_during),
     );
     println!("\n{md}");
@@ -176,8 +152,8 @@ fn main() {
         "seconds": took.as_secs_f64(),
         "instances_per_s": rate,
         "publish_ms": {
-            "without": {"p50": ms(quantile(&without, 0.5)), "p99": ms(p99_without), "n": without.len()},
-            "during": {"p50": ms(quantile(&during, 0.5)), "p99": ms(p99_during), "n": during.len()},
+            "without": {"p50": ms(support::quantile(&without, 0.5)), "p99": ms(p99_without), "n": without.len()},
+            "during": {"p50": ms(support::quantile(&during, 0.5)), "p99": ms(p99_during), "n": during.len()},
         },
         "p99_ratio": ratio,
     });

@@ -18,7 +18,7 @@ mod support;
 
 use postfach::partition::Partition;
 use postfach::slots::SlotMap;
-use postfach::{EngineError, Error, MoveCommand, MoveTarget, Options, Postfach, Publish, vars};
+use postfach::{EngineError, Error, Options, Postfach, Publish, vars};
 use serde_json::json;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -44,18 +44,6 @@ fn keys_in(map: &SlotMap, prefix: &str, slot: u32, n: usize) -> Vec<String> {
         .collect()
 }
 
-struct Direct(Postfach);
-
-impl MoveTarget for Direct {
-    async fn send(&self, _url: &str, step: &MoveCommand) -> Result<(), String> {
-        self.0
-            .slot_move_step(step.clone())
-            .await
-            .map(drop)
-            .map_err(|e| e.to_string())
-    }
-}
-
 fn message(key: String) -> Publish {
     let n = UNIQUE.fetch_add(1, Ordering::Relaxed);
     Publish {
@@ -71,31 +59,12 @@ fn message(key: String) -> Publish {
 /// 64 publishers to partition 0's other slots until `stop`; each latency.
 async fn publishers(pf: &Postfach, stop: Arc<AtomicBool>) -> Vec<Duration> {
     let map = SlotMap::new(2).unwrap();
-    let mut tasks = Vec::new();
-    for c in 0..64u64 {
-        let (pf, stop, map) = (pf.clone(), stop.clone(), map.clone());
-        tasks.push(tokio::spawn(async move {
-            let mut lat = Vec::new();
-            let mut i = c;
-            while !stop.load(Ordering::Relaxed) {
-                i += 64;
-                let key = format!("load-{i}");
-                if map.partition_of_key(&key) != 0 || map.slot_of_key(&key) == SLOT {
-                    continue;
-                }
-                let t = Instant::now();
-                pf.publish(message(key)).await.unwrap();
-                lat.push(t.elapsed());
-            }
-            lat
-        }));
-    }
-    let mut all = Vec::new();
-    for t in tasks {
-        all.extend(t.await.unwrap());
-    }
-    all.sort();
-    all
+    support::publishers(pf, stop, move |c, i| {
+        let key = format!("load-{}", c + 64 * i);
+        let other = map.partition_of_key(&key) == 0 && map.slot_of_key(&key) != SLOT;
+        other.then(|| message(key))
+    })
+    .await
 }
 
 /// Writes for the moving slot every 20 ms until `stop`, each retried while
@@ -120,10 +89,6 @@ async fn prober(src: Postfach, dst: Postfach, key: String, stop: Arc<AtomicBool>
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     longest
-}
-
-fn quantile(sorted: &[Duration], q: f64) -> Duration {
-    sorted[((sorted.len() as f64 - 1.0) * q) as usize]
 }
 
 async fn fill(src: &Postfach, waiting: &[String], buffered: &[String], per_key: u64) {
@@ -194,7 +159,7 @@ fn main() {
             .begin_slot_move(SLOT, SLOT, 1, "http://in-process", None)
             .await
             .unwrap();
-        let target = Direct(dst.clone());
+        let target = dst.clone();
         loop {
             let d = src.drive_moves(&target).await.unwrap();
             if d.left == 0 {
@@ -235,7 +200,10 @@ fn main() {
         (took, (b.items, sent - b.items), max_wait, during, without)
     });
     let secs = took.as_secs_f64();
-    let (p99_during, p99_without) = (quantile(&during, 0.99), quantile(&without, 0.99));
+    let (p99_during, p99_without) = (
+        support::quantile(&during, 0.99),
+        support::quantile(&without, 0.99),
+    );
     let ratio = p99_during.as_secs_f64() / p99_without.as_secs_f64();
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     let md = format!(
@@ -249,9 +217,9 @@ fn main() {
          | longest wait of a write for the moving slot (target ≤ 1 s) | {:.2} s |\n",
         waiting_n as f64 / secs,
         items as f64 / secs,
-        ms(quantile(&without, 0.5)),
+        ms(support::quantile(&without, 0.5)),
         ms(p99_without),
-        ms(quantile(&during, 0.5)),
+        ms(support::quantile(&during, 0.5)),
         ms(p99_during),
         max_wait.as_secs_f64(),
     );
@@ -267,8 +235,8 @@ fn main() {
         "instances_per_s": waiting_n as f64 / secs,
         "records_per_s": items as f64 / secs,
         "publish_ms": {
-            "without": {"p50": ms(quantile(&without, 0.5)), "p99": ms(p99_without), "n": without.len()},
-            "during": {"p50": ms(quantile(&during, 0.5)), "p99": ms(p99_during), "n": during.len()},
+            "without": {"p50": ms(support::quantile(&without, 0.5)), "p99": ms(p99_without), "n": without.len()},
+            "during": {"p50": ms(support::quantile(&during, 0.5)), "p99": ms(p99_during), "n": during.len()},
         },
         "p99_ratio": ratio,
         "moving_slot_max_wait_s": max_wait.as_secs_f64(),

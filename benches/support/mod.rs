@@ -104,3 +104,43 @@ pub fn reference_run(binary: &str, db: &std::path::Path) -> std::process::Comman
         ]);
     cmd
 }
+
+/// 64 publishers on `pf` until `stop`: caller `c` publishes `next(c, i)`
+/// for i = 0, 1, … (a `None` is skipped); the latency of each publish,
+/// sorted.
+pub async fn publishers<F>(
+    pf: &postfach::Postfach,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    next: F,
+) -> Vec<std::time::Duration>
+where
+    F: Fn(u64, u64) -> Option<postfach::Publish> + Clone + Send + 'static,
+{
+    let mut tasks = Vec::new();
+    for c in 0..64u64 {
+        let (pf, stop, next) = (pf.clone(), stop.clone(), next.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut lat = Vec::new();
+            let mut i = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                i += 1;
+                let Some(msg) = next(c, i) else { continue };
+                let t = std::time::Instant::now();
+                pf.publish(msg).await.unwrap();
+                lat.push(t.elapsed());
+            }
+            lat
+        }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.unwrap());
+    }
+    all.sort();
+    all
+}
+
+/// The `q` quantile of `sorted`.
+pub fn quantile(sorted: &[std::time::Duration], q: f64) -> std::time::Duration {
+    sorted[((sorted.len() as f64 - 1.0) * q) as usize]
+}

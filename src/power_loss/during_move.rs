@@ -13,10 +13,9 @@
 use super::workload::{deploy_all, options};
 use super::{Unsynced, runtime};
 use crate::disk::sim::Disk;
-use crate::engine::MoveCommand;
 use crate::partition::Partition;
 use crate::slots::SlotMap;
-use crate::{MoveTarget, Postfach, Publish};
+use crate::{Postfach, Publish};
 use std::collections::BTreeMap;
 
 const ORDERS: usize = 34;
@@ -35,19 +34,6 @@ fn open(disk: &Disk, index: u64) -> Result<Postfach, crate::Error> {
     let mut o = options(false);
     o.partition = Some(Partition::new(index, 2).expect("a partition of 2"));
     Postfach::open_sim(disk, o)
-}
-
-/// A target in this process: each step applied to its engine.
-struct Direct<'a>(&'a Postfach);
-
-impl MoveTarget for Direct<'_> {
-    async fn send(&self, _url: &str, step: &MoveCommand) -> Result<(), String> {
-        self.0
-            .slot_move_step(step.clone())
-            .await
-            .map(drop)
-            .map_err(|e| e.to_string())
-    }
 }
 
 /// Orders on the source, hand-overs done, one completion correlated and
@@ -93,10 +79,7 @@ async fn prepare(src: &Postfach, dst: &Postfach) -> Option<()> {
 async fn drive(src: &Postfach, dst: &Postfach, write: Option<&mut bool>) -> Result<(), String> {
     let mut write = write;
     for _ in 0..100 {
-        let d = src
-            .drive_moves(&Direct(dst))
-            .await
-            .map_err(|e| e.to_string())?;
+        let d = src.drive_moves(dst).await.map_err(|e| e.to_string())?;
         if let Some(acked) = write.take() {
             src.publish(Publish {
                 name: super::workload::MESSAGE.into(),

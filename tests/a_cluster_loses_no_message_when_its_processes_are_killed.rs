@@ -83,47 +83,8 @@ impl Drop for Proc {
     }
 }
 
-const PARTITION_CONFIG: &str = r#"
-[send_topics]
-auftragUebergeben = "auftraege"
-
-[[subscriptions]]
-subscription = "auftrag-abgeschlossen-PARTITION"
-message = "AuftragAbgeschlossen"
-key = "/auftragId"
-max_lease_extension = "10s"
-"#;
-
 fn partition(dir: &std::path::Path, i: u64, listen: &str, broker: &Broker) -> Server {
-    let config = dir.join("postfach.toml");
-    std::fs::write(
-        &config,
-        PARTITION_CONFIG.replace("PARTITION", &i.to_string()),
-    )
-    .unwrap();
-    let s = Server::launch(
-        dir,
-        &[
-            "--config".into(),
-            config.display().to_string(),
-            "--listen".into(),
-            listen.into(),
-            "--partitions".into(),
-            P.to_string(),
-            "--partition".into(),
-            i.to_string(),
-            "--forward-topic".into(),
-            "auftrag-abgeschlossen-{partition}".into(),
-        ],
-        &[
-            ("PUBSUB_EMULATOR_HOST", broker.emulator.host()),
-            ("GOOGLE_CLOUD_PROJECT", PROJECT),
-        ],
-    );
-    common::pubsub::wait("the partition is ready", Duration::from_secs(60), || {
-        s.call("GET", "/health/ready", None, None).0 == 200
-    });
-    s
+    common::pubsub::cluster_partition(dir, (i, P), listen, broker)
 }
 
 fn router(broker: &Broker, slot_map: &str) -> Proc {

@@ -20,47 +20,8 @@ const SUB: &str = "auftrag-abgeschlossen-sub";
 const TOPIC: &str = "auftrag-abgeschlossen";
 const ORDERS: usize = 60;
 
-const PARTITION_CONFIG: &str = r#"
-[send_topics]
-auftragUebergeben = "auftraege"
-
-[[subscriptions]]
-subscription = "auftrag-abgeschlossen-PARTITION"
-message = "AuftragAbgeschlossen"
-key = "/auftragId"
-max_lease_extension = "10s"
-"#;
-
 fn partition(dir: &std::path::Path, i: u64, port: u16, broker: &Broker) -> Server {
-    let config = dir.join("postfach.toml");
-    std::fs::write(
-        &config,
-        PARTITION_CONFIG.replace("PARTITION", &i.to_string()),
-    )
-    .unwrap();
-    let s = Server::launch(
-        dir,
-        &[
-            "--config".into(),
-            config.display().to_string(),
-            "--listen".into(),
-            format!("127.0.0.1:{port}"),
-            "--partitions".into(),
-            "2".into(),
-            "--partition".into(),
-            i.to_string(),
-            "--forward-topic".into(),
-            format!("{TOPIC}-{{partition}}"),
-        ],
-        &[
-            ("PUBSUB_EMULATOR_HOST", broker.emulator.host()),
-            ("GOOGLE_CLOUD_PROJECT", PROJECT),
-        ],
-    );
-    common::pubsub::wait("the partition is ready", Duration::from_secs(60), || {
-        s.call("GET", "/health/ready", None, None).0 == 200
-    });
-    s
+    common::pubsub::cluster_partition(dir, (i, 2), &format!("127.0.0.1:{port}"), broker)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -159,3 +159,57 @@ pub fn launch_with(
     });
     s
 }
+
+/// postfach.toml of partition `PARTITION` of a cluster: it consumes its own
+/// subscription `auftrag-abgeschlossen-PARTITION` (10 s lease extension).
+const PARTITION_CONFIG: &str = r#"
+[send_topics]
+auftragUebergeben = "auftraege"
+
+[[subscriptions]]
+subscription = "auftrag-abgeschlossen-PARTITION"
+message = "AuftragAbgeschlossen"
+key = "/auftragId"
+max_lease_extension = "10s"
+"#;
+
+/// Partition `i` of a cluster started with `count` partitions, in `dir`,
+/// listening on `listen`, consuming its own subscription and handing what
+/// is no longer its own on to `auftrag-abgeschlossen-{partition}`; waited
+/// for until ready.
+pub fn cluster_partition(
+    dir: &std::path::Path,
+    (i, count): (u64, u64),
+    listen: &str,
+    broker: &Broker,
+) -> Server {
+    let config = dir.join("postfach.toml");
+    std::fs::write(
+        &config,
+        PARTITION_CONFIG.replace("PARTITION", &i.to_string()),
+    )
+    .unwrap();
+    let s = Server::launch(
+        dir,
+        &[
+            "--config".into(),
+            config.display().to_string(),
+            "--listen".into(),
+            listen.into(),
+            "--partitions".into(),
+            count.to_string(),
+            "--partition".into(),
+            i.to_string(),
+            "--forward-topic".into(),
+            "auftrag-abgeschlossen-{partition}".into(),
+        ],
+        &[
+            ("PUBSUB_EMULATOR_HOST", broker.emulator.host()),
+            ("GOOGLE_CLOUD_PROJECT", PROJECT),
+        ],
+    );
+    wait("the partition is ready", Duration::from_secs(60), || {
+        s.call("GET", "/health/ready", None, None).0 == 200
+    });
+    s
+}

@@ -33,18 +33,22 @@ impl Harness {
         s.moves.into_iter().find(|m| m.id == id).unwrap()
     }
 
+    /// The (message, key) pairs an instance of `process` version `version`
+    /// correlates by, per this side's models.
+    fn pairs(&self, process: &str, version: u32, vars: &Vars) -> Vec<(String, String)> {
+        self.defs
+            .get(process, version)
+            .map(|m| {
+                m.correlation_pairs(vars)
+                    .map(|(a, b)| (a.to_string(), b))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// Items `from ..` (at most `limit`) of move `batch`, as the source sends them.
     fn export(&self, batch: u64, from: u64, limit: usize) -> Vec<Moved> {
-        let defs = &self.defs;
-        let pairs = |p: &str, v: u32, vars: &Vars| -> Vec<(String, String)> {
-            defs.get(p, v)
-                .map(|m| {
-                    m.correlation_pairs(vars)
-                        .map(|(a, b)| (a.to_string(), b))
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
+        let pairs = |p: &str, v: u32, vars: &Vars| self.pairs(p, v, vars);
         self.db
             .snapshot()
             .export_items(batch, from, limit, &pairs)
@@ -54,16 +58,7 @@ impl Harness {
     /// Instance `id` or message record `seq` as this side would send it.
     fn export_one(&self, id: Option<u64>, seq: Option<u64>) -> Moved {
         let snap = self.db.snapshot();
-        let defs = &self.defs;
-        let pairs = |p: &str, v: u32, vars: &Vars| -> Vec<(String, String)> {
-            defs.get(p, v)
-                .map(|m| {
-                    m.correlation_pairs(vars)
-                        .map(|(a, b)| (a.to_string(), b))
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
+        let pairs = |p: &str, v: u32, vars: &Vars| self.pairs(p, v, vars);
         match (id, seq) {
             (Some(id), _) => match snap.export_instance(id, &pairs).unwrap() {
                 Some(i) => Moved::Instance(Box::new(i)),

@@ -23,13 +23,6 @@ const MODEL: &str = support::WAITING_MODEL;
 
 static UNIQUE: AtomicU64 = AtomicU64::new(0);
 
-fn env_or(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 fn buffered(prefix: &str) -> Publish {
     let n = UNIQUE.fetch_add(1, Ordering::Relaxed);
     Publish {
@@ -89,8 +82,8 @@ fn main() {
         return;
     }
     let commit = support::measured_commit();
-    let n_buffered = env_or("POSTFACH_BACKUP_BUFFERED", 1_000_000);
-    let n_waiting = env_or("POSTFACH_BACKUP_WAITING", 100_000);
+    let n_buffered = support::env_or("POSTFACH_BACKUP_BUFFERED", 1_000_000);
+    let n_waiting = support::env_or("POSTFACH_BACKUP_WAITING", 100_000);
     let rt = support::rt();
     let dir = support::bench_dir();
     let db = dir.path().join("bench.redb");

@@ -45,13 +45,6 @@ const MESSAGE: &str = "Fertig";
 
 const MODEL: &str = support::WAITING_MODEL;
 
-fn env_or(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 /// CPU seconds a process used so far (user + system, from /proc).
 fn cpu_seconds(pid: u32) -> f64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
@@ -492,8 +485,8 @@ fn restart_to_ready(parts: &mut [Proc], emulator: &Emulator, times: usize) -> Ve
 
 fn main() {
     let commit = support::measured_commit();
-    let n = env_or("POSTFACH_CLUSTER_N", 20_000);
-    let streams = env_or("POSTFACH_CLUSTER_STREAMS", 4) as u32;
+    let n = support::env_or("POSTFACH_CLUSTER_N", 20_000);
+    let streams = support::env_or("POSTFACH_CLUSTER_STREAMS", 4) as u32;
     let rt = support::rt();
     let emulator = Emulator::start().unwrap_or_else(|e| panic!("{e}"));
     let conn = Connection::emulator(&emulator.endpoint(), PROJECT);
@@ -503,7 +496,7 @@ fn main() {
     eprintln!("publish p50: direct {direct_ms:.3} ms, through the gateway {gateway_ms:.3} ms");
     let (router_rate, go_rate) = router_drain(&emulator, &conn, &rt, n * 5, streams);
     // each P several times, alternating, and the median run of each
-    let reps = env_or("POSTFACH_CLUSTER_RUNS", 3);
+    let reps = support::env_or("POSTFACH_CLUSTER_RUNS", 3);
     let mut all: Vec<EndToEnd> = Vec::new();
     for rep in 0..reps {
         for p in [1, 2, 4] {

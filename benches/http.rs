@@ -35,13 +35,6 @@ use std::time::Instant;
 
 const CONNECTIONS: usize = 64;
 
-fn env_or(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 /// A `postfach run` of the reference model on a fresh database.
 struct Server {
     child: Child,
@@ -242,8 +235,8 @@ fn main() {
         return;
     }
     let commit = support::measured_commit();
-    let total = env_or("POSTFACH_HTTP_N", 20_000) as usize;
-    let runs = env_or("POSTFACH_HTTP_RUNS", 3).max(1);
+    let total = support::env_or("POSTFACH_HTTP_N", 20_000) as usize;
+    let runs = support::env_or("POSTFACH_HTTP_RUNS", 3).max(1);
     let current = env!("CARGO_BIN_EXE_postfach").to_string();
     match std::env::var("POSTFACH_HTTP_TOKENS").as_deref() {
         Ok("1") => return tokens_against_none(&commit, &current, total, runs, Auth::Named),

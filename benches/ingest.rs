@@ -38,13 +38,6 @@ use support::go_null::GoNull;
 const PROJECT: &str = "postfach-bench";
 const MESSAGE: &str = "AuftragAbgeschlossen";
 
-fn env_or(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 /// Acks without storing anything.
 struct NullSink;
 
@@ -334,11 +327,11 @@ async fn measure(
 fn main() {
     // before anything is written: the result files themselves make the tree dirty
     let commit = support::measured_commit();
-    let n = env_or("POSTFACH_INGEST_N", 20_000);
+    let n = support::env_or("POSTFACH_INGEST_N", 20_000);
     let fixed_rate = std::env::var("POSTFACH_INGEST_RATE")
         .ok()
         .and_then(|v| v.parse().ok());
-    let secs = env_or("POSTFACH_INGEST_SECS", 10);
+    let secs = support::env_or("POSTFACH_INGEST_SECS", 10);
     let stream_counts: Vec<u32> = std::env::var("POSTFACH_INGEST_STREAMS")
         .unwrap_or_else(|_| "1,4,8".into())
         .split(',')

@@ -18,13 +18,6 @@ use std::time::{Duration, Instant};
 
 static UNIQUE: AtomicU64 = AtomicU64::new(0);
 
-fn env_or(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 fn buffered() -> Publish {
     let n = UNIQUE.fetch_add(1, Ordering::Relaxed);
     Publish {
@@ -83,7 +76,7 @@ fn main() {
         return;
     }
     let commit = support::measured_commit();
-    let n = env_or("POSTFACH_MIGRATION_WAITING", 10_000);
+    let n = support::env_or("POSTFACH_MIGRATION_WAITING", 10_000);
     let rt = support::rt();
     let dir = support::bench_dir();
     let db = dir.path().join("bench.redb");

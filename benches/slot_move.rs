@@ -28,13 +28,6 @@ const SLOT: u32 = 0;
 
 static UNIQUE: AtomicU64 = AtomicU64::new(0);
 
-fn env_or(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 /// Keys `PREFIX-i` of `slot`, the first `n`.
 fn keys_in(map: &SlotMap, prefix: &str, slot: u32, n: usize) -> Vec<String> {
     (0u64..)
@@ -118,8 +111,8 @@ fn main() {
         return;
     }
     let commit = support::measured_commit();
-    let waiting_n = env_or("POSTFACH_MOVE_WAITING", 10_000) as usize;
-    let buffered_n = env_or("POSTFACH_MOVE_BUFFERED", 100_000);
+    let waiting_n = support::env_or("POSTFACH_MOVE_WAITING", 10_000) as usize;
+    let buffered_n = support::env_or("POSTFACH_MOVE_BUFFERED", 100_000);
     let per_key = 100;
     let rt = support::rt();
     let dir = support::bench_dir();

@@ -35,13 +35,6 @@ use std::time::Instant;
 
 const CONNECTIONS: usize = 64;
 
-fn env_or(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 /// A `postfach run` with Zeebe's gateway protocol on a free port.
 struct Server {
     child: Child,
@@ -355,10 +348,10 @@ fn main() {
         return;
     }
     let commit = support::measured_commit();
-    let runs = env_or("POSTFACH_ZEEBE_RUNS", 3).max(1);
-    let jobs = env_or("POSTFACH_ZEEBE_JOBS", 5_000) as usize;
-    let publishes = env_or("POSTFACH_ZEEBE_PUBLISHES", 20_000) as usize;
-    let streamed = env_or("POSTFACH_ZEEBE_STREAMED", 500) as usize;
+    let runs = support::env_or("POSTFACH_ZEEBE_RUNS", 3).max(1);
+    let jobs = support::env_or("POSTFACH_ZEEBE_JOBS", 5_000) as usize;
+    let publishes = support::env_or("POSTFACH_ZEEBE_PUBLISHES", 20_000) as usize;
+    let streamed = support::env_or("POSTFACH_ZEEBE_STREAMED", 500) as usize;
     let classpath = java_classpath();
     let (mut java, mut http, mut grpc_pub, mut http_pub) = (vec![], vec![], vec![], vec![]);
     let mut rust_http = vec![];

@@ -144,3 +144,11 @@ where
 pub fn quantile(sorted: &[std::time::Duration], q: f64) -> std::time::Duration {
     sorted[((sorted.len() as f64 - 1.0) * q) as usize]
 }
+
+/// The number in environment variable `name`, else `default`.
+pub fn env_or(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}

@@ -229,6 +229,8 @@ fn one_set_id_names_the_clusters_backup(gw: &str, backups: &Path, dir: &Path) {
     );
     let o = postfach(&["--server", gw, "cluster", "backup", "--id", "../up"]);
     assert_eq!(o.status.code(), Some(2), "{o:?}");
+    let o = postfach(&["--server", gw, "cluster", "backup", "--wait", "86401"]);
+    assert_eq!(o.status.code(), Some(2), "a wait past a day: {o:?}");
     assert!(!backups.join("../up-p0").exists());
     let target = dir.join("p1-restored.redb");
     let set = backups.join("nightly-1");

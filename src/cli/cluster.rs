@@ -124,7 +124,8 @@ pub(crate) enum ClusterCommand {
         id: Option<String>,
         /// How long to wait for slot moves in flight to end: a set is taken
         /// between moves.
-        #[arg(long, value_name = "SECONDS", default_value_t = 600)]
+        #[arg(long, value_name = "SECONDS", default_value_t = 600,
+              value_parser = clap::value_parser!(u64).range(0..=86_400))]
         wait: u64,
     },
     /// The key slot of a correlation key and the partition that owns it:

@@ -5,6 +5,12 @@
 #[cfg(feature = "pubsub")]
 pub mod go_null;
 
+/// The benchmarks measure what the binary runs: its allocator too (the
+/// feature `mimalloc`, on by default; off, the system's).
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// The Pub/Sub project the benchmarks use on their emulator.
 pub const PROJECT: &str = "postfach-bench";
 

@@ -4,6 +4,8 @@
 //! Numbers go to README.md with the machine named; compare each against the
 //! fsync ceiling measured in the same run (`fsync_ceiling`).
 
+#[path = "engine/floor.rs"]
+mod floor;
 mod support;
 use support::{bench_dir, rt};
 
@@ -160,6 +162,49 @@ fn reference_instances(c: &mut Criterion) {
     pf.close();
 }
 
+/// The same rows in the same transactions with bare redb and the same log,
+/// no engine ([`floor`]): the limit `reference_instances` is a ratio of.
+/// It first checks that the floor still writes the engine's rows.
+fn reference_floor(c: &mut Criterion) {
+    let rt = rt();
+    std::fs::create_dir_all("target/bench-db").unwrap();
+    rt.block_on(floor::check_rows(REFERENCE));
+    let dir = bench_dir();
+    let f = std::sync::Arc::new(floor::Floor::open(dir.path()));
+    let next = std::sync::Arc::new(AtomicU64::new(1));
+    let mut g = c.benchmark_group("reference_floor");
+    g.throughput(Throughput::Elements(1))
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(8));
+    g.bench_function("complete_64_callers", |b| {
+        b.to_async(&rt).iter_custom(|iters| {
+            let (f, next) = (f.clone(), next.clone());
+            async move {
+                let start = Instant::now();
+                let per = iters.div_ceil(64);
+                let mut set = tokio::task::JoinSet::new();
+                for _ in 0..64 {
+                    let (f, next) = (f.clone(), next.clone());
+                    set.spawn(async move {
+                        for _ in 0..per {
+                            let n = next.fetch_add(1, Ordering::Relaxed);
+                            f.submit(floor::Op::Start(n)).await;
+                            f.submit(floor::Op::Publish(n)).await;
+                        }
+                    });
+                }
+                while set.join_next().await.is_some() {}
+                f.work().await;
+                start.elapsed().mul_f64(iters as f64 / (per * 64) as f64)
+            }
+        })
+    });
+    g.finish();
+    std::sync::Arc::into_inner(f)
+        .expect("no caller holds the floor")
+        .close();
+}
+
 /// Correlation into waiting instances with 10k and 1M other messages buffered:
 /// 512 concurrent publishes per iteration so the fsync is shared and the
 /// lookup itself shows.
@@ -277,6 +322,7 @@ criterion_group!(
     fsync_ceiling,
     publish,
     reference_instances,
+    reference_floor,
     lookup_scaling
 );
 criterion_main!(benches);

@@ -8,6 +8,11 @@
 //!
 //!     cargo bench --bench expressions
 use criterion::{Criterion, criterion_group, criterion_main};
+
+/// As the binary allocates (see `benches/support`).
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use postfach::model::{eval_bool, parse_condition};
 use std::hint::black_box;
 

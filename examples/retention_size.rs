@@ -1,5 +1,8 @@
 //! File size per completed instances before and after retention cleanup and
 //! compaction. `cargo run --release --example retention_size -- 1000000`
+//!
+//! Run from the project's directory, it keeps its figures as
+//! `bench-results/retention.json` (the README renders them).
 use postfach::{JobContext, ManualClock, Options, Postfach, Publish, Vars, vars};
 use std::time::{Duration, Instant};
 
@@ -108,6 +111,7 @@ async fn main() {
         t.elapsed().as_secs_f64(),
         compacted
     );
+    keep(n, completed, cleaned, compacted);
     let per_m = |b: u64| b as f64 * 1_000_000.0 / n as f64 / 1_048_576.0;
     println!(
         "| {n} completed instances | {:.0} MiB per 1M | after cleanup {:.0} MiB per 1M | after compact {:.0} MiB per 1M |",
@@ -115,4 +119,52 @@ async fn main() {
         per_m(cleaned),
         per_m(compacted)
     );
+}
+
+/// Writes `bench-results/retention.json` (when run from the project's
+/// directory): the command, the commit, the date, the machine and the sizes.
+fn keep(n: u64, completed: u64, cleaned: u64, compacted: u64) {
+    if !std::path::Path::new("bench-results").is_dir() {
+        return;
+    }
+    let run = |cmd: &str, args: &[&str]| {
+        std::process::Command::new(cmd)
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            .unwrap_or_else(|| "unknown".into())
+    };
+    let cores = std::thread::available_parallelism().map_or(0, |c| c.get());
+    // as benches/record.py names the machine
+    let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
+    let model = read("/proc/cpuinfo")
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("model name")
+                .map(|m| m.trim_start_matches([' ', '\t', ':']).to_string())
+        })
+        .unwrap_or_default();
+    let gib = read("/proc/meminfo")
+        .split_whitespace()
+        .nth(1)
+        .and_then(|k| k.parse::<u64>().ok())
+        .map_or(0, |kb| kb / (1024 * 1024));
+    let doc = serde_json::json!({
+        "command": format!("cargo run --release --example retention_size -- {n}"),
+        "commit": run("git", &["describe", "--always", "--dirty", "--abbrev=7"]),
+        "date": run("date", &["-u", "+%Y-%m-%d"]),
+        "machine": format!("{cores} cores ({model}), {gib} GiB"),
+        "instances": n,
+        "bytes_completed": completed,
+        "bytes_after_cleanup": cleaned,
+        "bytes_after_compact": compacted,
+        "bytes_per_instance": completed as f64 / n as f64,
+    });
+    std::fs::write(
+        "bench-results/retention.json",
+        serde_json::to_string_pretty(&doc).unwrap(),
+    )
+    .unwrap();
 }

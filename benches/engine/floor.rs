@@ -608,11 +608,3 @@ pub async fn check_rows(model: &str) {
         );
     }
 }
-
-/// The database file's size (for the record).
-#[allow(dead_code)]
-pub fn size(dir: &std::path::Path) -> u64 {
-    std::fs::metadata(dir.join("floor.redb"))
-        .map(|m| m.len())
-        .unwrap_or(0)
-}

@@ -162,7 +162,7 @@ fn reference_instances(c: &mut Criterion) {
     pf.close();
 }
 
-/// The same rows in the same transactions with bare redb and the same log,
+/// The same rows in the same transactions with bare redb and a log like the engine's,
 /// no engine ([`floor`]): the limit `reference_instances` is a ratio of.
 /// It first checks that the floor still writes the engine's rows.
 fn reference_floor(c: &mut Criterion) {

@@ -65,7 +65,7 @@ ENGINE = [
     ("publish_into_buffer/sequential_1_caller", "publish into buffer, 1 sequential caller", "≥ 1,500 /s"),
     ("publish_into_buffer/concurrent_64_callers", "publish into buffer, 64 concurrent callers (group commit)", "≥ 30,000 /s"),
     ("reference_instances/complete_64_callers", "reference instances completed (start → hand-over job → correlate → invoice job → end), 64 callers", "≥ 20,000 /s or ≥ 0.7× the floor"),
-    ("reference_floor/complete_64_callers", "the floor: the same rows in the same transactions, bare redb and the same log, no engine", "—"),
+    ("reference_floor/complete_64_callers", "the floor: the same rows in the same transactions, bare redb and a log like the engine's, no engine", "—"),
     ("correlate_with_buffered/10000", "correlate into waiting instances, 10,000 other messages buffered", "flat"),
     ("correlate_with_buffered/1000000", "same, 1,000,000 other messages buffered", "flat"),
 ]

@@ -7,7 +7,7 @@
 
 use crate::model::Process;
 use crate::store::{CatalogEntry, StoreError, StoredDefinition};
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::sync::{Arc, Mutex};
 
 /// Definitions by (process, version), shared by reader threads and the writer.

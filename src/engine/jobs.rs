@@ -103,8 +103,9 @@ impl<'a, 't> Engine<'a, 't> {
         fetch: Option<&[String]>,
     ) -> R<Vec<LockedJob>> {
         let ids = self.t.due_tasks(topic, self.now, max)?;
-        let mut out = Vec::new();
-        let mut read: HashMap<u64, Option<(InstanceRecord, Arc<Process>)>> = HashMap::new();
+        let mut out = Vec::with_capacity(ids.len());
+        let mut read: foldhash::HashMap<u64, Option<(InstanceRecord, Arc<Process>)>> =
+            foldhash::HashMap::with_capacity_and_hasher(ids.len(), Default::default());
         for id in ids {
             let Some(mut job) = self.t.job(id)? else {
                 continue;

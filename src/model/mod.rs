@@ -32,7 +32,7 @@ pub use parse::{
 };
 
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 /// A flow node.
 #[derive(Debug, Clone, PartialEq)]

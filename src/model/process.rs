@@ -21,7 +21,7 @@ pub struct Process {
     /// Correlation key variable per message name caught in this process, and
     /// per start message that has a key (the started instance gets that variable).
     pub correlation_keys: BTreeMap<String, String>,
-    pub(super) index: HashMap<String, usize>,
+    pub(super) index: foldhash::HashMap<String, usize>,
     /// Per element: message names waited for there or anywhere downstream
     /// (sorted; elements of one cycle, and a chain without catch points, share one set).
     pub(super) reach: Vec<std::sync::Arc<[String]>>,
@@ -53,7 +53,7 @@ impl Process {
             elements,
             flows,
             correlation_keys,
-            index: HashMap::new(),
+            index: Default::default(),
             reach: Vec::new(),
             parent: Vec::new(),
             boundary_reach: Vec::new(),

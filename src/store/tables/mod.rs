@@ -59,11 +59,11 @@ pub(crate) struct Tables<'t> {
     /// and decoding the record again. Every write goes through `Tables`, so they
     /// cannot go stale; they die with the transaction.
     /// `None`: known not to exist (a sequence just handed out).
-    message_rows: std::collections::HashMap<u64, Option<MessageRows>>,
-    job_rows: std::collections::HashMap<u64, Option<JobRows>>,
+    message_rows: foldhash::HashMap<u64, Option<MessageRows>>,
+    job_rows: foldhash::HashMap<u64, Option<JobRows>>,
     /// Definition version of the instances read or written in this
     /// transaction, for the per-version job gauges.
-    scopes: std::cell::RefCell<std::collections::HashMap<u64, (String, u32)>>,
+    scopes: std::cell::RefCell<foldhash::HashMap<u64, (String, u32)>>,
     /// Moves of the per-version job gauges (ready, incident) by (instance,
     /// element), applied by [`Tables::finish`]: a job may be written before
     /// the new instance it belongs to.

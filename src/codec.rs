@@ -66,6 +66,27 @@ pub fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, CodecError> {
     Ok(out)
 }
 
+/// Encodes `value` as a part of a record, without the version byte: what
+/// [`encode`] writes for it inside a larger value.
+pub fn encode_part<T: Serialize>(value: &T) -> Result<Vec<u8>, CodecError> {
+    bincode::serde::encode_to_vec(value, config()).map_err(|e| CodecError::Encode(e.to_string()))
+}
+
+/// The bytes [`encode`] gives for a struct whose fields are `head`'s (a
+/// tuple) followed by a sequence whose items were encoded by [`encode_part`]:
+/// the items are encoded once, where they are made, and only copied here.
+pub fn encode_with_parts<H: Serialize>(head: &H, parts: &[Vec<u8>]) -> Result<Vec<u8>, CodecError> {
+    let mut out = vec![FORMAT_VERSION];
+    out.extend_from_slice(&encode_part(head)?);
+    // a sequence's length, as serde's `serialize_seq` gives it to bincode
+    out.extend_from_slice(&encode_part(&(parts.len() as u64))?);
+    out.reserve(parts.iter().map(Vec::len).sum());
+    for part in parts {
+        out.extend_from_slice(part);
+    }
+    Ok(out)
+}
+
 /// Decodes a record written by [`encode`].
 pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CodecError> {
     let (&version, body) = bytes.split_first().ok_or(CodecError::Empty)?;

@@ -39,6 +39,9 @@ pub(crate) use command::{Command, Reply};
 
 pub(crate) struct Request {
     pub(crate) cmd: Command,
+    /// `cmd` as its log frame holds it ([`wal::encode_command`]), encoded
+    /// by the caller: the writer thread only copies it into the frame.
+    pub(crate) encoded: Vec<u8>,
     /// A deploy's model, parsed and validated by the caller so that the writer
     /// only stores it (replay parses the logged XML again).
     pub(crate) parsed: Option<Parsed>,
@@ -48,7 +51,29 @@ pub(crate) struct Request {
     pub(crate) trace: Option<String>,
 }
 
+/// The commands of one batch as the writer gathered them from their
+/// requests, in order (kept from batch to batch: growing them anew for every
+/// batch costs the writer page faults).
+#[derive(Default)]
+struct Gathered {
+    cmds: Vec<Command>,
+    /// Each command as its caller encoded it for the log.
+    encoded: Vec<Vec<u8>>,
+    traces: Vec<Option<String>>,
+}
+
+impl Gathered {
+    fn clear(&mut self) {
+        self.cmds.clear();
+        self.encoded.clear();
+        self.traces.clear();
+    }
+}
+
 /// What the writer thread is asked.
+// a job moves once through the channel: boxing its request would cost an
+// allocation per command for nothing
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Job {
     /// A command, applied in the next batch.
     Apply(Request),
@@ -239,9 +264,8 @@ impl Writer {
     fn submit(
         &mut self,
         now: Millis,
-        cmds: &[Command],
+        gathered: &Gathered,
         parsed: Vec<Option<Parsed>>,
-        traces: &[Option<String>],
         replies: Vec<oneshot::Sender<Result<Reply, Error>>>,
         started: std::time::Instant,
     ) {
@@ -256,6 +280,11 @@ impl Writer {
                 format!("the write-ahead log failed earlier ({why}); reopen the database"),
             );
         }
+        let Gathered {
+            cmds,
+            encoded,
+            traces,
+        } = gathered;
         let results = match self.apply_batch(now, cmds, parsed, traces, redb::Durability::None) {
             Ok(r) => r,
             Err(e) => {
@@ -263,7 +292,7 @@ impl Writer {
                 return fail(replies, e.to_string());
             }
         };
-        let frame = match wal::frame(self.batch, now, cmds) {
+        let frame = match wal::frame_of_parts(self.batch, now, encoded) {
             Ok(f) => f,
             Err(e) => {
                 // redb already holds the batch in memory; it must never become durable
@@ -394,6 +423,10 @@ pub(crate) fn writer_loop(
     max_batch: usize,
     stats: Arc<CommitStats>,
 ) {
+    // kept from batch to batch: growing them anew each batch costs the
+    // writer page faults
+    let mut batch: Vec<Request> = Vec::new();
+    let mut gathered = Gathered::default();
     loop {
         // idle, a log segment for the archive is still closed on time
         let first = match w
@@ -420,7 +453,7 @@ pub(crate) fn writer_loop(
                 continue;
             }
         };
-        let mut batch = vec![first];
+        batch.push(first);
         // a snapshot asked for while the batch gathers sees the batch
         let mut snapshots = Vec::new();
         while batch.len() < max_batch {
@@ -435,18 +468,18 @@ pub(crate) fn writer_loop(
         }
         let started = std::time::Instant::now();
         let now = clock.now();
-        let mut cmds = Vec::with_capacity(batch.len());
         let mut parsed = Vec::with_capacity(batch.len());
         let mut replies = Vec::with_capacity(batch.len());
-        let mut traces = Vec::with_capacity(batch.len());
-        for r in batch {
-            cmds.push(r.cmd);
+        for r in batch.drain(..) {
+            gathered.cmds.push(r.cmd);
+            gathered.encoded.push(r.encoded);
             parsed.push(r.parsed);
             replies.push(r.reply);
-            traces.push(r.trace);
+            gathered.traces.push(r.trace);
         }
-        stats.batch_size.observe(cmds.len() as f64);
-        w.submit(now, &cmds, parsed, &traces, replies, started);
+        stats.batch_size.observe(gathered.cmds.len() as f64);
+        w.submit(now, &gathered, parsed, replies, started);
+        gathered.clear();
         for asked in snapshots {
             let _ = asked.send(w.snapshot());
         }

@@ -340,6 +340,8 @@ impl Postfach {
         let (reply, rx) = oneshot::channel();
         // a principal's audited command travels with it (crate::audit)
         let cmd = cmd.by_actor();
+        // encoded here, on the caller's thread, not on the writer's
+        let encoded = crate::commit::wal::encode_command(&cmd)?;
         let guard = self.inner.tx.lock().map_err(|_| StoreError::Closed)?;
         if self.inner.read_only {
             return Err(StoreError::ReadOnly.into());
@@ -347,6 +349,7 @@ impl Postfach {
         let tx = guard.as_ref().ok_or(StoreError::Closed)?;
         tx.send(Job::Apply(Request {
             cmd,
+            encoded,
             parsed,
             reply,
             trace: crate::trace::current_traceparent(),

@@ -46,14 +46,6 @@ pub(crate) struct Record {
     pub commands: Vec<Command>,
 }
 
-/// The borrowed form of [`Record`], serialised identically.
-#[derive(Serialize)]
-struct RecordRef<'a> {
-    batch: u64,
-    now: Millis,
-    commands: &'a [Command],
-}
-
 /// The first bytes of a version-2 log.
 pub(crate) const HEADER: &[u8; 8] = b"PFWAL02\n";
 /// The first bytes of every version-2 frame.
@@ -474,11 +466,28 @@ impl Wal {
 
 /// Encodes a batch as one log frame: `[magic][len][crc32 of len and body][body]`.
 pub(crate) fn frame(batch: u64, now: Millis, commands: &[Command]) -> Result<Vec<u8>, StoreError> {
-    let body = codec::encode(&RecordRef {
-        batch,
-        now,
-        commands,
-    })?;
+    let parts = commands
+        .iter()
+        .map(encode_command)
+        .collect::<Result<Vec<_>, _>>()?;
+    frame_of_parts(batch, now, &parts)
+}
+
+/// A command's bytes inside a frame ([`frame_of_parts`]): callers encode
+/// their command before they hand it to the writer, so the writer thread
+/// only copies it.
+pub(crate) fn encode_command(command: &Command) -> Result<Vec<u8>, StoreError> {
+    Ok(codec::encode_part(command)?)
+}
+
+/// [`frame`] of commands already encoded by [`encode_command`]: the same bytes.
+pub(crate) fn frame_of_parts(
+    batch: u64,
+    now: Millis,
+    commands: &[Vec<u8>],
+) -> Result<Vec<u8>, StoreError> {
+    // the fields of `Record` before its commands
+    let body = codec::encode_with_parts(&(batch, now), commands)?;
     let len = u32::try_from(body.len())
         .ok()
         .filter(|l| *l <= MAX_RECORD)

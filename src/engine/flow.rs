@@ -511,8 +511,11 @@ impl<'a, 't> Engine<'a, 't> {
     /// catch: those waited for where its tokens are or downstream of them.
     ///
     /// A process without message catches expects nothing and reads no token;
-    /// one with them reads every token of the instance here (a bound on the
-    /// size of instances that catch messages, see ARCHITECTURE.md).
+    /// one with them reads every token of the instance here when a token
+    /// began or ended, or moved to where other messages may come, or a key
+    /// variable changed (a bound on the size of instances that catch
+    /// messages, see ARCHITECTURE.md) — not when tokens only went on within
+    /// the same reach ([`expects_stand`]).
     pub(super) fn refresh_expect(&mut self, inst: u64) -> R<()> {
         let p = self.proc_of(inst);
         if !p
@@ -528,6 +531,25 @@ impl<'a, 't> Engine<'a, 't> {
         if rec.tokens.is_unchanged() && rec.variables.is_unchanged() {
             return Ok(());
         }
+        // tokens moved without changing what they wait for: the same,
+        // without reading the instance's other tokens
+        if expects_stand(&p, rec) {
+            return Ok(());
+        }
+        // an instance without tokens (it ended) expects nothing
+        if self.no_tokens(inst)? {
+            self.inst(inst).expects.clear();
+            return Ok(());
+        }
+        let desired = self.desired_expects(inst)?;
+        self.inst(inst).expects = desired;
+        Ok(())
+    }
+
+    /// The (message, key) pairs instance `inst` may still catch, from every
+    /// token it has (all are read).
+    pub(super) fn desired_expects(&mut self, inst: u64) -> R<Vec<(String, String)>> {
+        let p = self.proc_of(inst);
         self.fill_all(inst)?;
         let ids: Vec<u64> = self.inst(inst).tokens.iter().map(|t| t.id).collect();
         let mut desired: Vec<(String, String)> = Vec::new();
@@ -549,8 +571,7 @@ impl<'a, 't> Engine<'a, 't> {
                 }
             }
         }
-        self.inst(inst).expects = desired;
-        Ok(())
+        Ok(desired)
     }
 
     /// The variables `token` sees that correlation keys of its process name
@@ -574,6 +595,32 @@ impl<'a, 't> Engine<'a, 't> {
             t.since = now;
         }
         target
+    }
+}
+
+/// Whether what `rec` expects stays as stored although its tokens or
+/// variables changed: every changed token still runs, in the same scope with
+/// the same local variables, and may wait for the same messages (at its
+/// element and downstream) as before; and no variable that a correlation key
+/// names changed. The stored expectations were right for the stored tokens
+/// and variables, so they are right now.
+fn expects_stand(p: &Process, rec: &crate::store::InstanceRecord) -> bool {
+    let tokens_stand = rec.tokens.changes().into_iter().all(|c| match c {
+        (Some(was), Some(now)) => {
+            was.scope == now.scope
+                && was.locals == now.locals
+                && token_reach(p, was) == token_reach(p, now)
+        }
+        _ => false,
+    });
+    tokens_stand && {
+        let changed = rec.variables.changes();
+        changed.is_empty()
+            || !p
+                .correlation_keys
+                .values()
+                .flat_map(|spec| model::key_names(spec))
+                .any(|name| changed.iter().any(|(n, _)| *n == name))
     }
 }
 

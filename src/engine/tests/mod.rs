@@ -98,6 +98,42 @@ impl Harness {
         self.step(|e| e.publish(&msg)).unwrap()
     }
 
+    /// What every instance expects (its `expect` rows) is what its tokens
+    /// and variables say, computed afresh from all of them: the writes that
+    /// kept the stored expectations without reading every token were right.
+    fn check_expects(&mut self) {
+        let ids: Vec<u64> = self
+            .db
+            .write(|t| t.instances_from(0, usize::MAX).unwrap().0)
+            .into_iter()
+            .map(|i| i.id)
+            .collect();
+        for inst in ids {
+            let (mut stored, mut fresh) = self
+                .step(|e| {
+                    e.load(inst)?;
+                    let stored = e.inst(inst).expects.clone();
+                    let fresh = if e.no_tokens(inst)? {
+                        Vec::new()
+                    } else if e
+                        .proc_of(inst)
+                        .elements
+                        .iter()
+                        .any(|el| el.kind.waits_for_message().is_some())
+                    {
+                        e.desired_expects(inst)?
+                    } else {
+                        Vec::new()
+                    };
+                    Ok((stored, fresh))
+                })
+                .unwrap();
+            stored.sort();
+            fresh.sort();
+            assert_eq!(stored, fresh, "instance {inst} expects what its tokens say");
+        }
+    }
+
     /// Every message record, by sequence.
     fn messages(&self) -> Vec<MessageRecord> {
         self.db.messages()
@@ -255,6 +291,7 @@ proptest! {
                 }
             }
             h.check_invariants();
+            h.check_expects();
         }
         let recorded: Vec<String> = h.messages().into_iter().map(|m| m.message_id).collect();
         prop_assert_eq!(recorded.len(), ids.len(), "one record per message id");

@@ -93,12 +93,12 @@ impl<'a, 't> Engine<'a, 't> {
         };
         self.dirty.insert(
             id,
-            Dirty {
+            Box::new(Dirty {
                 rec,
                 process: def,
                 before: Resting::default(),
                 conditions_due: false,
-            },
+            }),
         );
         self.queue_arrive(id, 1, start, None);
         self.open_listeners(id, 0, None);

@@ -260,7 +260,8 @@ pub struct Engine<'a, 't> {
     defs: &'a DefCache,
     cfg: &'a Config,
     now: Millis,
-    dirty: BTreeMap<u64, Dirty>,
+    /// Boxed: a map node holds eleven entries, and an instance record is large.
+    dirty: BTreeMap<u64, Box<Dirty>>,
     queue: VecDeque<Step>,
     jobs_created: Vec<u64>,
     /// Who the command being applied is done by (an audited command's
@@ -320,12 +321,12 @@ impl<'a, 't> Engine<'a, 't> {
         let before = Resting::of(&rec);
         self.dirty.insert(
             id,
-            Dirty {
+            Box::new(Dirty {
                 rec,
                 process,
                 before,
                 conditions_due: false,
-            },
+            }),
         );
         Ok(())
     }

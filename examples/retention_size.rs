@@ -6,10 +6,29 @@
 use postfach::{JobContext, ManualClock, Options, Postfach, Publish, Vars, vars};
 use std::time::{Duration, Instant};
 
+/// The binary's allocator (feature `mimalloc`, on by default), so the run
+/// is timed as `postfach` runs.
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const REFERENCE: &str = include_str!("../bpmn/auftrag-ausfuehrung.bpmn");
 
 fn size(p: &std::path::Path) -> u64 {
     std::fs::metadata(p).map(|m| m.len()).unwrap_or(0)
+}
+
+/// The bytes the file's blocks take on the disk (`du`), where the file
+/// system says: redb grows its file ahead of use (doubling it while it is
+/// small) and leaves what it has not written yet unallocated.
+#[cfg(unix)]
+fn on_disk(p: &std::path::Path) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(p).ok().map(|m| m.blocks() * 512)
+}
+#[cfg(not(unix))]
+fn on_disk(_: &std::path::Path) -> Option<u64> {
+    None
 }
 
 #[tokio::main(worker_threads = 2)]
@@ -79,10 +98,12 @@ async fn main() {
     }
     pf.close();
     let completed = size(&path);
+    let blocks = on_disk(&path);
     println!(
-        "{n} instances completed in {:.1} s; file {} bytes",
+        "{n} instances completed in {:.1} s; file {} bytes, {} on disk",
         t.elapsed().as_secs_f64(),
-        completed
+        completed,
+        blocks.map_or("unknown".into(), |b| b.to_string())
     );
 
     clock.advance(Duration::from_secs(32 * 86_400));
@@ -111,7 +132,7 @@ async fn main() {
         t.elapsed().as_secs_f64(),
         compacted
     );
-    keep(n, completed, cleaned, compacted);
+    keep(n, (completed, blocks), cleaned, compacted);
     let per_m = |b: u64| b as f64 * 1_000_000.0 / n as f64 / 1_048_576.0;
     println!(
         "| {n} completed instances | {:.0} MiB per 1M | after cleanup {:.0} MiB per 1M | after compact {:.0} MiB per 1M |",
@@ -123,7 +144,7 @@ async fn main() {
 
 /// Writes `bench-results/retention.json` (when run from the project's
 /// directory): the command, the commit, the date, the machine and the sizes.
-fn keep(n: u64, completed: u64, cleaned: u64, compacted: u64) {
+fn keep(n: u64, (completed, blocks): (u64, Option<u64>), cleaned: u64, compacted: u64) {
     if !std::path::Path::new("bench-results").is_dir() {
         return;
     }
@@ -161,6 +182,8 @@ fn keep(n: u64, completed: u64, cleaned: u64, compacted: u64) {
         "bytes_after_cleanup": cleaned,
         "bytes_after_compact": compacted,
         "bytes_per_instance": completed as f64 / n as f64,
+        "disk_bytes_completed": blocks,
+        "disk_bytes_per_instance": blocks.map(|b| b as f64 / n as f64),
     });
     std::fs::write(
         "bench-results/retention.json",

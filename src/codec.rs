@@ -75,14 +75,17 @@ pub fn encode_part<T: Serialize>(value: &T) -> Result<Vec<u8>, CodecError> {
 /// The bytes [`encode`] gives for a struct whose fields are `head`'s (a
 /// tuple) followed by a sequence whose items were encoded by [`encode_part`]:
 /// the items are encoded once, where they are made, and only copied here.
-pub fn encode_with_parts<H: Serialize>(head: &H, parts: &[Vec<u8>]) -> Result<Vec<u8>, CodecError> {
+pub fn encode_with_parts<H: Serialize, P: AsRef<[u8]>>(
+    head: &H,
+    parts: &[P],
+) -> Result<Vec<u8>, CodecError> {
     let mut out = vec![FORMAT_VERSION];
     out.extend_from_slice(&encode_part(head)?);
     // a sequence's length, as serde's `serialize_seq` gives it to bincode
     out.extend_from_slice(&encode_part(&(parts.len() as u64))?);
-    out.reserve(parts.iter().map(Vec::len).sum());
+    out.reserve(parts.iter().map(|p| p.as_ref().len()).sum());
     for part in parts {
-        out.extend_from_slice(part);
+        out.extend_from_slice(part.as_ref());
     }
     Ok(out)
 }

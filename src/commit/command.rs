@@ -208,6 +208,17 @@ pub(crate) enum Command {
 impl Command {
     /// Whether committing this command can make new work due for the executor.
     /// The executor's own polling commands do not, so it never wakes itself.
+    /// Whether it carries a model's source (a deploy: up to megabytes), which
+    /// the writer encodes for the log rather than its caller: encoding it on
+    /// a runtime thread would hold up the publishes scheduled there.
+    pub(crate) fn carries_a_model(&self) -> bool {
+        match self {
+            Command::By { command, .. } => command.carries_a_model(),
+            Command::Deploy { .. } => true,
+            _ => false,
+        }
+    }
+
     pub(super) fn wakes_executor(&self) -> bool {
         if let Command::By { command, .. } = self {
             return command.wakes_executor();

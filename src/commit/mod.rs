@@ -41,7 +41,9 @@ pub(crate) struct Request {
     pub(crate) cmd: Command,
     /// `cmd` as its log frame holds it ([`wal::encode_command`]), encoded
     /// by the caller: the writer thread only copies it into the frame.
-    pub(crate) encoded: Vec<u8>,
+    /// `None` for a deploy ([`Command::carries_a_model`]): the writer
+    /// encodes it.
+    pub(crate) encoded: Option<Vec<u8>>,
     /// A deploy's model, parsed and validated by the caller so that the writer
     /// only stores it (replay parses the logged XML again).
     pub(crate) parsed: Option<Parsed>,
@@ -57,8 +59,9 @@ pub(crate) struct Request {
 #[derive(Default)]
 struct Gathered {
     cmds: Vec<Command>,
-    /// Each command as its caller encoded it for the log.
-    encoded: Vec<Vec<u8>>,
+    /// Each command as its caller encoded it for the log (`None`: the
+    /// writer encodes it).
+    encoded: Vec<Option<Vec<u8>>>,
     traces: Vec<Option<String>>,
 }
 
@@ -292,7 +295,7 @@ impl Writer {
                 return fail(replies, e.to_string());
             }
         };
-        let frame = match wal::frame_of_parts(self.batch, now, encoded) {
+        let frame = match wal::frame_of_parts(self.batch, now, cmds, encoded) {
             Ok(f) => f,
             Err(e) => {
                 // redb already holds the batch in memory; it must never become durable

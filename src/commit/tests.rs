@@ -455,6 +455,26 @@ fn every_command_variant_has_golden_bytes() {
 }
 
 #[test]
+fn a_frame_of_commands_their_callers_encoded_is_the_frame_of_the_commands() {
+    let cmds = golden_commands();
+    let all: Vec<Option<Vec<u8>>> = cmds
+        .iter()
+        .map(|c| Some(wal::encode_command(c).unwrap()))
+        .collect();
+    // every other one left to the writer, as a deploy is
+    let some: Vec<Option<Vec<u8>>> = all
+        .iter()
+        .enumerate()
+        .map(|(i, p)| if i % 2 == 0 { p.clone() } else { None })
+        .collect();
+    let whole = wal::frame(7, 1_767_225_600_000, &cmds).unwrap();
+    for encoded in [all, some] {
+        let frame = wal::frame_of_parts(7, 1_767_225_600_000, &cmds, &encoded).unwrap();
+        assert_eq!(frame, whole);
+    }
+}
+
+#[test]
 fn the_log_record_format_is_pinned() {
     let frame = wal::frame(7, 1_767_225_600_000, &golden_commands()).unwrap();
     let hex: String = frame.iter().map(|b| format!("{b:02x}")).collect();

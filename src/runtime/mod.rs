@@ -340,8 +340,13 @@ impl Postfach {
         let (reply, rx) = oneshot::channel();
         // a principal's audited command travels with it (crate::audit)
         let cmd = cmd.by_actor();
-        // encoded here, on the caller's thread, not on the writer's
-        let encoded = crate::commit::wal::encode_command(&cmd)?;
+        // encoded here, on the caller's thread, not on the writer's (a
+        // deploy's model is encoded by the writer, see `carries_a_model`)
+        let encoded = if cmd.carries_a_model() {
+            None
+        } else {
+            Some(crate::commit::wal::encode_command(&cmd)?)
+        };
         let guard = self.inner.tx.lock().map_err(|_| StoreError::Closed)?;
         if self.inner.read_only {
             return Err(StoreError::ReadOnly.into());

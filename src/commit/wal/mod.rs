@@ -466,11 +466,7 @@ impl Wal {
 
 /// Encodes a batch as one log frame: `[magic][len][crc32 of len and body][body]`.
 pub(crate) fn frame(batch: u64, now: Millis, commands: &[Command]) -> Result<Vec<u8>, StoreError> {
-    let parts = commands
-        .iter()
-        .map(encode_command)
-        .collect::<Result<Vec<_>, _>>()?;
-    frame_of_parts(batch, now, &parts)
+    frame_of_parts(batch, now, commands, &vec![None; commands.len()])
 }
 
 /// A command's bytes inside a frame ([`frame_of_parts`]): callers encode
@@ -480,14 +476,23 @@ pub(crate) fn encode_command(command: &Command) -> Result<Vec<u8>, StoreError> {
     Ok(codec::encode_part(command)?)
 }
 
-/// [`frame`] of commands already encoded by [`encode_command`]: the same bytes.
+/// [`frame`] of `commands`, each already encoded by [`encode_command`] where
+/// `encoded` has it (the rest are encoded here): the same bytes.
 pub(crate) fn frame_of_parts(
     batch: u64,
     now: Millis,
-    commands: &[Vec<u8>],
+    commands: &[Command],
+    encoded: &[Option<Vec<u8>>],
 ) -> Result<Vec<u8>, StoreError> {
+    let mut parts = Vec::with_capacity(commands.len());
+    for (i, command) in commands.iter().enumerate() {
+        parts.push(match encoded.get(i) {
+            Some(Some(part)) => std::borrow::Cow::Borrowed(part.as_slice()),
+            _ => std::borrow::Cow::Owned(encode_command(command)?),
+        });
+    }
     // the fields of `Record` before its commands
-    let body = codec::encode_with_parts(&(batch, now), commands)?;
+    let body = codec::encode_with_parts(&(batch, now), &parts)?;
     let len = u32::try_from(body.len())
         .ok()
         .filter(|l| *l <= MAX_RECORD)

@@ -82,6 +82,9 @@ pub fn dom(url: &str, virtual_ms: u64) -> String {
             "--dump-dom",
             url,
         ])
+        // chromium leaves its scratch directories in TMPDIR: keep them in
+        // the profile, which is removed when this returns.
+        .env("TMPDIR", profile.path())
         .stdin(Stdio::null())
         .output()
         .expect("chromium runs");
@@ -99,6 +102,9 @@ pub struct Driver {
     child: std::process::Child,
     base: String,
     session: String,
+    /// The browser's profile and TMPDIR (chromium leaves scratch directories
+    /// there); removed after the browser ended.
+    scratch: tempfile::TempDir,
 }
 
 const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
@@ -111,8 +117,10 @@ impl Driver {
             .local_addr()
             .unwrap()
             .port();
+        let scratch = tempfile::tempdir().unwrap();
         let child = Command::new(DRIVER)
             .arg(format!("--port={port}"))
+            .env("TMPDIR", scratch.path())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -122,6 +130,7 @@ impl Driver {
             child,
             base,
             session: String::new(),
+            scratch,
         };
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
         while d.call("GET", "/status", None).is_none() {
@@ -135,7 +144,8 @@ impl Driver {
             "goog:chromeOptions": {
                 "binary": binary.display().to_string(),
                 "args": ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                         "--window-size=1400,1000"]
+                         "--window-size=1400,1000",
+                         format!("--user-data-dir={}", d.scratch.path().join("profile").display())]
             },
             "goog:loggingPrefs": {"browser": "ALL"}
         }}});

@@ -77,8 +77,7 @@ impl Keycloak {
         )
         .unwrap();
         let port = super::server::free_ports(2);
-        let log = std::fs::File::create(std::env::temp_dir().join(format!("keycloak-{port}.log")))
-            .unwrap();
+        let log = std::fs::File::create(log_path(port)).unwrap();
         let child = Command::new(home.join("bin/kc.sh"))
             .args([
                 "start-dev",
@@ -103,9 +102,7 @@ impl Keycloak {
             assert!(
                 Instant::now() < end,
                 "Keycloak did not answer within 4 minutes: see {}",
-                std::env::temp_dir()
-                    .join(format!("keycloak-{port}.log"))
-                    .display()
+                log_path(port).display()
             );
             std::thread::sleep(Duration::from_millis(500));
         }
@@ -160,4 +157,10 @@ impl Drop for Keycloak {
             .status();
         let _ = self.child.wait();
     }
+}
+
+/// Where the Keycloak on `port` writes its log: beside the test build, not
+/// in the machine's /tmp, which no run would clean.
+fn log_path(port: u16) -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("keycloak-{port}.log"))
 }

@@ -19,10 +19,14 @@ use std::time::{Duration, Instant};
 
 const ORDERS: usize = 120;
 
-fn partition(dir: &std::path::Path, i: u64, port: u16) -> Server {
+fn partition(dir: &std::path::Path, i: u64, port: u16, ledger: &std::path::Path) -> Server {
     Server::launch(
         dir,
         &[
+            // the cluster's one invoice system: a job that ran on a slot's
+            // old owner runs again at the new one with the same key
+            "--invoice-ledger".into(),
+            ledger.display().to_string(),
             "--partitions".into(),
             "2".into(),
             "--partition".into(),
@@ -64,16 +68,11 @@ fn complete(gw: &str, key: &str, id: &str) -> Value {
     }
 }
 
-/// Invoice lines per key across the partitions' ledgers.
-fn invoices(dirs: &[tempfile::TempDir]) -> std::collections::BTreeMap<String, usize> {
+/// Invoices per order in the cluster's ledger.
+fn invoices(ledger: &std::path::Path) -> std::collections::BTreeMap<String, usize> {
     let mut out = std::collections::BTreeMap::new();
-    for d in dirs {
-        let text = std::fs::read_to_string(d.path().join("invoices.tsv")).unwrap_or_default();
-        for line in text.lines() {
-            if let Some(key) = line.split('\t').find(|f| f.starts_with("G-")) {
-                *out.entry(key.to_string()).or_default() += 1;
-            }
-        }
+    for (_, order) in postfach::reference::InvoiceLedger::entries(ledger).unwrap() {
+        *out.entry(order).or_default() += 1;
     }
     out
 }
@@ -81,10 +80,12 @@ fn invoices(dirs: &[tempfile::TempDir]) -> std::collections::BTreeMap<String, us
 #[test]
 fn two_partitions_grow_to_three_under_load_with_a_kill_in_the_middle() {
     let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let shared = tempfile::tempdir().unwrap();
+    let ledger = shared.path().join("invoices.tsv");
     let base = free_ports(3);
     let ports = [base, base + 1, base + 2];
     let mut parts: Vec<Option<Server>> = (0..3)
-        .map(|i| Some(partition(dirs[i].path(), i as u64, ports[i])))
+        .map(|i| Some(partition(dirs[i].path(), i as u64, ports[i], &ledger)))
         .collect();
     let addrs: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
     let gw = Gateway::start(&addrs);
@@ -140,7 +141,7 @@ fn two_partitions_grow_to_three_under_load_with_a_kill_in_the_middle() {
             in_flight = held["moves"].as_array().map_or(0, Vec::len);
             parts[0].take().unwrap().kill9();
             std::thread::sleep(Duration::from_millis(300));
-            parts[0] = Some(partition(dirs[0].path(), 0, ports[0]));
+            parts[0] = Some(partition(dirs[0].path(), 0, ports[0], &ledger));
         }
         answers.push(complete(&gw.addr, k, &format!("done-{k}")));
     }
@@ -210,7 +211,7 @@ fn two_partitions_grow_to_three_under_load_with_a_kill_in_the_middle() {
             std::thread::sleep(Duration::from_millis(50));
         }
     }
-    let billed = invoices(&dirs);
+    let billed = invoices(&ledger);
     for k in &keys {
         assert_eq!(billed.get(k), Some(&1), "{k} invoiced once: {billed:?}");
     }

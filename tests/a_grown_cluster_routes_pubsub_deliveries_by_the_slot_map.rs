@@ -13,6 +13,7 @@ use common::pubsub::{Broker, PROJECT, message};
 use common::server::{Gateway, Server, cli_ok, free_ports, http};
 use postfach::slots::SlotMap;
 use serde_json::json;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -20,8 +21,8 @@ const SUB: &str = "auftrag-abgeschlossen-sub";
 const TOPIC: &str = "auftrag-abgeschlossen";
 const ORDERS: usize = 60;
 
-fn partition(dir: &std::path::Path, i: u64, port: u16, broker: &Broker) -> Server {
-    common::pubsub::cluster_partition(dir, (i, 2), &format!("127.0.0.1:{port}"), broker)
+fn partition(dir: &std::path::Path, i: u64, port: u16, broker: &Broker, ledger: &Path) -> Server {
+    common::pubsub::cluster_partition(dir, (i, 2), &format!("127.0.0.1:{port}"), broker, ledger)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -33,10 +34,13 @@ async fn completions_over_pubsub_reach_their_orders_while_the_cluster_grows() {
         broker.topic_with_subscription(&t, &t).await;
     }
     let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    // the cluster's one invoice system
+    let shared = tempfile::tempdir().unwrap();
+    let ledger = shared.path().join("invoices.tsv");
     let base = free_ports(3);
     let parts: Vec<Server> = tokio::task::block_in_place(|| {
         (0..3)
-            .map(|i| partition(dirs[i].path(), i as u64, base + i as u16, &broker))
+            .map(|i| partition(dirs[i].path(), i as u64, base + i as u16, &broker, &ledger))
             .collect()
     });
     let addrs: Vec<String> = parts.iter().map(|p| p.addr.clone()).collect();
@@ -129,13 +133,8 @@ async fn completions_over_pubsub_reach_their_orders_while_the_cluster_grows() {
         );
     }
     let mut billed = std::collections::BTreeMap::<String, usize>::new();
-    for d in &dirs {
-        let text = std::fs::read_to_string(d.path().join("invoices.tsv")).unwrap_or_default();
-        for line in text.lines() {
-            if let Some(k) = line.split('\t').find(|f| f.starts_with("P-")) {
-                *billed.entry(k.to_string()).or_default() += 1;
-            }
-        }
+    for (_, order) in postfach::reference::InvoiceLedger::entries(&ledger).unwrap() {
+        *billed.entry(order).or_default() += 1;
     }
     for k in &keys {
         assert_eq!(billed.get(k), Some(&1), "{k} invoiced once");

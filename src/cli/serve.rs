@@ -122,7 +122,8 @@ pub(crate) struct RunArgs {
     /// Required when listening on a non-loopback address.
     #[arg(long, value_name = "PATH")]
     pub(crate) token_file: Option<PathBuf>,
-    /// Issue invoices for `rechnungStellen` into this ledger file.
+    /// Issue invoices for `rechnungStellen` into this ledger file, once per
+    /// idempotency key; the partitions of a cluster may share one file.
     #[arg(long, value_name = "PATH")]
     pub(crate) invoice_ledger: Option<PathBuf>,
     /// postfach.toml: alarms, [pubsub], [[subscriptions]], [send_topics],

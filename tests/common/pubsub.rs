@@ -175,13 +175,16 @@ max_lease_extension = "10s"
 
 /// Partition `i` of a cluster started with `count` partitions, in `dir`,
 /// listening on `listen`, consuming its own subscription and handing what
-/// is no longer its own on to `auftrag-abgeschlossen-{partition}`; waited
-/// for until ready.
+/// is no longer its own on to `auftrag-abgeschlossen-{partition}`, invoicing
+/// through `ledger` (the cluster's one invoice system: a job that ran on a
+/// slot's old owner and runs again at the new one has the same idempotency
+/// key); waited for until ready.
 pub fn cluster_partition(
     dir: &std::path::Path,
     (i, count): (u64, u64),
     listen: &str,
     broker: &Broker,
+    ledger: &std::path::Path,
 ) -> Server {
     let config = dir.join("postfach.toml");
     std::fs::write(
@@ -202,6 +205,8 @@ pub fn cluster_partition(
             i.to_string(),
             "--forward-topic".into(),
             "auftrag-abgeschlossen-{partition}".into(),
+            "--invoice-ledger".into(),
+            ledger.display().to_string(),
         ],
         &[
             ("PUBSUB_EMULATOR_HOST", broker.emulator.host()),

@@ -38,7 +38,7 @@ impl Server {
 
     /// `postfach run` of the reference model on `dir/run.redb` with its invoice
     /// ledger in `dir/invoices.tsv`, plus `args` and `env`; listens on an
-    /// ephemeral port unless `args` says otherwise.
+    /// ephemeral port and keeps its ledger there unless `args` says otherwise.
     pub fn launch(dir: &std::path::Path, args: &[String], env: &[(&str, &str)]) -> Server {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_postfach"));
         cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
@@ -50,11 +50,13 @@ impl Server {
                 "--correlation-key",
                 "AuftragAbgeschlossen=auftragId",
             ])
-            .arg("--invoice-ledger")
-            .arg(dir.join("invoices.tsv"))
             .args(args)
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
+        if !args.iter().any(|a| a == "--invoice-ledger") {
+            // a cluster's partitions share one invoice system: one ledger
+            cmd.arg("--invoice-ledger").arg(dir.join("invoices.tsv"));
+        }
         if !args.iter().any(|a| a == "--listen") {
             cmd.args(["--listen", "127.0.0.1:0"]);
         }

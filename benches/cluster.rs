@@ -1,14 +1,18 @@
 //! The cluster on this machine, processes standing in for pods, on one Pub/Sub
 //! emulator in one run:
 //!
-//! 1. **End to end, P = 1, 2, 4** (each `POSTFACH_CLUSTER_RUNS` = 3 times,
-//!    alternating; the run with the median CPU is reported). P `postfach run --partitions P` processes
+//! 1. **End to end, P = 1, 2, 4** (each `POSTFACH_CLUSTER_RUNS` = 5 times,
+//!    alternating; the run with the median CPU is reported, and the mean of
+//!    every run beside it). P `postfach run --partitions P` processes
 //!    and a router process; N instances wait at a message catch (started
 //!    through a gateway, so each lives on the partition of its key); then N
 //!    completions are published to the shared subscription and the router
 //!    forwards each to its partition, which correlates it. Measured from the
 //!    first publish to the last correlation: wall time, and the CPU seconds the
-//!    partitions and the router used (from /proc), per 1,000 completions. The
+//!    partitions and the router used (from /proc), per 1,000 completions, the
+//!    router's part apart. The bench sees the end by asking each partition's
+//!    `/metrics` every 20 ms on a kept connection until it correlated its
+//!    share (those answers are in the CPU measured). The
 //!    emulator's CPU is reported apart: it is the broker, not postfach. The
 //!    partitions share the streaming pulls one partition alone has (4 in all:
 //!    4, 2 and 1 each).
@@ -25,7 +29,7 @@
 //!    200 on `/health/ready` (database open, log replayed, model deployed,
 //!    subscription consumed).
 //!
-//! cargo bench --bench cluster            (N=20000, streams 4, 3 runs of each P)
+//! cargo bench --bench cluster            (N=20000, streams 4, 5 runs of each P)
 //! POSTFACH_CLUSTER_N=10000 cargo bench --bench cluster
 
 #[path = "support/mod.rs"]
@@ -170,24 +174,76 @@ fn wait_ready(addr: &str) {
     }
 }
 
-/// Correlations so far, summed over the partitions' metrics.
-fn correlated(parts: &[Proc]) -> u64 {
-    let a = agent();
-    parts
-        .iter()
-        .map(|p| {
-            let text = a
-                .get(&format!("http://{}/metrics", p.addr))
+/// Watches the partitions' correlation counters until each has correlated
+/// the completions of its keys: one keep-alive connection per partition,
+/// and a partition that is done is not asked again, so the bench's own
+/// questions cost the partitions as little as they can (they are part of
+/// the CPU measured).
+struct Watch {
+    agents: Vec<ureq::Agent>,
+    /// Completions each partition owns (by the map the cluster starts with).
+    expected: Vec<u64>,
+    seen: Vec<u64>,
+}
+
+impl Watch {
+    fn new(p: u64, n: u64) -> Watch {
+        let map = postfach::slots::SlotMap::new(p as u32).unwrap();
+        let mut expected = vec![0; p as usize];
+        for i in 0..n {
+            expected[map.partition_of_key(&format!("K-{i}")) as usize] += 1;
+        }
+        Watch {
+            agents: (0..p).map(|_| agent()).collect(),
+            expected,
+            seen: vec![0; p as usize],
+        }
+    }
+
+    /// Correlations so far, asking only the partitions not done yet.
+    fn correlated(&mut self, parts: &[Proc]) -> u64 {
+        for (i, part) in parts.iter().enumerate() {
+            if self.seen[i] >= self.expected[i] {
+                continue;
+            }
+            let text = self.agents[i]
+                .get(&format!("http://{}/metrics", part.addr))
                 .call()
                 .ok()
                 .and_then(|mut r| r.body_mut().read_to_string().ok())
                 .unwrap_or_default();
-            text.lines()
+            self.seen[i] = text
+                .lines()
                 .find_map(|l| l.strip_prefix("postfach_messages_total{outcome=\"correlated\"} "))
                 .and_then(|v| v.trim().parse::<f64>().ok())
-                .unwrap_or(0.0) as u64
-        })
-        .sum()
+                .unwrap_or(0.0) as u64;
+        }
+        self.seen.iter().sum()
+    }
+}
+
+/// Commits and the commands in them so far, summed over the partitions
+/// (their `postfach_commit_batch_size` histograms).
+fn commits(parts: &[Proc]) -> (f64, f64) {
+    let a = agent();
+    parts.iter().fold((0.0, 0.0), |(b, c), part| {
+        let text = a
+            .get(&format!("http://{}/metrics", part.addr))
+            .call()
+            .ok()
+            .and_then(|mut r| r.body_mut().read_to_string().ok())
+            .unwrap_or_default();
+        let pick = |k: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(k))
+                .and_then(|v| v.trim().parse::<f64>().ok())
+                .unwrap_or(0.0)
+        };
+        (
+            b + pick("postfach_commit_batch_size_count "),
+            c + pick("postfach_commit_batch_size_sum "),
+        )
+    })
 }
 
 /// Starts `n` instances through the gateway, on two threads.
@@ -234,6 +290,11 @@ struct EndToEnd {
     partitions: u64,
     seconds: f64,
     cpu_postfach: f64,
+    /// The router's part of `cpu_postfach`.
+    cpu_router: f64,
+    /// Commands per commit in the partitions' writers while it ran (each
+    /// partition's share of the stream is 1/P, so its batches are smaller).
+    per_commit: f64,
     cpu_emulator: f64,
     /// The P = 4 run's partitions, kept for the restart measurement.
     kept: Option<(Vec<Proc>, tempfile::TempDir)>,
@@ -306,29 +367,39 @@ fn end_to_end(
     start_instances(&gateway.addr, n);
     drop(gateway);
     let java = emulator_pid();
-    let cpu_before: f64 = parts.iter().map(Proc::cpu).sum::<f64>() + router.cpu();
+    let commits_before = commits(&parts);
+    let mut watch = Watch::new(p, n);
+    let parts_before: f64 = parts.iter().map(Proc::cpu).sum();
+    let router_before = router.cpu();
     let java_before = java.map(cpu_seconds).unwrap_or(0.0);
     let t = Instant::now();
     rt.block_on(publish_all(conn, &topic, n));
     let end = Instant::now() + Duration::from_secs(600);
-    while correlated(&parts) < n {
-        assert!(
-            Instant::now() < end,
-            "P={p}: only {} of {n} correlated",
-            correlated(&parts)
-        );
+    loop {
+        let seen = watch.correlated(&parts);
+        if seen >= n {
+            break;
+        }
+        assert!(Instant::now() < end, "P={p}: only {seen} of {n} correlated");
         std::thread::sleep(Duration::from_millis(20));
     }
     let seconds = t.elapsed().as_secs_f64();
-    let cpu_postfach = parts.iter().map(Proc::cpu).sum::<f64>() + router.cpu() - cpu_before;
+    let cpu_router = router.cpu() - router_before;
+    let cpu_postfach = parts.iter().map(Proc::cpu).sum::<f64>() - parts_before + cpu_router;
     let cpu_emulator = java.map(cpu_seconds).unwrap_or(0.0) - java_before;
+    // read after the CPU: these questions are not part of it
+    let commits_after = commits(&parts);
+    let per_commit =
+        (commits_after.1 - commits_before.1) / (commits_after.0 - commits_before.0).max(1.0);
     eprintln!(
-        "P={p}: {n} correlated in {seconds:.2} s, postfach {cpu_postfach:.2} CPU s, emulator {cpu_emulator:.2} CPU s"
+        "P={p}: {n} correlated in {seconds:.2} s, postfach {cpu_postfach:.2} CPU s (router {cpu_router:.2}), {per_commit:.1} commands per commit, emulator {cpu_emulator:.2} CPU s"
     );
     EndToEnd {
         partitions: p,
         seconds,
         cpu_postfach,
+        cpu_router,
+        per_commit,
         cpu_emulator,
         kept: (p == 4).then_some((parts, dir)),
     }
@@ -496,7 +567,7 @@ fn main() {
     eprintln!("publish p50: direct {direct_ms:.3} ms, through the gateway {gateway_ms:.3} ms");
     let (router_rate, go_rate) = router_drain(&emulator, &conn, &rt, n * 5, streams);
     // each P several times, alternating, and the median run of each
-    let reps = support::env_or("POSTFACH_CLUSTER_RUNS", 3);
+    let reps = support::env_or("POSTFACH_CLUSTER_RUNS", 5);
     let mut all: Vec<EndToEnd> = Vec::new();
     for rep in 0..reps {
         for p in [1, 2, 4] {
@@ -507,6 +578,16 @@ fn main() {
             all.push(r);
         }
     }
+    // every run's CPU per 1,000 by P, for the means beside the medians
+    let every: Vec<(u64, f64)> = all
+        .iter()
+        .map(|r| (r.partitions, r.cpu_postfach / n as f64 * 1000.0))
+        .collect();
+    let mean_of = |p: u64| {
+        let v: Vec<f64> = every.iter().filter(|e| e.0 == p).map(|e| e.1).collect();
+        v.iter().sum::<f64>() / v.len().max(1) as f64
+    };
+    let means: Vec<(u64, f64)> = [1, 2, 4].iter().map(|&p| (p, mean_of(p))).collect();
     let mut runs: Vec<EndToEnd> = Vec::new();
     for p in [1, 2, 4] {
         let mut of_p: Vec<EndToEnd> = all
@@ -516,6 +597,8 @@ fn main() {
                 partitions: r.partitions,
                 seconds: r.seconds,
                 cpu_postfach: r.cpu_postfach,
+                cpu_router: r.cpu_router,
+                per_commit: r.per_commit,
                 cpu_emulator: r.cpu_emulator,
                 kept: r.kept.take(),
             })
@@ -534,19 +617,29 @@ fn main() {
 
     let base = runs[0].cpu_postfach / n as f64 * 1000.0;
     let mut md = String::from(
-        "| partitions | completions | wall (s) | completions/s | postfach CPU s per 1,000 | vs P = 1 | emulator CPU s per 1,000 |\n| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+        "| partitions | completions | wall (s) | completions/s | postfach CPU s per 1,000 | of it the router | vs P = 1 | commands per commit | emulator CPU s per 1,000 |\n| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
     );
     for r in &runs {
         let per = r.cpu_postfach / n as f64 * 1000.0;
         md.push_str(&format!(
-            "| {} | {n} | {:.2} | {:.0} | {per:.3} | {:.2}× | {:.3} |\n",
+            "| {} | {n} | {:.2} | {:.0} | {per:.3} | {:.3} | {:.2}× | {:.1} | {:.3} |\n",
             r.partitions,
             r.seconds,
             n as f64 / r.seconds,
+            r.cpu_router / n as f64 * 1000.0,
             per / base,
+            r.per_commit,
             r.cpu_emulator / n as f64 * 1000.0
         ));
     }
+    md.push_str(&format!(
+        "\nMeans of the {reps} runs of each P, postfach CPU s per 1,000: {}.\n",
+        means
+            .iter()
+            .map(|(p, m)| format!("P = {p} {m:.3} ({:.2}×)", m / means[0].1))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
     md.push_str(&format!(
         "\n| measure | value |\n| --- | ---: |\n| publish p50 straight to a partition | {direct_ms:.3} ms |\n| publish p50 through a gateway | {gateway_ms:.3} ms |\n| the gateway adds (p50) | {:.3} ms |\n| router forwarding a backlog of {}, {streams} streams | {router_rate:.0}/s |\n| Go null consumer, same backlog and streams | {go_rate:.0}/s |\n| router vs Go null consumer | {:.2}× |\n| partition restart to ready, median of {} | {:.3} s |\n| partition restart to ready, slowest | {:.3} s |\n",
         gateway_ms - direct_ms,
@@ -561,11 +654,17 @@ fn main() {
         "commit": commit,
         "completions": n,
         "runs_per_partition_count": reps,
+        "every_run_cpu_seconds_per_1000": every
+            .iter()
+            .map(|(p, c)| json!({"partitions": p, "postfach": c}))
+            .collect::<Vec<_>>(),
         "streams": streams,
         "end_to_end": runs.iter().map(|r| json!({
             "partitions": r.partitions,
             "seconds": r.seconds,
             "postfach_cpu_seconds": r.cpu_postfach,
+            "router_cpu_seconds": r.cpu_router,
+            "commands_per_commit": r.per_commit,
             "emulator_cpu_seconds": r.cpu_emulator,
         })).collect::<Vec<_>>(),
         "publish_p50_ms": {"direct": direct_ms, "gateway": gateway_ms},

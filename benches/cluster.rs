@@ -366,7 +366,7 @@ fn end_to_end(
     let gateway = Proc::spawn(&gw_args, emulator);
     start_instances(&gateway.addr, n);
     drop(gateway);
-    let java = emulator_pid();
+    let java = emulator_pid(emulator);
     let commits_before = commits(&parts);
     let mut watch = Watch::new(p, n);
     let parts_before: f64 = parts.iter().map(Proc::cpu).sum();
@@ -428,9 +428,15 @@ async fn forget(conn: &Connection, p: u64, rep: u64) {
 }
 
 /// The emulator's JVM (the broker's CPU is not postfach's).
-fn emulator_pid() -> Option<u32> {
+/// The JVM itself, not the script that started it: its command line names
+/// the emulator's jar and this emulator's port.
+fn emulator_pid(emulator: &Emulator) -> Option<u32> {
+    let port = emulator.host().rsplit(':').next().unwrap_or_default();
     let out = Command::new("pgrep")
-        .args(["-f", "cloud-pubsub-emulator"])
+        .args([
+            "-f",
+            &format!("[-]jar .*cloud-pubsub-emulator.*--port={port}( |$)"),
+        ])
         .output()
         .ok()?;
     String::from_utf8_lossy(&out.stdout)

@@ -206,17 +206,8 @@ impl Watch {
             if self.seen[i] >= self.expected[i] {
                 continue;
             }
-            let text = self.agents[i]
-                .get(&format!("http://{}/metrics", part.addr))
-                .call()
-                .ok()
-                .and_then(|mut r| r.body_mut().read_to_string().ok())
-                .unwrap_or_default();
-            self.seen[i] = text
-                .lines()
-                .find_map(|l| l.strip_prefix("postfach_messages_total{outcome=\"correlated\"} "))
-                .and_then(|v| v.trim().parse::<f64>().ok())
-                .unwrap_or(0.0) as u64;
+            let text = scrape(&self.agents[i], part);
+            self.seen[i] = sample(&text, "postfach_messages_total{outcome=\"correlated\"}") as u64;
         }
         self.seen.iter().sum()
     }
@@ -227,23 +218,29 @@ impl Watch {
 fn commits(parts: &[Proc]) -> (f64, f64) {
     let a = agent();
     parts.iter().fold((0.0, 0.0), |(b, c), part| {
-        let text = a
-            .get(&format!("http://{}/metrics", part.addr))
-            .call()
-            .ok()
-            .and_then(|mut r| r.body_mut().read_to_string().ok())
-            .unwrap_or_default();
-        let pick = |k: &str| {
-            text.lines()
-                .find_map(|l| l.strip_prefix(k))
-                .and_then(|v| v.trim().parse::<f64>().ok())
-                .unwrap_or(0.0)
-        };
+        let text = scrape(&a, part);
         (
-            b + pick("postfach_commit_batch_size_count "),
-            c + pick("postfach_commit_batch_size_sum "),
+            b + sample(&text, "postfach_commit_batch_size_count"),
+            c + sample(&text, "postfach_commit_batch_size_sum"),
         )
     })
+}
+
+/// A partition's `/metrics` text (empty when it does not answer).
+fn scrape(a: &ureq::Agent, part: &Proc) -> String {
+    a.get(&format!("http://{}/metrics", part.addr))
+        .call()
+        .ok()
+        .and_then(|mut r| r.body_mut().read_to_string().ok())
+        .unwrap_or_default()
+}
+
+/// The value of `series` in a `/metrics` text, 0 when absent.
+fn sample(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0.0)
 }
 
 /// Starts `n` instances through the gateway, on two threads.

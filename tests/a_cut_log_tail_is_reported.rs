@@ -12,14 +12,18 @@ use std::path::Path;
 use std::process::Command;
 
 /// A database whose log holds acknowledged records (no checkpoint ran), with
-/// the last 5 bytes of the log cut off. Returns the log's path.
+/// the last 5 bytes of its last record cut off. Returns the log's path.
 fn cut_log(db: &Path) -> std::path::PathBuf {
     common::import_then_kill(db, 200);
     let log = std::path::PathBuf::from(format!("{}.wal", db.display()));
     let len = std::fs::metadata(&log).unwrap().len();
-    assert!(len > 100, "the log holds records: {len} bytes");
+    let state = postfach::Postfach::inspect_log(db).unwrap();
+    assert!(state.intact_until > 100, "the log holds records: {state:?}");
+    // the zeros written ahead of the appends are no torn record
+    assert!(state.reserved > 0 && !state.damaged, "{state:?}");
+    assert_eq!(state.intact_until + state.reserved, len);
     let f = std::fs::OpenOptions::new().write(true).open(&log).unwrap();
-    f.set_len(len - 5).unwrap();
+    f.set_len(state.intact_until - 5).unwrap();
     log
 }
 

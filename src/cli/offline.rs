@@ -83,6 +83,7 @@ pub(super) fn recover(db: &std::path::Path, discard_damaged: bool) -> Result<Out
         "bytes": state.size,
         "intact_records": state.intact_records,
         "intact_until": state.intact_until,
+        "reserved": state.reserved,
         "damaged": state.damaged,
         "intact_after_damage": state.intact_after,
     });
@@ -95,7 +96,7 @@ pub(super) fn recover(db: &std::path::Path, discard_damaged: bool) -> Result<Out
             state.intact_records,
             state.intact_after
         )
-    } else if state.intact_until < state.size {
+    } else if state.intact_until + state.reserved < state.size {
         format!(
             "{}: {} intact record(s), then a torn tail of {} byte(s) that the next open cuts",
             state.path.display(),

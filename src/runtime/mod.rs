@@ -132,7 +132,7 @@ impl Postfach {
         let log_path = Wal::path_for(&path);
         let scan = Wal::scan(&log_path)?;
         scan.refuse_damaged(&log_path)?;
-        let torn_tail_bytes = scan.size - scan.intact_until;
+        let torn_tail_bytes = scan.torn_tail();
         let (db, partition) = store::open_db(&path, options.partition)?;
         let (log, records) = Wal::open_scanned(&log_path, Some(scan))?;
         Self::run_opened(
@@ -153,7 +153,7 @@ impl Postfach {
         let log_path = Wal::path_for(&path);
         let bytes = disk.read(&log_path.to_string_lossy()).unwrap_or_default();
         let scan = crate::commit::wal::Scan::read(&bytes);
-        let torn_tail_bytes = scan.size - scan.intact_until;
+        let torn_tail_bytes = scan.torn_tail();
         let (db, partition) = store::open_db_sim(disk, &path, options.partition)?;
         let log = Wal::open_sim(disk, &log_path)?;
         Self::run_opened(path, db, partition, log, torn_tail_bytes, options)
@@ -247,7 +247,7 @@ impl Postfach {
         let log = Wal::path_for(&path);
         let scan = Wal::scan(&log)?;
         scan.refuse_damaged(&log)?;
-        let torn_tail_bytes = scan.size - scan.intact_until;
+        let torn_tail_bytes = scan.torn_tail();
         if torn_tail_bytes > 0 {
             tracing::warn!(
                 log = %log.display(),
@@ -690,6 +690,7 @@ impl Postfach {
             size: scan.size,
             intact_records: scan.records.len(),
             intact_until: scan.intact_until,
+            reserved: (scan.size - scan.intact_until) - scan.torn_tail(),
             damaged: scan.damaged,
             intact_after: scan.after.len(),
         })

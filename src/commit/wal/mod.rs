@@ -148,6 +148,10 @@ pub(crate) struct Scan {
     pub after: Vec<Record>,
     /// Whether the bytes after the intact prefix are damage rather than a torn tail.
     pub damaged: bool,
+    /// Whether the bytes after the intact prefix are all zeros: written
+    /// ahead of the appends ([`Wal::reserve`]), or an append of which no
+    /// byte reached the disk — neither is a torn record.
+    pub zero_tail: bool,
 }
 
 impl Scan {
@@ -163,6 +167,16 @@ impl Scan {
             intact_before: self.records.len(),
             intact_after: self.after.len(),
         })
+    }
+
+    /// Bytes after the intact records that are a torn record (cut at the
+    /// next open for writing); a tail of zeros is none.
+    pub fn torn_tail(&self) -> u64 {
+        if self.zero_tail {
+            0
+        } else {
+            self.size - self.intact_until
+        }
     }
 
     pub(crate) fn read(bytes: &[u8]) -> Scan {
@@ -195,6 +209,7 @@ impl Scan {
         }
         let damaged =
             pos < bytes.len() && (!after.is_empty() || !framing.looks_torn(&bytes[pos..], pos));
+        let zero_tail = pos < bytes.len() && !damaged && bytes[pos..].iter().all(|b| *b == 0);
         Scan {
             framing,
             records,
@@ -202,6 +217,7 @@ impl Scan {
             size: bytes.len() as u64,
             after,
             damaged,
+            zero_tail,
         }
     }
 }
@@ -215,7 +231,14 @@ pub(crate) struct Wal {
     /// The file's path on the file system (`None` on the simulated disk,
     /// where a log is never rolled).
     path: Option<PathBuf>,
+    /// Where the zeros written ahead of the appends end ([`Wal::reserve`]).
+    zeroed_until: u64,
 }
+
+/// The most zeros written ahead of the log's appends at a time.
+const RESERVE_MAX: u64 = 4 << 20;
+/// The fewest (a file system block).
+const RESERVE_MIN: u64 = 4096;
 
 /// What a checkpoint does to the log once redb holds its batches durably.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -335,7 +358,9 @@ impl Wal {
     ) -> Result<(Wal, Vec<Record>), StoreError> {
         scan.refuse_damaged(path)?;
         let mut pos = scan.intact_until;
-        if pos < scan.size {
+        // a tail of zeros is kept: appends overwrite it
+        let mut zeroed_until = if scan.zero_tail { scan.size } else { pos };
+        if pos < scan.size && !scan.zero_tail {
             tracing::warn!(
                 log = %path.display(),
                 offset = pos,
@@ -351,6 +376,7 @@ impl Wal {
             file.write_at(0, HEADER)?;
             file.sync()?;
             pos = HEADER.len() as u64;
+            zeroed_until = pos;
         }
         Ok((
             Wal {
@@ -358,6 +384,7 @@ impl Wal {
                 size: pos,
                 legacy: scan.framing == Framing::V1,
                 path: None,
+                zeroed_until,
             },
             scan.records,
         ))
@@ -381,6 +408,7 @@ impl Wal {
         }
         let mut n = 0;
         for f in frames {
+            self.reserve(self.size + n + f.len() as u64)?;
             self.file.write_at(self.size + n, f)?;
             n += f.len() as u64;
         }
@@ -394,6 +422,25 @@ impl Wal {
     pub fn append_with(&mut self, record: &Record, commands: &[Command]) -> Result<(), StoreError> {
         let f = frame(record.batch, record.now, commands)?;
         self.append_frames([f.as_slice()])
+    }
+
+    /// Writes zeros ahead of the appends when one would end past them, as many
+    /// as the log holds already (at least [`RESERVE_MIN`], at most
+    /// [`RESERVE_MAX`]): an append that overwrites blocks the file has is
+    /// made durable by `fdatasync` without a change of the file's length or
+    /// blocks to journal, so the file grows once per doubling instead of at
+    /// every append. The zeros are synced with the frame that follows them;
+    /// a tail of zeros reads as the end of the log.
+    fn reserve(&mut self, end: u64) -> Result<(), StoreError> {
+        if end <= self.zeroed_until {
+            return Ok(());
+        }
+        let ahead = end.clamp(RESERVE_MIN, RESERVE_MAX);
+        let until = (end + ahead).next_multiple_of(RESERVE_MIN);
+        let zeros = vec![0; (until - self.zeroed_until) as usize];
+        self.file.write_at(self.zeroed_until, &zeros)?;
+        self.zeroed_until = until;
+        Ok(())
     }
 
     /// What a checkpoint does to the log (see [`Fold`]); a rolled log's
@@ -435,6 +482,9 @@ impl Wal {
             .map_err(named(&next))?;
         file.write_all(HEADER).map_err(named(&next))?;
         file.sync_data().map_err(named(&next))?;
+        // a closed segment is whole records: the zeros ahead are cut first
+        self.file.set_len(self.size)?;
+        self.file.sync()?;
         std::fs::rename(&path, &closed).map_err(named(&closed))?;
         if let Err(e) = std::fs::rename(&next, &path) {
             // put the old log back: appends must not go to a closed segment
@@ -444,6 +494,7 @@ impl Wal {
         crate::disk::sync_dir(&path)?;
         self.file = Box::new(file);
         self.size = HEADER.len() as u64;
+        self.zeroed_until = self.size;
         self.legacy = false;
         Ok(closed)
     }
@@ -454,6 +505,7 @@ impl Wal {
         self.file.write_at(0, HEADER)?;
         self.file.sync()?;
         self.size = HEADER.len() as u64;
+        self.zeroed_until = self.size;
         self.legacy = false;
         Ok(())
     }
@@ -522,9 +574,13 @@ pub struct LogState {
     pub size: u64,
     /// Intact records before the first bad byte.
     pub intact_records: usize,
-    /// Where the intact records end; bytes after it are a torn tail (cut at the
-    /// next open) or, when `damaged`, damage.
+    /// Where the intact records end; bytes after it are zeros written ahead
+    /// of the appends (`reserved`), a torn tail (cut at the next open) or,
+    /// when `damaged`, damage.
     pub intact_until: u64,
+    /// Zeros after the intact records, written ahead of the appends (a log
+    /// grows once per doubling, not at every append): no torn record.
+    pub reserved: u64,
     /// Whether opening refuses: bytes that are not a torn tail.
     pub damaged: bool,
     /// Intact records found after the damage.

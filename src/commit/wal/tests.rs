@@ -12,7 +12,9 @@ fn record(batch: u64) -> Record {
     }
 }
 
-/// A log of `n` records and the byte offset where each frame starts.
+/// A log of `n` records and the byte offset where each frame starts. The
+/// zeros written ahead of the appends are cut off: the tests that use it
+/// write at the file's end, where the next append would.
 fn log_of(path: &Path, n: u64) -> Vec<u64> {
     let (mut w, recs) = Wal::open(path).unwrap();
     assert!(recs.is_empty());
@@ -22,7 +24,90 @@ fn log_of(path: &Path, n: u64) -> Vec<u64> {
         w.append(&record(b)).unwrap();
     }
     starts.push(w.size());
+    drop(w);
+    File::options()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_len(starts[n as usize])
+        .unwrap();
     starts
+}
+
+fn file_len(path: &Path) -> u64 {
+    std::fs::metadata(path).unwrap().len()
+}
+
+#[test]
+fn appends_overwrite_zeros_written_ahead_and_the_file_grows_by_doubling() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.wal");
+    let (mut w, _) = Wal::open(&path).unwrap();
+    let mut lengths = std::collections::BTreeSet::new();
+    for b in 1..=2000 {
+        w.append(&record(b)).unwrap();
+        lengths.insert(file_len(&path));
+    }
+    let end = w.size();
+    drop(w);
+    // 2,000 appends, the file's length changed at a few of them only
+    assert!(lengths.len() <= 8, "{lengths:?}");
+    let len = file_len(&path);
+    assert!(len > end, "zeros ahead of the appends");
+    let scan = Wal::scan(&path).unwrap();
+    assert!(scan.zero_tail && !scan.damaged);
+    assert_eq!(scan.torn_tail(), 0, "zeros are no torn record");
+    // reopened, the zeros are kept and the next appends overwrite them
+    let (mut w, recs) = Wal::open(&path).unwrap();
+    assert_eq!(recs.len(), 2000);
+    assert_eq!(file_len(&path), len);
+    w.append(&record(2001)).unwrap();
+    drop(w);
+    assert_eq!(file_len(&path), len);
+    assert_eq!(Wal::open(&path).unwrap().1.len(), 2001);
+}
+
+#[test]
+fn a_torn_append_into_the_zeros_ahead_is_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.wal");
+    let (mut w, _) = Wal::open(&path).unwrap();
+    for b in 1..=3 {
+        w.append(&record(b)).unwrap();
+    }
+    let end = w.size();
+    drop(w);
+    // the first bytes of the fourth frame reached the disk, not the rest
+    let f4 = frame(4, 40, &[Command::Tick]).unwrap();
+    let f = File::options().write(true).open(&path).unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&f, &f4[..f4.len() - 3], end).unwrap();
+    drop(f);
+    let scan = Wal::scan(&path).unwrap();
+    assert!(!scan.damaged && !scan.zero_tail);
+    assert!(scan.torn_tail() > 0);
+    let (w, recs) = Wal::open(&path).unwrap();
+    assert_eq!(batches(&recs), vec![1, 2, 3]);
+    assert_eq!(file_len(&path), end, "cut where the intact records end");
+    drop(w);
+}
+
+#[test]
+fn a_closed_segment_holds_whole_records_without_the_zeros() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.wal");
+    let (mut w, _) = Wal::open_scanned(&path, None).unwrap();
+    for b in 1..=3 {
+        w.append(&record(b)).unwrap();
+    }
+    let end = w.size();
+    assert!(file_len(&path) > end);
+    let closed = w.fold(Fold::Roll(3)).unwrap().expect("a segment");
+    assert_eq!(file_len(&closed), end);
+    let scan = Wal::scan(&closed).unwrap();
+    assert_eq!((scan.intact_until, scan.records.len()), (end, 3));
+    w.append(&record(4)).unwrap();
+    drop(w);
+    assert_eq!(batches(&Wal::open(&path).unwrap().1), vec![4]);
 }
 
 fn batches(recs: &[Record]) -> Vec<u64> {

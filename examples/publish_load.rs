@@ -1,5 +1,6 @@
-//! Load generator for profiling: 64 concurrent publishers for a few seconds.
-//! `cargo run --release --example publish_load`
+//! Load generator for profiling: concurrent publishers (64 unless given) for
+//! a few seconds, then the writer's mean commit latency (apply + log fsync).
+//! `cargo run --release --example publish_load [-- CALLERS]`
 use postfach::{Postfach, Publish, vars};
 use std::time::Instant;
 
@@ -16,9 +17,13 @@ async fn main() {
     )
     .await
     .unwrap();
+    let callers: u64 = match std::env::args().nth(1) {
+        None => 64,
+        Some(a) => a.parse().expect("CALLERS is a number"),
+    };
     let start = Instant::now();
     let mut set = tokio::task::JoinSet::new();
-    for c in 0..64u64 {
+    for c in 0..callers {
         let pf = pf.clone();
         set.spawn(async move {
             let mut n = 0u64;
@@ -46,5 +51,13 @@ async fn main() {
         "{total} publishes in {:.2}s: {:.0}/s",
         start.elapsed().as_secs_f64(),
         total as f64 / start.elapsed().as_secs_f64()
+    );
+    let latency = &pf.commit_stats().latency_seconds;
+    let (_, sum) = latency.buckets();
+    println!(
+        "{} batches, mean commit latency {:.0} µs, mean batch {:.1}",
+        latency.count(),
+        sum / latency.count().max(1) as f64 * 1e6,
+        total as f64 / latency.count().max(1) as f64
     );
 }

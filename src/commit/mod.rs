@@ -21,6 +21,7 @@
 
 mod audited;
 mod command;
+mod syncer;
 pub(crate) mod wal;
 
 use crate::clock::{Clock, Millis};
@@ -30,7 +31,7 @@ use crate::options::Options;
 use crate::store::{self, StoreError, Tables, WAL_BATCH};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
+use syncer::{PendingBatch, Syncer};
 use tokio::sync::oneshot;
 use wal::Wal;
 
@@ -125,7 +126,7 @@ pub(crate) struct Writer {
     config: Config,
     /// The log while opening; moved into the syncer thread afterwards.
     wal: Option<Wal>,
-    syncer: Option<(mpsc::Sender<SyncMsg>, JoinHandle<()>)>,
+    syncer: Option<Syncer>,
     batch: u64,
     last_checkpoint: std::time::Instant,
     /// Log bytes written since the last checkpoint.
@@ -144,24 +145,6 @@ pub(crate) struct Writer {
 
 /// Where a caller waits for its answer.
 type ReplyTo = oneshot::Sender<Result<Reply, Error>>;
-
-/// What the writer hands the syncer thread.
-enum SyncMsg {
-    /// A batch applied to redb: sync its log frame, then answer its callers.
-    Batch(PendingBatch),
-    /// Fold the log (after a durable checkpoint), then say so.
-    Fold(
-        wal::Fold,
-        mpsc::Sender<Result<Option<std::path::PathBuf>, StoreError>>,
-    ),
-}
-
-struct PendingBatch {
-    frame: Vec<u8>,
-    answers: Vec<(ReplyTo, Result<Reply, EngineError>)>,
-    wake: bool,
-    started: std::time::Instant,
-}
 
 impl Writer {
     /// Replays the log's batches newer than the last durable one. `wal` is the
@@ -239,13 +222,7 @@ impl Writer {
         let Some(wal) = self.wal.take() else {
             return Ok(());
         };
-        let (tx, rx) = mpsc::channel::<SyncMsg>();
-        let poisoned = self.poisoned.clone();
-        let handle = std::thread::Builder::new()
-            .name("postfach-syncer".into())
-            .spawn(move || syncer_loop(wal, rx, poisoned, committed, stats))
-            .map_err(StoreError::Io)?;
-        self.syncer = Some((tx, handle));
+        self.syncer = Some(Syncer::start(wal, self.poisoned.clone(), committed, stats)?);
         Ok(())
     }
 
@@ -263,7 +240,8 @@ impl Writer {
     }
 
     /// Applies one batch to redb without fsync and hands its log frame and its
-    /// callers to the syncer, which answers them once the frame is on disk.
+    /// callers to the syncer, which answers them once the frame is on disk
+    /// (`queued` says whether another command waits: [`Syncer::hand_over`]).
     fn submit(
         &mut self,
         now: Millis,
@@ -271,6 +249,7 @@ impl Writer {
         parsed: Vec<Option<Parsed>>,
         replies: Vec<oneshot::Sender<Result<Reply, Error>>>,
         started: std::time::Instant,
+        queued: impl FnOnce() -> bool,
     ) {
         let fail = |replies: Vec<oneshot::Sender<Result<Reply, Error>>>, text: String| {
             for reply in replies {
@@ -316,13 +295,8 @@ impl Writer {
             wake: cmds.iter().any(Command::wakes_executor),
             started,
         };
-        if let Some((tx, _)) = &self.syncer
-            && let Err(mpsc::SendError(SyncMsg::Batch(b))) = tx.send(SyncMsg::Batch(batch))
-        {
-            fail(
-                b.answers.into_iter().map(|(r, _)| r).collect(),
-                "the log syncer stopped; reopen the database".into(),
-            );
+        if let Some(syncer) = &self.syncer {
+            syncer.hand_over(batch, queued());
         }
         if self.last_checkpoint.elapsed() >= self.checkpoint_every
             || self.logged >= CHECKPOINT_BYTES
@@ -373,14 +347,8 @@ impl Writer {
         let fold = self.fold();
         let closed = match (&mut self.wal, &self.syncer) {
             (Some(wal), _) => wal.fold(fold)?,
-            (None, Some((sync, _))) => {
-                // the syncer folds the log after the frames queued before this
-                let (done, wait) = mpsc::channel();
-                sync.send(SyncMsg::Fold(fold, done))
-                    .map_err(|_| StoreError::Aborted("the log syncer stopped".into()))?;
-                wait.recv()
-                    .map_err(|_| StoreError::Aborted("the log syncer stopped".into()))??
-            }
+            // the syncer folds the log after the frames handed over before this
+            (None, Some(syncer)) => syncer.fold(fold)?,
             (None, None) => None,
         };
         if let Some(closed) = closed {
@@ -430,23 +398,28 @@ pub(crate) fn writer_loop(
     // writer page faults
     let mut batch: Vec<Request> = Vec::new();
     let mut gathered = Gathered::default();
+    // a job taken to see whether one waits, before the last batch was synced
+    let mut held: Option<Job> = None;
     loop {
         // idle, a log segment for the archive is still closed on time
-        let first = match w
-            .archive
-            .map(|a| a.every.max(std::time::Duration::from_millis(100)))
-        {
-            None => match rx.recv() {
-                Ok(job) => job,
-                Err(_) => break,
-            },
-            Some(wait) => match rx.recv_timeout(wait) {
-                Ok(job) => job,
-                Err(mpsc::RecvTimeoutError::Timeout) => {
-                    w.idle();
-                    continue;
-                }
-                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        let first = match held.take() {
+            Some(job) => job,
+            None => match w
+                .archive
+                .map(|a| a.every.max(std::time::Duration::from_millis(100)))
+            {
+                None => match rx.recv() {
+                    Ok(job) => job,
+                    Err(_) => break,
+                },
+                Some(wait) => match rx.recv_timeout(wait) {
+                    Ok(job) => job,
+                    Err(mpsc::RecvTimeoutError::Timeout) => {
+                        w.idle();
+                        continue;
+                    }
+                    Err(mpsc::RecvTimeoutError::Disconnected) => break,
+                },
             },
         };
         let first = match first {
@@ -481,7 +454,10 @@ pub(crate) fn writer_loop(
             gathered.traces.push(r.trace);
         }
         stats.batch_size.observe(gathered.cmds.len() as f64);
-        w.submit(now, &gathered, parsed, replies, started);
+        w.submit(now, &gathered, parsed, replies, started, || {
+            held = rx.try_recv().ok();
+            held.is_some()
+        });
         gathered.clear();
         for asked in snapshots {
             let _ = asked.send(w.snapshot());
@@ -497,92 +473,8 @@ pub(crate) fn writer_loop(
     if let Err(e) = w.checkpoint() {
         tracing::error!(error = %e, "checkpoint at close failed; the write-ahead log is replayed at the next open");
     }
-    if let Some((tx, handle)) = w.syncer.take() {
-        drop(tx);
-        let _ = handle.join();
-    }
-}
-
-/// Syncs queued log frames — all that queued up since the last fsync with one
-/// fsync — then answers their callers. A failed write poisons the writer.
-fn syncer_loop(
-    mut wal: Wal,
-    rx: mpsc::Receiver<SyncMsg>,
-    poisoned: Arc<Mutex<Option<String>>>,
-    committed: Arc<tokio::sync::Notify>,
-    stats: Arc<CommitStats>,
-) {
-    let mut held: Option<SyncMsg> = None;
-    loop {
-        let msg = match held.take() {
-            Some(m) => m,
-            None => match rx.recv() {
-                Ok(m) => m,
-                Err(_) => return,
-            },
-        };
-        let first = match msg {
-            SyncMsg::Fold(fold, done) => {
-                let folded = wal.fold(fold);
-                if let (Err(e), wal::Fold::Roll(_)) = (&folded, fold)
-                    && let Ok(mut p) = poisoned.lock()
-                {
-                    // which file the next frames would reach is unsure now
-                    *p = Some(format!("the log could not be closed as a segment: {e}"));
-                }
-                let _ = done.send(folded);
-                continue;
-            }
-            SyncMsg::Batch(b) => b,
-        };
-        let mut group = vec![first];
-        loop {
-            match rx.try_recv() {
-                Ok(SyncMsg::Batch(b)) => group.push(b),
-                Ok(other) => {
-                    held = Some(other);
-                    break;
-                }
-                Err(_) => break,
-            }
-        }
-        let earlier = poisoned.lock().ok().and_then(|p| p.clone());
-        let synced = match earlier {
-            Some(why) => Err(format!(
-                "the write-ahead log failed earlier ({why}); reopen the database"
-            )),
-            None => wal
-                .append_frames(group.iter().map(|b| b.frame.as_slice()))
-                .map_err(|e| {
-                    if let Ok(mut p) = poisoned.lock() {
-                        *p = Some(e.to_string());
-                    }
-                    format!("write-ahead log: {e}; reopen the database")
-                }),
-        };
-        let mut wake = false;
-        for b in group {
-            match &synced {
-                Ok(()) => {
-                    stats
-                        .latency_seconds
-                        .observe(b.started.elapsed().as_secs_f64());
-                    wake |= b.wake;
-                    for (reply, result) in b.answers {
-                        let _ = reply.send(result.map_err(Error::from));
-                    }
-                }
-                Err(text) => {
-                    for (reply, _) in b.answers {
-                        let _ = reply.send(Err(Error::Store(StoreError::Aborted(text.clone()))));
-                    }
-                }
-            }
-        }
-        // wakes the job executor: new jobs are picked up at once
-        if wake {
-            committed.notify_one();
-        }
+    if let Some(syncer) = w.syncer.take() {
+        syncer.stop();
     }
 }
 

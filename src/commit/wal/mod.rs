@@ -484,6 +484,7 @@ impl Wal {
         file.sync_data().map_err(named(&next))?;
         // a closed segment is whole records: the zeros ahead are cut first
         self.file.set_len(self.size)?;
+        self.zeroed_until = self.size;
         self.file.sync()?;
         std::fs::rename(&path, &closed).map_err(named(&closed))?;
         if let Err(e) = std::fs::rename(&next, &path) {

@@ -19,7 +19,13 @@ async fn main() {
     .unwrap();
     let callers: u64 = match std::env::args().nth(1) {
         None => 64,
-        Some(a) => a.parse().expect("CALLERS is a number"),
+        Some(a) => match a.parse() {
+            Ok(n) if n > 0 => n,
+            _ => {
+                eprintln!("publish_load: CALLERS must be a whole number above 0, not {a:?}");
+                std::process::exit(2);
+            }
+        },
     };
     let start = Instant::now();
     let mut set = tokio::task::JoinSet::new();

@@ -5,9 +5,11 @@
 //! Invariants:
 //! - Every state change goes through the one writer thread. It takes all queued
 //!   commands (up to `max_batch`), applies them to one redb write transaction
-//!   committed without fsync, and hands the batch's log frame to the syncer, which
-//!   answers the callers only after the frame is fsynced (`wal`): a returned `Ok`
-//!   means the change survives a crash, and concurrent callers share one fsync.
+//!   committed without fsync, and hands the batch's log frame to the syncer
+//!   ([`syncer`]: its thread, or the writer itself when nothing else waits),
+//!   which answers the callers only after the frame is fsynced (`wal`): a
+//!   returned `Ok` means the change survives a crash, and concurrent callers
+//!   share one fsync.
 //! - The writer reads the clock once per batch and hands the instant to the engine.
 //! - When a batch fails technically, it is aborted as a whole and every caller in
 //!   it gets the error; nothing of it is visible afterwards.
@@ -124,7 +126,7 @@ pub(crate) struct Writer {
     db: Arc<redb::Database>,
     defs: Arc<DefCache>,
     config: Config,
-    /// The log while opening; moved into the syncer thread afterwards.
+    /// The log while opening; moved into the syncer afterwards.
     wal: Option<Wal>,
     syncer: Option<Syncer>,
     batch: u64,

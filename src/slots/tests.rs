@@ -196,28 +196,29 @@ proptest! {
         let target = (m.partitions() as i32 + grow).max(1) as u32;
         let plan = balance_plan(&m, target).unwrap();
         let before = naive(&m);
-        let mut after = m.clone();
+        // the plan applied slot by slot to the naive owners: a map assigned
+        // one slot at a time costs the test seconds, and `naive` is what the
+        // map's own properties are checked against above
+        let mut after = before.clone();
         for mv in &plan {
             // exactly the source's slots in the range move
             for s in mv.first..=mv.last {
                 if before[s as usize] == mv.from {
-                    after = after.assign(s, s, mv.to).unwrap();
+                    after[s as usize] = mv.to;
                 }
             }
             prop_assert!(before[mv.first as usize] == mv.from);
         }
+        let owned = |q: u32| after.iter().filter(|o| **o == q).count() as u32;
         let share = m.slots() / target;
         for q in 0..target {
-            let owned = after.count_owned(q);
-            prop_assert!(owned <= share + 1, "{q} owns {owned}, share {share}");
-        }
-        for q in 0..target {
-            prop_assert!(after.count_owned(q) >= share, "{q}: {}", after.count_owned(q));
+            prop_assert!(owned(q) <= share + 1, "{q} owns {}, share {share}", owned(q));
+            prop_assert!(owned(q) >= share, "{q}: {}", owned(q));
         }
         for q in target..m.partitions() {
-            prop_assert_eq!(after.count_owned(q), 0, "{} keeps slots", q);
+            prop_assert_eq!(owned(q), 0, "{} keeps slots", q);
         }
-        prop_assert_eq!(after.owning(), target);
+        prop_assert!(after.iter().all(|o| *o < target), "a slot left beyond the {target}");
     }
 }
 

@@ -146,7 +146,10 @@ pub fn hadolint() -> std::path::PathBuf {
 }
 
 /// mdBook, which builds the user guide: `cargo install`ed once (crates.io's
-/// `mdbook`, the version pinned here) into postfach's cache.
+/// `mdbook`, the version pinned here) into postfach's cache. Only what
+/// `mdbook build` needs is compiled (the search index, not the server or
+/// the file watcher), unoptimised: the book is small, and an optimised
+/// build with every feature took the suite minutes of its two cores.
 pub fn mdbook() -> std::path::PathBuf {
     cached_program("mdbook", "mdbook", |dir| {
         Command::new(env!("CARGO"))
@@ -154,6 +157,10 @@ pub fn mdbook() -> std::path::PathBuf {
                 "install",
                 "--locked",
                 "--quiet",
+                "--debug",
+                "--no-default-features",
+                "--features",
+                "search",
                 "mdbook",
                 "--version",
                 "0.5.4",

@@ -196,6 +196,10 @@ proptest! {
         let target = (m.partitions() as i32 + grow).max(1) as u32;
         let plan = balance_plan(&m, target).unwrap();
         let before = naive(&m);
+        for q in 0..m.partitions() {
+            let naive_count = before.iter().filter(|o| **o == q).count() as u32;
+            prop_assert_eq!(m.count_owned(q), naive_count, "{} of the uneven map", q);
+        }
         // the plan applied slot by slot to the naive owners: a map assigned
         // one slot at a time costs the test seconds, and `naive` is what the
         // map's own properties are checked against above

@@ -271,25 +271,14 @@ fn writer(db: redb::Database, log: Log, rx: mpsc::Receiver<Req>) {
 /// answers their callers (as the engine's syncer); empties the log when the
 /// writer's checkpoint asks, after the frames handed over before.
 fn syncer(mut log: Log, rx: mpsc::Receiver<ToSyncer>) {
-    let mut held = None;
-    loop {
-        let Some(first) = held.take().or_else(|| rx.recv().ok()) else {
-            return;
-        };
+    while let Ok(first) = rx.recv() {
         let mut group = Vec::new();
         let mut empty = None;
-        match first {
-            ToSyncer::Batch(b) => group.push(b),
-            ToSyncer::Empty(done) => empty = Some(done),
-        }
-        while empty.is_none() {
-            match rx.try_recv() {
-                Ok(ToSyncer::Batch(b)) => group.push(b),
-                Ok(other) => held = Some(other),
-                Err(_) => break,
-            }
-            if held.is_some() {
-                break;
+        for msg in std::iter::once(first).chain(rx.try_iter()) {
+            match msg {
+                ToSyncer::Batch(b) => group.push(b),
+                // the writer waits for this answer: nothing follows it
+                ToSyncer::Empty(done) => empty = Some(done),
             }
         }
         for (frame, _) in &group {

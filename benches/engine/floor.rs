@@ -8,8 +8,8 @@
 //! the engine's is (decision 0093): zeros ahead of the appends, so that an
 //! append overwrites blocks the file has and its `fdatasync` journals no
 //! change of length. (The engine's writer also syncs a lone batch itself
-//! when no command waits; with 64 callers one nearly always does, so the
-//! floor leaves that out.)
+//! when no command waits; the floor leaves that out: with it switched off,
+//! the engine's 64-caller reference run measured the same.)
 //!
 //! What the floor does per instance, phase by phase (as the engine's
 //! `work_until_idle` drives it): start, publish (buffered: the instance

@@ -5,7 +5,7 @@
 // snapshot in one request, so a page left open costs one small request per
 // view every five seconds and needs no connection held open through proxies.
 
-import { $, askForToken, h, json, missing, problem, route } from './lib.js';
+import { $, askForToken, h, json, missing, problem, refreshProblem, route } from './lib.js';
 import { loadSession, may, session, setToken, signIn, signOut } from './session.js';
 import { isCluster, renderCluster } from './cluster.js';
 import { renderOverview } from './overview.js';
@@ -18,20 +18,43 @@ import { renderBatches } from './batches.js';
 
 const REFRESH_MS = 5000;
 const VIEWS = ['overview', 'instances', 'instance', 'messages', 'jobs', 'tasks', 'batches', 'audit', 'cluster'];
-const state = { process: null, version: null };
+const state = { process: null, version: null, view: null };
 
 function view() {
   const v = route().get('view');
   return VIEWS.includes(v) ? v : 'overview';
 }
 
+/** One refresh at a time: asked for while one runs, it runs once more after
+ * it, so two never interleave their redraws of the same rows. */
+const refreshing = { now: null, again: false };
+
+function refresh() {
+  if (refreshing.now) {
+    refreshing.again = true;
+    return refreshing.now;
+  }
+  refreshing.now = (async () => {
+    do {
+      refreshing.again = false;
+      await refreshOnce();
+    } while (refreshing.again);
+    refreshing.now = null;
+  })();
+  return refreshing.now;
+}
+
 /** The current view's data, then the alarms; one place records the outcome. */
-async function refresh() {
+async function refreshOnce() {
   const current = view();
   for (const v of VIEWS) $(v).hidden = v !== current;
   for (const a of document.querySelectorAll('nav a')) a.classList.toggle('current', a.dataset.view === current);
   $('pick').hidden = current !== 'overview';
   if (current === 'overview' && !state.process) return;
+  if (current !== state.view) {
+    state.view = current;
+    problem(null); // what went wrong in another view is not this one's
+  }
   missing.clear();
   try {
     switch (current) {
@@ -49,10 +72,10 @@ async function refresh() {
     $('refreshed').textContent = `updated ${new Date().toLocaleTimeString()}`;
     document.body.dataset.loaded = 'true';
     document.body.dataset.view = current;
-    problem(missing.size === 0 ? null
+    refreshProblem(missing.size === 0 ? null
       : `partitions not reached: ${[...missing].sort((a, b) => a - b).join(', ')} — what they hold is not shown`);
   } catch (err) {
-    problem(err.message);
+    refreshProblem(err.message);
   }
 }
 

@@ -5,22 +5,34 @@
 
 import { api } from './lib.js';
 
-const shown = new Map(); // container id -> { key, viewer }
+const shown = new Map(); // container id -> { key, viewer: a promise of the viewer or null }
 
 /**
  * Draws `process` version `version` into `container`, unless already there.
- * Returns the viewer, or null when the version has no diagram (no BPMN DI, or
- * deployed before postfach kept its source).
+ * Resolves to the viewer, or null when the version has no diagram (no BPMN
+ * DI, or deployed before postfach kept its source). A second call while the
+ * first still draws waits for the same viewer; it never answers "no diagram"
+ * for one on its way.
  */
-export async function draw(container, process, version) {
+export function draw(container, process, version) {
   const key = `${process}@${version}`;
   const had = shown.get(container.id);
   if (had && had.key === key) return had.viewer;
-  if (had && had.viewer) had.viewer.destroy();
+  if (had) had.viewer.then((v) => v && v.destroy(), () => {});
   container.replaceChildren();
-  shown.set(container.id, { key, viewer: null });
+  const viewer = load(container, process, version);
+  shown.set(container.id, { key, viewer });
+  // a read that failed (not "no diagram") is tried again by the next refresh
+  viewer.catch(() => {
+    if (shown.get(container.id)?.viewer === viewer) shown.delete(container.id);
+  });
+  return viewer;
+}
+
+async function load(container, process, version) {
   const r = await api(`/processes/${encodeURIComponent(process)}/xml?version=${version}`);
-  if (!r.ok) return null;
+  if (r.status === 404) return null;
+  if (!r.ok) throw new Error(`the diagram of ${process} v${version}: HTTP ${r.status}`);
   const viewer = new window.BpmnJS({ container });
   try {
     await viewer.importXML(await r.text());
@@ -29,7 +41,6 @@ export async function draw(container, process, version) {
     viewer.destroy();
     return null;
   }
-  shown.set(container.id, { key, viewer });
   return viewer;
 }
 

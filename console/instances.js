@@ -281,11 +281,13 @@ export async function renderInstance(forced) {
     detail.id = id;
     detail.dirty = false;
     $('repair-outcome').hidden = true;
-  } else if (!force && (detail.dirty || $('instance').contains(document.activeElement))) {
-    return; // an operator is choosing a repair: the rows stay
+    force = true; // another instance: nothing chosen here yet
   }
+  const busy = () => !force && (detail.dirty || $('instance').contains(document.activeElement));
+  if (busy()) return; // an operator is choosing a repair: the rows stay
   const d = await json(`/instances/${encodeURIComponent(id)}`);
   const stats = await json(`/processes/${encodeURIComponent(d.process)}/statistics?version=${d.version}`);
+  if (busy() || route().get('id') !== id) return; // they began while the answers were on their way
   detail.elements = stats.elements;
   $('instance-title').textContent = `Instance ${d.instance} · ${d.process} v${d.version} · ${d.state}`;
   $('instance').dataset.state = d.state;

@@ -9,6 +9,7 @@ async function retry(job, after) {
   try {
     const r = await json(`/jobs/${encodeURIComponent(job)}/retry`, {});
     $('jobs-done').textContent = `job ${job} retried: ${r.next}`;
+    problem(null);
     await after();
   } catch (err) {
     problem(err.message);

@@ -117,10 +117,29 @@ export function route() {
   return new URLSearchParams(location.hash.slice(1));
 }
 
-export function problem(message) {
+/** Who said the problem on show: an action ('action', a refused click or
+ * form) or the refresh ('refresh', a failed read, partitions missing). */
+const said = { by: null };
+
+function show(message, by) {
   const p = $('problem');
   p.textContent = message || '';
   p.hidden = !message;
+  said.by = message ? by : null;
+}
+
+/** What went wrong with what the person at the screen did; it stays until
+ * their next action succeeds or they open another view, however often the
+ * view refreshes meanwhile. `null` clears whatever is shown. */
+export function problem(message) {
+  show(message, 'action');
+}
+
+/** What the last refresh found wrong; a refresh that finds nothing wrong
+ * clears only what a refresh said, never an action's problem. */
+export function refreshProblem(message) {
+  if (!message && said.by === 'action') return;
+  show(message, 'refresh');
 }
 
 /** Bytes as hex, 16 to a line, for a payload that is not text. */

@@ -14,13 +14,14 @@ function attributes(m) {
   return Object.entries(m.attributes || {}).map(([k, v]) => `${k}=${v}`).join('\n');
 }
 
-/** The payload of a malformed message: its text, and its bytes in hex on demand. */
-function payload(m) {
+/** The payload of a malformed message: its text, and its bytes in hex on
+ * demand (`open` when the operator had opened them before a redraw). */
+function payload(m, open) {
   const td = h('td', { class: 'raw' });
   if (m.raw != null) {
     td.append(h('pre', { class: 'raw-text' }, m.raw));
     if (m.raw_hex) {
-      td.append(h('details', {}, h('summary', {}, 'hex'), h('pre', { class: 'raw-hex' }, hexLines(m.raw_hex))));
+      td.append(h('details', { open }, h('summary', {}, 'hex'), h('pre', { class: 'raw-hex' }, hexLines(m.raw_hex))));
     }
   }
   return td;
@@ -48,6 +49,7 @@ async function act(path, body, after) {
   try {
     const answer = await json(path, body);
     $('done').textContent = `${path.split('/').pop()}: ${JSON.stringify(answer)}`;
+    problem(null);
     sessionStorage.setItem('postfach-who', $('who').value.trim());
     $('parked').tBodies[0].replaceChildren();
     await after();
@@ -77,13 +79,19 @@ function actions(m, after) {
     }, 'Discard'));
 }
 
+/** An operator typing a reason keeps the rows until the action is done. */
+function typing(body) {
+  return [...body.querySelectorAll('input.why')].some((i) => i.value || i === document.activeElement);
+}
+
 async function renderParked(after) {
   const body = $('parked').tBodies[0];
-  // an operator typing a reason keeps the rows until the action is done
-  const typing = [...body.querySelectorAll('input.why')].some((i) => i.value || i === document.activeElement);
-  if (typing) return;
+  if (typing(body)) return;
   const q = parkedPage.cursor ? `&after=${encodeURIComponent(parkedPage.cursor)}` : '';
   const { messages, next } = await json(`/messages?parked=true&limit=100${q}`);
+  if (typing(body)) return; // they began while the answer was on its way
+  // the hex an operator opened stays open through the redraw
+  const opened = new Set([...body.querySelectorAll('details[open]')].map((d) => d.closest('tr').dataset.message));
   body.replaceChildren();
   for (const m of messages) {
     body.appendChild(h('tr', { dataset: { message: m.message_id, reason: m.reason || '' } },
@@ -96,7 +104,7 @@ async function renderParked(after) {
       cell(m.accepted_at),
       cell(m.requeues, 'num'),
       cell(attributes(m), 'attrs'),
-      payload(m),
+      payload(m, opened.has(m.message_id)),
       actions(m, after),
     ));
   }

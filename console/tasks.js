@@ -83,8 +83,10 @@ function actions(t, after) {
 export async function renderTasks(force) {
   $('task-who').parentNode.hidden = Boolean(signedInAs()) || !may('work');
   if (!$('task-who').value) $('task-who').value = sessionStorage.getItem('postfach-who') || '';
-  if (!force && (editing.dirty || $('task-list').contains(document.activeElement))) return;
+  const busy = () => !force && (editing.dirty || $('task-list').contains(document.activeElement));
+  if (busy()) return;
   const { tasks } = await json('/tasks');
+  if (busy()) return; // they began typing while the answer was on its way
   $('task-list').tBodies[0].replaceChildren(...tasks.map((t) => h('tr', { dataset: { task: t.task, assignee: t.assignee || '' } },
     cell(t.task),
     cell(t.name ? `${t.name} (${t.element})` : t.element),

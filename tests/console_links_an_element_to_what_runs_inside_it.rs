@@ -76,7 +76,7 @@ fn rows(b: &Driver) -> Vec<String> {
 }
 
 fn wait_rows(b: &Driver, want: &[&str]) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
         let got = rows(b);
         if got == want {

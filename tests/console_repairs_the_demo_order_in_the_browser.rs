@@ -54,7 +54,7 @@ fn rows(b: &Driver, css: &str) -> u64 {
 }
 
 fn wait_rows(b: &Driver, css: &str, n: u64) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while rows(b, css) != n {
         assert!(
             std::time::Instant::now() < deadline,

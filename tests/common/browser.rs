@@ -196,9 +196,10 @@ impl Driver {
         self.session("POST", "/url", Some(serde_json::json!({"url": url})));
     }
 
-    /// The first element matching `css`, waiting up to 10 s for it.
+    /// The first element matching `css`, waiting up to 30 s for it (a
+    /// loaded CI machine runs many browsers at once).
     pub fn find(&self, css: &str) -> String {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
         loop {
             let v = self
                 .call(
@@ -236,14 +237,17 @@ impl Driver {
                     body.clone(),
                 )
                 .unwrap_or_else(|| panic!("{action} {css}: no answer"));
-            if v["value"]["error"] == "stale element reference" {
+            // replaced by a redraw between finding and acting: a detached
+            // element is reported stale, or not interactable mid-redraw
+            let error = &v["value"]["error"];
+            if error == "stale element reference" || error == "element not interactable" {
                 std::thread::sleep(std::time::Duration::from_millis(50));
                 continue;
             }
             assert!(v["value"]["error"].is_null(), "{action} {css}: {v}");
             return v["value"].clone();
         }
-        panic!("{css} went stale 20 times in a row")
+        panic!("{css} went stale or was not interactable 20 times in a row")
     }
 
     pub fn click(&self, css: &str) {
@@ -269,9 +273,9 @@ impl Driver {
             .to_string()
     }
 
-    /// Waits up to 10 s until the text of `css` contains `part`; returns it.
+    /// Waits up to 30 s until the text of `css` contains `part`; returns it.
     pub fn wait_for_text(&self, css: &str, part: &str) -> String {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
         loop {
             let t = self.text(css);
             if t.contains(part) {

@@ -4,6 +4,12 @@
 use postfach::{Postfach, Publish, vars};
 use std::time::Instant;
 
+/// The binary's allocator (feature `mimalloc`, on by default), so a profile
+/// shows the writer as `postfach` and the engine bench run it.
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main(worker_threads = 2)]
 async fn main() {
     std::fs::create_dir_all("target/bench-db").unwrap();

@@ -129,8 +129,9 @@ function show(message, by) {
 }
 
 /** What went wrong with what the person at the screen did; it stays until
- * their next action succeeds or they open another view, however often the
- * view refreshes meanwhile. `null` clears whatever is shown. */
+ * their next action succeeds or they open another view, through refreshes
+ * that find nothing wrong (a failed one shows its own problem instead).
+ * `null` clears whatever is shown. */
 export function problem(message) {
   show(message, 'action');
 }

@@ -35,7 +35,8 @@
 //! whole and the backup either complete or refused as partial; a batch cut
 //! by the power (`during_batch.rs`) resumes and does every item once; a
 //! slot move cut on either side (`during_move.rs`) resumes and leaves
-//! everything on one partition.
+//! everything on one partition; a batch that fails to apply after its frame
+//! was logged (`aborted_batch.rs`) is never replayed.
 //!
 //! `cargo test` runs 24 cases; `benches/power_loss.sh` runs thousands.
 
@@ -46,6 +47,7 @@ use proptest::prelude::*;
 use std::collections::BTreeMap;
 use workload::{Op, op, options, workload};
 
+mod aborted_batch;
 mod check;
 mod during_backup;
 mod during_batch;

@@ -4,15 +4,16 @@
 //!
 //! Invariants:
 //! - Every state change goes through the one writer thread. It takes all queued
-//!   commands (up to `max_batch`), applies them to one redb write transaction
-//!   committed without fsync, and hands the batch's log frame to the syncer
-//!   ([`syncer`]: its thread, or the writer itself when nothing else waits),
-//!   which answers the callers only after the frame is fsynced (`wal`): a
-//!   returned `Ok` means the change survives a crash, and concurrent callers
-//!   share one fsync.
+//!   commands (up to `max_batch`), hands the batch's log frame to the syncer
+//!   ([`syncer`]), which appends and fsyncs it (`wal`) while the writer applies
+//!   the commands to one redb write transaction committed without fsync. A
+//!   caller is answered only when both are done: a returned `Ok` means the
+//!   change survives a crash, concurrent callers share one fsync, and a lone
+//!   caller waits for the longer of apply and fsync, not their sum.
 //! - The writer reads the clock once per batch and hands the instant to the engine.
 //! - When a batch fails technically, it is aborted as a whole and every caller in
-//!   it gets the error; nothing of it is visible afterwards.
+//!   it gets the error once the abort record that follows its frame in the log
+//!   is durable; nothing of it is visible afterwards, replay included.
 //! - A log write failure poisons the writer: an unlogged batch never becomes durable.
 //!
 //! Format rule: [`Command`] (with everything it contains, [`Publish`] and
@@ -197,7 +198,7 @@ impl Writer {
 
     /// Applies one batch at open, before the syncer runs: durable at once,
     /// and in the log first like every batch (an archive of the log has
-    /// every batch, without a gap).
+    /// every batch, without a gap); one that fails gets its abort record.
     pub(crate) fn run_at_open(
         &mut self,
         now: Millis,
@@ -210,7 +211,16 @@ impl Writer {
             wal.append_frames([frame.as_slice()])?;
             self.segment.1 += frame.len() as u64;
         }
-        self.apply_batch(now, cmds, Vec::new(), &[], redb::Durability::Immediate)
+        let applied = self.apply_batch(now, cmds, Vec::new(), &[], redb::Durability::Immediate);
+        if applied.is_err()
+            && let Some(wal) = &mut self.wal
+        {
+            // replay must not apply what failed here
+            let record = wal::abort_frame(self.batch + 1, now)?;
+            wal.append_frames([record.as_slice()])?;
+            self.segment.1 += record.len() as u64;
+        }
+        applied
     }
 
     /// Moves the log into its own thread: from now on the writer applies the next
@@ -241,9 +251,12 @@ impl Writer {
         self.poisoned.lock().ok().and_then(|p| p.clone())
     }
 
-    /// Applies one batch to redb without fsync and hands its log frame and its
-    /// callers to the syncer, which answers them once the frame is on disk
-    /// (`queued` says whether another command waits: [`Syncer::hand_over`]).
+    /// Hands the batch's log frame to the syncer, applies the batch to redb
+    /// without fsync while the frame is synced, and has its callers answered
+    /// once both are done. A batch that fails is aborted in redb and a record
+    /// of the abort follows its frame in the log ([`wal`]: replay skips it);
+    /// its callers get the error once that record is durable, and the next
+    /// batch takes its number.
     fn submit(
         &mut self,
         now: Millis,
@@ -251,7 +264,6 @@ impl Writer {
         parsed: Vec<Option<Parsed>>,
         replies: Vec<oneshot::Sender<Result<Reply, Error>>>,
         started: std::time::Instant,
-        queued: impl FnOnce() -> bool,
     ) {
         let fail = |replies: Vec<oneshot::Sender<Result<Reply, Error>>>, text: String| {
             for reply in replies {
@@ -269,36 +281,35 @@ impl Writer {
             encoded,
             traces,
         } = gathered;
-        let results = match self.apply_batch(now, cmds, parsed, traces, redb::Durability::None) {
-            Ok(r) => r,
+        let frame = match wal::frame_of_parts(self.batch + 1, now, cmds, encoded) {
+            Ok(f) => f,
+            // nothing of it was logged or applied
+            Err(e) => return fail(replies, format!("write-ahead log: {e}")),
+        };
+        let logged = frame.len() as u64;
+        let Some(ticket) = self.syncer.as_mut().map(|s| s.log(frame)) else {
+            return fail(replies, "the database is open for reading only".into());
+        };
+        self.logged += logged;
+        self.segment.1 += logged;
+        let batch = match self.apply_batch(now, cmds, parsed, traces, redb::Durability::None) {
+            Ok(results) => PendingBatch {
+                ticket,
+                answers: replies
+                    .into_iter()
+                    .zip(results)
+                    .map(|(reply, r)| (reply, r.map_err(Error::from)))
+                    .collect(),
+                wake: cmds.iter().any(Command::wakes_executor),
+                started,
+            },
             Err(e) => {
                 tracing::error!(error = %e, "batch aborted");
-                return fail(replies, e.to_string());
+                return self.abort_logged(now, replies, started, e.to_string());
             }
-        };
-        let frame = match wal::frame_of_parts(self.batch, now, cmds, encoded) {
-            Ok(f) => f,
-            Err(e) => {
-                // redb already holds the batch in memory; it must never become durable
-                if let Ok(mut p) = self.poisoned.lock() {
-                    *p = Some(e.to_string());
-                }
-                return fail(
-                    replies,
-                    format!("write-ahead log: {e}; reopen the database"),
-                );
-            }
-        };
-        self.logged += frame.len() as u64;
-        self.segment.1 += frame.len() as u64;
-        let batch = PendingBatch {
-            frame,
-            answers: replies.into_iter().zip(results).collect(),
-            wake: cmds.iter().any(Command::wakes_executor),
-            started,
         };
         if let Some(syncer) = &self.syncer {
-            syncer.hand_over(batch, queued());
+            syncer.answer(batch);
         }
         if self.last_checkpoint.elapsed() >= self.checkpoint_every
             || self.logged >= CHECKPOINT_BYTES
@@ -310,6 +321,57 @@ impl Writer {
                 self.last_checkpoint = std::time::Instant::now();
             }
         }
+    }
+
+    /// A batch whose frame is in the log failed to apply: its abort record
+    /// (the batch's number, no commands) follows the frame, and its callers
+    /// get `why` once that record is durable.
+    fn abort_logged(
+        &mut self,
+        now: Millis,
+        replies: Vec<oneshot::Sender<Result<Reply, Error>>>,
+        started: std::time::Instant,
+        why: String,
+    ) {
+        let Some(syncer) = self.syncer.as_mut() else {
+            return;
+        };
+        let answers = |why: &str| -> Vec<(ReplyTo, Result<Reply, Error>)> {
+            replies
+                .into_iter()
+                .map(|reply| {
+                    (
+                        reply,
+                        Err(Error::Store(StoreError::Aborted(why.to_string()))),
+                    )
+                })
+                .collect()
+        };
+        let record = match wal::abort_frame(self.batch + 1, now) {
+            Ok(r) => r,
+            Err(e) => {
+                // without its abort record, replay may apply the batch
+                let text = format!("the abort of a batch could not be logged: {e}");
+                if let Ok(mut p) = self.poisoned.lock() {
+                    *p = Some(text.clone());
+                }
+                let outcome =
+                    format!("{why}; {text}; reopen the database to see whether it applied");
+                for (reply, answer) in answers(&outcome) {
+                    let _ = reply.send(answer);
+                }
+                return;
+            }
+        };
+        self.logged += record.len() as u64;
+        self.segment.1 += record.len() as u64;
+        let ticket = syncer.log(record);
+        syncer.answer(PendingBatch {
+            ticket,
+            answers: answers(&why),
+            wake: false,
+            started,
+        });
     }
 
     fn apply_batch(
@@ -400,28 +462,23 @@ pub(crate) fn writer_loop(
     // writer page faults
     let mut batch: Vec<Request> = Vec::new();
     let mut gathered = Gathered::default();
-    // a job taken to see whether one waits, before the last batch was synced
-    let mut held: Option<Job> = None;
     loop {
         // idle, a log segment for the archive is still closed on time
-        let first = match held.take() {
-            Some(job) => job,
-            None => match w
-                .archive
-                .map(|a| a.every.max(std::time::Duration::from_millis(100)))
-            {
-                None => match rx.recv() {
-                    Ok(job) => job,
-                    Err(_) => break,
-                },
-                Some(wait) => match rx.recv_timeout(wait) {
-                    Ok(job) => job,
-                    Err(mpsc::RecvTimeoutError::Timeout) => {
-                        w.idle();
-                        continue;
-                    }
-                    Err(mpsc::RecvTimeoutError::Disconnected) => break,
-                },
+        let first = match w
+            .archive
+            .map(|a| a.every.max(std::time::Duration::from_millis(100)))
+        {
+            None => match rx.recv() {
+                Ok(job) => job,
+                Err(_) => break,
+            },
+            Some(wait) => match rx.recv_timeout(wait) {
+                Ok(job) => job,
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    w.idle();
+                    continue;
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
             },
         };
         let first = match first {
@@ -456,10 +513,7 @@ pub(crate) fn writer_loop(
             gathered.traces.push(r.trace);
         }
         stats.batch_size.observe(gathered.cmds.len() as f64);
-        w.submit(now, &gathered, parsed, replies, started, || {
-            held = rx.try_recv().ok();
-            held.is_some()
-        });
+        w.submit(now, &gathered, parsed, replies, started);
         gathered.clear();
         for asked in snapshots {
             let _ = asked.send(w.snapshot());

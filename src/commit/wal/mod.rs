@@ -12,6 +12,13 @@
 //! (`[len][crc32 of body][body]`, no magic); it is read the same way and replaced
 //! by a version-2 log at the checkpoint that follows its replay.
 //!
+//! A batch's frame is written before the batch is applied. When it fails to
+//! apply, an abort record follows it: the same batch number and no commands
+//! ([`abort_frame`]); the next batch takes that number again. Reading drops
+//! an aborted batch with its abort record, so the records read have every
+//! batch number once, in order. (A build before abort records replays an
+//! aborted batch: a log is not meant to be opened by an older build.)
+//!
 //! Invariants:
 //! - No caller is answered before its batch's record is synced.
 //! - Reading never opens with less than was acknowledged, except what a crash can
@@ -23,7 +30,8 @@
 //!   untouched and opening fails with [`StoreError::LogDamaged`] naming the file,
 //!   the offset and how many intact records follow. Only [`salvage`], an explicit
 //!   operator step, keeps a copy and drops what is damaged.
-//! - Replay applies records in batch order and skips those already durable in redb.
+//! - Replay applies records in batch order and skips those already durable in
+//!   redb and those aborted.
 
 use super::Command;
 use crate::clock::Millis;
@@ -44,6 +52,13 @@ pub(crate) struct Record {
     pub batch: u64,
     pub now: Millis,
     pub commands: Vec<Command>,
+}
+
+impl Record {
+    /// Whether this record aborts `previous` (the record before it).
+    fn aborts(&self, previous: Option<&Record>) -> bool {
+        self.commands.is_empty() && previous.is_some_and(|p| p.batch == self.batch)
+    }
 }
 
 /// The first bytes of a version-2 log.
@@ -188,10 +203,14 @@ impl Scan {
         } else {
             (Framing::V1, 0)
         };
-        let mut records = Vec::new();
+        let mut records: Vec<Record> = Vec::new();
         let mut pos = start;
         while let Some((r, end)) = framing.frame_at(bytes, pos) {
-            records.push(r);
+            if r.aborts(records.last()) {
+                records.pop();
+            } else {
+                records.push(r);
+            }
             pos = end;
         }
         let mut after = Vec::new();
@@ -520,6 +539,12 @@ impl Wal {
 /// Encodes a batch as one log frame: `[magic][len][crc32 of len and body][body]`.
 pub(crate) fn frame(batch: u64, now: Millis, commands: &[Command]) -> Result<Vec<u8>, StoreError> {
     frame_of_parts(batch, now, commands, &vec![None; commands.len()])
+}
+
+/// The frame of the abort record of batch `batch` (see the module's doc):
+/// it follows that batch's frame when the batch failed to apply.
+pub(crate) fn abort_frame(batch: u64, now: Millis) -> Result<Vec<u8>, StoreError> {
+    frame(batch, now, &[])
 }
 
 /// A command's bytes inside a frame ([`frame_of_parts`]): callers encode

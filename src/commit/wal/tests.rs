@@ -137,6 +137,34 @@ fn torn_tail_is_cut_and_intact_records_survive() {
 }
 
 #[test]
+fn an_aborted_batch_is_read_as_never_logged_and_its_number_is_taken_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a.wal");
+    let (mut w, _) = Wal::open(&path).unwrap();
+    let frames = [
+        frame(1, 10, &[Command::Tick]).unwrap(),
+        // batch 2 failed to apply: its abort record follows it
+        frame(2, 20, &[Command::Tick, Command::Tick]).unwrap(),
+        abort_frame(2, 20).unwrap(),
+        frame(2, 30, &[Command::ReleaseAllLeases]).unwrap(),
+        // a batch without commands under a new number is a batch
+        frame(3, 40, &[]).unwrap(),
+        frame(4, 50, &[Command::Tick]).unwrap(),
+    ];
+    w.append_frames(frames.iter().map(Vec::as_slice)).unwrap();
+    drop(w);
+    let (_, recs) = Wal::open(&path).unwrap();
+    assert_eq!(batches(&recs), vec![1, 2, 3, 4]);
+    assert!(
+        matches!(recs[1].commands.as_slice(), [Command::ReleaseAllLeases]),
+        "batch 2 is the one applied: {:?}",
+        recs[1]
+    );
+    assert_eq!(recs[1].now, 30);
+    assert!(recs[2].commands.is_empty());
+}
+
+#[test]
 fn zeros_after_the_last_record_are_a_torn_tail() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("z.wal");

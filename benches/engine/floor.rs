@@ -2,14 +2,14 @@
 //! in the transactions the engine writes them in, with bare redb and a log
 //! like the engine's — and no engine. It is the limit of this design (one
 //! writer thread, a redb transaction per batch committed without fsync, the
-//! batch's log frame fsynced by a second thread before anyone is answered,
+//! batch's log frame handed to a second thread before the batch is applied
+//! and fsynced there while it is, nobody answered before both are done,
 //! a durable redb checkpoint every 500 ms that empties the log), so
 //! `reference_instances` is reported as a ratio of it. The log is written as
 //! the engine's is (decision 0093): zeros ahead of the appends, so that an
 //! append overwrites blocks the file has and its `fdatasync` journals no
-//! change of length. (The engine's writer also syncs a lone batch itself
-//! when no command waits; the floor leaves that out: with it switched off,
-//! the engine's 64-caller reference run measured the same.)
+//! change of length; and the frame is fsynced while the batch is applied
+//! (decision 0094).
 //!
 //! What the floor does per instance, phase by phase (as the engine's
 //! `work_until_idle` drives it): start, publish (buffered: the instance
@@ -84,14 +84,30 @@ struct Req {
     reply: tokio::sync::oneshot::Sender<Vec<u64>>,
 }
 
-/// A batch's log frame and its callers with their answers.
-type Synced = (Vec<u8>, Vec<(Req, Vec<u64>)>);
+/// A batch's callers with their answers.
+type Done = Vec<(Req, Vec<u64>)>;
 
-/// What the syncer thread is handed: a batch's frame and its callers, or
-/// (at a checkpoint) the log to empty once what came before is synced.
+/// What the syncer thread is handed: a batch's frame, before the batch is
+/// applied, or (at a checkpoint) the log to empty once what came before is
+/// synced.
 enum ToSyncer {
-    Batch(Synced),
+    Frame(Vec<u8>),
     Empty(mpsc::Sender<()>),
+}
+
+/// How many frames are durable, and the applied batches waiting for theirs
+/// (by the frame's place in the order handed over), as the engine's syncer
+/// keeps them: whichever of writer and syncer finishes last answers.
+#[derive(Default)]
+struct Progress {
+    synced: u64,
+    waiting: Vec<(u64, Done)>,
+}
+
+fn answer(done: Done) {
+    for (req, took) in done {
+        let _ = req.reply.send(took);
+    }
 }
 
 /// The log as the engine keeps it: a header, frames, zeros written ahead of
@@ -210,7 +226,9 @@ impl Floor {
 
 fn writer(db: redb::Database, log: Log, rx: mpsc::Receiver<Req>) {
     let (sync_tx, sync_rx) = mpsc::channel::<ToSyncer>();
-    let syncer = std::thread::spawn(move || syncer(log, sync_rx));
+    let progress = std::sync::Arc::new(std::sync::Mutex::new(Progress::default()));
+    let theirs = progress.clone();
+    let syncer = std::thread::spawn(move || syncer(log, sync_rx, &theirs));
     let mut last_checkpoint = std::time::Instant::now();
     let mut batch_no = 0u64;
     while let Ok(first) = rx.recv() {
@@ -222,14 +240,18 @@ fn writer(db: redb::Database, log: Log, rx: mpsc::Receiver<Req>) {
             }
         }
         batch_no += 1;
+        // the frame goes to the syncer before the batch is applied
+        let mut frame = Vec::new();
+        for req in &batch {
+            frame.extend_from_slice(&payload(req.op));
+        }
+        sync_tx.send(ToSyncer::Frame(frame)).unwrap();
         let mut tx = db.begin_write().unwrap();
         tx.set_durability(redb::Durability::None).unwrap();
         let mut done = Vec::with_capacity(batch.len());
-        let mut frame = Vec::new();
         {
             let mut t = Tx::open(&tx);
             for req in batch {
-                frame.extend_from_slice(&payload(req.op));
                 let took = t.apply(req.op);
                 done.push((req, took));
             }
@@ -248,7 +270,15 @@ fn writer(db: redb::Database, log: Log, rx: mpsc::Receiver<Req>) {
             }
         }
         tx.commit().unwrap();
-        sync_tx.send(ToSyncer::Batch((frame, done))).unwrap();
+        {
+            let mut p = progress.lock().unwrap();
+            if p.synced >= batch_no {
+                drop(p);
+                answer(done);
+            } else {
+                p.waiting.push((batch_no, done));
+            }
+        }
         if last_checkpoint.elapsed() >= std::time::Duration::from_millis(500) {
             let mut tx = db.begin_write().unwrap();
             tx.set_durability(redb::Durability::Immediate).unwrap();
@@ -268,20 +298,21 @@ fn writer(db: redb::Database, log: Log, rx: mpsc::Receiver<Req>) {
 }
 
 /// Appends the frames queued since the last fsync with one fsync, then
-/// answers their callers (as the engine's syncer); empties the log when the
-/// writer's checkpoint asks, after the frames handed over before.
-fn syncer(mut log: Log, rx: mpsc::Receiver<ToSyncer>) {
+/// answers the batches that waited for them (as the engine's syncer);
+/// empties the log when the writer's checkpoint asks, after the frames
+/// handed over before.
+fn syncer(mut log: Log, rx: mpsc::Receiver<ToSyncer>, progress: &std::sync::Mutex<Progress>) {
     while let Ok(first) = rx.recv() {
-        let mut group = Vec::new();
+        let mut frames = Vec::new();
         let mut empty = None;
         for msg in std::iter::once(first).chain(rx.try_iter()) {
             match msg {
-                ToSyncer::Batch(b) => group.push(b),
+                ToSyncer::Frame(f) => frames.push(f),
                 // the writer waits for this answer: nothing follows it
                 ToSyncer::Empty(done) => empty = Some(done),
             }
         }
-        for (frame, _) in &group {
+        for frame in &frames {
             // magic, length, checksum, body: the engine's frame head
             let mut head = [0u8; 12];
             head[4..8].copy_from_slice(&(frame.len() as u32).to_le_bytes());
@@ -289,12 +320,16 @@ fn syncer(mut log: Log, rx: mpsc::Receiver<ToSyncer>) {
             log.write(&head);
             log.write(frame);
         }
-        if !group.is_empty() {
+        if !frames.is_empty() {
             log.file.sync_data().unwrap();
-        }
-        for (_, done) in group {
-            for (req, took) in done {
-                let _ = req.reply.send(took);
+            let mut p = progress.lock().unwrap();
+            p.synced += frames.len() as u64;
+            let upto = p.synced;
+            let n = p.waiting.partition_point(|(ticket, _)| *ticket <= upto);
+            let ready: Vec<(u64, Done)> = p.waiting.drain(..n).collect();
+            drop(p);
+            for (_, done) in ready {
+                answer(done);
             }
         }
         if let Some(done) = empty {

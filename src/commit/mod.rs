@@ -13,7 +13,9 @@
 //! - The writer reads the clock once per batch and hands the instant to the engine.
 //! - When a batch fails technically, it is aborted as a whole and every caller in
 //!   it gets the error once the abort record that follows its frame in the log
-//!   is durable; nothing of it is visible afterwards, replay included.
+//!   is durable: from then on nothing of it is visible, replay included. (When
+//!   the power goes before that record is durable, nobody was answered, and
+//!   replay applies the batch again.)
 //! - A log write failure poisons the writer: an unlogged batch never becomes durable.
 //!
 //! Format rule: [`Command`] (with everything it contains, [`Publish`] and
